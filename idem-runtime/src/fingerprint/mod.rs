@@ -1,0 +1,87 @@
+//! The compile-time fingerprint path: [`Canonical`] values written by a [`CanonicalWriter`],
+//! [`Fingerprint`] request types (usually `#[derive(Fingerprint)]`), and the [`RequestHash`].
+//!
+//! The canonical form itself is specified in `docs/fingerprint.md`; [`crate::canonical`] produces
+//! the same bytes from a `serde_json::Value` at run time.
+
+mod hash;
+mod impls;
+mod subset;
+mod writer;
+
+pub use hash::{ParseRequestHashError, RequestHash};
+pub use subset::{Env, FieldMask, FieldRef, Hashable, Hashed, NoFields, Skipped, hashable};
+pub use writer::CanonicalWriter;
+
+use crate::canonical::ValueSpec;
+
+/// A value with a canonical JSON form (see `docs/fingerprint.md`).
+///
+/// Implemented for integers, `bool`, strings, [`rust_decimal::Decimal`] (feature `decimal`),
+/// `Option`, `Vec`, slices, arrays, maps with string keys, sets, `serde_json::Value`, and every type
+/// that derives [`Fingerprint`]. `f32`/`f64` are deliberately **not** implemented: a binary float has
+/// no exact decimal form unless the field opts in with `#[fingerprint(float)]`.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` has no canonical fingerprint form",
+    label = "this type cannot be fingerprinted",
+    note = "derive it with `#[derive(idem::Fingerprint)]`, mark the field `#[fingerprint(skip)]`, or write it with `#[fingerprint(with = path)]`",
+    note = "binary floats need `#[fingerprint(float)]`; byte buffers usually want `#[fingerprint(base64)]`"
+)]
+pub trait Canonical {
+    /// Writes the canonical JSON text of `self`.
+    fn write_canonical(&self, w: &mut CanonicalWriter<'_>);
+
+    /// `true` when `self` is JSON `null` (`None`); such an object member is omitted entirely, so
+    /// `null` and an absent field fingerprint alike.
+    #[inline]
+    fn is_null(&self) -> bool {
+        false
+    }
+
+    /// The run-time spec that canonicalizes `serde_json::to_value(self)` to the same bytes.
+    #[doc(hidden)]
+    fn value_spec() -> ValueSpec;
+}
+
+/// A request type whose identity is a whitelist of its fields, hashed with SHA-256 over their
+/// canonical JSON form.
+///
+/// Derive it; the attributes are documented on [`idem::Fingerprint`](../../idem/derive.Fingerprint.html).
+///
+/// ```
+/// # use idem_runtime as idem;
+/// // (the derive lives in the `idem` facade crate; see its documentation for examples)
+/// ```
+pub trait Fingerprint: Canonical {
+    /// One [`FieldRef`] per named field, so that `#[idempotent(fingerprint(fields = [..]))]` can
+    /// check its list at compile time.
+    #[doc(hidden)]
+    type Fields;
+    #[doc(hidden)]
+    const FIELDS: Self::Fields;
+
+    /// Writes the canonical object restricted to the fields in `mask` (env and skipped fields are
+    /// never written, whatever the mask says).
+    #[doc(hidden)]
+    fn write_subset(&self, w: &mut CanonicalWriter<'_>, mask: FieldMask);
+
+    /// The canonical JSON text of the whitelisted fields.
+    fn canonical_json(&self) -> String {
+        let mut out = Vec::with_capacity(128);
+        self.write_canonical(&mut CanonicalWriter::new(&mut out));
+        // The writer only emits UTF-8: strings are copied whole, everything else is ASCII.
+        String::from_utf8(out)
+            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+    }
+
+    /// SHA-256 of [`Fingerprint::canonical_json`].
+    fn fingerprint(&self) -> RequestHash {
+        RequestHash::of_canonical(|w| self.write_canonical(w))
+    }
+
+    /// SHA-256 of the canonical object restricted to the fields in `mask`.
+    #[doc(hidden)]
+    fn fingerprint_subset(&self, mask: FieldMask) -> RequestHash {
+        RequestHash::of_canonical(|w| self.write_subset(w, mask))
+    }
+}
