@@ -25,33 +25,59 @@ pub(crate) fn write_decimal(out: &mut Vec<u8>, mantissa: i128, scale: u32) {
         out.push(b'-');
     }
     let mut buf = itoa::Buffer::new();
-    place_point(out, buf.format(m).as_bytes(), -i64::from(scale));
+    let digits = buf.format(m).as_bytes();
+    place_point(out, Digits(digits, &[]), -i64::from(scale));
+}
+
+/// Significant digits stored as the concatenation of two slices (the integer and fractional
+/// digits of a number text), so that nothing is copied before writing.
+#[derive(Clone, Copy)]
+struct Digits<'a>(&'a [u8], &'a [u8]);
+
+impl Digits<'_> {
+    fn len(self) -> usize {
+        self.0.len() + self.1.len()
+    }
+
+    /// Appends digits `from..to`.
+    fn write(self, out: &mut Vec<u8>, from: usize, to: usize) {
+        let split = self.0.len();
+        if from < split {
+            out.extend_from_slice(&self.0[from..to.min(split)]);
+        }
+        if to > split {
+            out.extend_from_slice(&self.1[from.max(split) - split..to - split]);
+        }
+    }
 }
 
 /// Appends `digits * 10^exp` in plain form. `digits` has no leading zeros and is not empty.
-fn place_point(out: &mut Vec<u8>, digits: &[u8], exp: i64) {
+fn place_point(out: &mut Vec<u8>, digits: Digits<'_>, exp: i64) {
+    let len = digits.len();
     if exp >= 0 {
-        out.extend_from_slice(digits);
+        digits.write(out, 0, len);
         out.resize(out.len() + exp as usize, b'0');
         return;
     }
     let frac = (-exp) as usize;
-    if digits.len() > frac {
-        let int = digits.len() - frac;
-        out.extend_from_slice(&digits[..int]);
+    if len > frac {
+        let int = len - frac;
+        digits.write(out, 0, int);
         out.push(b'.');
-        out.extend_from_slice(&digits[int..]);
+        digits.write(out, int, len);
     } else {
         out.extend_from_slice(b"0.");
-        out.resize(out.len() + (frac - digits.len()), b'0');
-        out.extend_from_slice(digits);
+        out.resize(out.len() + (frac - len), b'0');
+        digits.write(out, 0, len);
     }
 }
 
 /// Appends the canonical form of a JSON number text or decimal string: an optional sign, digits
-/// with an optional `.` (at least one digit on either side), an optional exponent.
+/// with an optional `.` (at least one digit on either side), an optional exponent. Never
+/// allocates beyond `out`.
 pub(crate) fn write_number_text(out: &mut Vec<u8>, text: &str) -> Result<(), CanonicalError> {
     let invalid = || CanonicalError::InvalidNumber {
+        path: String::new(),
         text: truncate(text),
     };
     let bytes = text.as_bytes();
@@ -93,45 +119,102 @@ pub(crate) fn write_number_text(out: &mut Vec<u8>, text: &str) -> Result<(), Can
     exp = exp.saturating_sub(frac.len() as i64);
 
     // Significant digits: int ++ frac without leading zeros; trailing zeros move into `exp`.
-    let mut digits: Vec<u8> = Vec::new();
-    let all = int.iter().chain(frac).copied();
-    let mut leading = true;
-    for d in all {
-        if leading && d == b'0' {
-            continue;
+    let all = Digits(int, frac);
+    let at = |i: usize| {
+        if i < int.len() {
+            int[i]
+        } else {
+            frac[i - int.len()]
         }
-        leading = false;
-        digits.push(d);
-    }
-    while digits.last() == Some(&b'0') {
-        digits.pop();
-        exp = exp.saturating_add(1);
-    }
-    if digits.is_empty() {
+    };
+    let total = all.len();
+    let lead = (0..total).take_while(|&i| at(i) == b'0').count();
+    if lead == total {
         out.push(b'0');
         return Ok(());
     }
+    let trail = (lead..total).rev().take_while(|&i| at(i) == b'0').count();
+    exp = exp.saturating_add(trail as i64);
+    let len = total - lead - trail;
     let zeros = if exp >= 0 {
         exp
     } else {
-        (-exp).saturating_sub(digits.len() as i64)
+        (-exp).saturating_sub(len as i64)
     };
     if zeros > MAX_ZEROS {
         return Err(CanonicalError::NumberOutOfRange {
+            path: String::new(),
             text: truncate(text),
         });
     }
     if negative {
         out.push(b'-');
     }
-    place_point(out, &digits, exp);
+    // Re-slice so that the significant digits start at 0 and end at `len`.
+    let (a, b) = if lead < int.len() {
+        (&int[lead..], frac)
+    } else {
+        (&frac[..0], &frac[lead - int.len()..])
+    };
+    let sig = Digits(a, b);
+    let end = total - trail - lead;
+    let (a, b) = if end <= sig.0.len() {
+        (&sig.0[..end], &sig.1[..0])
+    } else {
+        (sig.0, &sig.1[..end - sig.0.len()])
+    };
+    place_point(out, Digits(a, b), exp);
     Ok(())
 }
 
-fn truncate(text: &str) -> String {
-    match text.char_indices().nth(40) {
-        Some((i, _)) => format!("{}...", &text[..i]),
-        None => text.to_owned(),
+pub(crate) use super::error::truncate;
+
+/// Appends the canonical form of a `serde_json::Number`: integers directly, floats from their
+/// shortest round-trip text (`Display`), which is also the exact text under serde_json's
+/// `arbitrary_precision` feature. Allocation-free unless that text exceeds 64 bytes.
+pub(crate) fn write_json_number(
+    out: &mut Vec<u8>,
+    n: &serde_json::Number,
+) -> Result<(), CanonicalError> {
+    if let Some(u) = n.as_u64() {
+        out.extend_from_slice(itoa::Buffer::new().format(u).as_bytes());
+        return Ok(());
+    }
+    if let Some(i) = n.as_i64() {
+        out.extend_from_slice(itoa::Buffer::new().format(i).as_bytes());
+        return Ok(());
+    }
+    let mut text = StackText {
+        buf: [0; 64],
+        len: 0,
+    };
+    if core::fmt::Write::write_fmt(&mut text, format_args!("{n}")).is_ok() {
+        write_number_text(out, text.as_str())
+    } else {
+        write_number_text(out, &n.to_string())
+    }
+}
+
+/// A `fmt::Write` into a fixed stack buffer; fails when full.
+struct StackText {
+    buf: [u8; 64],
+    len: usize,
+}
+
+impl StackText {
+    fn as_str(&self) -> &str {
+        // Only whole `&str`s are ever copied in.
+        core::str::from_utf8(&self.buf[..self.len]).unwrap_or("")
+    }
+}
+
+impl core::fmt::Write for StackText {
+    fn write_str(&mut self, s: &str) -> core::fmt::Result {
+        let end = self.len + s.len();
+        let dst = self.buf.get_mut(self.len..end).ok_or(core::fmt::Error)?;
+        dst.copy_from_slice(s.as_bytes());
+        self.len = end;
+        Ok(())
     }
 }
 
@@ -165,6 +248,15 @@ mod tests {
                 "123456789012345678901234567890.123",
             ),
             ("0e99999999999999999999", "0"),
+            ("0.0012300", "0.00123"),
+            ("12300", "12300"),
+            ("-00.5e1", "-5"),
+            ("100e-5", "0.001"),
+            ("1.0e0", "1"),
+            ("00012.3400e2", "1234"),
+            ("0.000", "0"),
+            ("5.", "5"),
+            (".5", "0.5"),
         ] {
             assert_eq!(canon(input).as_deref(), Ok(want), "{input}");
         }

@@ -1,4 +1,9 @@
-//! [`Canonical`] for standard and optional third-party types.
+//! [`Canonical`] for standard types (third-party types: `foreign.rs`).
+//!
+//! Maps are objects: their keys must be strings (`AsRef<str>`). Integer keys, which serde_json
+//! writes as strings, are not supported: an impl for them would overlap the `AsRef<str>` one
+//! under coherence rules; convert them to strings, or write the map with
+//! `#[fingerprint(with = path)]`.
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -190,7 +195,8 @@ impl<K: AsRef<str>, V: Canonical, S> Canonical for HashMap<K, V, S> {
 
 impl<K: AsRef<str>, V: Canonical> Canonical for BTreeMap<K, V> {
     fn write_canonical(&self, w: &mut CanonicalWriter<'_>) {
-        w.object_entries(self.iter().map(|(k, v)| (k.as_ref(), v)));
+        // `String`'s order is byte order: no sorting (and no allocation) for the usual keys.
+        w.object_entries_presorted(self.iter().map(|(k, v)| (k.as_ref(), v)));
     }
     fn value_spec() -> ValueSpec {
         ValueSpec::Map(Box::new(V::value_spec()))

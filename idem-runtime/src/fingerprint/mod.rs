@@ -4,6 +4,8 @@
 //! The canonical form itself is specified in `docs/fingerprint.md`; [`crate::canonical`] produces
 //! the same bytes from a `serde_json::Value` at run time.
 
+pub(crate) mod fields;
+mod foreign;
 mod hash;
 mod impls;
 mod subset;
@@ -17,9 +19,11 @@ use crate::canonical::ValueSpec;
 
 /// A value with a canonical JSON form (see `docs/fingerprint.md`).
 ///
-/// Implemented for integers, `bool`, strings, [`rust_decimal::Decimal`] (feature `decimal`),
-/// `Option`, `Vec`, slices, arrays, maps with string keys, sets, `serde_json::Value`, and every type
-/// that derives [`Fingerprint`]. `f32`/`f64` are deliberately **not** implemented: a binary float has
+/// Implemented for integers, `bool`, strings, `Option`, `Vec`, slices, arrays, maps with string
+/// keys, sets, `serde_json::{Value, Map, Number}`, `rust_decimal::Decimal` (feature `decimal`),
+/// `uuid::Uuid` (feature `uuid`), chrono's `DateTime<Tz>` and `NaiveDate` (feature `chrono`),
+/// time's `OffsetDateTime`, `UtcDateTime` and `Date` (feature `time`), and every type that derives
+/// [`Fingerprint`]. `f32`/`f64` are deliberately **not** implemented: a binary float has
 /// no exact decimal form unless the field opts in with `#[fingerprint(float)]`.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` has no canonical fingerprint form",
@@ -60,10 +64,13 @@ pub trait Fingerprint: Canonical {
     #[doc(hidden)]
     const FIELDS: Self::Fields;
 
-    /// Writes the canonical object restricted to the fields in `mask` (env and skipped fields are
-    /// never written, whatever the mask says).
-    #[doc(hidden)]
-    fn write_subset(&self, w: &mut CanonicalWriter<'_>, mask: FieldMask);
+    /// Writes the canonical object restricted to the fields in `mask`: the fields of
+    /// [`Fingerprint::canonical_json`] whose bit is in `mask`, in the same order. Environment and
+    /// skipped fields are never written, whatever the mask says. Types without named fields
+    /// (enums, tuple structs) ignore the mask and write their whole canonical form.
+    ///
+    /// Build the mask with `idem::fields!(Type: a, b)`, which checks the names at compile time.
+    fn write_fields(&self, w: &mut CanonicalWriter<'_>, mask: FieldMask);
 
     /// The canonical JSON text of the whitelisted fields.
     fn canonical_json(&self) -> String {
@@ -79,9 +86,14 @@ pub trait Fingerprint: Canonical {
         RequestHash::of_canonical(|w| self.write_canonical(w))
     }
 
-    /// SHA-256 of the canonical object restricted to the fields in `mask`.
-    #[doc(hidden)]
-    fn fingerprint_subset(&self, mask: FieldMask) -> RequestHash {
-        RequestHash::of_canonical(|w| self.write_subset(w, mask))
+    /// SHA-256 of the canonical object restricted to the fields in `mask`
+    /// ([`Fingerprint::write_fields`]): the fingerprint of an endpoint whose identity is a subset
+    /// of its request's fields.
+    ///
+    /// Build the mask with `idem::fields!(Type: a, b)`, which checks at compile time that every
+    /// name is a field of `Type` and none is declared `env` or `skip`; the `idem` crate's
+    /// documentation of `fields!` has a runnable example.
+    fn fingerprint_fields(&self, mask: FieldMask) -> RequestHash {
+        RequestHash::of_canonical(|w| self.write_fields(w, mask))
     }
 }

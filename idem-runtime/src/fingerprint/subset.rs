@@ -1,5 +1,5 @@
 //! The hidden interface between `#[derive(Fingerprint)]` and the macros that name fields of a
-//! request type (`#[idempotent(fingerprint(fields = [..]))]`, `idem::fingerprint_fields!`).
+//! request type (`#[idempotent(fingerprint(fields = [..]))]`, `idem::fields!`).
 //!
 //! The derive generates, next to the type, a struct with one public [`FieldRef`] per named field
 //! (its `Fingerprint::Fields`). A macro that names field `amount` emits
@@ -76,10 +76,10 @@ pub struct NoFields;
 
 /// Field kinds that may be listed in `fingerprint(fields = [..])`.
 #[diagnostic::on_unimplemented(
-    message = "this field cannot be part of the fingerprint: it is declared `#[fingerprint({Self})]`",
-    label = "not allowed in `fields = [..]`",
+    message = "this field is never hashed (field kind `{Self}`), so it cannot be listed in a fingerprint subset",
+    label = "declared `#[fingerprint(env)]` or `#[fingerprint(skip)]` (or `#[serde(skip)]`)",
     note = "an environment field (client ip, timestamp, signature, ...) differs on every retry: hashing it turns each retry into a 422 conflict and the client retries forever (a retry storm)",
-    note = "remove it from `fields = [..]`; if it really identifies the operation, declare it `#[fingerprint(include)]` instead"
+    note = "remove it from the list; if it really identifies the operation, declare it `#[fingerprint(include)]` instead of `env` or `skip`"
 )]
 pub trait Hashable {}
 impl Hashable for Hashed {}

@@ -155,7 +155,8 @@ impl<'a> CanonicalWriter<'a> {
         self.out.push(b']');
     }
 
-    /// An array of the items sorted by their canonical text (the canonical form of a set).
+    /// An array of the items sorted by their canonical text, equal texts written once (the
+    /// canonical form of a set: `{b, a}` and `[a, b, a]` read into a set are both `["a","b"]`).
     pub fn sorted_array<'v, T: Canonical + 'v>(&mut self, items: impl IntoIterator<Item = &'v T>) {
         let mut rendered: Vec<Vec<u8>> = items
             .into_iter()
@@ -166,6 +167,7 @@ impl<'a> CanonicalWriter<'a> {
             })
             .collect();
         rendered.sort_unstable();
+        rendered.dedup();
         self.out.push(b'[');
         for (i, item) in rendered.iter().enumerate() {
             if i > 0 {
@@ -190,6 +192,40 @@ impl<'a> CanonicalWriter<'a> {
         for (k, v) in entries {
             self.member(&mut first, k.as_ref());
             v.write_canonical(self);
+        }
+        self.end_object();
+    }
+
+    /// Like [`CanonicalWriter::object_entries`] for entries that usually come sorted by name
+    /// already (a `BTreeMap` with string keys, a `serde_json::Map`): one pass checks the order, and
+    /// only unsorted entries are collected and sorted.
+    pub(crate) fn object_entries_presorted<'v, K, V, I>(&mut self, entries: I)
+    where
+        K: AsRef<str>,
+        V: Canonical + 'v,
+        I: IntoIterator<Item = (K, &'v V)>,
+        I::IntoIter: Clone,
+    {
+        let entries = entries.into_iter();
+        let mut names = entries.clone().map(|(k, _)| k);
+        let sorted = match names.next() {
+            None => true,
+            Some(first) => names
+                .try_fold(first, |prev, next| {
+                    (prev.as_ref().as_bytes() < next.as_ref().as_bytes()).then_some(next)
+                })
+                .is_some(),
+        };
+        if !sorted {
+            return self.object_entries(entries);
+        }
+        self.begin_object();
+        let mut first = true;
+        for (k, v) in entries {
+            if !v.is_null() {
+                self.member(&mut first, k.as_ref());
+                v.write_canonical(self);
+            }
         }
         self.end_object();
     }

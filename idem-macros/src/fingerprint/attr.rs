@@ -1,0 +1,401 @@
+//! Attributes of the input: `#[fingerprint(..)]` (ours: strict, every mistake is an error) and
+//! `#[serde(..)]` (read only for what changes the serialized form; malformed serde attributes are
+//! left for serde's own derive to report).
+
+use proc_macro2::{TokenStream, TokenTree};
+use quote::ToTokens;
+use syn::meta::ParseNestedMeta;
+use syn::{LitStr, Token};
+
+use crate::case::RenameRule;
+use crate::ctxt::Ctxt;
+use crate::symbol::*;
+
+/// Field options, in the order `expected one of ..` lists them.
+pub(crate) const FIELD_KEYS: &[Key] = &[
+    Key::Env,
+    Key::Skip,
+    Key::Include,
+    Key::Float,
+    Key::Base64,
+    Key::With,
+];
+
+/// A `#[fingerprint(..)]` option of a field.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Key {
+    Env,
+    Skip,
+    Include,
+    Float,
+    Base64,
+    With,
+}
+
+impl Key {
+    pub(crate) fn symbol(self) -> Symbol {
+        match self {
+            Key::Env => ENV,
+            Key::Skip => SKIP,
+            Key::Include => INCLUDE,
+            Key::Float => FLOAT,
+            Key::Base64 => BASE64,
+            Key::With => WITH,
+        }
+    }
+}
+
+/// `#[fingerprint(..)]` and `#[serde(..)]` on the struct or enum.
+pub(crate) struct Container {
+    /// `#[fingerprint(crate = "..")]`.
+    pub(crate) krate: Option<syn::Path>,
+    /// `#[serde(rename_all = "..")]` (serialize side).
+    pub(crate) rename_all: RenameRule,
+    /// `#[serde(rename_all_fields = "..")]` (serialize side).
+    pub(crate) rename_all_fields: RenameRule,
+    /// The first of `#[serde(tag)]`, `#[serde(content)]`, `#[serde(untagged)]`.
+    pub(crate) representation: Option<(Symbol, TokenStream)>,
+    /// `#[serde(transparent)]`.
+    pub(crate) transparent: Option<TokenStream>,
+}
+
+/// `#[serde(..)]` on an enum variant (`#[fingerprint]` takes no options there).
+pub(crate) struct Variant {
+    pub(crate) rename: Option<String>,
+    pub(crate) rename_all: RenameRule,
+    /// `#[serde(skip)]` or `#[serde(skip_serializing)]`.
+    pub(crate) skip: Option<TokenStream>,
+    /// `#[serde(untagged)]`.
+    pub(crate) untagged: Option<TokenStream>,
+}
+
+/// `#[fingerprint(..)]` and `#[serde(..)]` on a field.
+pub(crate) struct Field {
+    /// The options given, in order of appearance, each at most once.
+    pub(crate) keys: Vec<(Key, TokenStream)>,
+    /// The path of `with = path`.
+    pub(crate) with: Option<syn::ExprPath>,
+    /// `#[serde(rename = "..")]` (serialize side).
+    pub(crate) rename: Option<String>,
+    /// `#[serde(skip)]` or `#[serde(skip_serializing)]`.
+    pub(crate) serde_skip: Option<TokenStream>,
+    /// `#[serde(skip_serializing_if = "path")]`.
+    pub(crate) skip_serializing_if: Option<syn::ExprPath>,
+    /// `#[serde(flatten)]`.
+    pub(crate) flatten: Option<TokenStream>,
+    /// An option was unknown or malformed (already reported): checks that depend on the
+    /// options stay quiet rather than report a consequence of that mistake.
+    pub(crate) malformed: bool,
+}
+
+impl Field {
+    /// The tokens of option `key`, if it was given.
+    pub(crate) fn key(&self, key: Key) -> Option<&TokenStream> {
+        self.keys.iter().find(|(k, _)| *k == key).map(|(_, t)| t)
+    }
+
+    pub(crate) fn has(&self, key: Key) -> bool {
+        self.key(key).is_some()
+    }
+}
+
+impl Container {
+    pub(crate) fn from_ast(cx: &Ctxt, item: &syn::DeriveInput) -> Self {
+        let mut krate: Option<(TokenStream, syn::Path)> = None;
+        for_each_fingerprint_meta(cx, &item.attrs, "a struct or enum", |meta| {
+            if meta.path == CRATE {
+                let path = parse_crate_path(cx, meta)?;
+                if krate.is_some() {
+                    duplicate(cx, &meta.path, CRATE);
+                } else if let Some(path) = path {
+                    krate = Some((meta.path.to_token_stream(), path));
+                }
+                Ok(())
+            } else {
+                unknown_key(
+                    cx,
+                    meta,
+                    "expected `crate`, as in `#[fingerprint(crate = \"::idem\")]`",
+                );
+                skip_value(meta)
+            }
+        });
+
+        let mut attrs = Container {
+            krate: krate.map(|(_, p)| p),
+            rename_all: RenameRule::None,
+            rename_all_fields: RenameRule::None,
+            representation: None,
+            transparent: None,
+        };
+        for_each_serde_meta(&item.attrs, |meta| {
+            if meta.path == RENAME_ALL {
+                attrs.rename_all = parse_rename_rule(meta)?;
+            } else if meta.path == RENAME_ALL_FIELDS {
+                attrs.rename_all_fields = parse_rename_rule(meta)?;
+            } else if meta.path == TRANSPARENT {
+                attrs.transparent = Some(meta.path.to_token_stream());
+            } else {
+                for key in [TAG, CONTENT, UNTAGGED] {
+                    if meta.path == key && attrs.representation.is_none() {
+                        attrs.representation = Some((key, meta.path.to_token_stream()));
+                    }
+                }
+                skip_value(meta)?;
+            }
+            Ok(())
+        });
+        attrs
+    }
+}
+
+impl Variant {
+    pub(crate) fn from_ast(cx: &Ctxt, variant: &syn::Variant) -> Self {
+        for_each_fingerprint_meta(cx, &variant.attrs, "an enum variant", |meta| {
+            unknown_key(
+                cx,
+                meta,
+                "a variant takes no `#[fingerprint(..)]` options; put `env`, `skip`, ... on its fields",
+            );
+            skip_value(meta)
+        });
+        let mut attrs = Variant {
+            rename: None,
+            rename_all: RenameRule::None,
+            skip: None,
+            untagged: None,
+        };
+        for_each_serde_meta(&variant.attrs, |meta| {
+            if meta.path == RENAME {
+                attrs.rename = parse_serialize_name(meta)?.or(attrs.rename.take());
+            } else if meta.path == RENAME_ALL {
+                attrs.rename_all = parse_rename_rule(meta)?;
+            } else if meta.path == SKIP || meta.path == SKIP_SERIALIZING {
+                attrs.skip = Some(meta.path.to_token_stream());
+            } else if meta.path == UNTAGGED {
+                attrs.untagged = Some(meta.path.to_token_stream());
+            } else {
+                skip_value(meta)?;
+            }
+            Ok(())
+        });
+        attrs
+    }
+}
+
+impl Field {
+    pub(crate) fn from_ast(cx: &Ctxt, field: &syn::Field) -> Self {
+        let mut attrs = Field {
+            keys: Vec::new(),
+            with: None,
+            rename: None,
+            serde_skip: None,
+            skip_serializing_if: None,
+            flatten: None,
+            malformed: false,
+        };
+        let mut malformed = false;
+        let well_formed = for_each_fingerprint_meta(cx, &field.attrs, "a field", |meta| {
+            let Some(&key) = FIELD_KEYS.iter().find(|k| meta.path == k.symbol()) else {
+                malformed = true;
+                unknown_key(
+                    cx,
+                    meta,
+                    "expected one of `env`, `skip`, `include`, `float`, `base64`, `with`",
+                );
+                return skip_value(meta);
+            };
+            if key == Key::With {
+                let path = parse_with_path(cx, meta)?;
+                malformed |= path.is_none();
+                if attrs.with.is_none() {
+                    attrs.with = path;
+                }
+            } else if !meta.input.is_empty() && !meta.input.peek(Token![,]) {
+                malformed = true;
+                cx.error_spanned_by(
+                    &meta.path,
+                    format!(
+                        "`{key}` takes no value: write `#[fingerprint({key})]`",
+                        key = key.symbol()
+                    ),
+                );
+                skip_value(meta)?;
+            }
+            if attrs.has(key) {
+                duplicate(cx, &meta.path, key.symbol());
+            } else {
+                attrs.keys.push((key, meta.path.to_token_stream()));
+            }
+            Ok(())
+        });
+        attrs.malformed = malformed || !well_formed;
+        for_each_serde_meta(&field.attrs, |meta| {
+            if meta.path == RENAME {
+                attrs.rename = parse_serialize_name(meta)?.or(attrs.rename.take());
+            } else if meta.path == SKIP || meta.path == SKIP_SERIALIZING {
+                attrs.serde_skip = Some(meta.path.to_token_stream());
+            } else if meta.path == SKIP_SERIALIZING_IF {
+                let lit: LitStr = meta.value()?.parse()?;
+                attrs.skip_serializing_if = Some(lit.parse()?);
+            } else if meta.path == FLATTEN {
+                attrs.flatten = Some(meta.path.to_token_stream());
+            } else {
+                skip_value(meta)?;
+            }
+            Ok(())
+        });
+        attrs
+    }
+}
+
+/// Runs `f` on every option of every `#[fingerprint(..)]` in `attrs`, recording malformed ones;
+/// `false` if one was.
+fn for_each_fingerprint_meta(
+    cx: &Ctxt,
+    attrs: &[syn::Attribute],
+    on: &str,
+    mut f: impl FnMut(&ParseNestedMeta<'_>) -> syn::Result<()>,
+) -> bool {
+    let mut ok = true;
+    for attr in attrs.iter().filter(|a| a.path() == FINGERPRINT) {
+        if !matches!(attr.meta, syn::Meta::List(_)) {
+            let example = if on == "a field" {
+                "`#[fingerprint(env)]`"
+            } else {
+                "`#[fingerprint(crate = \"::idem\")]`"
+            };
+            cx.error_spanned_by(
+                attr,
+                format!("`#[fingerprint]` needs options in parentheses on {on}, e.g. {example}"),
+            );
+            ok = false;
+            continue;
+        }
+        if let Err(err) = attr.parse_nested_meta(|meta| f(&meta)) {
+            cx.syn_error(err);
+            ok = false;
+        }
+    }
+    ok
+}
+
+/// Runs `f` on every key of every `#[serde(..)]` in `attrs`. Parse errors are ignored: they are
+/// serde's to report, and this derive only reads what it understands.
+fn for_each_serde_meta(
+    attrs: &[syn::Attribute],
+    mut f: impl FnMut(&ParseNestedMeta<'_>) -> syn::Result<()>,
+) {
+    for attr in attrs.iter().filter(|a| a.path() == SERDE) {
+        let _ = attr.parse_nested_meta(|meta| f(&meta));
+    }
+}
+
+/// Consumes the value of a key this derive does not read (`= ..` or `(..)`).
+fn skip_value(meta: &ParseNestedMeta<'_>) -> syn::Result<()> {
+    while !meta.input.is_empty() && !meta.input.peek(Token![,]) {
+        meta.input.parse::<TokenTree>()?;
+    }
+    Ok(())
+}
+
+fn path_text(path: &syn::Path) -> String {
+    path.to_token_stream().to_string().replace(' ', "")
+}
+
+fn unknown_key(cx: &Ctxt, meta: &ParseNestedMeta<'_>, expected: &str) {
+    cx.error_spanned_by(
+        &meta.path,
+        format!(
+            "unknown fingerprint attribute `{}`: {expected}",
+            path_text(&meta.path)
+        ),
+    );
+}
+
+fn duplicate(cx: &Ctxt, path: &syn::Path, key: Symbol) {
+    cx.error_spanned_by(
+        path,
+        format!("duplicate fingerprint attribute `{key}`: remove the second one"),
+    );
+}
+
+/// `crate = "path"` (or `crate = path`).
+fn parse_crate_path(cx: &Ctxt, meta: &ParseNestedMeta<'_>) -> syn::Result<Option<syn::Path>> {
+    let value = meta.value()?;
+    if !value.peek(LitStr) {
+        return value.parse().map(Some);
+    }
+    let lit: LitStr = value.parse()?;
+    match lit.parse::<syn::Path>() {
+        Ok(path) => Ok(Some(path)),
+        Err(_) => {
+            cx.error_spanned_by(
+                &lit,
+                format!(
+                    "`crate` must name a path, as in `#[fingerprint(crate = \"::idem\")]`; `{}` is not one",
+                    lit.value()
+                ),
+            );
+            Ok(None)
+        }
+    }
+}
+
+/// `with = path` (or `with = "path"`, as serde writes it).
+fn parse_with_path(cx: &Ctxt, meta: &ParseNestedMeta<'_>) -> syn::Result<Option<syn::ExprPath>> {
+    if !meta.input.peek(Token![=]) {
+        cx.error_spanned_by(
+            &meta.path,
+            "`with` needs a function: write `#[fingerprint(with = path::to::write_fn)]`",
+        );
+        return Ok(None);
+    }
+    let value = meta.value()?;
+    if !value.peek(LitStr) {
+        return value.parse().map(Some);
+    }
+    let lit: LitStr = value.parse()?;
+    match lit.parse::<syn::ExprPath>() {
+        Ok(path) => Ok(Some(path)),
+        Err(_) => {
+            cx.error_spanned_by(
+                &lit,
+                format!(
+                    "`with` must name a function, as in `#[fingerprint(with = path::to::write_fn)]`; `{}` is not a path",
+                    lit.value()
+                ),
+            );
+            Ok(None)
+        }
+    }
+}
+
+/// The serialize-side name of `rename = ".."` / `rename(serialize = "..")`.
+fn parse_serialize_name(meta: &ParseNestedMeta<'_>) -> syn::Result<Option<String>> {
+    Ok(parse_serialize_str(meta)?.map(|lit| lit.value()))
+}
+
+/// The serialize-side rule of `rename_all = ".."` / `rename_all(serialize = "..")`. An unknown
+/// rule is serde's error; here it counts as none.
+fn parse_rename_rule(meta: &ParseNestedMeta<'_>) -> syn::Result<RenameRule> {
+    Ok(parse_serialize_str(meta)?
+        .and_then(|lit| RenameRule::from_name(&lit.value()))
+        .unwrap_or(RenameRule::None))
+}
+
+fn parse_serialize_str(meta: &ParseNestedMeta<'_>) -> syn::Result<Option<LitStr>> {
+    if meta.input.peek(Token![=]) {
+        return meta.value()?.parse().map(Some);
+    }
+    let mut serialize = None;
+    meta.parse_nested_meta(|inner| {
+        if inner.path == SERIALIZE {
+            serialize = Some(inner.value()?.parse()?);
+            Ok(())
+        } else {
+            skip_value(&inner)
+        }
+    })?;
+    Ok(serialize)
+}

@@ -1,0 +1,344 @@
+//! Checks across attributes and fields, after parsing and before code generation: everything
+//! that would make a fingerprint wrong (S5 of the contract) is a compile error here.
+
+use std::collections::BTreeMap;
+
+use quote::ToTokens;
+
+use super::ast::{Container, Data, Field, Kind, Style, Variant};
+use super::attr::Key;
+use super::types::find_float;
+use crate::ctxt::Ctxt;
+
+/// Field names that usually hold per-attempt environment data (contract S3/S5). A hashed field
+/// whose Rust or wire name matches one of them is a compile error unless it is declared `env`,
+/// `skip`, or `include`d on purpose.
+///
+/// Names are compared after [`normalize`]: ASCII case and the separators `_` and `-` are ignored,
+/// so `clientIp`, `Client-IP` and `client_ip` all match `client_ip`.
+pub(crate) const ENV_LIKE_NAMES: &[&str] = &[
+    "client_ip",
+    "ip",
+    "ip_address",
+    "remote_addr",
+    "remote_ip",
+    "user_agent",
+    "timestamp",
+    "ts",
+    "sent_at",
+    "request_time",
+    "nonce",
+    "signature",
+    "sig",
+    "hmac",
+    "request_id",
+    "trace_id",
+    "span_id",
+    "x_forwarded_for",
+    "forwarded_for",
+];
+
+/// A field mask is a `u128`.
+pub(crate) const MAX_NAMED_FIELDS: usize = 128;
+
+fn normalize(name: &str) -> String {
+    name.chars()
+        .filter(|c| *c != '_' && *c != '-')
+        .map(|c| c.to_ascii_lowercase())
+        .collect()
+}
+
+fn looks_like_env(name: &str) -> bool {
+    let name = normalize(name);
+    ENV_LIKE_NAMES.iter().any(|env| normalize(env) == name)
+}
+
+pub(crate) fn check(cx: &Ctxt, cont: &Container<'_>) {
+    match &cont.data {
+        Data::Struct(style, fields) => {
+            check_fields(cx, *style, fields, Shape::Struct);
+            check_transparent(cx, cont, fields);
+        }
+        Data::Enum(variants) => {
+            check_representation(cx, cont);
+            for variant in variants {
+                check_variant(cx, variant);
+            }
+        }
+    }
+    check_field_count(cx, cont);
+}
+
+#[derive(Copy, Clone, PartialEq, Eq)]
+enum Shape {
+    Struct,
+    Variant,
+}
+
+fn check_fields(cx: &Ctxt, style: Style, fields: &[Field<'_>], shape: Shape) {
+    for field in fields {
+        check_flatten(cx, field);
+        check_contradictions(cx, field);
+        if style == Style::Struct {
+            check_env_name(cx, field);
+        } else {
+            check_unnamed(cx, field, style, shape);
+        }
+        check_float(cx, field);
+    }
+    if style == Style::Struct {
+        check_wire_names(cx, fields);
+    }
+}
+
+fn check_flatten(cx: &Ctxt, field: &Field<'_>) {
+    if let Some(tokens) = &field.attrs.flatten {
+        cx.error_spanned_by(
+            tokens,
+            "`#[serde(flatten)]` is not supported by `#[derive(Fingerprint)]`: nest the struct as a field, or list its fields in this struct",
+        );
+    }
+}
+
+/// Pairs of options that cannot be combined, and why.
+fn conflict(a: Key, b: Key) -> Option<&'static str> {
+    use Key::*;
+    let pair = |x, y| (a == x && b == y) || (a == y && b == x);
+    if pair(Env, Include) || pair(Skip, Include) {
+        Some(
+            "`include` puts the field into the fingerprint, `env` and `skip` keep it out; keep the one you mean",
+        )
+    } else if pair(Env, Skip) {
+        Some(
+            "both keep the field out of the fingerprint; keep `env` for values that vary per attempt (client ip, timestamps, signatures), `skip` for anything else",
+        )
+    } else if [Float, Base64, With].contains(&a) && [Float, Base64, With].contains(&b) {
+        Some("`float`, `base64` and `with` each choose how the field is written; keep one of them")
+    } else if [Float, Base64, With].contains(&a) || [Float, Base64, With].contains(&b) {
+        Some(
+            "an `env` or `skip` field is never written, so the way to write it means nothing; remove one of them",
+        )
+    } else {
+        None
+    }
+}
+
+fn check_contradictions(cx: &Ctxt, field: &Field<'_>) {
+    let keys = &field.attrs.keys;
+    for (j, (later, tokens)) in keys.iter().enumerate() {
+        if let Some((earlier, why)) = keys[..j]
+            .iter()
+            .find_map(|(earlier, _)| conflict(*earlier, *later).map(|why| (earlier, why)))
+        {
+            cx.error_spanned_by(
+                tokens,
+                format!(
+                    "`{}` contradicts `{}` on the same field: {why}",
+                    later.symbol(),
+                    earlier.symbol()
+                ),
+            );
+        }
+    }
+    if let (Some(include), Some(_)) = (field.attrs.key(Key::Include), &field.attrs.serde_skip) {
+        cx.error_spanned_by(
+            include,
+            "`include` contradicts `#[serde(skip)]`: serde never serializes this field, so the run-time fingerprint could not hash it; remove one of them",
+        );
+    }
+}
+
+fn check_env_name(cx: &Ctxt, field: &Field<'_>) {
+    if field.attrs.malformed || field.kind() != Kind::Hashed || field.attrs.has(Key::Include) {
+        return;
+    }
+    let Some(rust) = field.rust_name() else {
+        return;
+    };
+    let shown = if looks_like_env(&rust) {
+        format!("field `{rust}`")
+    } else if looks_like_env(&field.wire) {
+        format!("field `{rust}` (serialized as `{}`)", field.wire)
+    } else {
+        return;
+    };
+    cx.error_spanned_by(
+        &field.original.ident,
+        format!(
+            "{shown} looks like an environment field: it differs between retries, so hashing it turns every retry into a 422 conflict and clients retry forever; mark it `#[fingerprint(env)]` (or `#[fingerprint(skip)]`), or `#[fingerprint(include)]` if it really identifies the operation"
+        ),
+    );
+}
+
+fn check_unnamed(cx: &Ctxt, field: &Field<'_>, style: Style, shape: Shape) {
+    let what = match (style, shape) {
+        (Style::Newtype, Shape::Struct) => "the field of a newtype struct is the whole value",
+        _ => "an element of a tuple cannot be left out without shifting the others",
+    };
+    for key in [Key::Env, Key::Skip, Key::Include] {
+        if let Some(tokens) = field.attrs.key(key) {
+            cx.error_spanned_by(
+                tokens,
+                format!(
+                    "`{}` applies to named fields only: {what}; give the field a name, or use `#[serde(skip)]` to leave it out of the serialized form as well",
+                    key.symbol()
+                ),
+            );
+        }
+    }
+}
+
+fn check_float(cx: &Ctxt, field: &Field<'_>) {
+    if field.attrs.malformed {
+        return;
+    }
+    let float = find_float(field.ty);
+    if let Some(tokens) = field.attrs.key(Key::Float) {
+        // With `base64` or `with` too, the contradiction is the error to fix.
+        let contradicted = field
+            .attrs
+            .keys
+            .iter()
+            .any(|(k, _)| *k != Key::Float && conflict(Key::Float, *k).is_some());
+        if float.is_none() && !contradicted {
+            cx.error_spanned_by(
+                tokens,
+                format!(
+                    "`float` applies to `f32` and `f64` fields (also inside `Option`, `Vec` and arrays), and `{}` is neither; remove `#[fingerprint(float)]`",
+                    field.ty.to_token_stream().to_string().replace(' ', "")
+                ),
+            );
+        }
+        return;
+    }
+    let written_by_canonical = field.kind() == Kind::Hashed
+        && !field.attrs.has(Key::Base64)
+        && !field.attrs.has(Key::With);
+    if let (true, Some(float)) = (written_by_canonical, float) {
+        let which = match field.rust_name() {
+            Some(name) => format!("field `{name}`"),
+            None => "this field".to_owned(),
+        };
+        cx.error_spanned_by(
+            float,
+            format!(
+                "{which} holds a binary float (`{float}`), which has no exact decimal form: add `#[fingerprint(float)]` to hash its shortest round-trip text, or use `rust_decimal::Decimal`"
+            ),
+        );
+    }
+}
+
+fn check_wire_names(cx: &Ctxt, fields: &[Field<'_>]) {
+    let mut seen: BTreeMap<&str, &Field<'_>> = BTreeMap::new();
+    for field in fields.iter().filter(|f| f.kind() != Kind::Skipped) {
+        if let Some(first) = seen.insert(&field.wire, field) {
+            cx.error_spanned_by(
+                &field.original.ident,
+                format!(
+                    "fields `{}` and `{}` are both serialized as `{}`: rename one of them with `#[serde(rename = \"..\")]`",
+                    first.rust_name().unwrap_or_default(),
+                    field.rust_name().unwrap_or_default(),
+                    field.wire
+                ),
+            );
+        }
+    }
+}
+
+fn check_transparent(cx: &Ctxt, cont: &Container<'_>, fields: &[Field<'_>]) {
+    let Some(tokens) = &cont.attrs.transparent else {
+        return;
+    };
+    let mut serialized = fields.iter().filter(|f| f.attrs.serde_skip.is_none());
+    match (serialized.next(), serialized.next()) {
+        (Some(field), None) => {
+            for key in [Key::Env, Key::Skip] {
+                if let Some(tokens) = field.attrs.key(key) {
+                    cx.error_spanned_by(
+                        tokens,
+                        format!(
+                            "`{}` on the only serialized field of a `#[serde(transparent)]` struct leaves nothing to fingerprint; remove it",
+                            key.symbol()
+                        ),
+                    );
+                }
+            }
+        }
+        _ => cx.error_spanned_by(
+            tokens,
+            "`#[serde(transparent)]` needs exactly one field that is not `#[serde(skip)]`",
+        ),
+    }
+}
+
+fn check_representation(cx: &Ctxt, cont: &Container<'_>) {
+    if let Some((key, tokens)) = &cont.attrs.representation {
+        cx.error_spanned_by(
+            tokens,
+            format!(
+                "`#[serde({key})]` is not supported: `#[derive(Fingerprint)]` supports only serde's default externally tagged representation (`\"Variant\"` or `{{\"Variant\":payload}}`); remove `{key}`, or implement `Canonical` by hand"
+            ),
+        );
+    }
+}
+
+fn check_variant(cx: &Ctxt, variant: &Variant<'_>) {
+    if let Some(tokens) = &variant.attrs.untagged {
+        cx.error_spanned_by(
+            tokens,
+            "`#[serde(untagged)]` is not supported: `#[derive(Fingerprint)]` supports only serde's default externally tagged representation (`\"Variant\"` or `{\"Variant\":payload}`); remove `untagged`",
+        );
+    }
+    if let Some(tokens) = &variant.attrs.skip {
+        cx.error_spanned_by(
+            tokens,
+            format!(
+                "variant `{}` is never serialized (`#[serde(skip)]`), so it has no fingerprint; remove the attribute, or keep this variant out of request types",
+                variant.ident
+            ),
+        );
+    }
+    check_fields(cx, variant.style, &variant.fields, Shape::Variant);
+}
+
+fn check_field_count(cx: &Ctxt, cont: &Container<'_>) {
+    if let Some(field) = cont.named_fields().get(MAX_NAMED_FIELDS) {
+        cx.error_spanned_by(
+            &field.original.ident,
+            format!(
+                "`{}` has {} fields, but a fingerprint type can have at most {MAX_NAMED_FIELDS} (one bit each in a `FieldMask`); group some of them into a nested struct",
+                cont.ident,
+                cont.named_fields().len()
+            ),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::looks_like_env;
+
+    #[test]
+    fn env_names_ignore_case_and_separators() {
+        for name in [
+            "client_ip",
+            "clientIp",
+            "CLIENT-IP",
+            "ip",
+            "userAgent",
+            "X-Forwarded-For",
+            "ts",
+        ] {
+            assert!(looks_like_env(name), "{name}");
+        }
+        for name in [
+            "amount",
+            "ip_range",
+            "tip",
+            "timestamps_enabled",
+            "signatory",
+        ] {
+            assert!(!looks_like_env(name), "{name}");
+        }
+    }
+}

@@ -1,0 +1,67 @@
+//! Attribute keys, as named constants so that a typo is a compile error, not a silent no-op.
+
+use std::fmt::{self, Display};
+
+use syn::{Ident, Path};
+
+/// One attribute name or key.
+#[derive(Copy, Clone, PartialEq, Eq, Debug)]
+pub(crate) struct Symbol(pub(crate) &'static str);
+
+// Attribute names.
+pub(crate) const FINGERPRINT: Symbol = Symbol("fingerprint");
+pub(crate) const SERDE: Symbol = Symbol("serde");
+
+// `#[fingerprint(..)]` on a container.
+pub(crate) const CRATE: Symbol = Symbol("crate");
+
+// `#[fingerprint(..)]` on a field.
+pub(crate) const ENV: Symbol = Symbol("env");
+pub(crate) const SKIP: Symbol = Symbol("skip");
+pub(crate) const INCLUDE: Symbol = Symbol("include");
+pub(crate) const FLOAT: Symbol = Symbol("float");
+pub(crate) const BASE64: Symbol = Symbol("base64");
+pub(crate) const WITH: Symbol = Symbol("with");
+
+// `#[serde(..)]` keys that change the serialized form.
+pub(crate) const RENAME: Symbol = Symbol("rename");
+pub(crate) const RENAME_ALL: Symbol = Symbol("rename_all");
+pub(crate) const RENAME_ALL_FIELDS: Symbol = Symbol("rename_all_fields");
+pub(crate) const SERIALIZE: Symbol = Symbol("serialize");
+pub(crate) const SKIP_SERIALIZING: Symbol = Symbol("skip_serializing");
+pub(crate) const SKIP_SERIALIZING_IF: Symbol = Symbol("skip_serializing_if");
+pub(crate) const FLATTEN: Symbol = Symbol("flatten");
+pub(crate) const TAG: Symbol = Symbol("tag");
+pub(crate) const CONTENT: Symbol = Symbol("content");
+pub(crate) const UNTAGGED: Symbol = Symbol("untagged");
+pub(crate) const TRANSPARENT: Symbol = Symbol("transparent");
+
+impl PartialEq<Symbol> for Ident {
+    fn eq(&self, word: &Symbol) -> bool {
+        self == word.0
+    }
+}
+
+impl PartialEq<Symbol> for &Ident {
+    fn eq(&self, word: &Symbol) -> bool {
+        *self == word.0
+    }
+}
+
+impl PartialEq<Symbol> for Path {
+    fn eq(&self, word: &Symbol) -> bool {
+        self.is_ident(word.0)
+    }
+}
+
+impl PartialEq<Symbol> for &Path {
+    fn eq(&self, word: &Symbol) -> bool {
+        self.is_ident(word.0)
+    }
+}
+
+impl Display for Symbol {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.0)
+    }
+}

@@ -1,0 +1,237 @@
+//! [`Spec`], [`ValueSpec`], [`VariantSpec`]: what the run-time canonicalizer keeps and how.
+
+/// How a JSON value is canonicalized.
+///
+/// Every kind also accepts `null` (an `Option::None`): it is omitted as an object member and stays
+/// `null` inside arrays.
+///
+/// ```
+/// use idem_runtime::canonical::{Spec, ValueSpec, canonicalize_slice};
+/// let spec = Spec::new()
+///     .field("amount", ValueSpec::Decimal)
+///     .field("tags", ValueSpec::set(ValueSpec::Any));
+/// let text = canonicalize_slice(br#"{"tags":["b","a"],"amount":"100.00"}"#, &spec).unwrap();
+/// assert_eq!(text, r#"{"amount":100,"tags":["a","b"]}"#);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ValueSpec {
+    /// By the general rules only: objects sorted with every member kept (nulls omitted), numbers
+    /// exact decimals, strings as they are.
+    Any,
+    /// A number or a decimal string (`"100.00"`, rust_decimal's serde form), written as a
+    /// canonical number (`100`).
+    Decimal,
+    /// Bytes: a base64 string (standard alphabet, padding optional) or an array of integers
+    /// 0..=255 (serde's form of `Vec<u8>`), written as padded standard base64.
+    Base64,
+    /// An RFC 3339 date-time, written in UTC as `YYYY-MM-DDTHH:MM:SS[.fraction]Z` with no
+    /// trailing fractional zeros.
+    Timestamp,
+    /// A calendar date `YYYY-MM-DD`, written as it is.
+    Date,
+    /// A UUID string (any case; hyphenated, simple, braced or URN), written lowercase and
+    /// hyphenated.
+    Uuid,
+    /// An array whose elements follow the inner spec, in order.
+    Array(Box<ValueSpec>),
+    /// An array of exactly as many elements as specs, each following its own spec (serde's form
+    /// of a tuple or tuple struct).
+    Tuple(Vec<ValueSpec>),
+    /// An array whose elements follow the inner spec, sorted by the bytes of their canonical
+    /// text, duplicates removed.
+    Set(Box<ValueSpec>),
+    /// An object with arbitrary member names whose values follow the inner spec.
+    Map(Box<ValueSpec>),
+    /// An object with a whitelist of fields.
+    Object(Spec),
+    /// An externally tagged enum (serde's default): `"Variant"` or `{"Variant": payload}`.
+    Enum(Vec<VariantSpec>),
+}
+
+impl ValueSpec {
+    /// [`ValueSpec::Array`] of `inner`.
+    ///
+    /// ```
+    /// use idem_runtime::ValueSpec;
+    /// assert_eq!(ValueSpec::array(ValueSpec::Any), ValueSpec::Array(Box::new(ValueSpec::Any)));
+    /// ```
+    pub fn array(inner: ValueSpec) -> Self {
+        ValueSpec::Array(Box::new(inner))
+    }
+
+    /// [`ValueSpec::Set`] of `inner`.
+    ///
+    /// ```
+    /// use idem_runtime::ValueSpec;
+    /// assert_eq!(ValueSpec::set(ValueSpec::Uuid), ValueSpec::Set(Box::new(ValueSpec::Uuid)));
+    /// ```
+    pub fn set(inner: ValueSpec) -> Self {
+        ValueSpec::Set(Box::new(inner))
+    }
+
+    /// [`ValueSpec::Map`] of `inner`.
+    ///
+    /// ```
+    /// use idem_runtime::ValueSpec;
+    /// assert_eq!(ValueSpec::map(ValueSpec::Decimal), ValueSpec::Map(Box::new(ValueSpec::Decimal)));
+    /// ```
+    pub fn map(inner: ValueSpec) -> Self {
+        ValueSpec::Map(Box::new(inner))
+    }
+
+    /// [`ValueSpec::Object`] of `spec`.
+    ///
+    /// ```
+    /// use idem_runtime::{Spec, ValueSpec};
+    /// let line = ValueSpec::object(Spec::new().field("sku", ValueSpec::Any));
+    /// assert!(matches!(line, ValueSpec::Object(_)));
+    /// ```
+    pub fn object(spec: Spec) -> Self {
+        ValueSpec::Object(spec)
+    }
+
+    /// [`ValueSpec::Enum`] of `(name, payload)` variants; `None` marks a unit variant.
+    ///
+    /// ```
+    /// use idem_runtime::canonical::{Spec, ValueSpec, canonicalize_slice};
+    /// let kind = ValueSpec::enumeration([
+    ///     ("Card", Some(ValueSpec::object(Spec::new().field("last4", ValueSpec::Any)))),
+    ///     ("Cash", None),
+    /// ]);
+    /// let spec = Spec::new().field("method", kind);
+    /// let text = canonicalize_slice(br#"{"method":{"Card":{"last4":"4242"}}}"#, &spec).unwrap();
+    /// assert_eq!(text, r#"{"method":{"Card":{"last4":"4242"}}}"#);
+    /// ```
+    pub fn enumeration<N: Into<String>>(
+        variants: impl IntoIterator<Item = (N, Option<ValueSpec>)>,
+    ) -> Self {
+        ValueSpec::Enum(
+            variants
+                .into_iter()
+                .map(|(name, payload)| VariantSpec {
+                    name: name.into(),
+                    payload,
+                })
+                .collect(),
+        )
+    }
+}
+
+/// One variant of a [`ValueSpec::Enum`].
+///
+/// ```
+/// use idem_runtime::canonical::{ValueSpec, VariantSpec};
+/// let unit = VariantSpec { name: "Cash".into(), payload: None };
+/// assert_eq!(ValueSpec::Enum(vec![unit.clone()]), ValueSpec::enumeration([("Cash", None)]));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VariantSpec {
+    /// The variant's wire name.
+    pub name: String,
+    /// The payload's spec; `None` for a unit variant.
+    pub payload: Option<ValueSpec>,
+}
+
+/// A whitelist of object fields: only the fields listed with [`Spec::field`] are part of the
+/// canonical form; fields listed with [`Spec::env`] are documented as environment fields and
+/// never hashed; any other field is dropped (or rejected, with
+/// [`Canonicalizer::deny_unknown_fields`](super::Canonicalizer::deny_unknown_fields)).
+///
+/// It can also be written as JSON (`docs/fingerprint.md`, "Spec format"), see
+/// [`Spec::from_json_str`].
+///
+/// ```
+/// use idem_runtime::canonical::{Spec, ValueSpec, canonicalize_slice};
+/// let spec = Spec::new()
+///     .field("amount", ValueSpec::Decimal)
+///     .field("currency", ValueSpec::Any)
+///     .env("client_ip");
+/// let body = br#"{"amount":100.00,"currency":"EUR","client_ip":"1.2.3.4","note":null}"#;
+/// assert_eq!(canonicalize_slice(body, &spec).unwrap(), r#"{"amount":100,"currency":"EUR"}"#);
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Spec {
+    pub(crate) fields: Vec<(String, ValueSpec)>,
+    pub(crate) env: Vec<String>,
+}
+
+/// What a [`Spec`] says about one member name.
+pub(crate) enum Member<'s> {
+    Field(&'s ValueSpec),
+    Env,
+    Unknown,
+}
+
+impl Spec {
+    /// An empty whitelist.
+    ///
+    /// ```
+    /// use idem_runtime::Spec;
+    /// assert_eq!(Spec::new().fields().count(), 0);
+    /// ```
+    pub fn new() -> Self {
+        Spec::default()
+    }
+
+    /// Whitelists `name`, canonicalized by `value`. If `name` is listed twice, the last listing
+    /// counts.
+    ///
+    /// ```
+    /// use idem_runtime::{Spec, ValueSpec};
+    /// let spec = Spec::new().field("amount", ValueSpec::Decimal);
+    /// assert_eq!(spec.fields().next(), Some(("amount", &ValueSpec::Decimal)));
+    /// ```
+    #[must_use]
+    pub fn field(mut self, name: impl Into<String>, value: ValueSpec) -> Self {
+        self.fields.push((name.into(), value));
+        self
+    }
+
+    /// Declares `name` an environment field: it varies per attempt and is never hashed, even if
+    /// it is also listed with [`Spec::field`].
+    ///
+    /// ```
+    /// use idem_runtime::Spec;
+    /// let spec = Spec::new().env("client_ip");
+    /// assert_eq!(spec.env_fields().collect::<Vec<_>>(), ["client_ip"]);
+    /// ```
+    #[must_use]
+    pub fn env(mut self, name: impl Into<String>) -> Self {
+        self.env.push(name.into());
+        self
+    }
+
+    /// The whitelisted fields and their specs, in the order they were added.
+    ///
+    /// ```
+    /// use idem_runtime::{Spec, ValueSpec};
+    /// let spec = Spec::new().field("b", ValueSpec::Any).field("a", ValueSpec::Uuid);
+    /// let names: Vec<_> = spec.fields().map(|(name, _)| name).collect();
+    /// assert_eq!(names, ["b", "a"]);
+    /// ```
+    pub fn fields(&self) -> impl Iterator<Item = (&str, &ValueSpec)> {
+        self.fields.iter().map(|(n, v)| (n.as_str(), v))
+    }
+
+    /// The environment fields.
+    ///
+    /// ```
+    /// use idem_runtime::Spec;
+    /// assert_eq!(Spec::new().env("ts").env_fields().count(), 1);
+    /// ```
+    pub fn env_fields(&self) -> impl Iterator<Item = &str> {
+        self.env.iter().map(String::as_str)
+    }
+
+    /// What the spec says about member `name`.
+    pub(crate) fn member(&self, name: &str) -> Member<'_> {
+        if self.env.iter().any(|e| e == name) {
+            return Member::Env;
+        }
+        match self.fields.iter().rev().find(|(n, _)| n == name) {
+            Some((_, spec)) => Member::Field(spec),
+            None => Member::Unknown,
+        }
+    }
+}

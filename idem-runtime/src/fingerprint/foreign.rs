@@ -1,0 +1,481 @@
+//! [`Canonical`] for types of other crates: `serde_json` (always), `rust_decimal` (feature
+//! `decimal`), `uuid` (feature `uuid`), `chrono` (feature `chrono`), `time` (feature `time`).
+//!
+//! Each `value_spec()` names the run-time spec under which `serde_json::to_value(&x)` of the
+//! type's own serde form canonicalizes to the same bytes. None of them allocates.
+
+use super::{Canonical, CanonicalWriter};
+use crate::canonical::ValueSpec;
+
+/// The general rules: objects sorted by member name with null members omitted, numbers exact.
+///
+/// A number is written from its text; a number whose text has no canonical form (possible only
+/// with serde_json's `arbitrary_precision` feature: more than 1100 zeros, e.g. `1e2000`) is
+/// written as a JSON string of its text, so that it still fingerprints deterministically (the
+/// run-time canonicalizer rejects such a number with `number_out_of_range` instead).
+///
+/// ```
+/// use idem_runtime::CanonicalWriter;
+/// use idem_runtime::Canonical;
+/// let v = serde_json::json!({"b": [1.50, null], "a": "x", "z": null});
+/// let mut out = Vec::new();
+/// v.write_canonical(&mut CanonicalWriter::new(&mut out));
+/// assert_eq!(out, br#"{"a":"x","b":[1.5,null]}"#);
+/// ```
+impl Canonical for serde_json::Value {
+    fn write_canonical(&self, w: &mut CanonicalWriter<'_>) {
+        use serde_json::Value;
+        match self {
+            Value::Null => w.null(),
+            Value::Bool(b) => w.bool(*b),
+            Value::Number(n) => n.write_canonical(w),
+            Value::String(s) => w.str(s),
+            Value::Array(items) => w.array(items),
+            Value::Object(map) => map.write_canonical(w),
+        }
+    }
+    #[inline]
+    fn is_null(&self) -> bool {
+        matches!(self, serde_json::Value::Null)
+    }
+    fn value_spec() -> ValueSpec {
+        ValueSpec::Any
+    }
+}
+
+/// An object: members sorted by name, null members omitted. serde_json's default map iterates in
+/// byte order already, so nothing is sorted or allocated; with serde_json's `preserve_order`
+/// feature the members are sorted first.
+///
+/// ```
+/// use idem_runtime::{Canonical, CanonicalWriter};
+/// let serde_json::Value::Object(map) = serde_json::json!({"b": 1, "a": null, "B": 2}) else { unreachable!() };
+/// let mut out = Vec::new();
+/// map.write_canonical(&mut CanonicalWriter::new(&mut out));
+/// assert_eq!(out, br#"{"B":2,"b":1}"#);
+/// ```
+impl Canonical for serde_json::Map<String, serde_json::Value> {
+    fn write_canonical(&self, w: &mut CanonicalWriter<'_>) {
+        w.object_entries_presorted(self.iter().map(|(k, v)| (k.as_str(), v)));
+    }
+    fn value_spec() -> ValueSpec {
+        ValueSpec::Any
+    }
+}
+
+/// An exact decimal: `1e2` and `100.0` are `100`; see [`serde_json::Value`]'s impl for numbers
+/// beyond range.
+///
+/// ```
+/// use idem_runtime::{Canonical, CanonicalWriter};
+/// let n: serde_json::Number = serde_json::from_str("1.50e1").unwrap();
+/// let mut out = Vec::new();
+/// n.write_canonical(&mut CanonicalWriter::new(&mut out));
+/// assert_eq!(out, b"15");
+/// ```
+impl Canonical for serde_json::Number {
+    fn write_canonical(&self, w: &mut CanonicalWriter<'_>) {
+        let out = w.buffer();
+        let len = out.len();
+        if crate::canonical::number::write_json_number(out, self).is_err() {
+            out.truncate(len);
+            w.str(&self.to_string());
+        }
+    }
+    fn value_spec() -> ValueSpec {
+        ValueSpec::Any
+    }
+}
+
+/// An exact decimal from its mantissa and scale: `100.00` is `100`, `-0.0` is `0`. Its serde form
+/// (the string `"100.00"`) canonicalizes alike under [`ValueSpec::Decimal`].
+///
+/// ```
+/// use idem_runtime::{Canonical, CanonicalWriter};
+/// let d = rust_decimal::Decimal::new(10000, 2); // 100.00
+/// let mut out = Vec::new();
+/// d.write_canonical(&mut CanonicalWriter::new(&mut out));
+/// assert_eq!(out, b"100");
+/// ```
+#[cfg(feature = "decimal")]
+#[cfg_attr(docsrs, doc(cfg(feature = "decimal")))]
+impl Canonical for rust_decimal::Decimal {
+    #[inline]
+    fn write_canonical(&self, w: &mut CanonicalWriter<'_>) {
+        w.decimal(self.mantissa(), self.scale());
+    }
+    fn value_spec() -> ValueSpec {
+        ValueSpec::Decimal
+    }
+}
+
+/// Lowercase hyphenated: `"67e55044-10b1-426f-9247-bb680e5fe0c8"`.
+///
+/// ```
+/// use idem_runtime::{Canonical, CanonicalWriter};
+/// let id = uuid::Uuid::from_u128(0x67E55044_10B1_426F_9247_BB680E5FE0C8);
+/// let mut out = Vec::new();
+/// id.write_canonical(&mut CanonicalWriter::new(&mut out));
+/// assert_eq!(out, br#""67e55044-10b1-426f-9247-bb680e5fe0c8""#);
+/// ```
+#[cfg(feature = "uuid")]
+#[cfg_attr(docsrs, doc(cfg(feature = "uuid")))]
+impl Canonical for uuid::Uuid {
+    #[inline]
+    fn write_canonical(&self, w: &mut CanonicalWriter<'_>) {
+        crate::canonical::scalar::write_uuid(w.buffer(), self.as_bytes());
+    }
+    fn value_spec() -> ValueSpec {
+        ValueSpec::Uuid
+    }
+}
+
+/// In UTC, `"YYYY-MM-DDTHH:MM:SS[.fraction]Z"` without trailing fractional zeros, whatever the
+/// time zone (`Utc`, `FixedOffset`, `Local`, ...). A leap second is written as second 60.
+///
+/// ```
+/// use chrono::{FixedOffset, TimeZone};
+/// use idem_runtime::{Canonical, CanonicalWriter};
+/// let t = FixedOffset::east_opt(3600).unwrap()
+///     .with_ymd_and_hms(2024, 1, 2, 3, 4, 5).unwrap();
+/// let mut out = Vec::new();
+/// t.write_canonical(&mut CanonicalWriter::new(&mut out));
+/// assert_eq!(out, br#""2024-01-02T02:04:05Z""#);
+/// ```
+#[cfg(feature = "chrono")]
+#[cfg_attr(docsrs, doc(cfg(feature = "chrono")))]
+impl<Tz: chrono::TimeZone> Canonical for chrono::DateTime<Tz> {
+    fn write_canonical(&self, w: &mut CanonicalWriter<'_>) {
+        use chrono::{Datelike, Timelike};
+        let t = self.naive_utc();
+        let (second, nanos) = match t.nanosecond() {
+            n if n >= 1_000_000_000 => (60, n - 1_000_000_000),
+            n => (t.second(), n),
+        };
+        crate::canonical::datetime::Timestamp {
+            year: i64::from(t.year()),
+            month: t.month(),
+            day: t.day(),
+            hour: t.hour(),
+            minute: t.minute(),
+            second,
+            nanos,
+        }
+        .write(w.buffer());
+    }
+    fn value_spec() -> ValueSpec {
+        ValueSpec::Timestamp
+    }
+}
+
+/// `"YYYY-MM-DD"`.
+///
+/// ```
+/// use idem_runtime::{Canonical, CanonicalWriter};
+/// let d = chrono::NaiveDate::from_ymd_opt(2024, 2, 29).unwrap();
+/// let mut out = Vec::new();
+/// d.write_canonical(&mut CanonicalWriter::new(&mut out));
+/// assert_eq!(out, br#""2024-02-29""#);
+/// ```
+#[cfg(feature = "chrono")]
+#[cfg_attr(docsrs, doc(cfg(feature = "chrono")))]
+impl Canonical for chrono::NaiveDate {
+    fn write_canonical(&self, w: &mut CanonicalWriter<'_>) {
+        use chrono::Datelike;
+        crate::canonical::datetime::write_date(
+            w.buffer(),
+            i64::from(self.year()),
+            self.month(),
+            self.day(),
+        );
+    }
+    fn value_spec() -> ValueSpec {
+        ValueSpec::Date
+    }
+}
+
+/// In UTC, `"YYYY-MM-DDTHH:MM:SS[.fraction]Z"` without trailing fractional zeros.
+///
+/// Its serde form is a string only with time's `serde-human-readable` feature
+/// (`"2024-01-02 3:04:05.12 +01:00:00"`-like, accepted by [`ValueSpec::Timestamp`]) or with
+/// `#[serde(with = "time::serde::rfc3339")]`; time's default serde form is a tuple of numbers,
+/// which the run-time spec rejects.
+///
+/// ```
+/// use idem_runtime::{Canonical, CanonicalWriter};
+/// use time::macros::datetime;
+/// let t = datetime!(2024-01-02 03:04:05.120 +01:00);
+/// let mut out = Vec::new();
+/// t.write_canonical(&mut CanonicalWriter::new(&mut out));
+/// assert_eq!(out, br#""2024-01-02T02:04:05.12Z""#);
+/// ```
+#[cfg(feature = "time")]
+#[cfg_attr(docsrs, doc(cfg(feature = "time")))]
+impl Canonical for time::OffsetDateTime {
+    fn write_canonical(&self, w: &mut CanonicalWriter<'_>) {
+        crate::canonical::datetime::Timestamp::from_local(
+            i64::from(self.year()),
+            u32::from(u8::from(self.month())),
+            u32::from(self.day()),
+            u32::from(self.hour()),
+            u32::from(self.minute()),
+            u32::from(self.second()),
+            self.nanosecond(),
+            i64::from(self.offset().whole_seconds()),
+        )
+        .write(w.buffer());
+    }
+    fn value_spec() -> ValueSpec {
+        ValueSpec::Timestamp
+    }
+}
+
+/// `"YYYY-MM-DDTHH:MM:SS[.fraction]Z"` without trailing fractional zeros. (Its human-readable
+/// serde form has no offset; [`ValueSpec::Timestamp`] reads a missing offset as UTC.)
+///
+/// ```
+/// use idem_runtime::{Canonical, CanonicalWriter};
+/// use time::macros::utc_datetime;
+/// let t = utc_datetime!(2024-01-02 03:04:05);
+/// let mut out = Vec::new();
+/// t.write_canonical(&mut CanonicalWriter::new(&mut out));
+/// assert_eq!(out, br#""2024-01-02T03:04:05Z""#);
+/// ```
+#[cfg(feature = "time")]
+#[cfg_attr(docsrs, doc(cfg(feature = "time")))]
+impl Canonical for time::UtcDateTime {
+    fn write_canonical(&self, w: &mut CanonicalWriter<'_>) {
+        crate::canonical::datetime::Timestamp {
+            year: i64::from(self.year()),
+            month: u32::from(u8::from(self.month())),
+            day: u32::from(self.day()),
+            hour: u32::from(self.hour()),
+            minute: u32::from(self.minute()),
+            second: u32::from(self.second()),
+            nanos: self.nanosecond(),
+        }
+        .write(w.buffer());
+    }
+    fn value_spec() -> ValueSpec {
+        ValueSpec::Timestamp
+    }
+}
+
+/// `"YYYY-MM-DD"`. (Its serde form is a string only with time's `serde-human-readable`
+/// feature.)
+///
+/// ```
+/// use idem_runtime::{Canonical, CanonicalWriter};
+/// use time::macros::date;
+/// let mut out = Vec::new();
+/// date!(2024-01-02).write_canonical(&mut CanonicalWriter::new(&mut out));
+/// assert_eq!(out, br#""2024-01-02""#);
+/// ```
+#[cfg(feature = "time")]
+#[cfg_attr(docsrs, doc(cfg(feature = "time")))]
+impl Canonical for time::Date {
+    fn write_canonical(&self, w: &mut CanonicalWriter<'_>) {
+        crate::canonical::datetime::write_date(
+            w.buffer(),
+            i64::from(self.year()),
+            u32::from(u8::from(self.month())),
+            u32::from(self.day()),
+        );
+    }
+    fn value_spec() -> ValueSpec {
+        ValueSpec::Date
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Each impl against the run-time canonicalizer over the type's own serde form: through
+    //! `serde_json::to_value` and through the serialized bytes.
+
+    use serde::Serialize;
+
+    use super::*;
+    use crate::canonical::{Spec, canonicalize, canonicalize_slice};
+    use crate::fingerprint::fields::{Base64Field, FloatField};
+
+    fn typed(write: impl FnOnce(&mut CanonicalWriter<'_>), is_null: bool) -> String {
+        if is_null {
+            return "{}".to_owned();
+        }
+        let mut out = b"{\"v\":".to_vec();
+        write(&mut CanonicalWriter::new(&mut out));
+        out.push(b'}');
+        String::from_utf8(out).unwrap()
+    }
+
+    fn runtime<T: Serialize + ?Sized>(x: &T, spec: ValueSpec, value_path: bool) -> String {
+        #[derive(Serialize)]
+        struct Wrap<'a, T: ?Sized> {
+            v: &'a T,
+        }
+        let spec = Spec::new().field("v", spec);
+        let bytes = serde_json::to_vec(&Wrap { v: x }).unwrap();
+        let raw = canonicalize_slice(&bytes, &spec).unwrap();
+        if value_path {
+            let value = serde_json::to_value(Wrap { v: x }).unwrap();
+            assert_eq!(canonicalize(&value, &spec).unwrap(), raw, "value path");
+        }
+        raw
+    }
+
+    #[track_caller]
+    fn check<T: Canonical + Serialize + ?Sized>(x: &T) {
+        let want = typed(|w| x.write_canonical(w), x.is_null());
+        assert_eq!(runtime(x, T::value_spec(), true), want);
+    }
+
+    #[test]
+    fn json_values() {
+        for v in [
+            serde_json::json!({"b": [1, 2.5, null, {"z": null, "y": -0.0}], "a": "\u{1}é"}),
+            serde_json::json!(null),
+            serde_json::json!(1e300),
+            serde_json::json!(u64::MAX),
+            serde_json::json!(i64::MIN),
+            serde_json::json!(0.1),
+        ] {
+            check(&v);
+            if let serde_json::Value::Number(n) = &v {
+                check(n);
+            }
+            if let serde_json::Value::Object(m) = &v {
+                check(m);
+            }
+        }
+    }
+
+    #[test]
+    fn floats_and_bytes_match_their_runtime_specs() {
+        for x in [
+            0.1_f64,
+            100.0,
+            -0.0,
+            1e21,
+            1.5e-7,
+            f64::MAX,
+            f64::MIN_POSITIVE,
+            5e-324,
+        ] {
+            let want = typed(|w| x.write_float(w), FloatField::is_null(&x));
+            assert_eq!(
+                runtime(&x, <f64 as FloatField>::value_spec(), true),
+                want,
+                "{x}"
+            );
+        }
+        for x in [Some(f64::NAN), None, Some(2.5)] {
+            let want = typed(|w| x.write_float(w), FloatField::is_null(&x));
+            assert_eq!(
+                runtime(&x, <Option<f64> as FloatField>::value_spec(), true),
+                want
+            );
+        }
+        let xs = vec![1.0_f64, f64::INFINITY, 0.3];
+        let want = typed(|w| xs.write_float(w), false);
+        assert_eq!(
+            runtime(&xs, <Vec<f64> as FloatField>::value_spec(), true),
+            want
+        );
+        // serde_json widens an `f32` to `f64` in a `Value` (0.1f32 becomes 0.10000000149011612),
+        // so only the serialized bytes agree with the `f32`'s own shortest text.
+        for x in [0.1_f32, 3.4028235e38, 1e-45] {
+            let want = typed(|w| x.write_float(w), false);
+            assert_eq!(
+                runtime(&x, <f32 as FloatField>::value_spec(), false),
+                want,
+                "{x}"
+            );
+        }
+        for b in [vec![], vec![0_u8], b"hi!?".to_vec(), (0..=255).collect()] {
+            let want = typed(|w| b.write_base64(w), false);
+            assert_eq!(
+                runtime(&b, <Vec<u8> as Base64Field>::value_spec(), true),
+                want
+            );
+        }
+    }
+
+    #[cfg(feature = "decimal")]
+    #[test]
+    fn decimals() {
+        use rust_decimal::Decimal;
+        for d in [
+            Decimal::new(10000, 2),
+            Decimal::new(-0, 3),
+            Decimal::new(10, 2),
+            Decimal::new(1, 28),
+            Decimal::new(-123_456, 3),
+            Decimal::MAX,
+            Decimal::MIN,
+        ] {
+            check(&d);
+        }
+    }
+
+    #[cfg(feature = "uuid")]
+    #[test]
+    fn uuids() {
+        check(&uuid::Uuid::from_u128(
+            0x67E55044_10B1_426F_9247_BB680E5FE0C8,
+        ));
+        check(&uuid::Uuid::nil());
+        check(&uuid::Uuid::max());
+    }
+
+    #[cfg(feature = "chrono")]
+    #[test]
+    fn chrono_types() {
+        use chrono::{DateTime, FixedOffset, NaiveDate, TimeZone, Utc};
+        let utc = Utc.with_ymd_and_hms(2024, 1, 2, 3, 4, 5).unwrap();
+        for nanos in [0, 120_000_000, 123_456_789, 1, 1_500_000_000] {
+            let t = utc + chrono::Duration::nanoseconds(i64::from(nanos % 1_000_000_000));
+            check(&t);
+            let t = t.with_timezone(&FixedOffset::west_opt(5 * 3600 + 30 * 60).unwrap());
+            check(&t);
+        }
+        let t: DateTime<Utc> = "2024-01-02T03:04:05.120Z".parse().unwrap();
+        assert_eq!(
+            typed(|w| t.write_canonical(w), false),
+            r#"{"v":"2024-01-02T03:04:05.12Z"}"#
+        );
+        assert_eq!(
+            serde_json::to_value(t).unwrap(),
+            serde_json::json!("2024-01-02T03:04:05.120Z")
+        );
+        let leap = NaiveDate::from_ymd_opt(2016, 12, 31)
+            .unwrap()
+            .and_hms_milli_opt(23, 59, 59, 1_500)
+            .unwrap()
+            .and_utc();
+        check(&leap);
+        assert_eq!(
+            typed(|w| leap.write_canonical(w), false),
+            r#"{"v":"2016-12-31T23:59:60.5Z"}"#
+        );
+        check(&NaiveDate::from_ymd_opt(2024, 2, 29).unwrap());
+        check(&Some(NaiveDate::from_ymd_opt(1, 1, 1).unwrap()));
+        check(&None::<NaiveDate>);
+    }
+
+    #[cfg(feature = "time")]
+    #[test]
+    fn time_types() {
+        use time::macros::{date, datetime, utc_datetime};
+        for t in [
+            datetime!(2024-01-02 03:04:05 UTC),
+            datetime!(2024-01-02 03:04:05.120 +01:00),
+            datetime!(2024-01-01 00:30:00.000000001 +05:45),
+            datetime!(2023-12-31 23:30:00 -01:00:30),
+        ] {
+            check(&t);
+        }
+        check(&utc_datetime!(2024-01-02 03:04:05.5));
+        check(&utc_datetime!(2024-01-02 03:04:05));
+        check(&date!(2024 - 02 - 29));
+    }
+}

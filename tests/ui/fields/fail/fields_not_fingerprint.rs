@@ -1,0 +1,7 @@
+struct CreatePayment {
+    amount: u64,
+}
+
+fn main() {
+    let _ = idem::fields!(CreatePayment: amount);
+}

@@ -1,0 +1,10 @@
+use idem::Fingerprint;
+
+#[derive(Fingerprint)]
+struct CreatePayment {
+    amount: u64,
+    #[fingerprint]
+    note: String,
+}
+
+fn main() {}

@@ -1,0 +1,9 @@
+use idem::Fingerprint;
+
+#[derive(Fingerprint)]
+struct Quote {
+    #[fingerprint(float)]
+    price: u64,
+}
+
+fn main() {}
