@@ -17,15 +17,25 @@ pub(crate) fn write_decimal(out: &mut Vec<u8>, mantissa: i128, scale: u32) {
         out.push(b'0');
         return;
     }
-    while scale > 0 && m % 10 == 0 {
-        m /= 10;
-        scale -= 1;
-    }
     if mantissa < 0 {
         out.push(b'-');
     }
     let mut buf = itoa::Buffer::new();
-    let digits = buf.format(m).as_bytes();
+    // Most amounts fit in 64 bits, where division is a single instruction (u128 division is a
+    // library call).
+    let digits = if let Ok(mut small) = u64::try_from(m) {
+        while scale > 0 && small % 10 == 0 {
+            small /= 10;
+            scale -= 1;
+        }
+        buf.format(small).as_bytes()
+    } else {
+        while scale > 0 && m % 10 == 0 {
+            m /= 10;
+            scale -= 1;
+        }
+        buf.format(m).as_bytes()
+    };
     place_point(out, Digits(digits, &[]), -i64::from(scale));
 }
 
