@@ -217,7 +217,8 @@ mod tests {
         assert_eq!(hex, PINNED_HASH);
     }
 
-    const PINNED_HASH: &str = "PIN";
+    // SHA-256("idem.scoped-key.v1\0" || for each part: u64 BE length || bytes), checked with Python.
+    const PINNED_HASH: &str = "4b4db5e97db8bc7265569bb18c14b039b871a1ab715bb7a33793728fd99e79e1";
 
     fn part() -> impl Strategy<Value = String> {
         // Small alphabet full of separators and escape characters, so collisions would show up.

@@ -553,7 +553,43 @@ impl Store for MySqlStore {
 
 #[cfg(test)]
 mod tests {
-    use super::collided_index;
+    use super::{collided_index, is_claim_collision};
+    use sqlx::Executor;
+
+    /// S15 against the real server: a 1062 on another unique index is not "the key exists".
+    #[tokio::test]
+    async fn only_the_claim_index_means_the_key_exists() {
+        let Ok(url) = std::env::var("IDEM_TEST_MYSQL_URL") else {
+            assert_ne!(
+                std::env::var("CI").as_deref(),
+                Ok("true"),
+                "IDEM_TEST_MYSQL_URL unset"
+            );
+            eprintln!("note: IDEM_TEST_MYSQL_URL is not set, skipping");
+            return;
+        };
+        let pool = sqlx::MySqlPool::connect(&url).await.unwrap();
+        let table = format!("idem_test_dup_{}", std::process::id());
+        pool.execute(&*format!(
+            "CREATE TABLE {table} (a INT NOT NULL, b INT NOT NULL, PRIMARY KEY (a), UNIQUE KEY uk_other (b))"
+        ))
+        .await
+        .unwrap();
+        pool.execute(&*format!("INSERT INTO {table} VALUES (1, 1)"))
+            .await
+            .unwrap();
+        let on_primary = pool
+            .execute(&*format!("INSERT INTO {table} VALUES (1, 2)"))
+            .await
+            .unwrap_err();
+        let on_other = pool
+            .execute(&*format!("INSERT INTO {table} VALUES (2, 1)"))
+            .await
+            .unwrap_err();
+        pool.execute(&*format!("DROP TABLE {table}")).await.unwrap();
+        assert!(is_claim_collision(&on_primary), "{on_primary}");
+        assert!(!is_claim_collision(&on_other), "{on_other}");
+    }
 
     #[test]
     fn index_name_of_a_duplicate_entry() {

@@ -9,7 +9,7 @@
 //! | a concurrent claim committed after the statement's snapshot (rare race) | +1 `SELECT` |
 //! | complete, release, extend | 1 `UPDATE` / `DELETE` / `UPDATE .. RETURNING` |
 //! | get | 1 `SELECT` |
-//! | purge_expired | 1 `DELETE .. WHERE key_hash IN (SELECT .. LIMIT $2 FOR UPDATE SKIP LOCKED)` |
+//! | purge_expired | 1 `WITH batch AS MATERIALIZED (SELECT .. LIMIT $2 FOR UPDATE SKIP LOCKED) DELETE ..` |
 //!
 //! So a fresh request costs 2 statements (claim, complete) and a replay 1.
 //!
@@ -97,12 +97,14 @@ const EXTEND_SQL: &str = "UPDATE idem.idempotency_records SET \
     RETURNING expire_at";
 
 /// Purge along `idx_idem_expire_at`, bounded by `LIMIT`, skipping rows a claim holds (S21).
-/// The outer condition is re-checked on the latest row version, so a record replaced by a
-/// concurrent claim is never deleted.
-const PURGE_SQL: &str = "DELETE FROM idem.idempotency_records WHERE key_hash IN \
-    (SELECT key_hash FROM idem.idempotency_records WHERE expire_at <= $1 \
-     ORDER BY expire_at LIMIT $2 FOR UPDATE SKIP LOCKED) \
-    AND expire_at <= $1";
+/// The batch is a materialized CTE: as `key_hash IN (SELECT .. LIMIT ..)` the planner may
+/// re-run the subquery and delete more than a batch. The outer condition is re-checked on the
+/// latest row version, so a record replaced by a concurrent claim is never deleted.
+const PURGE_SQL: &str = "WITH batch AS MATERIALIZED ( \
+      SELECT key_hash FROM idem.idempotency_records WHERE expire_at <= $1 \
+      ORDER BY expire_at LIMIT $2 FOR UPDATE SKIP LOCKED) \
+    DELETE FROM idem.idempotency_records r USING batch \
+    WHERE r.key_hash = batch.key_hash AND r.expire_at <= $1";
 
 /// A [`Store`] on PostgreSQL (10 or later; tested on 15).
 ///

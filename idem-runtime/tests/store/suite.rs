@@ -338,7 +338,9 @@ pub async fn purge_in_batches(f: &Fixture) {
         .sweep_once()
         .await
         .unwrap();
-    assert_eq!(swept, 2);
+    assert!(swept >= 2, "{swept}"); // more when an earlier, aborted run left records behind
+    assert!(f.store.get(&keep).await.unwrap().is_none());
+    assert_eq!(f.store.purge_expired(10).await.unwrap(), 0);
 }
 
 pub async fn race_256_claims_one_winner(f: &Fixture) {
