@@ -89,6 +89,19 @@ const EXTEND_SQL: &str = "UPDATE idem_idempotency_records SET \
 const PURGE_SQL: &str = "DELETE FROM idem_idempotency_records \
     WHERE expire_at <= ? ORDER BY expire_at LIMIT ?";
 
+/// The statements of this store, for the benchmark's hand-written baseline. Not a public API.
+#[doc(hidden)]
+pub mod sql {
+    /// The claim insert.
+    pub const INSERT: &str = super::INSERT_SQL;
+    /// The completion update.
+    pub const COMPLETE: &str = super::COMPLETE_SQL;
+    /// The read of an existing record.
+    pub fn select() -> &'static str {
+        &super::SELECT_SQL
+    }
+}
+
 /// A [`Store`] on MariaDB (10.5 or later; tested on 10.11) or MySQL 8.
 ///
 /// ```no_run

@@ -106,6 +106,17 @@ const PURGE_SQL: &str = "WITH batch AS MATERIALIZED ( \
     DELETE FROM idem.idempotency_records r USING batch \
     WHERE r.key_hash = batch.key_hash AND r.expire_at <= $1";
 
+/// The statements of this store, for the benchmark's hand-written baseline. Not a public API.
+#[doc(hidden)]
+pub mod sql {
+    /// The claim statement (with the read riding along).
+    pub fn claim() -> &'static str {
+        &super::CLAIM_SQL
+    }
+    /// The completion update.
+    pub const COMPLETE: &str = super::COMPLETE_SQL;
+}
+
 /// A [`Store`] on PostgreSQL (10 or later; tested on 15).
 ///
 /// ```no_run

@@ -20,7 +20,7 @@
 
 use core::time::Duration;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
@@ -79,6 +79,22 @@ const EXTEND_SQL: &str = "UPDATE idem_idempotency_records SET \
 /// Purge along `idx_idem_expire_at`, bounded by `LIMIT` (S21).
 const PURGE_SQL: &str = "DELETE FROM idem_idempotency_records WHERE key_hash IN \
     (SELECT key_hash FROM idem_idempotency_records WHERE expire_at <= ?1 ORDER BY expire_at LIMIT ?2)";
+
+static SELECT_SQL: LazyLock<String> =
+    LazyLock::new(|| format!("SELECT {COLUMNS} FROM idem_idempotency_records WHERE key_hash = ?1"));
+
+/// The statements of this store, for the benchmark's hand-written baseline. Not a public API.
+#[doc(hidden)]
+pub mod sql {
+    /// The claim upsert.
+    pub const CLAIM: &str = super::CLAIM_SQL;
+    /// The completion update.
+    pub const COMPLETE: &str = super::COMPLETE_SQL;
+    /// The read of an existing record.
+    pub fn select() -> &'static str {
+        &super::SELECT_SQL
+    }
+}
 
 /// A [`Store`] in an SQLite database file.
 ///
@@ -251,9 +267,7 @@ impl SqliteStore {
     /// The row of `key`, expired or not.
     async fn select(&self, key: &ScopedKey) -> Result<Option<Record>, StoreError> {
         self.statements.add(1);
-        let row = sqlx::query(&format!(
-            "SELECT {COLUMNS} FROM idem_idempotency_records WHERE key_hash = ?1"
-        ))
+        let row = sqlx::query(&SELECT_SQL)
         .bind(&key.hash()[..])
         .fetch_optional(&self.pool)
         .await
