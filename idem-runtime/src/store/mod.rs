@@ -204,7 +204,9 @@ pub enum Claim {
 /// Ownership of a processing record, returned by a successful claim or [`Store::extend`].
 ///
 /// The fencing token `fence` grows with every claim of the record; [`Store::complete`],
-/// [`Store::release`] and [`Store::extend`] succeed only while it is still the record's token.
+/// [`Store::release`] and [`Store::extend`] succeed only while `fence` and `operation_id` are
+/// still the record's (the operation id also tells apart two records that both start at fence 1,
+/// one released or purged, the other claimed afresh).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Lease {
     /// The claimed key.
@@ -390,8 +392,10 @@ pub(crate) enum Found {
 /// * a processing record whose lease has ended is taken over by the next claim **with the same
 ///   request hash**, with a higher fencing token and the same operation id (S23); a claim with
 ///   another request hash gets [`Claim::InProgress`] (and the engine answers `422`);
-/// * `complete`, `release` and `extend` of a lease whose fence has moved on fail with
-///   [`StoreError::FencedOut`] and change nothing.
+/// * `complete`, `release` and `extend` of a lease whose fence has moved on (or whose record was
+///   released, purged or has expired) fail with [`StoreError::FencedOut`] and change nothing.
+///
+/// The design, the SQL of each backend and its statement counts: `docs/storage.md`.
 #[diagnostic::on_unimplemented(
     note = "idem ships `MemoryStore`, `SqliteStore`, `PostgresStore` and `MySqlStore` (the last three behind cargo features `sqlite`, `postgres`, `mysql`)"
 )]
