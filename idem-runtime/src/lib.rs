@@ -7,6 +7,7 @@
 
 pub mod canonical;
 pub mod fingerprint;
+pub mod store;
 
 pub use canonical::{CanonicalError, Spec, ValueSpec};
 pub use fingerprint::{Canonical, CanonicalWriter, Fingerprint, RequestHash};

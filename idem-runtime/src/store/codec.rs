@@ -1,0 +1,189 @@
+//! Column encodings shared by the SQL backends: response headers as one length-prefixed blob,
+//! and the checked conversion of a raw row into a [`Record`].
+
+use super::{Record, RecordState, StoreError, Timestamp};
+use crate::fingerprint::RequestHash;
+
+/// Version byte of the header blob.
+const HEADERS_V1: u8 = 1;
+
+/// Encodes headers as `1, count: u32, (name_len: u32, name, value_len: u32, value)*` (big
+/// endian), so that names and values may contain any byte.
+pub(crate) fn encode_headers(headers: &[(String, Vec<u8>)]) -> Vec<u8> {
+    let len = 5 + headers
+        .iter()
+        .map(|(n, v)| 8 + n.len() + v.len())
+        .sum::<usize>();
+    let mut out = Vec::with_capacity(len);
+    out.push(HEADERS_V1);
+    out.extend_from_slice(&(headers.len() as u32).to_be_bytes());
+    for (name, value) in headers {
+        out.extend_from_slice(&(name.len() as u32).to_be_bytes());
+        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(&(value.len() as u32).to_be_bytes());
+        out.extend_from_slice(value);
+    }
+    out
+}
+
+/// Decodes [`encode_headers`]' output; `None` for anything malformed.
+pub(crate) fn decode_headers(mut b: &[u8]) -> Option<Vec<(String, Vec<u8>)>> {
+    fn take<'a>(b: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
+        if b.len() < n {
+            return None;
+        }
+        let (head, tail) = b.split_at(n);
+        *b = tail;
+        Some(head)
+    }
+    fn take_u32(b: &mut &[u8]) -> Option<usize> {
+        let bytes: [u8; 4] = take(b, 4)?.try_into().ok()?;
+        Some(u32::from_be_bytes(bytes) as usize)
+    }
+    if take(&mut b, 1)? != [HEADERS_V1] {
+        return None;
+    }
+    let count = take_u32(&mut b)?;
+    let mut out = Vec::with_capacity(count.min(64));
+    for _ in 0..count {
+        let n = take_u32(&mut b)?;
+        let name = core::str::from_utf8(take(&mut b, n)?).ok()?.to_owned();
+        let n = take_u32(&mut b)?;
+        out.push((name, take(&mut b, n)?.to_vec()));
+    }
+    b.is_empty().then_some(out)
+}
+
+/// A row as the SQL backends read it, before validation.
+pub(crate) struct RawRecord {
+    pub idem_key: String,
+    pub request_hash: String,
+    pub state: i64,
+    pub operation_id: String,
+    pub fence: i64,
+    /// Row version (+1 on every write); only the MySQL claim reads it (compare-and-swap).
+    #[allow(dead_code)]
+    pub rev: i64,
+    pub resp_status: Option<i64>,
+    pub resp_headers: Option<Vec<u8>>,
+    pub resp_body: Option<Vec<u8>>,
+    pub biz_no: Option<String>,
+    pub locked_at: i64,
+    pub lease_until: i64,
+    pub expire_at: i64,
+    pub created_at: i64,
+    pub updated_at: i64,
+    pub completed_at: Option<i64>,
+}
+
+impl RawRecord {
+    /// Validates the row: known state, 64-hex request hash, well-formed headers.
+    pub(crate) fn into_record(self) -> Result<Record, StoreError> {
+        let key = self.idem_key;
+        let bad = |detail: String| StoreError::corrupt(key.clone(), detail);
+        let state = RecordState::from_code(self.state)
+            .ok_or_else(|| bad(format!("unknown state {}", self.state)))?;
+        let request_hash: RequestHash = self
+            .request_hash
+            .trim_end()
+            .parse()
+            .map_err(|e| bad(format!("request_hash: {e}")))?;
+        let fence = u64::try_from(self.fence).map_err(|_| bad(format!("fence {}", self.fence)))?;
+        let status = match self.resp_status {
+            None => None,
+            Some(s) => Some(
+                u16::try_from(s)
+                    .ok()
+                    .filter(|s| (100..=999).contains(s))
+                    .ok_or_else(|| bad(format!("response status {s}")))?,
+            ),
+        };
+        let headers = match self.resp_headers {
+            None => Vec::new(),
+            Some(h) => decode_headers(&h).ok_or_else(|| bad("malformed headers".to_owned()))?,
+        };
+        if state != RecordState::Processing && status.is_none() {
+            return Err(bad(format!("{state:?} without a response status")));
+        }
+        Ok(Record {
+            key,
+            request_hash,
+            state,
+            operation_id: self.operation_id,
+            fence,
+            status,
+            headers,
+            body: self.resp_body.unwrap_or_default(),
+            biz_no: self.biz_no,
+            locked_at: Timestamp::from_millis(self.locked_at),
+            lease_until: Timestamp::from_millis(self.lease_until),
+            expire_at: Timestamp::from_millis(self.expire_at),
+            created_at: Timestamp::from_millis(self.created_at),
+            updated_at: Timestamp::from_millis(self.updated_at),
+            completed_at: self.completed_at.map(Timestamp::from_millis),
+        })
+    }
+}
+
+/// Fence as the `BIGINT` column stores it.
+pub(crate) fn fence_param(fence: u64) -> Result<i64, StoreError> {
+    i64::try_from(fence).map_err(|_| StoreError::Invalid(format!("fence {fence} out of range")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn headers_round_trip() {
+        let h = vec![
+            ("content-type".to_owned(), b"application/json".to_vec()),
+            ("x-empty".to_owned(), Vec::new()),
+            ("x-bin".to_owned(), vec![0, 255, 10]),
+        ];
+        assert_eq!(decode_headers(&encode_headers(&h)), Some(h));
+        assert_eq!(decode_headers(&encode_headers(&[])), Some(vec![]));
+        let mut bad = encode_headers(&[("a".to_owned(), b"b".to_vec())]);
+        bad.push(0);
+        assert_eq!(decode_headers(&bad), None);
+        assert_eq!(decode_headers(&[]), None);
+        assert_eq!(decode_headers(&[1, 0, 0, 0, 1]), None);
+    }
+}
+
+/// The columns every SQL backend reads, in [`RawRecord`] order.
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+pub(crate) const COLUMNS: &str = "idem_key, request_hash, state, operation_id, fence, rev, \
+    resp_status, resp_headers, resp_body, biz_no, locked_at, lease_until, expire_at, \
+    created_at, updated_at, completed_at";
+
+/// How many times a claim re-runs when the record changed between its statements (a purge, a
+/// concurrent takeover); each retry starts from a fresh read.
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+pub(crate) const CLAIM_ATTEMPTS: u32 = 8;
+
+/// Counts the SQL statements a store sent (diagnostics; the tests check the documented counts).
+#[derive(Debug, Default)]
+pub(crate) struct StatementCounter(std::sync::atomic::AtomicU64);
+
+impl StatementCounter {
+    pub(crate) fn add(&self, n: u64) {
+        self.0.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    pub(crate) fn get(&self) -> u64 {
+        self.0.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+/// The error of a claim that kept finding its record changed under it.
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+pub(crate) fn contended(key: &str) -> StoreError {
+    StoreError::Unavailable {
+        source: format!(
+            "the record of `{key}` changed under {CLAIM_ATTEMPTS} claim attempts in a row"
+        )
+        .into(),
+        retry_after: core::time::Duration::from_millis(100),
+    }
+}

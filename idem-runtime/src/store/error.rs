@@ -1,0 +1,143 @@
+//! [`StoreError`]: what can go wrong in a store, split into "try again later" and everything
+//! else.
+
+use core::time::Duration;
+
+/// The error type of a boxed source error.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// How long a client is told to wait (`Retry-After`) when the store is unavailable.
+pub const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
+
+/// An error of a [`Store`](super::Store) operation.
+///
+/// Only [`StoreError::Unavailable`] is transient ([`StoreError::is_transient`]): the HTTP layer
+/// answers it with `503 Service Unavailable` + `Retry-After`. [`StoreError::FencedOut`] is the
+/// normal fate of a zombie holder (S23). The others are configuration mistakes, broken rows or
+/// bugs. A failed claim never leaves a half-written record behind: every claim is one atomic
+/// statement (or a compare-and-swap), committed at once (S18).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The database cannot be reached or refused the work for now: connection refused or reset,
+    /// pool timeout, deadlock, serialization failure, lock wait timeout, `SQLITE_BUSY`. Retrying
+    /// later may succeed.
+    #[error("the idempotency store is unavailable (retry after {retry_after:?}): {source}")]
+    Unavailable {
+        /// What the driver reported.
+        #[source]
+        source: BoxError,
+        /// A suggested wait before retrying.
+        retry_after: Duration,
+    },
+    /// The lease no longer owns the record: another claim took the record over with a higher
+    /// fencing token, the record was released, or it expired. Its result must not be stored (and
+    /// was not).
+    #[error(
+        "the lease on idempotency key `{key}` (fence {fence}) was fenced out: the record was taken over, released or expired, so this result is not stored"
+    )]
+    FencedOut {
+        /// The readable key.
+        key: String,
+        /// The fencing token of the stale lease.
+        fence: u64,
+    },
+    /// A request the store cannot honour as written (zero lease, status out of range, ...).
+    #[error("invalid store request: {0}")]
+    Invalid(String),
+    /// A stored row that does not decode (an unknown state, a bad hash, malformed headers).
+    #[error("corrupt idempotency record `{key}`: {detail}")]
+    Corrupt {
+        /// The readable key, or the key hash in hex when the readable key is unknown.
+        key: String,
+        /// What is wrong with it.
+        detail: String,
+    },
+    /// The store is set up wrongly, e.g. its table does not exist: run
+    /// [`Store::migrate`](super::Store::migrate).
+    #[error("idempotency store misconfigured: {message}")]
+    Config {
+        /// What to fix.
+        message: String,
+        /// The driver's error, if any.
+        #[source]
+        source: Option<BoxError>,
+    },
+    /// Applying the store's migrations failed.
+    #[error("idempotency store migration failed: {message}")]
+    Migrate {
+        /// What failed.
+        message: String,
+        /// The driver's error, if any.
+        #[source]
+        source: Option<BoxError>,
+    },
+    /// Anything else: a bug in idem or an unexpected database error.
+    #[error("idempotency store error: {0}")]
+    Other(#[source] BoxError),
+}
+
+impl StoreError {
+    /// `true` for [`StoreError::Unavailable`]: answer 503 + `Retry-After`, the request may be
+    /// retried unchanged.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, StoreError::Unavailable { .. })
+    }
+
+    /// The suggested wait of a transient error.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            StoreError::Unavailable { retry_after, .. } => Some(*retry_after),
+            _ => None,
+        }
+    }
+
+    /// A [`StoreError::Unavailable`] with the default wait.
+    pub fn unavailable(source: impl Into<BoxError>) -> Self {
+        StoreError::Unavailable {
+            source: source.into(),
+            retry_after: DEFAULT_RETRY_AFTER,
+        }
+    }
+
+    pub(crate) fn corrupt(key: impl Into<String>, detail: impl Into<String>) -> Self {
+        StoreError::Corrupt {
+            key: key.into(),
+            detail: detail.into(),
+        }
+    }
+}
+
+/// Maps an sqlx error: transport trouble and the given transient database codes become
+/// [`StoreError::Unavailable`], a missing table [`StoreError::Config`], decode failures
+/// [`StoreError::Corrupt`], the rest [`StoreError::Other`].
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+pub(crate) fn classify_sqlx(
+    err: sqlx::Error,
+    transient: fn(&dyn sqlx::error::DatabaseError) -> bool,
+    missing_table: fn(&dyn sqlx::error::DatabaseError) -> bool,
+) -> StoreError {
+    use sqlx::Error as E;
+    match err {
+        E::Io(_)
+        | E::PoolTimedOut
+        | E::PoolClosed
+        | E::WorkerCrashed
+        | E::Tls(_)
+        | E::Protocol(_) => StoreError::unavailable(err),
+        E::Database(ref db) if transient(db.as_ref()) => StoreError::unavailable(err),
+        E::Database(ref db) if missing_table(db.as_ref()) => StoreError::Config {
+            message: "the idempotency table does not exist: run `Store::migrate()` first"
+                .to_owned(),
+            source: Some(Box::new(err)),
+        },
+        E::ColumnDecode { .. } | E::Decode(_) | E::ColumnNotFound(_) | E::TypeNotFound { .. } => {
+            StoreError::corrupt("?", err.to_string())
+        }
+        E::Configuration(_) => StoreError::Config {
+            message: "invalid database configuration".to_owned(),
+            source: Some(Box::new(err)),
+        },
+        other => StoreError::Other(Box::new(other)),
+    }
+}

@@ -1,0 +1,273 @@
+//! [`MemoryStore`]: the sharded in-process store, for tests and single-process services.
+
+use core::time::Duration;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use super::{
+    BoxFuture, Claim, ClaimRequest, Clock, Completion, Found, Lease, Record, RecordState,
+    ScopedKey, Store, StoreError, SystemClock, new_operation_id,
+};
+
+/// Number of shards (a power of two); the first byte of the key hash picks one.
+const SHARDS: usize = 32;
+
+type Shard = HashMap<[u8; 32], Record>;
+
+/// An in-memory [`Store`] with the same semantics as the SQL stores: claims, leases, fencing
+/// tokens and TTL, checked by the same test suite. Records live in 32 shards, each behind its own
+/// mutex, held only for a map lookup (never across an `.await`). Records vanish with the process,
+/// so it only suits tests and single-process services.
+///
+/// Every operation is one critical section on one shard; [`Store::purge_expired`] visits the
+/// shards in turn (a scan: there is no expiry index in memory) and stops after `batch` deletions.
+///
+/// ```
+/// use std::sync::Arc;
+/// use idem_runtime::store::{ManualClock, MemoryStore, Store};
+/// let clock = Arc::new(ManualClock::starting_now());
+/// let store: Arc<dyn Store> = Arc::new(MemoryStore::with_clock(clock.clone()));
+/// ```
+#[derive(Debug, Clone)]
+pub struct MemoryStore {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    shards: Box<[Mutex<Shard>]>,
+    clock: Arc<dyn Clock>,
+}
+
+impl Default for MemoryStore {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl MemoryStore {
+    /// An empty store on the [`SystemClock`].
+    pub fn new() -> Self {
+        Self::with_clock(Arc::new(SystemClock))
+    }
+
+    /// An empty store reading `clock`.
+    pub fn with_clock(clock: Arc<dyn Clock>) -> Self {
+        MemoryStore {
+            inner: Arc::new(Inner {
+                shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+                clock,
+            }),
+        }
+    }
+
+    /// Number of records held, expired ones included (until purged).
+    pub fn len(&self) -> usize {
+        self.inner.shards.iter().map(|s| lock(s).len()).sum()
+    }
+
+    /// `true` when no record is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn shard(&self, hash: &[u8; 32]) -> MutexGuard<'_, Shard> {
+        lock(&self.inner.shards[hash[0] as usize % SHARDS])
+    }
+
+    fn claim_now(&self, req: &ClaimRequest<'_>) -> Result<Claim, StoreError> {
+        req.validate()?;
+        let now = self.inner.clock.now();
+        let (lease_until, expire_at) = req.deadlines(now);
+        let mut shard = self.shard(req.key.hash());
+        let (fence, operation_id, took_over, created_at, expire_at) =
+            match shard.get(req.key.hash()) {
+                None => (1, new_operation_id()?, false, now, expire_at),
+                Some(r) => match r.decide(&req.request_hash, now) {
+                    Found::Completed => return Ok(Claim::Completed(r.clone())),
+                    Found::InProgress {
+                        request_hash,
+                        retry_after,
+                    } => {
+                        return Ok(Claim::InProgress {
+                            request_hash,
+                            retry_after,
+                        });
+                    }
+                    // Expired: logically absent, a new operation replaces it (S21); the fence
+                    // still grows so that a zombie of the old record stays fenced out.
+                    Found::Claimable if r.is_expired(now) => {
+                        (r.fence + 1, new_operation_id()?, false, now, expire_at)
+                    }
+                    // Expired lease of the same request: take over (S23).
+                    Found::Claimable => (
+                        r.fence + 1,
+                        r.operation_id.clone(),
+                        true,
+                        r.created_at,
+                        r.expire_at.max(lease_until),
+                    ),
+                },
+            };
+        shard.insert(
+            *req.key.hash(),
+            Record {
+                key: req.key.readable().to_owned(),
+                request_hash: req.request_hash,
+                state: RecordState::Processing,
+                operation_id: operation_id.clone(),
+                fence,
+                status: None,
+                headers: Vec::new(),
+                body: Vec::new(),
+                biz_no: None,
+                locked_at: now,
+                lease_until,
+                expire_at,
+                created_at,
+                updated_at: now,
+                completed_at: None,
+            },
+        );
+        Ok(Claim::Acquired(Lease {
+            key: req.key.clone(),
+            request_hash: req.request_hash,
+            fence,
+            operation_id,
+            lease_until,
+            expire_at,
+            took_over,
+        }))
+    }
+
+    /// Runs `f` on the record `lease` still owns (same fence, processing, not expired).
+    fn with_owned<T>(
+        &self,
+        lease: &Lease,
+        f: impl FnOnce(&mut Shard, super::Timestamp) -> T,
+    ) -> Result<T, StoreError> {
+        let now = self.inner.clock.now();
+        let mut shard = self.shard(lease.key.hash());
+        match shard.get(lease.key.hash()) {
+            Some(r)
+                if r.fence == lease.fence
+                    && r.operation_id == lease.operation_id
+                    && r.state == RecordState::Processing
+                    && !r.is_expired(now) =>
+            {
+                Ok(f(&mut shard, now))
+            }
+            _ => Err(StoreError::FencedOut {
+                key: lease.key.readable().to_owned(),
+                fence: lease.fence,
+            }),
+        }
+    }
+}
+
+fn lock(m: &Mutex<Shard>) -> MutexGuard<'_, Shard> {
+    // A panic while holding a shard cannot leave a record half-written (every write is one
+    // `insert`/`remove`), so a poisoned lock is safe to use.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Store for MemoryStore {
+    fn claim<'a>(&'a self, req: &'a ClaimRequest<'a>) -> BoxFuture<'a, Result<Claim, StoreError>> {
+        Box::pin(async move { self.claim_now(req) })
+    }
+
+    fn complete<'a>(
+        &'a self,
+        lease: &'a Lease,
+        completion: &'a Completion,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async move {
+            completion.validate()?;
+            self.with_owned(lease, |shard, now| {
+                if let Some(r) = shard.get_mut(lease.key.hash()) {
+                    r.state = completion.outcome.into();
+                    r.status = Some(completion.status);
+                    r.headers = completion.headers.clone();
+                    r.body = completion.body.clone();
+                    r.biz_no = completion.biz_no.clone();
+                    r.expire_at = completion.expire_at.unwrap_or(r.expire_at);
+                    r.updated_at = now;
+                    r.completed_at = Some(now);
+                }
+            })
+        })
+    }
+
+    fn release<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async move {
+            self.with_owned(lease, |shard, _| {
+                shard.remove(lease.key.hash());
+            })
+        })
+    }
+
+    fn extend<'a>(
+        &'a self,
+        lease: &'a Lease,
+        by: Duration,
+    ) -> BoxFuture<'a, Result<Lease, StoreError>> {
+        Box::pin(async move {
+            self.with_owned(lease, |shard, now| {
+                let mut renewed = lease.clone();
+                if let Some(r) = shard.get_mut(lease.key.hash()) {
+                    r.lease_until = now + by;
+                    r.expire_at = r.expire_at.max(r.lease_until);
+                    r.updated_at = now;
+                    renewed.lease_until = r.lease_until;
+                    renewed.expire_at = r.expire_at;
+                }
+                renewed
+            })
+        })
+    }
+
+    fn get<'a>(&'a self, key: &'a ScopedKey) -> BoxFuture<'a, Result<Option<Record>, StoreError>> {
+        Box::pin(async move {
+            let now = self.inner.clock.now();
+            Ok(self
+                .shard(key.hash())
+                .get(key.hash())
+                .filter(|r| !r.is_expired(now))
+                .cloned())
+        })
+    }
+
+    fn purge_expired(&self, batch: u32) -> BoxFuture<'_, Result<u64, StoreError>> {
+        Box::pin(async move {
+            let now = self.inner.clock.now();
+            let mut left = batch as usize;
+            let mut purged = 0u64;
+            for shard in self.inner.shards.iter() {
+                if left == 0 {
+                    break;
+                }
+                let mut shard = lock(shard);
+                let expired: Vec<[u8; 32]> = shard
+                    .iter()
+                    .filter(|(_, r)| r.is_expired(now))
+                    .map(|(k, _)| *k)
+                    .take(left)
+                    .collect();
+                for k in &expired {
+                    shard.remove(k);
+                }
+                left -= expired.len();
+                purged += expired.len() as u64;
+            }
+            Ok(purged)
+        })
+    }
+
+    fn migrate(&self) -> BoxFuture<'_, Result<(), StoreError>> {
+        Box::pin(async { Ok(()) })
+    }
+
+    fn clock(&self) -> &dyn Clock {
+        &*self.inner.clock
+    }
+}

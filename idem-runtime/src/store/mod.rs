@@ -1,0 +1,478 @@
+//! Claim stores: the storage half of idem.
+//!
+//! A [`Store`] keeps one record per [`ScopedKey`] and answers one question atomically: *may this
+//! request run?* ([`Store::claim`]). The answer is a [`Claim`]:
+//!
+//! * [`Claim::Acquired`]: this request owns the key now (a fresh key, an expired record replaced,
+//!   or an expired lease taken over). Run the handler, then [`Store::complete`] with the response
+//!   snapshot, or [`Store::release`] when nothing was done and a corrected retry must be able to
+//!   run (Stripe's "validation failed, nothing saved", S2).
+//! * [`Claim::Completed`]: a stored snapshot; the engine compares its `request_hash` with the
+//!   request's own (a mismatch is `422`, S7) and replays it.
+//! * [`Claim::InProgress`]: another request holds a live lease: `409` + `Retry-After` (S8).
+//!
+//! Every backend claims through the unique index on `key_hash` (`uk_idem_key`) with one atomic
+//! statement, never check-then-insert (S13-S16); claims commit at once and completion is one
+//! short statement (S18). Records carry a lease and a fencing token (S23) and an `expire_at`
+//! after which they are logically absent (S19-S21). The design, the SQL of every backend and the
+//! number of statements of each path are in `docs/storage.md`.
+//!
+//! ```
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! use core::time::Duration;
+//! use idem_runtime::RequestHash;
+//! use idem_runtime::store::{
+//!     Claim, ClaimRequest, Completion, MemoryStore, Outcome, ScopedKey, Store,
+//! };
+//!
+//! let store = MemoryStore::new();
+//! let key = ScopedKey::new("acme", "u1", "POST /payments", "key-1")?;
+//! let request_hash = RequestHash::of_bytes(br#"{"amount":100}"#);
+//! let req = ClaimRequest::new(&key, request_hash, Duration::from_secs(30), Duration::from_secs(86_400));
+//!
+//! let Claim::Acquired(lease) = store.claim(&req).await? else { unreachable!() };
+//! // ... run the handler ...
+//! store.complete(&lease, &Completion::new(Outcome::Completed, 201, b"{\"id\":\"pay_1\"}".to_vec())).await?;
+//!
+//! // A retry replays the snapshot.
+//! let Claim::Completed(record) = store.claim(&req).await? else { unreachable!() };
+//! assert_eq!(record.status, Some(201));
+//! assert_eq!(record.request_hash, request_hash);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! # }).unwrap();
+//! ```
+
+use core::fmt;
+use core::future::Future;
+use core::pin::Pin;
+use core::time::Duration;
+
+use crate::fingerprint::RequestHash;
+
+mod clock;
+pub(crate) mod codec;
+mod error;
+mod key;
+mod memory;
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+mod migrate;
+#[cfg(feature = "mysql")]
+#[cfg_attr(docsrs, doc(cfg(feature = "mysql")))]
+pub mod mysql;
+#[cfg(feature = "postgres")]
+#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
+pub mod postgres;
+#[cfg(feature = "sqlite")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
+pub mod sqlite;
+mod sweeper;
+
+pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
+pub use error::{BoxError, DEFAULT_RETRY_AFTER, StoreError};
+pub use key::{KeyError, MAX_CLIENT_KEY_CHARS, ScopedKey};
+pub use memory::MemoryStore;
+#[cfg(feature = "mysql")]
+#[cfg_attr(docsrs, doc(cfg(feature = "mysql")))]
+pub use mysql::MySqlStore;
+#[cfg(feature = "postgres")]
+#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
+pub use postgres::PostgresStore;
+#[cfg(feature = "sqlite")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
+pub use sqlite::SqliteStore;
+pub use sweeper::{Sweeper, SweeperHandle};
+
+/// A boxed, sendable future: the return type of every [`Store`] method, so that the trait stays
+/// object-safe (`Arc<dyn Store>`).
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// The life of a record (column `state`, S4: 0 processing / 1 completed / 2 failed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RecordState {
+    /// A handler holds a lease and runs.
+    Processing,
+    /// A response snapshot is stored and replayed.
+    Completed,
+    /// A terminal error response (e.g. a 500 under `exact_replay`, S2) is stored and replayed.
+    FailedStored,
+}
+
+impl RecordState {
+    /// The value of the `state` column.
+    pub const fn code(self) -> i16 {
+        match self {
+            RecordState::Processing => 0,
+            RecordState::Completed => 1,
+            RecordState::FailedStored => 2,
+        }
+    }
+
+    /// The state of a `state` column value.
+    pub const fn from_code(code: i64) -> Option<Self> {
+        match code {
+            0 => Some(RecordState::Processing),
+            1 => Some(RecordState::Completed),
+            2 => Some(RecordState::FailedStored),
+            _ => None,
+        }
+    }
+}
+
+/// The terminal state a [`Completion`] stores.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    /// The handler's response, stored for replay.
+    Completed,
+    /// A terminal error response stored for replay (a replayed 500 under `exact_replay`).
+    FailedStored,
+}
+
+impl From<Outcome> for RecordState {
+    fn from(o: Outcome) -> Self {
+        match o {
+            Outcome::Completed => RecordState::Completed,
+            Outcome::FailedStored => RecordState::FailedStored,
+        }
+    }
+}
+
+/// What [`Store::claim`] is asked.
+#[derive(Debug, Clone, Copy)]
+pub struct ClaimRequest<'a> {
+    /// The scoped key.
+    pub key: &'a ScopedKey,
+    /// SHA-256 of the request's canonical form (S3).
+    pub request_hash: RequestHash,
+    /// How long the handler may run before another claim may take the record over (S23). It must
+    /// exceed the handler's longest run time plus the clock skew between servers.
+    pub lease: Duration,
+    /// How long the record (and so the guarantee) lives, counted from the claim (S19).
+    pub ttl: Duration,
+}
+
+impl<'a> ClaimRequest<'a> {
+    /// A claim of `key` for a request hashing to `request_hash`.
+    pub fn new(
+        key: &'a ScopedKey,
+        request_hash: RequestHash,
+        lease: Duration,
+        ttl: Duration,
+    ) -> Self {
+        ClaimRequest {
+            key,
+            request_hash,
+            lease,
+            ttl,
+        }
+    }
+
+    /// Checks the durations: the lease must be at least 1 ms.
+    pub(crate) fn validate(&self) -> Result<(), StoreError> {
+        if self.lease < Duration::from_millis(1) {
+            return Err(StoreError::Invalid(format!(
+                "the lease of `{}` is {:?}: use at least 1 ms, and more than the handler's longest run time",
+                self.key, self.lease
+            )));
+        }
+        Ok(())
+    }
+
+    /// `(lease_until, expire_at)` of a claim made at `now`: the record never expires before its
+    /// lease ends.
+    pub(crate) fn deadlines(&self, now: Timestamp) -> (Timestamp, Timestamp) {
+        let lease_until = now + self.lease;
+        (lease_until, (now + self.ttl).max(lease_until))
+    }
+}
+
+/// The answer of [`Store::claim`].
+#[derive(Debug, Clone)]
+pub enum Claim {
+    /// This request owns the key: run the handler, then complete or release the lease.
+    Acquired(Lease),
+    /// A stored snapshot (completed or failed-but-stored); compare its `request_hash` and replay.
+    Completed(Record),
+    /// Another request holds a live lease (or an expired one for another request hash).
+    InProgress {
+        /// The request hash of the holder (a different one means `422`, not `409`).
+        request_hash: RequestHash,
+        /// Time left on the holder's lease (`Retry-After`).
+        retry_after: Duration,
+    },
+}
+
+/// Ownership of a processing record, returned by a successful claim or [`Store::extend`].
+///
+/// The fencing token `fence` grows with every claim of the record; [`Store::complete`],
+/// [`Store::release`] and [`Store::extend`] succeed only while `fence` and `operation_id` are
+/// still the record's (the operation id also tells apart two records that both start at fence 1,
+/// one released or purged, the other claimed afresh).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lease {
+    /// The claimed key.
+    pub key: ScopedKey,
+    /// The request hash the record was claimed with.
+    pub request_hash: RequestHash,
+    /// The fencing token (1 for a fresh record, +1 for every later claim).
+    pub fence: u64,
+    /// The stable operation id: generated when the operation is first claimed and kept across
+    /// lease takeovers. Pass it downstream (S22) and keep a unique constraint on it in the
+    /// business table (S23).
+    pub operation_id: String,
+    /// When the lease ends.
+    pub lease_until: Timestamp,
+    /// When the record expires.
+    pub expire_at: Timestamp,
+    /// `true` when this claim took over the expired lease of an earlier holder of the same
+    /// operation: the earlier attempt may have done part of the work (or may still be running).
+    pub took_over: bool,
+}
+
+/// The response snapshot written by [`Store::complete`] (S11, S12).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Completion {
+    /// Completed or failed-but-stored.
+    pub outcome: Outcome,
+    /// HTTP status, 100 to 999.
+    pub status: u16,
+    /// Response headers, already filtered by the caller's whitelist.
+    pub headers: Vec<(String, Vec<u8>)>,
+    /// Response body.
+    pub body: Vec<u8>,
+    /// The business number callers use to query and reconcile (S11).
+    pub biz_no: Option<String>,
+    /// A new expiry for the stored snapshot; `None` keeps the one set at claim time.
+    pub expire_at: Option<Timestamp>,
+}
+
+impl Completion {
+    /// A snapshot with no headers, no business number and the claim's expiry.
+    pub fn new(outcome: Outcome, status: u16, body: Vec<u8>) -> Self {
+        Completion {
+            outcome,
+            status,
+            headers: Vec::new(),
+            body,
+            biz_no: None,
+            expire_at: None,
+        }
+    }
+
+    /// Sets the whitelisted headers.
+    pub fn with_headers(mut self, headers: Vec<(String, Vec<u8>)>) -> Self {
+        self.headers = headers;
+        self
+    }
+
+    /// Sets the business number.
+    pub fn with_biz_no(mut self, biz_no: impl Into<String>) -> Self {
+        self.biz_no = Some(biz_no.into());
+        self
+    }
+
+    /// Sets the expiry of the stored snapshot.
+    pub fn with_expire_at(mut self, expire_at: Timestamp) -> Self {
+        self.expire_at = Some(expire_at);
+        self
+    }
+
+    pub(crate) fn validate(&self) -> Result<(), StoreError> {
+        if !(100..=999).contains(&self.status) {
+            return Err(StoreError::Invalid(format!(
+                "response status {} is not an HTTP status: use 100 to 999",
+                self.status
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// A stored record, as [`Store::get`] and [`Claim::Completed`] return it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Record {
+    /// The readable key (`tenant:user:operation:client_key`).
+    pub key: String,
+    /// The request hash of the request that created the record.
+    pub request_hash: RequestHash,
+    /// Processing, completed or failed-but-stored.
+    pub state: RecordState,
+    /// The stable operation id.
+    pub operation_id: String,
+    /// The current fencing token.
+    pub fence: u64,
+    /// The stored status (`None` while processing).
+    pub status: Option<u16>,
+    /// The stored, whitelisted response headers.
+    pub headers: Vec<(String, Vec<u8>)>,
+    /// The stored response body.
+    pub body: Vec<u8>,
+    /// The stored business number.
+    pub biz_no: Option<String>,
+    /// When the current lease was taken.
+    pub locked_at: Timestamp,
+    /// When the current (or last) lease ends.
+    pub lease_until: Timestamp,
+    /// When the record becomes logically absent.
+    pub expire_at: Timestamp,
+    /// When the record was first claimed.
+    pub created_at: Timestamp,
+    /// When the record was last written.
+    pub updated_at: Timestamp,
+    /// When the snapshot was stored.
+    pub completed_at: Option<Timestamp>,
+}
+
+impl fmt::Debug for Record {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Record")
+            .field("key", &self.key)
+            .field("request_hash", &self.request_hash)
+            .field("state", &self.state)
+            .field("operation_id", &self.operation_id)
+            .field("fence", &self.fence)
+            .field("status", &self.status)
+            .field("headers", &self.headers.len())
+            .field("body_len", &self.body.len())
+            .field("biz_no", &self.biz_no)
+            .field("lease_until", &self.lease_until)
+            .field("expire_at", &self.expire_at)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Record {
+    /// `true` once `now` has reached `expire_at`: the record is logically absent (S21).
+    pub fn is_expired(&self, now: Timestamp) -> bool {
+        self.expire_at <= now
+    }
+
+    /// What a claim for `request_hash` at `now` finds in this record.
+    pub(crate) fn decide(&self, request_hash: &RequestHash, now: Timestamp) -> Found {
+        if self.is_expired(now) {
+            return Found::Claimable;
+        }
+        match self.state {
+            RecordState::Processing
+                if self.lease_until <= now && self.request_hash == *request_hash =>
+            {
+                Found::Claimable
+            }
+            RecordState::Processing => Found::InProgress {
+                request_hash: self.request_hash,
+                retry_after: self.lease_until.saturating_duration_since(now),
+            },
+            RecordState::Completed | RecordState::FailedStored => Found::Completed,
+        }
+    }
+}
+
+/// What a claim finds in an existing record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Found {
+    /// Expired record or expired lease of the same request: take it.
+    Claimable,
+    /// A stored snapshot.
+    Completed,
+    /// A live lease (or an expired one of another request hash, which is never taken over).
+    InProgress {
+        request_hash: RequestHash,
+        retry_after: Duration,
+    },
+}
+
+/// The claim engine's storage: one record per scoped key, claimed atomically through a unique
+/// index.
+///
+/// Object-safe: the HTTP layer holds an `Arc<dyn Store>`. Every method returns a [`BoxFuture`].
+/// Implementations: [`MemoryStore`], and behind cargo features `SqliteStore`, `PostgresStore`,
+/// `MySqlStore`. All follow the same semantics, checked by one shared test suite:
+///
+/// * a record whose `expire_at` has passed is logically absent: the next claim replaces it
+///   atomically, before any physical delete (S21);
+/// * a processing record whose lease has ended is taken over by the next claim **with the same
+///   request hash**, with a higher fencing token and the same operation id (S23); a claim with
+///   another request hash gets [`Claim::InProgress`] (and the engine answers `422`);
+/// * `complete`, `release` and `extend` of a lease whose fence has moved on (or whose record was
+///   released, purged or has expired) fail with [`StoreError::FencedOut`] and change nothing.
+///
+/// The design, the SQL of each backend and its statement counts: `docs/storage.md`.
+#[diagnostic::on_unimplemented(
+    note = "idem ships `MemoryStore`, `SqliteStore`, `PostgresStore` and `MySqlStore` (the last three behind cargo features `sqlite`, `postgres`, `mysql`)"
+)]
+pub trait Store: Send + Sync + fmt::Debug {
+    /// Claims `req.key` (see [`Claim`]). One atomic statement in the common paths; see each
+    /// backend's documentation for its statement counts.
+    fn claim<'a>(&'a self, req: &'a ClaimRequest<'a>) -> BoxFuture<'a, Result<Claim, StoreError>>;
+
+    /// Stores the response snapshot and ends the lease, if `lease.fence` is still the record's
+    /// token and the record has not expired; otherwise [`StoreError::FencedOut`] and nothing is
+    /// written. One short statement (S18).
+    fn complete<'a>(
+        &'a self,
+        lease: &'a Lease,
+        completion: &'a Completion,
+    ) -> BoxFuture<'a, Result<(), StoreError>>;
+
+    /// Deletes the processing record, so that a corrected retry runs (nothing was saved, S2).
+    /// [`StoreError::FencedOut`] when the lease no longer owns it.
+    fn release<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<(), StoreError>>;
+
+    /// Renews the lease of a long handler: the lease then ends `by` from now (and the record
+    /// lives at least that long). Returns the renewed lease (same fence).
+    fn extend<'a>(
+        &'a self,
+        lease: &'a Lease,
+        by: Duration,
+    ) -> BoxFuture<'a, Result<Lease, StoreError>>;
+
+    /// The live record of `key`, if any (an expired record is `None`).
+    fn get<'a>(&'a self, key: &'a ScopedKey) -> BoxFuture<'a, Result<Option<Record>, StoreError>>;
+
+    /// Physically deletes at most `batch` expired records, oldest expiry first, using the index
+    /// on `expire_at`; returns how many were deleted. Call it repeatedly (see [`Sweeper`]).
+    fn purge_expired(&self, batch: u32) -> BoxFuture<'_, Result<u64, StoreError>>;
+
+    /// Creates or upgrades the store's schema (idempotent; a no-op for [`MemoryStore`]).
+    fn migrate(&self) -> BoxFuture<'_, Result<(), StoreError>>;
+
+    /// The clock the store reads.
+    fn clock(&self) -> &dyn Clock;
+}
+
+/// A new stable operation id: a random UUID version 4, lowercase hyphenated.
+pub(crate) fn new_operation_id() -> Result<String, StoreError> {
+    let mut b = [0u8; 16];
+    getrandom::fill(&mut b).map_err(|e| StoreError::Other(format!("no randomness: {e}").into()))?;
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let mut s = String::with_capacity(36);
+    for (i, byte) in b.iter().enumerate() {
+        if matches!(i, 4 | 6 | 8 | 10) {
+            s.push('-');
+        }
+        s.push(char::from(b"0123456789abcdef"[(byte >> 4) as usize]));
+        s.push(char::from(b"0123456789abcdef"[(byte & 0xf) as usize]));
+    }
+    Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn operation_ids_are_uuid_v4() {
+        let a = new_operation_id().unwrap();
+        let b = new_operation_id().unwrap();
+        assert_ne!(a, b);
+        assert_eq!(a.len(), 36);
+        assert_eq!(&a[14..15], "4");
+        assert!(matches!(&a[19..20], "8" | "9" | "a" | "b"));
+    }
+
+    #[test]
+    fn store_is_object_safe() {
+        fn takes(_: std::sync::Arc<dyn Store>) {}
+        takes(std::sync::Arc::new(MemoryStore::new()));
+    }
+}

@@ -1,0 +1,521 @@
+//! [`PostgresStore`]: the claim engine on PostgreSQL (table `idem.idempotency_records`).
+//!
+//! # Statements per path
+//!
+//! | path | statements |
+//! |---|---|
+//! | fresh claim, expired record replaced, expired lease taken over | 1: the claim statement below |
+//! | replay (completed), in progress | 1: the same statement; the existing row rides along |
+//! | a concurrent claim committed after the statement's snapshot (rare race) | +1 `SELECT` |
+//! | complete, release, extend | 1 `UPDATE` / `DELETE` / `UPDATE .. RETURNING` |
+//! | get | 1 `SELECT` |
+//! | purge_expired | 1 `WITH batch AS MATERIALIZED (SELECT .. LIMIT $2 FOR UPDATE SKIP LOCKED) DELETE ..` |
+//!
+//! So a fresh request costs 2 statements (claim, complete) and a replay 1.
+//!
+//! # The claim statement
+//!
+//! `INSERT .. ON CONFLICT (key_hash) DO UPDATE .. WHERE <claimable> RETURNING ..` inside a CTE
+//! (S13, S14): the unique index decides, never a prior `SELECT`. The `DO UPDATE` fires only for
+//! an expired record (replaced, S21) or an expired lease of the same request hash (taken over
+//! with `fence + 1`, S23). When it claims nothing, the `UNION ALL` branch returns the existing
+//! row from the statement's snapshot, so the replay needs no second round trip.
+//!
+//! Two costs of this form, both measured in `BENCHMARKS.md`: `ON CONFLICT DO UPDATE` locks the
+//! conflicting row even when its `WHERE` is false, so a replay takes (and at once releases) a
+//! row lock; and a row committed by a concurrent claim *after* the statement's snapshot is
+//! invisible to the `UNION ALL` branch, in which case one plain `SELECT` follows.
+
+use core::time::Duration;
+use std::sync::{Arc, LazyLock};
+
+use sqlx::postgres::{PgConnection, PgPool, PgPoolOptions, PgRow};
+use sqlx::{Connection, Executor, Row};
+
+use super::codec::{
+    CLAIM_ATTEMPTS, COLUMNS, RawRecord, StatementCounter, contended, encode_headers, fence_param,
+};
+use super::error::classify_sqlx;
+use super::migrate::{Applied, migrate_error, pending};
+use super::{
+    BoxFuture, Claim, ClaimRequest, Clock, Completion, Found, Lease, Record, RecordState,
+    ScopedKey, Store, StoreError, SystemClock, Timestamp, new_operation_id,
+};
+
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/postgres");
+
+/// Key of the advisory lock that serializes concurrent `migrate()` calls ("idem" in ASCII).
+const MIGRATION_LOCK: i64 = 0x6964_656d;
+
+/// The claim (S13, S14, S21, S23); `$5` is now. See the module documentation.
+static CLAIM_SQL: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "WITH claimed AS ( \
+           INSERT INTO idem.idempotency_records AS r \
+             (key_hash, idem_key, request_hash, state, operation_id, fence, rev, locked_at, lease_until, expire_at, created_at, updated_at) \
+           VALUES ($1, $2, $3, 0, $4, 1, 1, $5, $6, $7, $5, $5) \
+           ON CONFLICT (key_hash) DO UPDATE SET \
+             idem_key = EXCLUDED.idem_key, \
+             request_hash = EXCLUDED.request_hash, \
+             state = 0, \
+             operation_id = CASE WHEN r.expire_at <= $5 THEN EXCLUDED.operation_id ELSE r.operation_id END, \
+             fence = r.fence + 1, \
+             rev = r.rev + 1, \
+             resp_status = NULL, resp_headers = NULL, resp_body = NULL, biz_no = NULL, completed_at = NULL, \
+             locked_at = $5, \
+             lease_until = $6, \
+             expire_at = CASE WHEN r.expire_at <= $5 THEN $7 ELSE GREATEST(r.expire_at, $6) END, \
+             created_at = CASE WHEN r.expire_at <= $5 THEN $5 ELSE r.created_at END, \
+             updated_at = $5 \
+           WHERE r.expire_at <= $5 \
+              OR (r.state = 0 AND r.lease_until <= $5 AND r.request_hash = EXCLUDED.request_hash) \
+           RETURNING {COLUMNS} \
+         ) \
+         SELECT TRUE AS claimed, {COLUMNS} FROM claimed \
+         UNION ALL \
+         SELECT FALSE AS claimed, {COLUMNS} FROM idem.idempotency_records \
+          WHERE key_hash = $1 AND NOT EXISTS (SELECT 1 FROM claimed)"
+    )
+});
+
+static SELECT_SQL: LazyLock<String> = LazyLock::new(|| {
+    format!("SELECT FALSE AS claimed, {COLUMNS} FROM idem.idempotency_records WHERE key_hash = $1")
+});
+
+/// Completion (S18): one short statement, only while the lease's fence is the record's (S23).
+const COMPLETE_SQL: &str = "UPDATE idem.idempotency_records SET \
+      state = $3, resp_status = $4, resp_headers = $5, resp_body = $6, biz_no = $7, \
+      expire_at = COALESCE($8, expire_at), updated_at = $9, completed_at = $9, rev = rev + 1 \
+    WHERE key_hash = $1 AND fence = $2 AND state = 0 AND expire_at > $9 AND operation_id = $10";
+
+const RELEASE_SQL: &str = "DELETE FROM idem.idempotency_records \
+    WHERE key_hash = $1 AND fence = $2 AND state = 0 AND expire_at > $3 AND operation_id = $4";
+
+const EXTEND_SQL: &str = "UPDATE idem.idempotency_records SET \
+      lease_until = $3, expire_at = GREATEST(expire_at, $3), updated_at = $4, rev = rev + 1 \
+    WHERE key_hash = $1 AND fence = $2 AND state = 0 AND expire_at > $4 AND operation_id = $5 \
+    RETURNING expire_at";
+
+/// Purge along `idx_idem_expire_at`, bounded by `LIMIT`, skipping rows a claim holds (S21).
+/// The batch is a materialized CTE: as `key_hash IN (SELECT .. LIMIT ..)` the planner may
+/// re-run the subquery and delete more than a batch. The outer condition is re-checked on the
+/// latest row version, so a record replaced by a concurrent claim is never deleted.
+const PURGE_SQL: &str = "WITH batch AS MATERIALIZED ( \
+      SELECT key_hash FROM idem.idempotency_records WHERE expire_at <= $1 \
+      ORDER BY expire_at LIMIT $2 FOR UPDATE SKIP LOCKED) \
+    DELETE FROM idem.idempotency_records r USING batch \
+    WHERE r.key_hash = batch.key_hash AND r.expire_at <= $1";
+
+/// The statements of this store, for the benchmark's hand-written baseline. Not a public API.
+#[doc(hidden)]
+pub mod sql {
+    /// The claim statement (with the read riding along).
+    pub fn claim() -> &'static str {
+        &super::CLAIM_SQL
+    }
+    /// The completion update.
+    pub const COMPLETE: &str = super::COMPLETE_SQL;
+}
+
+/// A [`Store`] on PostgreSQL (10 or later; tested on 15).
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), idem_runtime::store::StoreError> {
+/// use idem_runtime::store::{PostgresStore, Store};
+/// let store = PostgresStore::connect("postgres://app:app@127.0.0.1/appdb").await?;
+/// store.migrate().await?; // schema `idem`, history in `idem._sqlx_migrations`
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct PostgresStore {
+    pool: PgPool,
+    clock: Arc<dyn Clock>,
+    statements: Arc<StatementCounter>,
+}
+
+impl PostgresStore {
+    /// Connects a pool of up to 10 connections to `url`; acquiring a connection gives up after
+    /// 5 s ([`StoreError::Unavailable`]).
+    ///
+    /// # Errors
+    /// [`StoreError::Config`] for a malformed URL; [`StoreError::Unavailable`] when the server
+    /// cannot be reached.
+    pub async fn connect(url: &str) -> Result<Self, StoreError> {
+        let pool = PgPoolOptions::new()
+            .max_connections(10)
+            .acquire_timeout(Duration::from_secs(5))
+            .connect(url)
+            .await
+            .map_err(classify)?;
+        Ok(Self::from_pool(pool))
+    }
+
+    /// A store over an existing pool (the application's own, typically).
+    pub fn from_pool(pool: PgPool) -> Self {
+        PostgresStore {
+            pool,
+            clock: Arc::new(SystemClock),
+            statements: Arc::default(),
+        }
+    }
+
+    /// Reads `clock` instead of the system clock.
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// The pool.
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    /// SQL statements sent so far by this store (and its clones); diagnostics.
+    pub fn statement_count(&self) -> u64 {
+        self.statements.get()
+    }
+
+    /// Completes `lease` on `conn`, typically `&mut *tx` of the caller's own
+    /// `sqlx::Transaction`, so that the business writes and the snapshot commit together (or
+    /// not at all). The same single `UPDATE` as [`Store::complete`]; it locks the record until
+    /// the caller commits, so keep that transaction short (S18).
+    ///
+    /// ```no_run
+    /// # async fn demo(store: idem_runtime::store::PostgresStore, lease: idem_runtime::store::Lease,
+    /// #     completion: idem_runtime::store::Completion) -> Result<(), Box<dyn std::error::Error>> {
+    /// let mut tx = store.pool().begin().await?;
+    /// sqlx::query("INSERT INTO payments (operation_id, amount) VALUES ($1, 100)")
+    ///     .bind(&lease.operation_id)
+    ///     .execute(&mut *tx)
+    ///     .await?;
+    /// store.complete_in(&mut tx, &lease, &completion).await?;
+    /// tx.commit().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`StoreError::FencedOut`] when the lease no longer owns the record: roll back.
+    pub async fn complete_in(
+        &self,
+        conn: &mut PgConnection,
+        lease: &Lease,
+        completion: &Completion,
+    ) -> Result<(), StoreError> {
+        completion.validate()?;
+        let now = self.clock.now().as_millis();
+        let headers = encode_headers(&completion.headers);
+        self.statements.add(1);
+        let done = sqlx::query(COMPLETE_SQL)
+            .bind(&lease.key.hash()[..])
+            .bind(fence_param(lease.fence)?)
+            .bind(RecordState::from(completion.outcome).code())
+            .bind(completion.status as i16)
+            .bind(headers)
+            .bind(&completion.body[..])
+            .bind(completion.biz_no.as_deref())
+            .bind(completion.expire_at.map(Timestamp::as_millis))
+            .bind(now)
+            .bind(&lease.operation_id)
+            .execute(conn)
+            .await
+            .map_err(classify)?;
+        fenced_unless_one(done.rows_affected(), lease)
+    }
+
+    async fn claim_impl(&self, req: &ClaimRequest<'_>) -> Result<Claim, StoreError> {
+        req.validate()?;
+        let operation_id = new_operation_id()?;
+        let hash = req.request_hash.to_string();
+        for _ in 0..CLAIM_ATTEMPTS {
+            let now = self.clock.now();
+            let (lease_until, expire_at) = req.deadlines(now);
+            self.statements.add(1);
+            let mut row = sqlx::query(&CLAIM_SQL)
+                .bind(&req.key.hash()[..])
+                .bind(req.key.readable())
+                .bind(&hash)
+                .bind(&operation_id)
+                .bind(now.as_millis())
+                .bind(lease_until.as_millis())
+                .bind(expire_at.as_millis())
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(classify)?;
+            if row.is_none() {
+                // The conflicting row was committed after this statement's snapshot: read it.
+                self.statements.add(1);
+                row = sqlx::query(&SELECT_SQL)
+                    .bind(&req.key.hash()[..])
+                    .fetch_optional(&self.pool)
+                    .await
+                    .map_err(classify)?;
+            }
+            let Some(row) = row else {
+                continue; // released or purged in between: claim again
+            };
+            let claimed: bool = row.try_get(0).map_err(classify)?;
+            let record = decode(&row)?;
+            if claimed {
+                return Ok(Claim::Acquired(Lease {
+                    key: req.key.clone(),
+                    request_hash: req.request_hash,
+                    fence: record.fence,
+                    took_over: record.operation_id != operation_id,
+                    operation_id: record.operation_id,
+                    lease_until,
+                    expire_at: record.expire_at,
+                }));
+            }
+            match record.decide(&req.request_hash, now) {
+                Found::Completed => return Ok(Claim::Completed(record)),
+                Found::InProgress {
+                    request_hash,
+                    retry_after,
+                } => {
+                    return Ok(Claim::InProgress {
+                        request_hash,
+                        retry_after,
+                    });
+                }
+                // The snapshot showed a claimable row that the upsert saw changed: claim again.
+                Found::Claimable => continue,
+            }
+        }
+        Err(contended(req.key.readable()))
+    }
+
+    async fn migrate_impl(&self) -> Result<(), StoreError> {
+        // A connection of its own, out of the pool, closed afterwards: the advisory lock is
+        // session-scoped and serializes concurrent migrations.
+        let mut conn = self
+            .pool
+            .acquire()
+            .await
+            .map_err(|e| migrate_error("cannot connect", e))?
+            .detach();
+        let result = migrate_on(&mut conn).await;
+        let _ = conn.close().await;
+        result
+    }
+}
+
+async fn migrate_on(conn: &mut PgConnection) -> Result<(), StoreError> {
+    sqlx::query("SELECT pg_advisory_lock($1)")
+        .bind(MIGRATION_LOCK)
+        .execute(&mut *conn)
+        .await
+        .map_err(|e| migrate_error("cannot take the migration lock", e))?;
+    (&mut *conn)
+        .execute(sqlx::raw_sql(
+            "CREATE SCHEMA IF NOT EXISTS idem; \
+         CREATE TABLE IF NOT EXISTS idem._sqlx_migrations (\
+           version BIGINT PRIMARY KEY, description TEXT NOT NULL, \
+           installed_on TIMESTAMPTZ NOT NULL DEFAULT now(), success BOOLEAN NOT NULL, \
+           checksum BYTEA NOT NULL, execution_time BIGINT NOT NULL)",
+        ))
+        .await
+        .map_err(|e| migrate_error("cannot create schema `idem` and its history table", e))?;
+    let applied: Vec<Applied> =
+        sqlx::query("SELECT version, checksum, success FROM idem._sqlx_migrations")
+            .fetch_all(&mut *conn)
+            .await
+            .map_err(|e| migrate_error("cannot read idem._sqlx_migrations", e))?
+            .into_iter()
+            .map(|r| Applied {
+                version: r.get(0),
+                checksum: r.get(1),
+                success: r.get(2),
+            })
+            .collect();
+    for m in pending(&MIGRATOR, &applied)? {
+        let started = std::time::Instant::now();
+        let mut tx = conn
+            .begin()
+            .await
+            .map_err(|e| migrate_error("cannot begin", e))?;
+        (&mut *tx)
+            .execute(sqlx::raw_sql(&m.sql))
+            .await
+            .map_err(|e| migrate_error(&format!("migration {} failed", m.version), e))?;
+        sqlx::query(
+            "INSERT INTO idem._sqlx_migrations \
+             (version, description, success, checksum, execution_time) \
+             VALUES ($1, $2, TRUE, $3, $4)",
+        )
+        .bind(m.version)
+        .bind(&*m.description)
+        .bind(&*m.checksum)
+        .bind(i64::try_from(started.elapsed().as_nanos()).unwrap_or(i64::MAX))
+        .execute(&mut *tx)
+        .await
+        .map_err(|e| migrate_error("cannot record the migration", e))?;
+        tx.commit()
+            .await
+            .map_err(|e| migrate_error("cannot commit the migration", e))?;
+    }
+    sqlx::query("SELECT pg_advisory_unlock($1)")
+        .bind(MIGRATION_LOCK)
+        .execute(&mut *conn)
+        .await
+        .map_err(|e| migrate_error("cannot release the migration lock", e))?;
+    Ok(())
+}
+
+fn fenced_unless_one(rows: u64, lease: &Lease) -> Result<(), StoreError> {
+    match rows {
+        1 => Ok(()),
+        0 => Err(StoreError::FencedOut {
+            key: lease.key.readable().to_owned(),
+            fence: lease.fence,
+        }),
+        n => Err(StoreError::Other(
+            format!("{n} rows matched one key hash: is `uk_idem_key` missing?").into(),
+        )),
+    }
+}
+
+/// Decodes a row of `claimed, {COLUMNS}`.
+fn decode(row: &PgRow) -> Result<Record, StoreError> {
+    let raw = (|| {
+        Ok::<_, sqlx::Error>(RawRecord {
+            idem_key: row.try_get(1)?,
+            request_hash: row.try_get(2)?,
+            state: i64::from(row.try_get::<i16, _>(3)?),
+            operation_id: row.try_get(4)?,
+            fence: row.try_get(5)?,
+            rev: row.try_get(6)?,
+            resp_status: row.try_get::<Option<i16>, _>(7)?.map(i64::from),
+            resp_headers: row.try_get(8)?,
+            resp_body: row.try_get(9)?,
+            biz_no: row.try_get(10)?,
+            locked_at: row.try_get(11)?,
+            lease_until: row.try_get(12)?,
+            expire_at: row.try_get(13)?,
+            created_at: row.try_get(14)?,
+            updated_at: row.try_get(15)?,
+            completed_at: row.try_get(16)?,
+        })
+    })()
+    .map_err(classify)?;
+    raw.into_record()
+}
+
+/// Transient SQLSTATEs: connection exceptions (08), serialization failure (40001), deadlock
+/// (40P01), lock not available (55P03), operator intervention / shutdown (57P), insufficient
+/// resources (53), read-only transaction during a failover (25006).
+fn classify(err: sqlx::Error) -> StoreError {
+    classify_sqlx(
+        err,
+        |db| {
+            db.code().is_some_and(|c| {
+                c.starts_with("08")
+                    || c.starts_with("53")
+                    || c.starts_with("57P")
+                    || matches!(&*c, "40001" | "40P01" | "55P03" | "25006")
+            })
+        },
+        |db| db.code().is_some_and(|c| matches!(&*c, "42P01" | "3F000")),
+    )
+}
+
+impl Store for PostgresStore {
+    fn claim<'a>(&'a self, req: &'a ClaimRequest<'a>) -> BoxFuture<'a, Result<Claim, StoreError>> {
+        Box::pin(self.claim_impl(req))
+    }
+
+    fn complete<'a>(
+        &'a self,
+        lease: &'a Lease,
+        completion: &'a Completion,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async move {
+            let mut conn = self.pool.acquire().await.map_err(classify)?;
+            self.complete_in(&mut conn, lease, completion).await
+        })
+    }
+
+    fn release<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async move {
+            self.statements.add(1);
+            let done = sqlx::query(RELEASE_SQL)
+                .bind(&lease.key.hash()[..])
+                .bind(fence_param(lease.fence)?)
+                .bind(self.clock.now().as_millis())
+                .bind(&lease.operation_id)
+                .execute(&self.pool)
+                .await
+                .map_err(classify)?;
+            fenced_unless_one(done.rows_affected(), lease)
+        })
+    }
+
+    fn extend<'a>(
+        &'a self,
+        lease: &'a Lease,
+        by: Duration,
+    ) -> BoxFuture<'a, Result<Lease, StoreError>> {
+        Box::pin(async move {
+            let now = self.clock.now();
+            let lease_until = now + by;
+            self.statements.add(1);
+            let row = sqlx::query(EXTEND_SQL)
+                .bind(&lease.key.hash()[..])
+                .bind(fence_param(lease.fence)?)
+                .bind(lease_until.as_millis())
+                .bind(now.as_millis())
+                .bind(&lease.operation_id)
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(classify)?;
+            let Some(row) = row else {
+                return Err(StoreError::FencedOut {
+                    key: lease.key.readable().to_owned(),
+                    fence: lease.fence,
+                });
+            };
+            let expire_at: i64 = row.try_get(0).map_err(classify)?;
+            Ok(Lease {
+                lease_until,
+                expire_at: Timestamp::from_millis(expire_at),
+                ..lease.clone()
+            })
+        })
+    }
+
+    fn get<'a>(&'a self, key: &'a ScopedKey) -> BoxFuture<'a, Result<Option<Record>, StoreError>> {
+        Box::pin(async move {
+            let now = self.clock.now();
+            self.statements.add(1);
+            let row = sqlx::query(&SELECT_SQL)
+                .bind(&key.hash()[..])
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(classify)?;
+            Ok(row
+                .map(|r| decode(&r))
+                .transpose()?
+                .filter(|r| !r.is_expired(now)))
+        })
+    }
+
+    fn purge_expired(&self, batch: u32) -> BoxFuture<'_, Result<u64, StoreError>> {
+        Box::pin(async move {
+            self.statements.add(1);
+            let done = sqlx::query(PURGE_SQL)
+                .bind(self.clock.now().as_millis())
+                .bind(i64::from(batch))
+                .execute(&self.pool)
+                .await
+                .map_err(classify)?;
+            Ok(done.rows_affected())
+        })
+    }
+
+    fn migrate(&self) -> BoxFuture<'_, Result<(), StoreError>> {
+        Box::pin(self.migrate_impl())
+    }
+
+    fn clock(&self) -> &dyn Clock {
+        &*self.clock
+    }
+}

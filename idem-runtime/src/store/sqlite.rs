@@ -1,0 +1,488 @@
+//! [`SqliteStore`]: the embedded default store (one file, WAL, busy timeout).
+//!
+//! # Statements per path
+//!
+//! | path | statements |
+//! |---|---|
+//! | fresh claim, expired record replaced, expired lease taken over | 1: `INSERT .. ON CONFLICT (key_hash) DO UPDATE .. WHERE <claimable> RETURNING ..` |
+//! | replay (completed), in progress | 2: the same `INSERT` (no row returned) + `SELECT` |
+//! | complete, release, extend | 1 `UPDATE` / `DELETE` / `UPDATE .. RETURNING` |
+//! | get | 1 `SELECT` |
+//! | purge_expired | 1 `DELETE .. WHERE key_hash IN (SELECT .. ORDER BY expire_at LIMIT ?)` |
+//!
+//! SQLite has no data-modifying CTE, so the read cannot ride along with the claim: a replay costs
+//! two statements. Each statement is its own implicit transaction, committed at once (S18).
+//! Writers are serialized by SQLite's database lock; with WAL, readers never wait for them, and
+//! the busy timeout (5 s by default) makes a writer wait for the lock instead of failing. A
+//! writer still waiting after the timeout gets `SQLITE_BUSY`, reported as
+//! [`StoreError::Unavailable`]. Several processes may share the file (WAL needs a local file
+//! system, not NFS).
+
+use core::time::Duration;
+use std::path::Path;
+use std::sync::{Arc, LazyLock};
+
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
+    SqliteRow, SqliteSynchronous,
+};
+use sqlx::{Connection, Executor, Row};
+
+use super::codec::{
+    CLAIM_ATTEMPTS, COLUMNS, RawRecord, StatementCounter, contended, encode_headers, fence_param,
+};
+use super::error::classify_sqlx;
+use super::migrate::{Applied, migrate_error, pending};
+use super::{
+    BoxFuture, Claim, ClaimRequest, Clock, Completion, Found, Lease, Record, ScopedKey, Store,
+    StoreError, SystemClock, Timestamp, new_operation_id,
+};
+
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/sqlite");
+
+/// The claim (S13, S14): one atomic upsert that inserts a fresh record, or replaces an expired
+/// one (S21), or takes over an expired lease of the same request (S23), and returns the row only
+/// when it claimed. `?5` is now. Unqualified columns in `DO UPDATE` are the existing row's.
+const CLAIM_SQL: &str = "INSERT INTO idem_idempotency_records \
+    (key_hash, idem_key, request_hash, state, operation_id, fence, rev, locked_at, lease_until, expire_at, created_at, updated_at) \
+    VALUES (?1, ?2, ?3, 0, ?4, 1, 1, ?5, ?6, ?7, ?5, ?5) \
+    ON CONFLICT (key_hash) DO UPDATE SET \
+      idem_key = excluded.idem_key, \
+      request_hash = excluded.request_hash, \
+      state = 0, \
+      operation_id = CASE WHEN expire_at <= ?5 THEN excluded.operation_id ELSE operation_id END, \
+      fence = fence + 1, \
+      rev = rev + 1, \
+      resp_status = NULL, resp_headers = NULL, resp_body = NULL, biz_no = NULL, completed_at = NULL, \
+      locked_at = ?5, \
+      lease_until = ?6, \
+      expire_at = CASE WHEN expire_at <= ?5 THEN ?7 ELSE max(expire_at, ?6) END, \
+      created_at = CASE WHEN expire_at <= ?5 THEN ?5 ELSE created_at END, \
+      updated_at = ?5 \
+    WHERE expire_at <= ?5 OR (state = 0 AND lease_until <= ?5 AND request_hash = excluded.request_hash) \
+    RETURNING fence, operation_id, expire_at";
+
+/// Completion (S18): one short statement, only while the lease's fence is the record's (S23).
+const COMPLETE_SQL: &str = "UPDATE idem_idempotency_records SET \
+      state = ?3, resp_status = ?4, resp_headers = ?5, resp_body = ?6, biz_no = ?7, \
+      expire_at = COALESCE(?8, expire_at), updated_at = ?9, completed_at = ?9, rev = rev + 1 \
+    WHERE key_hash = ?1 AND fence = ?2 AND state = 0 AND expire_at > ?9 AND operation_id = ?10";
+
+const RELEASE_SQL: &str = "DELETE FROM idem_idempotency_records \
+    WHERE key_hash = ?1 AND fence = ?2 AND state = 0 AND expire_at > ?3 AND operation_id = ?4";
+
+const EXTEND_SQL: &str = "UPDATE idem_idempotency_records SET \
+      lease_until = ?3, expire_at = max(expire_at, ?3), updated_at = ?4, rev = rev + 1 \
+    WHERE key_hash = ?1 AND fence = ?2 AND state = 0 AND expire_at > ?4 AND operation_id = ?5 \
+    RETURNING expire_at";
+
+/// Purge along `idx_idem_expire_at`, bounded by `LIMIT` (S21).
+const PURGE_SQL: &str = "DELETE FROM idem_idempotency_records WHERE key_hash IN \
+    (SELECT key_hash FROM idem_idempotency_records WHERE expire_at <= ?1 ORDER BY expire_at LIMIT ?2)";
+
+static SELECT_SQL: LazyLock<String> =
+    LazyLock::new(|| format!("SELECT {COLUMNS} FROM idem_idempotency_records WHERE key_hash = ?1"));
+
+/// The statements of this store, for the benchmark's hand-written baseline. Not a public API.
+#[doc(hidden)]
+pub mod sql {
+    /// The claim upsert.
+    pub const CLAIM: &str = super::CLAIM_SQL;
+    /// The completion update.
+    pub const COMPLETE: &str = super::COMPLETE_SQL;
+    /// The read of an existing record.
+    pub fn select() -> &'static str {
+        &super::SELECT_SQL
+    }
+}
+
+/// A [`Store`] in an SQLite database file.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), idem_runtime::store::StoreError> {
+/// use idem_runtime::store::{SqliteStore, Store};
+/// let store = SqliteStore::open("idem.db").await?;
+/// store.migrate().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct SqliteStore {
+    pool: SqlitePool,
+    clock: Arc<dyn Clock>,
+    statements: Arc<StatementCounter>,
+}
+
+impl SqliteStore {
+    /// The recommended connection options for `path`: create the file if missing, WAL journal,
+    /// `synchronous = NORMAL` (durable across process crashes; the last commits may be lost on
+    /// power loss), 5 s busy timeout.
+    pub fn options(path: impl AsRef<Path>) -> SqliteConnectOptions {
+        SqliteConnectOptions::new()
+            .filename(path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Normal)
+            .busy_timeout(Duration::from_secs(5))
+    }
+
+    /// Opens (or creates) the database at `path` with [`SqliteStore::options`] and a pool of up
+    /// to 8 connections. Run [`Store::migrate`] before the first claim.
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`] or [`StoreError::Config`] when the file cannot be opened.
+    pub async fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
+        Self::connect_with(Self::options(path)).await
+    }
+
+    /// Opens a pool with `options`.
+    ///
+    /// # Errors
+    /// As [`SqliteStore::open`].
+    pub async fn connect_with(options: SqliteConnectOptions) -> Result<Self, StoreError> {
+        let pool = SqlitePoolOptions::new()
+            .max_connections(8)
+            .acquire_timeout(Duration::from_secs(10))
+            .connect_with(options)
+            .await
+            .map_err(classify)?;
+        Ok(Self::from_pool(pool))
+    }
+
+    /// A store over an existing pool (set WAL and a busy timeout on it).
+    pub fn from_pool(pool: SqlitePool) -> Self {
+        SqliteStore {
+            pool,
+            clock: Arc::new(SystemClock),
+            statements: Arc::default(),
+        }
+    }
+
+    /// Reads `clock` instead of the system clock.
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// The pool.
+    pub fn pool(&self) -> &SqlitePool {
+        &self.pool
+    }
+
+    /// SQL statements sent so far by this store (and its clones); diagnostics.
+    pub fn statement_count(&self) -> u64 {
+        self.statements.get()
+    }
+
+    /// Completes `lease` on `conn`, typically `&mut *tx` of the caller's own
+    /// `sqlx::Transaction`, so that the business writes and the snapshot commit together (or
+    /// not at all). The same single `UPDATE` as [`Store::complete`]; nothing is committed until
+    /// the caller commits.
+    ///
+    /// # Errors
+    /// [`StoreError::FencedOut`] when the lease no longer owns the record: roll the transaction
+    /// back.
+    pub async fn complete_in(
+        &self,
+        conn: &mut SqliteConnection,
+        lease: &Lease,
+        completion: &Completion,
+    ) -> Result<(), StoreError> {
+        completion.validate()?;
+        let now = self.clock.now().as_millis();
+        let headers = encode_headers(&completion.headers);
+        self.statements.add(1);
+        let done = sqlx::query(COMPLETE_SQL)
+            .bind(&lease.key.hash()[..])
+            .bind(fence_param(lease.fence)?)
+            .bind(i64::from(
+                super::RecordState::from(completion.outcome).code(),
+            ))
+            .bind(i64::from(completion.status))
+            .bind(headers)
+            .bind(&completion.body[..])
+            .bind(completion.biz_no.as_deref())
+            .bind(completion.expire_at.map(Timestamp::as_millis))
+            .bind(now)
+            .bind(&lease.operation_id)
+            .execute(conn)
+            .await
+            .map_err(classify)?;
+        fenced_unless_one(done.rows_affected(), lease)
+    }
+
+    async fn claim_impl(&self, req: &ClaimRequest<'_>) -> Result<Claim, StoreError> {
+        req.validate()?;
+        let operation_id = new_operation_id()?;
+        for _ in 0..CLAIM_ATTEMPTS {
+            let now = self.clock.now();
+            let (lease_until, expire_at) = req.deadlines(now);
+            let hash = req.request_hash.to_string();
+            self.statements.add(1);
+            let claimed = sqlx::query(CLAIM_SQL)
+                .bind(&req.key.hash()[..])
+                .bind(req.key.readable())
+                .bind(&hash)
+                .bind(&operation_id)
+                .bind(now.as_millis())
+                .bind(lease_until.as_millis())
+                .bind(expire_at.as_millis())
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(classify)?;
+            if let Some(row) = claimed {
+                let fence: i64 = row.try_get(0).map_err(classify)?;
+                let op: String = row.try_get(1).map_err(classify)?;
+                let expire_at: i64 = row.try_get(2).map_err(classify)?;
+                return Ok(Claim::Acquired(Lease {
+                    key: req.key.clone(),
+                    request_hash: req.request_hash,
+                    fence: u64::try_from(fence).unwrap_or(0),
+                    took_over: op != operation_id,
+                    operation_id: op,
+                    lease_until,
+                    expire_at: Timestamp::from_millis(expire_at),
+                }));
+            }
+            // Not claimable when the upsert ran: read what is there.
+            let Some(record) = self.select(req.key).await? else {
+                continue; // purged or released in between: claim again
+            };
+            match record.decide(&req.request_hash, now) {
+                Found::Completed => return Ok(Claim::Completed(record)),
+                Found::InProgress {
+                    request_hash,
+                    retry_after,
+                } => {
+                    return Ok(Claim::InProgress {
+                        request_hash,
+                        retry_after,
+                    });
+                }
+                Found::Claimable => continue, // it expired in between: claim again
+            }
+        }
+        Err(contended(req.key.readable()))
+    }
+
+    /// The row of `key`, expired or not.
+    async fn select(&self, key: &ScopedKey) -> Result<Option<Record>, StoreError> {
+        self.statements.add(1);
+        let row = sqlx::query(&SELECT_SQL)
+        .bind(&key.hash()[..])
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(classify)?;
+        row.map(|r| decode(&r)).transpose()
+    }
+
+    async fn migrate_impl(&self) -> Result<(), StoreError> {
+        // A connection of its own, out of the pool: `BEGIN IMMEDIATE` takes the write lock at
+        // once, so two processes migrating together run one after the other.
+        let mut conn = self
+            .pool
+            .acquire()
+            .await
+            .map_err(|e| migrate_error("cannot connect", e))?
+            .detach();
+        let result = migrate_on(&mut conn).await;
+        let _ = conn.close().await;
+        result
+    }
+}
+
+async fn migrate_on(conn: &mut SqliteConnection) -> Result<(), StoreError> {
+    (&mut *conn)
+        .execute(sqlx::raw_sql("BEGIN IMMEDIATE"))
+        .await
+        .map_err(|e| migrate_error("cannot lock the database for migrations", e))?;
+    (&mut *conn)
+        .execute(sqlx::raw_sql(
+            "CREATE TABLE IF NOT EXISTS idem_sqlx_migrations (\
+           version BIGINT PRIMARY KEY, description TEXT NOT NULL, \
+           installed_on INTEGER NOT NULL, success BOOLEAN NOT NULL, \
+           checksum BLOB NOT NULL, execution_time BIGINT NOT NULL)",
+        ))
+        .await
+        .map_err(|e| migrate_error("cannot create idem_sqlx_migrations", e))?;
+    let applied: Vec<Applied> =
+        sqlx::query("SELECT version, checksum, success FROM idem_sqlx_migrations")
+            .fetch_all(&mut *conn)
+            .await
+            .map_err(|e| migrate_error("cannot read idem_sqlx_migrations", e))?
+            .into_iter()
+            .map(|r| Applied {
+                version: r.get(0),
+                checksum: r.get(1),
+                success: r.get(2),
+            })
+            .collect();
+    for m in pending(&MIGRATOR, &applied)? {
+        let started = std::time::Instant::now();
+        (&mut *conn)
+            .execute(sqlx::raw_sql(&m.sql))
+            .await
+            .map_err(|e| migrate_error(&format!("migration {} failed", m.version), e))?;
+        sqlx::query(
+            "INSERT INTO idem_sqlx_migrations \
+             (version, description, installed_on, success, checksum, execution_time) \
+             VALUES (?1, ?2, ?3, TRUE, ?4, ?5)",
+        )
+        .bind(m.version)
+        .bind(&*m.description)
+        .bind(SystemClock.now().as_millis())
+        .bind(&*m.checksum)
+        .bind(i64::try_from(started.elapsed().as_nanos()).unwrap_or(i64::MAX))
+        .execute(&mut *conn)
+        .await
+        .map_err(|e| migrate_error("cannot record the migration", e))?;
+    }
+    (&mut *conn)
+        .execute(sqlx::raw_sql("COMMIT"))
+        .await
+        .map_err(|e| migrate_error("cannot commit the migrations", e))?;
+    Ok(())
+}
+
+fn fenced_unless_one(rows: u64, lease: &Lease) -> Result<(), StoreError> {
+    match rows {
+        1 => Ok(()),
+        0 => Err(StoreError::FencedOut {
+            key: lease.key.readable().to_owned(),
+            fence: lease.fence,
+        }),
+        n => Err(StoreError::Other(
+            format!("{n} rows matched one key hash: is `uk_idem_key` missing?").into(),
+        )),
+    }
+}
+
+fn decode(row: &SqliteRow) -> Result<Record, StoreError> {
+    let raw = (|| {
+        Ok::<_, sqlx::Error>(RawRecord {
+            idem_key: row.try_get(0)?,
+            request_hash: row.try_get(1)?,
+            state: row.try_get(2)?,
+            operation_id: row.try_get(3)?,
+            fence: row.try_get(4)?,
+            rev: row.try_get(5)?,
+            resp_status: row.try_get(6)?,
+            resp_headers: row.try_get(7)?,
+            resp_body: row.try_get(8)?,
+            biz_no: row.try_get(9)?,
+            locked_at: row.try_get(10)?,
+            lease_until: row.try_get(11)?,
+            expire_at: row.try_get(12)?,
+            created_at: row.try_get(13)?,
+            updated_at: row.try_get(14)?,
+            completed_at: row.try_get(15)?,
+        })
+    })()
+    .map_err(classify)?;
+    raw.into_record()
+}
+
+/// SQLITE_BUSY (5) and SQLITE_LOCKED (6) with their extended codes are transient.
+fn classify(err: sqlx::Error) -> StoreError {
+    classify_sqlx(
+        err,
+        |db| {
+            db.code()
+                .and_then(|c| c.parse::<i32>().ok())
+                .is_some_and(|c| matches!(c & 0xff, 5 | 6))
+        },
+        |db| db.message().starts_with("no such table"),
+    )
+}
+
+impl Store for SqliteStore {
+    fn claim<'a>(&'a self, req: &'a ClaimRequest<'a>) -> BoxFuture<'a, Result<Claim, StoreError>> {
+        Box::pin(self.claim_impl(req))
+    }
+
+    fn complete<'a>(
+        &'a self,
+        lease: &'a Lease,
+        completion: &'a Completion,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async move {
+            let mut conn = self.pool.acquire().await.map_err(classify)?;
+            self.complete_in(&mut conn, lease, completion).await
+        })
+    }
+
+    fn release<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async move {
+            self.statements.add(1);
+            let done = sqlx::query(RELEASE_SQL)
+                .bind(&lease.key.hash()[..])
+                .bind(fence_param(lease.fence)?)
+                .bind(self.clock.now().as_millis())
+                .bind(&lease.operation_id)
+                .execute(&self.pool)
+                .await
+                .map_err(classify)?;
+            fenced_unless_one(done.rows_affected(), lease)
+        })
+    }
+
+    fn extend<'a>(
+        &'a self,
+        lease: &'a Lease,
+        by: Duration,
+    ) -> BoxFuture<'a, Result<Lease, StoreError>> {
+        Box::pin(async move {
+            let now = self.clock.now();
+            let lease_until = now + by;
+            self.statements.add(1);
+            let row = sqlx::query(EXTEND_SQL)
+                .bind(&lease.key.hash()[..])
+                .bind(fence_param(lease.fence)?)
+                .bind(lease_until.as_millis())
+                .bind(now.as_millis())
+                .bind(&lease.operation_id)
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(classify)?;
+            let Some(row) = row else {
+                return Err(StoreError::FencedOut {
+                    key: lease.key.readable().to_owned(),
+                    fence: lease.fence,
+                });
+            };
+            let expire_at: i64 = row.try_get(0).map_err(classify)?;
+            Ok(Lease {
+                lease_until,
+                expire_at: Timestamp::from_millis(expire_at),
+                ..lease.clone()
+            })
+        })
+    }
+
+    fn get<'a>(&'a self, key: &'a ScopedKey) -> BoxFuture<'a, Result<Option<Record>, StoreError>> {
+        Box::pin(async move {
+            let now = self.clock.now();
+            Ok(self.select(key).await?.filter(|r| !r.is_expired(now)))
+        })
+    }
+
+    fn purge_expired(&self, batch: u32) -> BoxFuture<'_, Result<u64, StoreError>> {
+        Box::pin(async move {
+            self.statements.add(1);
+            let done = sqlx::query(PURGE_SQL)
+                .bind(self.clock.now().as_millis())
+                .bind(i64::from(batch))
+                .execute(&self.pool)
+                .await
+                .map_err(classify)?;
+            Ok(done.rows_affected())
+        })
+    }
+
+    fn migrate(&self) -> BoxFuture<'_, Result<(), StoreError>> {
+        Box::pin(self.migrate_impl())
+    }
+
+    fn clock(&self) -> &dyn Clock {
+        &*self.clock
+    }
+}

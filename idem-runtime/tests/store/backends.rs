@@ -1,0 +1,488 @@
+//! Backend-specific tests: statement counts, completion inside the caller's transaction,
+//! migration history, corrupt rows, two processes on one SQLite file.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use idem_runtime::store::{
+    Claim, ClaimRequest, Completion, Lease, ManualClock, Outcome, PostgresStore, RecordState,
+    SqliteStore, Store, StoreError,
+};
+
+use crate::support::*;
+
+fn done() -> Completion {
+    Completion::new(Outcome::Completed, 200, b"ok".to_vec()).with_biz_no("B-1")
+}
+
+async fn acquire(store: &dyn Store, req: &ClaimRequest<'_>) -> Lease {
+    match store.claim(req).await.unwrap() {
+        Claim::Acquired(lease) => lease,
+        other => panic!("expected Acquired, got {other:?}"),
+    }
+}
+
+/// Statements per path, as documented in each backend's module docs and `docs/storage.md`:
+/// `[fresh, replay, in_progress, takeover, expired, complete, release, extend]`.
+async fn statement_counts(
+    store: &dyn Store,
+    clock: &ManualClock,
+    count: &dyn Fn() -> u64,
+) -> [u64; 8] {
+    let mut out = [0; 8];
+    let mut measure = |i: usize, before: u64| out[i] = count() - before;
+    let short = Duration::from_secs(5);
+    let key = unique_key("count");
+    let req = ClaimRequest::new(&key, hash("a"), short, TTL);
+
+    let b = count();
+    let lease = acquire(store, &req).await;
+    measure(0, b);
+    let b = count();
+    assert!(matches!(
+        store.claim(&req).await.unwrap(),
+        Claim::InProgress { .. }
+    ));
+    measure(2, b);
+    clock.advance(Duration::from_secs(6));
+    let b = count();
+    let lease2 = acquire(store, &req).await;
+    assert!(lease2.took_over);
+    measure(3, b);
+    let b = count();
+    store.extend(&lease2, short).await.unwrap();
+    measure(7, b);
+    let b = count();
+    store.complete(&lease2, &done()).await.unwrap();
+    measure(5, b);
+    let b = count();
+    assert!(matches!(
+        store.claim(&req).await.unwrap(),
+        Claim::Completed(_)
+    ));
+    measure(1, b);
+    clock.advance(TTL);
+    let b = count();
+    let lease3 = acquire(store, &req).await;
+    assert!(!lease3.took_over);
+    measure(4, b);
+    let b = count();
+    store.release(&lease3).await.unwrap();
+    measure(6, b);
+    drop(lease);
+    out
+}
+
+#[tokio::test]
+async fn sqlite_statement_counts() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::starting_now());
+    let store = sqlite_store(&dir.path().join("c.db"))
+        .await
+        .with_clock(clock.clone());
+    let counts = statement_counts(&store, &clock, &|| store.statement_count()).await;
+    assert_eq!(counts, [1, 2, 2, 1, 1, 1, 1, 1]);
+}
+
+#[tokio::test]
+async fn postgres_statement_counts() {
+    let Some(store) = postgres_store().await else {
+        return;
+    };
+    let clock = Arc::new(ManualClock::starting_now());
+    let store = store.with_clock(clock.clone());
+    let counts = statement_counts(&store, &clock, &|| store.statement_count()).await;
+    assert_eq!(counts, [1, 1, 1, 1, 1, 1, 1, 1]);
+}
+
+#[tokio::test]
+async fn mysql_statement_counts() {
+    let Some(store) = mysql_store().await else {
+        return;
+    };
+    let clock = Arc::new(ManualClock::starting_now());
+    let store = store.with_clock(clock.clone());
+    let counts = statement_counts(&store, &clock, &|| store.statement_count()).await;
+    assert_eq!(counts, [1, 2, 2, 3, 3, 1, 1, 1]);
+}
+
+/// Completion inside the caller's transaction: the business write and the snapshot commit
+/// together, or neither does; a zombie's transaction is refused; the business table's own
+/// unique constraint on the operation id stops a taken-over operation from running twice (S23).
+macro_rules! tx_completion_test {
+    ($name:ident, $store:expr, $create:expr, $insert:expr) => {
+        #[tokio::test]
+        async fn $name() {
+            let Some(store) = $store.await else { return };
+            let clock = Arc::new(ManualClock::starting_now());
+            let store = store.with_clock(clock.clone());
+            sqlx::query($create).execute(store.pool()).await.unwrap();
+
+            // Commit: both land.
+            let key = unique_key("tx-commit");
+            let lease = acquire(&store, &req(&key, hash("a"))).await;
+            let mut tx = store.pool().begin().await.unwrap();
+            sqlx::query($insert)
+                .bind(&lease.operation_id)
+                .execute(&mut *tx)
+                .await
+                .unwrap();
+            store.complete_in(&mut tx, &lease, &done()).await.unwrap();
+            tx.commit().await.unwrap();
+            let rec = store.get(&key).await.unwrap().unwrap();
+            assert_eq!(
+                (rec.state, rec.biz_no.as_deref()),
+                (RecordState::Completed, Some("B-1"))
+            );
+
+            // Rollback: neither lands; the record is still processing under the same lease.
+            let key = unique_key("tx-rollback");
+            let lease = acquire(&store, &req(&key, hash("a"))).await;
+            let mut tx = store.pool().begin().await.unwrap();
+            sqlx::query($insert)
+                .bind(&lease.operation_id)
+                .execute(&mut *tx)
+                .await
+                .unwrap();
+            store.complete_in(&mut tx, &lease, &done()).await.unwrap();
+            tx.rollback().await.unwrap();
+            assert_eq!(
+                store.get(&key).await.unwrap().unwrap().state,
+                RecordState::Processing
+            );
+            store.complete(&lease, &done()).await.unwrap();
+
+            // Zombie: its lease was taken over; its transaction must roll back.
+            let key = unique_key("tx-zombie");
+            let short = Duration::from_secs(5);
+            let zombie = acquire(&store, &ClaimRequest::new(&key, hash("a"), short, TTL)).await;
+            clock.advance(Duration::from_secs(6));
+            let holder = acquire(&store, &ClaimRequest::new(&key, hash("a"), short, TTL)).await;
+            assert_eq!(holder.operation_id, zombie.operation_id);
+            // The zombie wrote its business row and committed it without completing (it
+            // crashed in between, or completes outside the transaction) ...
+            sqlx::query($insert)
+                .bind(&zombie.operation_id)
+                .execute(store.pool())
+                .await
+                .unwrap();
+            // ... so the new holder's business write hits the unique constraint on the
+            // operation id instead of paying twice (S23).
+            let mut tx = store.pool().begin().await.unwrap();
+            let dup = sqlx::query($insert)
+                .bind(&holder.operation_id)
+                .execute(&mut *tx)
+                .await;
+            assert!(
+                dup.is_err(),
+                "the business table's unique constraint must reject it"
+            );
+            drop(tx);
+            // And a zombie completing inside its transaction is fenced out.
+            let mut tx = store.pool().begin().await.unwrap();
+            match store.complete_in(&mut tx, &zombie, &done()).await {
+                Err(StoreError::FencedOut { .. }) => {}
+                other => panic!("expected FencedOut, got {other:?}"),
+            }
+            tx.rollback().await.unwrap();
+            store.complete(&holder, &done()).await.unwrap();
+        }
+    };
+}
+
+tx_completion_test!(
+    postgres_complete_in_transaction,
+    postgres_store(),
+    "CREATE TABLE IF NOT EXISTS idem_test_payments (operation_id TEXT PRIMARY KEY, amount BIGINT NOT NULL)",
+    "INSERT INTO idem_test_payments (operation_id, amount) VALUES ($1, 100)"
+);
+tx_completion_test!(
+    mysql_complete_in_transaction,
+    mysql_store(),
+    "CREATE TABLE IF NOT EXISTS idem_test_payments (operation_id VARCHAR(64) PRIMARY KEY, amount BIGINT NOT NULL)",
+    "INSERT INTO idem_test_payments (operation_id, amount) VALUES (?, 100)"
+);
+tx_completion_test!(
+    sqlite_complete_in_transaction,
+    async {
+        let dir = Box::leak(Box::new(tempfile::tempdir().unwrap()));
+        Some(sqlite_store(&dir.path().join("tx.db")).await)
+    },
+    "CREATE TABLE IF NOT EXISTS idem_test_payments (operation_id TEXT PRIMARY KEY, amount INTEGER NOT NULL)",
+    "INSERT INTO idem_test_payments (operation_id, amount) VALUES (?1, 100)"
+);
+
+/// The application's own sqlx migrations and idem's never share a history table.
+async fn app_migrations_coexist<DB>(pool: &sqlx::Pool<DB>, store: &dyn Store, ddl: &str)
+where
+    DB: sqlx::Database,
+    <DB as sqlx::Database>::Connection: sqlx::migrate::Migrate,
+{
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("1_app_table.sql"), ddl).unwrap();
+    let app = sqlx::migrate::Migrator::new(dir.path()).await.unwrap();
+    app.run(pool).await.unwrap();
+    store.migrate().await.unwrap();
+    store.migrate().await.unwrap();
+    // The application's history knows only its own migration: no VersionMissing either way.
+    app.run(pool).await.unwrap();
+}
+
+#[tokio::test]
+async fn postgres_migration_history_is_idem_own() {
+    let Some(store) = postgres_store().await else {
+        return;
+    };
+    app_migrations_coexist(
+        store.pool(),
+        &store,
+        "CREATE TABLE IF NOT EXISTS app_orders (id BIGINT PRIMARY KEY)",
+    )
+    .await;
+    let ours: Vec<i64> = sqlx::query_scalar("SELECT version FROM idem._sqlx_migrations")
+        .fetch_all(store.pool())
+        .await
+        .unwrap();
+    assert_eq!(ours.len(), 1);
+    let theirs: Vec<i64> = sqlx::query_scalar("SELECT version FROM public._sqlx_migrations")
+        .fetch_all(store.pool())
+        .await
+        .unwrap();
+    assert!(!theirs.contains(&ours[0]));
+}
+
+#[tokio::test]
+async fn mysql_migration_history_is_idem_own() {
+    let Some(store) = mysql_store().await else {
+        return;
+    };
+    app_migrations_coexist(
+        store.pool(),
+        &store,
+        "CREATE TABLE IF NOT EXISTS app_orders (id BIGINT PRIMARY KEY)",
+    )
+    .await;
+    let ours: Vec<i64> = sqlx::query_scalar("SELECT version FROM idem_sqlx_migrations")
+        .fetch_all(store.pool())
+        .await
+        .unwrap();
+    assert_eq!(ours.len(), 1);
+    let theirs: Vec<i64> = sqlx::query_scalar("SELECT version FROM _sqlx_migrations")
+        .fetch_all(store.pool())
+        .await
+        .unwrap();
+    assert!(!theirs.contains(&ours[0]));
+}
+
+#[tokio::test]
+async fn sqlite_migration_history_is_idem_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path().join("m.db")).await.unwrap();
+    // Before migrate(): a clear configuration error, not a bug report.
+    let key = unique_key("nomigrate");
+    match store.claim(&req(&key, hash("a"))).await {
+        Err(e @ StoreError::Config { .. }) => assert!(e.to_string().contains("migrate"), "{e}"),
+        other => panic!("expected Config, got {other:?}"),
+    }
+    app_migrations_coexist(
+        store.pool(),
+        &store,
+        "CREATE TABLE app_orders (id INTEGER PRIMARY KEY)",
+    )
+    .await;
+    let ours: Vec<i64> = sqlx::query_scalar("SELECT version FROM idem_sqlx_migrations")
+        .fetch_all(store.pool())
+        .await
+        .unwrap();
+    assert_eq!(ours.len(), 1);
+    let theirs: Vec<i64> = sqlx::query_scalar("SELECT version FROM _sqlx_migrations")
+        .fetch_all(store.pool())
+        .await
+        .unwrap();
+    assert_eq!(theirs, [1]);
+}
+
+#[tokio::test]
+async fn sqlite_corrupt_row_is_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = sqlite_store(&dir.path().join("corrupt.db")).await;
+    let key = unique_key("corrupt");
+    let lease = acquire(&store, &req(&key, hash("a"))).await;
+    store.complete(&lease, &done()).await.unwrap();
+    sqlx::query("UPDATE idem_idempotency_records SET resp_headers = x'02' WHERE key_hash = ?1")
+        .bind(&key.hash()[..])
+        .execute(store.pool())
+        .await
+        .unwrap();
+    match store.claim(&req(&key, hash("a"))).await {
+        Err(StoreError::Corrupt { key: k, detail }) => {
+            assert_eq!(k, key.readable());
+            assert!(detail.contains("headers"), "{detail}");
+        }
+        other => panic!("expected Corrupt, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn postgres_missing_table_is_a_config_error() {
+    let Some(url) = server_url("IDEM_TEST_POSTGRES_URL") else {
+        return;
+    };
+    // A database of its own, never migrated.
+    let admin = PostgresStore::connect(&url).await.unwrap();
+    let db = format!("idem_nomigrate_{}", std::process::id());
+    let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {db}"))
+        .execute(admin.pool())
+        .await;
+    sqlx::query(&format!("CREATE DATABASE {db}"))
+        .execute(admin.pool())
+        .await
+        .unwrap();
+    let url = format!("{}/{db}", url.rsplit_once('/').unwrap().0);
+    let store = PostgresStore::connect(&url).await.unwrap();
+    let key = unique_key("nomigrate");
+    assert!(matches!(
+        store.claim(&req(&key, hash("a"))).await,
+        Err(StoreError::Config { .. })
+    ));
+    store.pool().close().await;
+    sqlx::query(&format!("DROP DATABASE {db}"))
+        .execute(admin.pool())
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn sweeper_purges_in_the_background() {
+    let clock = Arc::new(ManualClock::starting_now());
+    let store = Arc::new(idem_runtime::store::MemoryStore::with_clock(clock.clone()));
+    for _ in 0..30 {
+        let key = unique_key("sweep");
+        acquire(
+            &*store,
+            &ClaimRequest::new(&key, hash("a"), LEASE, Duration::from_secs(1)),
+        )
+        .await;
+    }
+    clock.advance(LEASE); // a record lives at least as long as its lease
+    let handle = idem_runtime::store::Sweeper::new(store.clone())
+        .interval(Duration::from_millis(10))
+        .batch(7)
+        .spawn();
+    for _ in 0..500 {
+        if handle.purged() == 30 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(handle.purged(), 30);
+    assert_eq!(handle.errors(), 0);
+    assert!(store.is_empty());
+    handle.stop().await;
+}
+
+/// Two processes claim the same 64 keys in one SQLite file: every key has exactly one winner.
+/// The child is this test binary again, running only this test with `IDEM_SQLITE_CHILD` set.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_two_processes_one_file() {
+    const KEYS: usize = 300;
+    let keys: Vec<_> = (0..KEYS)
+        .map(|i| {
+            idem_runtime::store::ScopedKey::new("t", "u", "two-process", &format!("k{i}")).unwrap()
+        })
+        .collect();
+    // Both processes start claiming at the same wall-clock instant.
+    async fn wait_until(start_at: u128) {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis();
+        tokio::time::sleep(Duration::from_millis(start_at.saturating_sub(now) as u64)).await;
+    }
+    if let Ok(path) = std::env::var("IDEM_SQLITE_CHILD") {
+        let store = SqliteStore::open(&path).await.unwrap();
+        wait_until(
+            std::env::var("IDEM_SQLITE_START_AT")
+                .unwrap()
+                .parse()
+                .unwrap(),
+        )
+        .await;
+        let mut won = Vec::new();
+        for (i, key) in keys.iter().enumerate() {
+            if let Claim::Acquired(lease) = store.claim(&req(key, hash("a"))).await.unwrap() {
+                store.complete(&lease, &done()).await.unwrap();
+                won.push(i.to_string());
+            }
+        }
+        println!("IDEM_CHILD_WON={};", won.join(","));
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("shared.db");
+    sqlite_store(&path).await; // migrated once, before both start
+    let start_at = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis()
+        + 1500;
+    let child = tokio::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "backends::sqlite_two_processes_one_file",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("IDEM_SQLITE_CHILD", &path)
+        .env("IDEM_SQLITE_START_AT", start_at.to_string())
+        .output();
+    let parent = async {
+        let store = SqliteStore::open(&path).await.unwrap();
+        wait_until(start_at).await;
+        let mut won = Vec::new();
+        for (i, key) in keys.iter().enumerate() {
+            if let Claim::Acquired(lease) = store.claim(&req(key, hash("a"))).await.unwrap() {
+                store.complete(&lease, &done()).await.unwrap();
+                won.push(i);
+            }
+        }
+        (store, won)
+    };
+    let (child, (store, parent_won)) = tokio::join!(child, parent);
+    let child = child.unwrap();
+    let out = String::from_utf8_lossy(&child.stdout);
+    assert!(
+        child.status.success(),
+        "child failed: {out}\n{}",
+        String::from_utf8_lossy(&child.stderr)
+    );
+    let line = out
+        .split("IDEM_CHILD_WON=")
+        .nth(1)
+        .and_then(|rest| rest.lines().next())
+        .unwrap_or_else(|| panic!("no child result in: {out}"));
+    let child_won: Vec<usize> = line
+        .trim_end_matches(';')
+        .split(',')
+        .filter(|s| !s.is_empty())
+        .map(|s| s.parse().unwrap())
+        .collect();
+    let mut all: Vec<usize> = parent_won.iter().chain(&child_won).copied().collect();
+    all.sort_unstable();
+    assert_eq!(
+        all,
+        (0..KEYS).collect::<Vec<_>>(),
+        "every key exactly one winner"
+    );
+    for key in &keys {
+        assert_eq!(
+            store.get(key).await.unwrap().unwrap().state,
+            RecordState::Completed
+        );
+    }
+    eprintln!(
+        "parent won {}, child won {}",
+        parent_won.len(),
+        child_won.len()
+    );
+}

@@ -1,0 +1,436 @@
+//! The shared store suite: every function runs against every backend (see `store_suite!`).
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use idem_runtime::store::{
+    Claim, ClaimRequest, Completion, Lease, Outcome, RecordState, Store, StoreError, Timestamp,
+};
+
+use crate::support::*;
+
+/// Far in the past: the purge test's records expire there, so its purges cannot touch the
+/// records of tests running at the same time against the same server (they live "now").
+pub const PURGE_EPOCH: Timestamp = Timestamp::from_millis(1_000_000_000_000);
+
+async fn acquire(store: &dyn Store, req: &ClaimRequest<'_>) -> Lease {
+    match store.claim(req).await.unwrap() {
+        Claim::Acquired(lease) => lease,
+        other => panic!("expected Acquired, got {other:?}"),
+    }
+}
+
+fn snapshot() -> Completion {
+    Completion::new(
+        Outcome::Completed,
+        201,
+        br#"{"id":"pay_1","amount":"100.00"}"#.to_vec(),
+    )
+    .with_headers(vec![
+        ("content-type".to_owned(), b"application/json".to_vec()),
+        ("x-binary".to_owned(), vec![0, 1, 254, 255]),
+        ("location".to_owned(), b"/payments/pay_1".to_vec()),
+    ])
+    .with_biz_no("PAY-2026-0001")
+}
+
+fn assert_fenced(r: Result<impl std::fmt::Debug, StoreError>) {
+    match r {
+        Err(StoreError::FencedOut { .. }) => {}
+        other => panic!("expected FencedOut, got {other:?}"),
+    }
+}
+
+pub async fn first_claim(f: &Fixture) {
+    let key = unique_key("first");
+    let h = hash("a");
+    let lease = acquire(&*f.store, &req(&key, h)).await;
+    assert_eq!(lease.fence, 1);
+    assert!(!lease.took_over);
+    assert_eq!(lease.operation_id.len(), 36);
+    assert_eq!(lease.lease_until, f.now() + LEASE);
+    assert_eq!(lease.expire_at, f.now() + TTL);
+    let rec = f.store.get(&key).await.unwrap().expect("record");
+    assert_eq!(rec.state, RecordState::Processing);
+    assert_eq!(rec.request_hash, h);
+    assert_eq!(rec.key, key.readable());
+    assert_eq!(rec.operation_id, lease.operation_id);
+    assert_eq!(rec.status, None);
+    assert_eq!(rec.locked_at, f.now());
+}
+
+pub async fn duplicate_while_processing(f: &Fixture) {
+    let key = unique_key("dup");
+    let h = hash("a");
+    acquire(&*f.store, &req(&key, h)).await;
+    f.advance(Duration::from_secs(10));
+    match f.store.claim(&req(&key, h)).await.unwrap() {
+        Claim::InProgress {
+            request_hash,
+            retry_after,
+        } => {
+            assert_eq!(request_hash, h);
+            assert_eq!(retry_after, LEASE - Duration::from_secs(10));
+        }
+        other => panic!("expected InProgress, got {other:?}"),
+    }
+    // Another payload under the same key sees the holder's hash (the engine answers 422).
+    match f.store.claim(&req(&key, hash("b"))).await.unwrap() {
+        Claim::InProgress { request_hash, .. } => assert_eq!(request_hash, h),
+        other => panic!("expected InProgress, got {other:?}"),
+    }
+}
+
+pub async fn complete_then_replay_byte_identical(f: &Fixture) {
+    let key = unique_key("replay");
+    let h = hash("a");
+    let lease = acquire(&*f.store, &req(&key, h)).await;
+    let done = snapshot();
+    f.advance(Duration::from_millis(1500));
+    f.store.complete(&lease, &done).await.unwrap();
+    for claim_hash in [h, hash("other payload")] {
+        match f.store.claim(&req(&key, claim_hash)).await.unwrap() {
+            Claim::Completed(rec) => {
+                assert_eq!(
+                    rec.request_hash, h,
+                    "the stored hash, for the engine's 422 check"
+                );
+                assert_eq!(rec.state, RecordState::Completed);
+                assert_eq!(rec.status, Some(201));
+                assert_eq!(rec.headers, done.headers);
+                assert_eq!(rec.body, done.body);
+                assert_eq!(rec.biz_no.as_deref(), Some("PAY-2026-0001"));
+                assert_eq!(rec.operation_id, lease.operation_id);
+                assert_eq!(rec.completed_at, Some(f.now()));
+                assert_eq!(rec.expire_at, lease.expire_at);
+            }
+            other => panic!("expected Completed, got {other:?}"),
+        }
+    }
+    assert_eq!(f.store.get(&key).await.unwrap().unwrap().body, done.body);
+    // A stored failure replays too (exact_replay of a 500), with its own expiry.
+    let key = unique_key("failed");
+    let lease = acquire(&*f.store, &req(&key, h)).await;
+    let until = f.now() + Duration::from_secs(60);
+    let failed =
+        Completion::new(Outcome::FailedStored, 500, b"boom".to_vec()).with_expire_at(until);
+    f.store.complete(&lease, &failed).await.unwrap();
+    let rec = f.store.get(&key).await.unwrap().unwrap();
+    assert_eq!(rec.state, RecordState::FailedStored);
+    assert_eq!((rec.status, rec.expire_at), (Some(500), until));
+    // Completing twice is refused: the lease ended with the first completion.
+    assert_fenced(f.store.complete(&lease, &failed).await);
+    // Status out of range is refused before touching the store.
+    let key = unique_key("bad-status");
+    let lease = acquire(&*f.store, &req(&key, h)).await;
+    let bad = Completion::new(Outcome::Completed, 42, Vec::new());
+    assert!(matches!(
+        f.store.complete(&lease, &bad).await,
+        Err(StoreError::Invalid(_))
+    ));
+}
+
+pub async fn release_then_reclaim(f: &Fixture) {
+    let key = unique_key("release");
+    let first = acquire(&*f.store, &req(&key, hash("a"))).await;
+    f.store.release(&first).await.unwrap();
+    assert!(f.store.get(&key).await.unwrap().is_none());
+    // A corrected request with another payload runs now.
+    let second = acquire(&*f.store, &req(&key, hash("b"))).await;
+    assert!(!second.took_over);
+    assert_ne!(second.operation_id, first.operation_id);
+    // The released lease cannot touch the new record, although both have fence 1.
+    assert_fenced(f.store.complete(&first, &snapshot()).await);
+    assert_fenced(f.store.release(&first).await);
+    assert_eq!(
+        f.store.get(&key).await.unwrap().unwrap().request_hash,
+        hash("b")
+    );
+    // Releasing twice: the record is gone.
+    f.store.release(&second).await.unwrap();
+    assert_fenced(f.store.release(&second).await);
+}
+
+pub async fn ttl_expiry_then_fresh_claim(f: &Fixture) {
+    let key = unique_key("ttl");
+    let ttl = Duration::from_secs(60);
+    let lease = acquire(&*f.store, &ClaimRequest::new(&key, hash("a"), LEASE, ttl)).await;
+    assert_eq!(lease.expire_at, f.now() + ttl);
+    f.store.complete(&lease, &snapshot()).await.unwrap();
+    f.advance(Duration::from_secs(59));
+    assert!(f.store.get(&key).await.unwrap().is_some());
+    f.advance(Duration::from_secs(1));
+    // Logically absent before any physical delete (S21).
+    assert!(f.store.get(&key).await.unwrap().is_none());
+    let fresh = acquire(&*f.store, &ClaimRequest::new(&key, hash("b"), LEASE, ttl)).await;
+    assert!(!fresh.took_over);
+    assert_ne!(fresh.operation_id, lease.operation_id);
+    assert!(fresh.fence > lease.fence, "the fence still grows");
+    assert_eq!(fresh.expire_at, f.now() + ttl);
+    let rec = f.store.get(&key).await.unwrap().unwrap();
+    assert_eq!(
+        (rec.state, rec.request_hash, rec.status),
+        (RecordState::Processing, hash("b"), None)
+    );
+    assert!(rec.body.is_empty() && rec.biz_no.is_none() && rec.completed_at.is_none());
+    assert_eq!(rec.created_at, f.now());
+    // The expired holder's lease is dead too.
+    assert_fenced(f.store.complete(&lease, &snapshot()).await);
+    // A lease shorter than the TTL never outlives the record; a TTL shorter than the lease is
+    // stretched to the lease.
+    let key = unique_key("ttl-short");
+    let l = acquire(
+        &*f.store,
+        &ClaimRequest::new(&key, hash("a"), LEASE, Duration::from_secs(1)),
+    )
+    .await;
+    assert_eq!(l.expire_at, l.lease_until);
+}
+
+pub async fn expired_lease_takeover(f: &Fixture) {
+    let key = unique_key("takeover");
+    let h = hash("a");
+    let lease = Duration::from_secs(5);
+    let old = acquire(&*f.store, &ClaimRequest::new(&key, h, lease, TTL)).await;
+    f.advance(Duration::from_secs(5));
+    // Another payload never takes over: it sees the holder's hash (-> 422).
+    match f
+        .store
+        .claim(&ClaimRequest::new(&key, hash("b"), lease, TTL))
+        .await
+        .unwrap()
+    {
+        Claim::InProgress {
+            request_hash,
+            retry_after,
+        } => {
+            assert_eq!(request_hash, h);
+            assert_eq!(retry_after, Duration::ZERO);
+        }
+        other => panic!("expected InProgress, got {other:?}"),
+    }
+    let new = acquire(&*f.store, &ClaimRequest::new(&key, h, lease, TTL)).await;
+    assert!(new.took_over);
+    assert!(new.fence > old.fence);
+    assert_eq!(
+        new.operation_id, old.operation_id,
+        "the operation id is stable"
+    );
+    assert_eq!(new.lease_until, f.now() + lease);
+    let rec = f.store.get(&key).await.unwrap().unwrap();
+    assert_eq!(rec.fence, new.fence);
+    assert_eq!(rec.locked_at, f.now());
+    assert_eq!(rec.created_at, f.now() - Duration::from_secs(5));
+    // The new holder completes; a third claim replays.
+    f.store.complete(&new, &snapshot()).await.unwrap();
+    assert!(matches!(
+        f.store.claim(&req(&key, h)).await.unwrap(),
+        Claim::Completed(_)
+    ));
+}
+
+pub async fn zombie_complete_rejected(f: &Fixture) {
+    let key = unique_key("zombie");
+    let h = hash("a");
+    let lease = Duration::from_secs(5);
+    let zombie = acquire(&*f.store, &ClaimRequest::new(&key, h, lease, TTL)).await;
+    f.advance(Duration::from_secs(6));
+    let holder = acquire(&*f.store, &ClaimRequest::new(&key, h, lease, TTL)).await;
+    // The zombie wakes up: every write of it is fenced out and changes nothing.
+    assert_fenced(f.store.complete(&zombie, &snapshot()).await);
+    assert_fenced(f.store.extend(&zombie, Duration::from_secs(60)).await);
+    assert_fenced(f.store.release(&zombie).await);
+    let rec = f.store.get(&key).await.unwrap().unwrap();
+    assert_eq!(rec.state, RecordState::Processing);
+    assert_eq!(rec.fence, holder.fence);
+    assert_eq!(rec.lease_until, holder.lease_until);
+    assert!(rec.body.is_empty());
+    let err = f.store.complete(&zombie, &snapshot()).await.unwrap_err();
+    assert!(!err.is_transient());
+    assert!(err.to_string().contains("fenced out"), "{err}");
+    f.store.complete(&holder, &snapshot()).await.unwrap();
+}
+
+pub async fn extend_lease(f: &Fixture) {
+    let key = unique_key("extend");
+    let h = hash("a");
+    let lease = Duration::from_secs(5);
+    let ttl = Duration::from_secs(20);
+    let first = acquire(&*f.store, &ClaimRequest::new(&key, h, lease, ttl)).await;
+    f.advance(Duration::from_secs(4));
+    let renewed = f
+        .store
+        .extend(&first, Duration::from_secs(10))
+        .await
+        .unwrap();
+    assert_eq!(renewed.fence, first.fence);
+    assert_eq!(renewed.operation_id, first.operation_id);
+    assert_eq!(renewed.lease_until, f.now() + Duration::from_secs(10));
+    f.advance(Duration::from_secs(6)); // past the original lease
+    match f
+        .store
+        .claim(&ClaimRequest::new(&key, h, lease, ttl))
+        .await
+        .unwrap()
+    {
+        Claim::InProgress { retry_after, .. } => assert_eq!(retry_after, Duration::from_secs(4)),
+        other => panic!("expected InProgress, got {other:?}"),
+    }
+    // Extending past the TTL stretches the record's life: a live lease never expires.
+    let long = f
+        .store
+        .extend(&renewed, Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert_eq!(long.expire_at, long.lease_until);
+    f.advance(Duration::from_secs(30)); // past the original TTL
+    assert!(f.store.get(&key).await.unwrap().is_some());
+    // Both the original and the renewed lease value still complete (same fence).
+    f.store.complete(&first, &snapshot()).await.unwrap();
+    assert_eq!(
+        f.store.get(&key).await.unwrap().unwrap().expire_at,
+        long.expire_at
+    );
+}
+
+pub async fn purge_in_batches(f: &Fixture) {
+    // Runs at PURGE_EPOCH: see its documentation.
+    let ttl = Duration::from_secs(60);
+    let mut short = Vec::new();
+    for i in 0..25 {
+        let key = unique_key("purge");
+        let lease = acquire(&*f.store, &ClaimRequest::new(&key, hash("a"), LEASE, ttl)).await;
+        if i % 2 == 0 {
+            f.store.complete(&lease, &snapshot()).await.unwrap();
+        }
+        short.push(key);
+    }
+    let keep = unique_key("purge-keep");
+    acquire(
+        &*f.store,
+        &ClaimRequest::new(&keep, hash("a"), LEASE, Duration::from_secs(86_400)),
+    )
+    .await;
+    assert_eq!(
+        f.store.purge_expired(10).await.unwrap(),
+        0,
+        "nothing expired yet"
+    );
+    f.advance(Duration::from_secs(61));
+    let mut batches = Vec::new();
+    loop {
+        let n = f.store.purge_expired(10).await.unwrap();
+        assert!(n <= 10);
+        batches.push(n);
+        if n == 0 {
+            break;
+        }
+    }
+    assert_eq!(batches, [10, 10, 5, 0]);
+    assert!(f.store.get(&keep).await.unwrap().is_some());
+    // Purged keys are free again.
+    acquire(&*f.store, &req(&short[0], hash("z"))).await;
+    // The sweeper runs the same purge in a loop of bounded batches.
+    f.advance(Duration::from_secs(86_400 * 2));
+    let swept = idem_runtime::store::Sweeper::new(f.store.clone())
+        .batch(1)
+        .sweep_once()
+        .await
+        .unwrap();
+    assert!(swept >= 2, "{swept}"); // more when an earlier, aborted run left records behind
+    assert!(f.store.get(&keep).await.unwrap().is_none());
+    assert_eq!(f.store.purge_expired(10).await.unwrap(), 0);
+}
+
+pub async fn race_256_claims_one_winner(f: &Fixture) {
+    for round in 0..20 {
+        let key = Arc::new(unique_key("race"));
+        let h = hash("a");
+        let start = Arc::new(tokio::sync::Barrier::new(256));
+        let tasks: Vec<_> = (0..256)
+            .map(|_| {
+                let (store, key, start) = (f.store.clone(), key.clone(), start.clone());
+                tokio::spawn(async move {
+                    start.wait().await;
+                    store.claim(&req(&key, h)).await
+                })
+            })
+            .collect();
+        let mut winners = Vec::new();
+        let mut in_progress = 0;
+        for t in tasks {
+            match t.await.unwrap() {
+                Ok(Claim::Acquired(l)) => winners.push(l),
+                Ok(Claim::InProgress { request_hash, .. }) => {
+                    assert_eq!(request_hash, h);
+                    in_progress += 1;
+                }
+                other => panic!("{}: round {round}: unexpected {other:?}", f.backend),
+            }
+        }
+        assert_eq!(
+            winners.len(),
+            1,
+            "{}: round {round}: exactly one winner",
+            f.backend
+        );
+        assert_eq!(in_progress, 255);
+        assert_eq!(winners[0].fence, 1);
+    }
+}
+
+pub async fn body_of_one_mib(f: &Fixture) {
+    let key = unique_key("big");
+    let lease = acquire(&*f.store, &req(&key, hash("a"))).await;
+    let body: Vec<u8> = (0..1u32 << 20)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    let done = Completion::new(Outcome::Completed, 200, body.clone());
+    f.store.complete(&lease, &done).await.unwrap();
+    match f.store.claim(&req(&key, hash("a"))).await.unwrap() {
+        Claim::Completed(rec) => {
+            assert_eq!(rec.body.len(), 1 << 20);
+            assert!(rec.body == body, "1 MiB body changed");
+        }
+        other => panic!("expected Completed, got {other:?}"),
+    }
+}
+
+pub async fn unicode_keys_of_255_characters(f: &Fixture) {
+    let mut seen = HashSet::new();
+    // The tenant makes the keys unique per run on a shared server; the client key is the test.
+    let run = unique_key("unicode");
+    for unit in ["é", "日", "🦀", "a:%"] {
+        let client: String = unit.chars().cycle().take(255).collect();
+        assert_eq!(client.chars().count(), 255);
+        let key = idem_runtime::store::ScopedKey::new(
+            &format!("租户:{}", run.readable()),
+            "usér",
+            "POST /ünïcode",
+            &client,
+        )
+        .unwrap();
+        let lease = acquire(&*f.store, &req(&key, hash(unit))).await;
+        f.store.complete(&lease, &snapshot()).await.unwrap();
+        let rec = f.store.get(&key).await.unwrap().unwrap();
+        assert_eq!(rec.key, key.readable());
+        assert!(rec.key.ends_with(&client.replace('%', "%25").replace(':', "%3A")));
+        assert_eq!(rec.request_hash, hash(unit));
+        assert!(seen.insert(*key.hash()));
+    }
+    let too_long: String = "🦀".repeat(256);
+    assert!(idem_runtime::store::ScopedKey::new("t", "u", "o", &too_long).is_err());
+}
+
+pub async fn object_safe_and_clock(f: &Fixture) {
+    let store: Arc<dyn Store> = f.store.clone();
+    assert_eq!(store.clock().now(), f.now());
+    store.migrate().await.unwrap(); // idempotent
+    let key = unique_key("zero-lease");
+    let bad = ClaimRequest::new(&key, hash("a"), Duration::ZERO, TTL);
+    assert!(matches!(
+        store.claim(&bad).await,
+        Err(StoreError::Invalid(_))
+    ));
+}

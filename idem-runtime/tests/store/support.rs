@@ -1,0 +1,143 @@
+//! Fixtures of the store tests: one store per test, a manual clock, unique keys.
+
+#![allow(dead_code)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use idem_runtime::RequestHash;
+use idem_runtime::store::{
+    ClaimRequest, Clock, ManualClock, MemoryStore, ScopedKey, Store, Timestamp,
+};
+
+/// A store under test, the clock it reads, and whatever must live as long as it.
+pub struct Fixture {
+    pub store: Arc<dyn Store>,
+    pub clock: Arc<ManualClock>,
+    pub backend: &'static str,
+    pub _guard: Option<tempfile::TempDir>,
+}
+
+impl Fixture {
+    pub fn now(&self) -> Timestamp {
+        self.clock.now()
+    }
+
+    pub fn advance(&self, d: Duration) {
+        self.clock.advance(d);
+    }
+}
+
+/// The URL of a test server, or `None` (with a note) when it is not configured. Under
+/// `CI=true` a missing server is a failure, never a skip.
+pub fn server_url(var: &str) -> Option<String> {
+    match std::env::var(var) {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ if std::env::var("CI").as_deref() == Ok("true") => {
+            panic!(
+                "{var} is not set and CI=true: run the tests through scripts/test, which starts the servers"
+            )
+        }
+        _ => {
+            eprintln!(
+                "note: {var} is not set, skipping this test (scripts/test starts the servers)"
+            );
+            None
+        }
+    }
+}
+
+/// A key no other test (nor an earlier run against the same server) uses.
+pub fn unique_key(label: &str) -> ScopedKey {
+    static N: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let client = format!(
+        "{label}-{}-{nanos}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    );
+    ScopedKey::new("tenant-t", "user-u", "POST /test", &client).unwrap()
+}
+
+pub fn hash(s: &str) -> RequestHash {
+    RequestHash::of_bytes(s.as_bytes())
+}
+
+pub const LEASE: Duration = Duration::from_secs(30);
+pub const TTL: Duration = Duration::from_secs(3600);
+
+pub fn req<'a>(key: &'a ScopedKey, h: RequestHash) -> ClaimRequest<'a> {
+    ClaimRequest::new(key, h, LEASE, TTL)
+}
+
+pub async fn memory(start: Timestamp) -> Option<Fixture> {
+    let clock = Arc::new(ManualClock::new(start));
+    Some(Fixture {
+        store: Arc::new(MemoryStore::with_clock(clock.clone())),
+        clock,
+        backend: "memory",
+        _guard: None,
+    })
+}
+
+pub async fn sqlite(start: Timestamp) -> Option<Fixture> {
+    let dir = tempfile::tempdir().unwrap();
+    let store = sqlite_store(&dir.path().join("idem.db")).await;
+    let clock = Arc::new(ManualClock::new(start));
+    Some(Fixture {
+        store: Arc::new(store.with_clock(clock.clone())),
+        clock,
+        backend: "sqlite",
+        _guard: Some(dir),
+    })
+}
+
+pub async fn sqlite_store(path: &std::path::Path) -> idem_runtime::store::SqliteStore {
+    let store = idem_runtime::store::SqliteStore::open(path).await.unwrap();
+    store.migrate().await.unwrap();
+    store
+}
+
+pub async fn postgres(start: Timestamp) -> Option<Fixture> {
+    let store = postgres_store().await?;
+    let clock = Arc::new(ManualClock::new(start));
+    Some(Fixture {
+        store: Arc::new(store.with_clock(clock.clone())),
+        clock,
+        backend: "postgres",
+        _guard: None,
+    })
+}
+
+pub async fn postgres_store() -> Option<idem_runtime::store::PostgresStore> {
+    let url = server_url("IDEM_TEST_POSTGRES_URL")?;
+    let store = idem_runtime::store::PostgresStore::connect(&url)
+        .await
+        .unwrap();
+    store.migrate().await.unwrap();
+    Some(store)
+}
+
+pub async fn mysql(start: Timestamp) -> Option<Fixture> {
+    let store = mysql_store().await?;
+    let clock = Arc::new(ManualClock::new(start));
+    Some(Fixture {
+        store: Arc::new(store.with_clock(clock.clone())),
+        clock,
+        backend: "mysql",
+        _guard: None,
+    })
+}
+
+pub async fn mysql_store() -> Option<idem_runtime::store::MySqlStore> {
+    let url = server_url("IDEM_TEST_MYSQL_URL")?;
+    let store = idem_runtime::store::MySqlStore::connect(&url)
+        .await
+        .unwrap();
+    store.migrate().await.unwrap();
+    Some(store)
+}

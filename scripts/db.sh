@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Throwaway database servers for the tests: PostgreSQL 15 and MariaDB on loopback, data in a
+# directory of their own, fsync off (tests only). Recipes measured on Debian 12.
+#
+#   scripts/db.sh pg-init DIR PORT   initdb + start + role `app` / database `appdb`
+#   scripts/db.sh pg-start DIR       start again (after pg-stop)
+#   scripts/db.sh pg-stop DIR        stop (fast shutdown)
+#   scripts/db.sh my-init DIR PORT   mariadb-install-db + start + user `app` / database `appdb`
+#   scripts/db.sh my-start DIR
+#   scripts/db.sh my-stop DIR
+#   scripts/db.sh free-port          print a free loopback TCP port
+#
+# URLs: postgres://app:app@127.0.0.1:PORT/appdb and mysql://app:app@127.0.0.1:PORT/appdb
+set -euo pipefail
+
+PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
+
+as_postgres() {
+  if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
+}
+
+pg_start() {
+  local dir=$1 port
+  port=$(cat "$dir/port")
+  as_postgres "$PGBIN/pg_ctl" -D "$dir/data" -l "$dir/pg.log" -w -t 30 -o \
+    "-c listen_addresses=127.0.0.1 -p $port -k $dir -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300" \
+    start >/dev/null
+}
+
+pg_stop() {
+  local dir=$1
+  if [ -f "$dir/data/postmaster.pid" ]; then
+    as_postgres "$PGBIN/pg_ctl" -D "$dir/data" -m fast -w -t 30 stop >/dev/null || true
+  fi
+}
+
+my_start() {
+  local dir=$1 port user=()
+  port=$(cat "$dir/port")
+  [ "$(id -u)" = 0 ] && user=(--user=root)
+  setsid mariadbd --no-defaults "${user[@]}" --datadir="$dir/data" --bind-address=127.0.0.1 \
+    --port="$port" --socket="$dir/mysql.sock" --pid-file="$dir/mysqld.pid" \
+    --log-error="$dir/error.log" --skip-log-bin --innodb-flush-log-at-trx-commit=0 \
+    --innodb-buffer-pool-size=128M --skip-name-resolve --max-connections=400 \
+    </dev/null >"$dir/out.log" 2>&1 &
+  for _ in $(seq 1 600); do
+    if mariadb-admin --no-defaults --socket="$dir/mysql.sock" -uroot ping >/dev/null 2>&1; then
+      return 0
+    fi
+    sleep 0.05
+  done
+  echo "mariadbd did not start; see $dir/error.log" >&2
+  tail -20 "$dir/error.log" >&2 || true
+  return 1
+}
+
+my_stop() {
+  local dir=$1 pid
+  [ -f "$dir/mysqld.pid" ] || return 0
+  pid=$(cat "$dir/mysqld.pid")
+  kill -TERM "$pid" 2>/dev/null || return 0
+  for _ in $(seq 1 600); do
+    kill -0 "$pid" 2>/dev/null || return 0
+    sleep 0.05
+  done
+  kill -KILL "$pid" 2>/dev/null || true
+}
+
+cmd=${1:?usage: scripts/db.sh pg-init|pg-start|pg-stop|my-init|my-start|my-stop|free-port ...}
+case "$cmd" in
+  free-port)
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+    ;;
+  pg-init)
+    dir=$2; port=$3
+    mkdir -p "$dir"; echo "$port" >"$dir/port"
+    [ "$(id -u)" = 0 ] && chown postgres:postgres "$dir"
+    as_postgres "$PGBIN/initdb" -D "$dir/data" -U postgres --auth=trust --no-sync -E UTF8 \
+      --locale=C.UTF-8 >"$dir/initdb.log" 2>&1 || { cat "$dir/initdb.log" >&2; exit 1; }
+    pg_start "$dir"
+    "$PGBIN/psql" -q "postgresql://postgres@127.0.0.1:$port/postgres" -v ON_ERROR_STOP=1 \
+      -c "create role app login createdb password 'app'" -c "create database appdb owner app" >/dev/null
+    ;;
+  pg-start) pg_start "$2" ;;
+  pg-stop) pg_stop "$2" ;;
+  my-init)
+    dir=$2; port=$3
+    mkdir -p "$dir"; echo "$port" >"$dir/port"
+    user=(); [ "$(id -u)" = 0 ] && user=(--user=root)
+    mariadb-install-db --no-defaults "${user[@]}" --datadir="$dir/data" \
+      --auth-root-authentication-method=normal --skip-test-db >"$dir/install.log" 2>&1 \
+      || { cat "$dir/install.log" >&2; exit 1; }
+    my_start "$dir"
+    mariadb --no-defaults --socket="$dir/mysql.sock" -uroot -e "CREATE DATABASE appdb;
+      CREATE USER 'app'@'127.0.0.1' IDENTIFIED BY 'app';
+      GRANT ALL PRIVILEGES ON *.* TO 'app'@'127.0.0.1';"
+    ;;
+  my-start) my_start "$2" ;;
+  my-stop) my_stop "$2" ;;
+  *) echo "unknown command: $cmd" >&2; exit 2 ;;
+esac
