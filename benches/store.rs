@@ -28,12 +28,18 @@ static N: AtomicU64 = AtomicU64::new(0);
 
 /// A fresh client key.
 fn fresh(label: &str) -> String {
-    let t = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos();
+    let t = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
     format!("{label}-{t}-{}", N.fetch_add(1, Ordering::Relaxed))
 }
 
 fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as i64
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
 }
 
 fn body() -> Vec<u8> {
@@ -186,7 +192,12 @@ async fn bench_postgres(url: &str) {
         },
     )
     .await;
-    row("PostgreSQL", "claim + complete (2 statements)", idem, Some(base));
+    row(
+        "PostgreSQL",
+        "claim + complete (2 statements)",
+        idem,
+        Some(base),
+    );
 
     let keys = Arc::new(completed(&store, "pg-rp", 50).await);
     let (idem, base) = pair(
@@ -198,7 +209,8 @@ async fn bench_postgres(url: &str) {
         |i| {
             let (pool, keys) = (pool.clone(), keys.clone());
             async move {
-                let key = ScopedKey::new("t", "u", "POST /payments", &keys[i % keys.len()]).unwrap();
+                let key =
+                    ScopedKey::new("t", "u", "POST /payments", &keys[i % keys.len()]).unwrap();
                 let now = now_ms();
                 let row = sqlx::query(idem::store::postgres::sql::claim())
                     .bind(&key.hash()[..])
@@ -272,7 +284,12 @@ async fn bench_mysql(url: &str) {
         },
     )
     .await;
-    row("MariaDB", "claim + complete (2 statements)", idem, Some(base));
+    row(
+        "MariaDB",
+        "claim + complete (2 statements)",
+        idem,
+        Some(base),
+    );
 
     let keys = Arc::new(completed(&store, "my-rp", 50).await);
     let (idem, base) = pair(
@@ -284,7 +301,8 @@ async fn bench_mysql(url: &str) {
         |i| {
             let (pool, keys) = (pool.clone(), keys.clone());
             async move {
-                let key = ScopedKey::new("t", "u", "POST /payments", &keys[i % keys.len()]).unwrap();
+                let key =
+                    ScopedKey::new("t", "u", "POST /payments", &keys[i % keys.len()]).unwrap();
                 let now = now_ms();
                 let err = sqlx::query(idem::store::mysql::sql::INSERT)
                     .bind(&key.hash()[..])
@@ -318,7 +336,9 @@ async fn bench_mysql(url: &str) {
 
 async fn bench_sqlite() {
     let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::open(dir.path().join("bench.db")).await.unwrap();
+    let store = SqliteStore::open(dir.path().join("bench.db"))
+        .await
+        .unwrap();
     store.migrate().await.unwrap();
     let pool = store.pool().clone();
     let n = 500;
@@ -364,7 +384,12 @@ async fn bench_sqlite() {
         },
     )
     .await;
-    row("SQLite", "claim + complete (2 statements)", idem, Some(base));
+    row(
+        "SQLite",
+        "claim + complete (2 statements)",
+        idem,
+        Some(base),
+    );
 
     let keys = Arc::new(completed(&store, "sq-rp", 50).await);
     let (idem, base) = pair(
@@ -376,7 +401,8 @@ async fn bench_sqlite() {
         |i| {
             let (pool, keys) = (pool.clone(), keys.clone());
             async move {
-                let key = ScopedKey::new("t", "u", "POST /payments", &keys[i % keys.len()]).unwrap();
+                let key =
+                    ScopedKey::new("t", "u", "POST /payments", &keys[i % keys.len()]).unwrap();
                 let now = now_ms();
                 let claimed = sqlx::query(idem::store::sqlite::sql::CLAIM)
                     .bind(&key.hash()[..])
@@ -434,7 +460,9 @@ async fn bench_memory() {
 fn main() {
     // `cargo bench` passes `--bench`; `cargo test --benches` runs this with no flag: stay quick.
     if !std::env::args().any(|a| a == "--bench") {
-        println!("store benchmark: run `scripts/bench` (or `cargo bench --bench store --all-features`)");
+        println!(
+            "store benchmark: run `scripts/bench` (or `cargo bench --bench store --all-features`)"
+        );
         return;
     }
     let rt = tokio::runtime::Builder::new_multi_thread()

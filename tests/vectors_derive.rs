@@ -72,6 +72,7 @@ struct AnyDecimal(#[serde(with = "decimal_any")] Decimal);
 #[test]
 fn payment_example() {
     #[derive(Deserialize, Fingerprint)]
+    #[allow(dead_code)] // env fields are read by serde only
     struct Pay {
         amount: Decimal,
         currency: String,
@@ -261,6 +262,7 @@ fn bytes_sets_and_maps() {
 #[test]
 fn nesting_whitelists_and_environment_fields() {
     #[derive(Deserialize, Fingerprint)]
+    #[allow(dead_code)] // env fields are read by serde only
     struct Line {
         sku: String,
         price: Option<Decimal>,
@@ -417,6 +419,7 @@ fn timestamps_dates_and_uuids() {
 #[test]
 fn the_documented_spec_example() {
     #[derive(Deserialize, Fingerprint)]
+    #[allow(dead_code)] // env fields are read by serde only
     struct Line {
         sku: String,
         #[serde(with = "decimal_any")]

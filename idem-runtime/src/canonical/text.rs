@@ -39,7 +39,8 @@ fn find_escape(bytes: &[u8], from: usize) -> Option<usize> {
         // A byte below 0x20, or equal to `"` or `\`, sets its high bit in `hit` (the classic
         // "has less than" / "has zero byte" tests); false positives are ruled out below.
         let below = x.wrapping_sub(ONES * 0x20) & !x;
-        let quote = (x ^ (ONES * u64::from(b'"'))).wrapping_sub(ONES) & !(x ^ (ONES * u64::from(b'"')));
+        let quote =
+            (x ^ (ONES * u64::from(b'"'))).wrapping_sub(ONES) & !(x ^ (ONES * u64::from(b'"')));
         let backslash =
             (x ^ (ONES * u64::from(b'\\'))).wrapping_sub(ONES) & !(x ^ (ONES * u64::from(b'\\')));
         if (below | quote | backslash) & HIGH != 0 {
@@ -49,7 +50,11 @@ fn find_escape(bytes: &[u8], from: usize) -> Option<usize> {
         }
         offset += 8;
     }
-    chunks.remainder().iter().position(|&b| needs_escape(b)).map(|i| offset + i)
+    chunks
+        .remainder()
+        .iter()
+        .position(|&b| needs_escape(b))
+        .map(|i| offset + i)
 }
 
 #[cold]
@@ -64,7 +69,14 @@ fn write_escape(out: &mut Vec<u8>, b: u8) {
         b'\r' => b"\\r",
         b'\t' => b"\\t",
         _ => {
-            out.extend_from_slice(&[b'\\', b'u', b'0', b'0', HEX[usize::from(b >> 4)], HEX[usize::from(b & 0xf)]]);
+            out.extend_from_slice(&[
+                b'\\',
+                b'u',
+                b'0',
+                b'0',
+                HEX[usize::from(b >> 4)],
+                HEX[usize::from(b & 0xf)],
+            ]);
             return;
         }
     };
@@ -102,7 +114,9 @@ mod tests {
                     }
                     text[at] = special;
                     let s = String::from_utf8(text).unwrap();
-                    let want = serde_json::to_string(&s).unwrap().replace("\\u001F", "\\u001f");
+                    let want = serde_json::to_string(&s)
+                        .unwrap()
+                        .replace("\\u001F", "\\u001f");
                     assert_eq!(esc(&s), want, "len {len}, special {special:#x} at {at}");
                 }
             }
