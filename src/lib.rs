@@ -156,5 +156,167 @@ pub use idem_runtime::store::{
     Record, RecordState, ScopedKey, Store, StoreError, Sweeper, SystemClock, Timestamp,
 };
 
+/// Makes an axum handler (or any `async fn .. -> Result<T, E>`) idempotent: the request is
+/// fingerprinted before the body runs, the key is claimed in the store, and the body runs at most
+/// once per key; retries get the stored response (`Idempotent-Replayed: true`), a key reused
+/// with another request gets `422`, a concurrent duplicate `409` + `Retry-After`, an unavailable
+/// store `503` + `Retry-After`. The HTTP behaviour is documented in `docs/http.md`.
+///
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// use axum::{Router, body::Body, http::{Request, StatusCode}, routing::post};
+/// use idem::{Fingerprint, Idem, Snapshot, http::Json, idempotent};
+/// use tower::ServiceExt;
+///
+/// #[derive(Fingerprint, serde::Deserialize)]
+/// struct CreatePayment {
+///     amount: rust_decimal::Decimal,
+///     currency: String,
+/// }
+///
+/// #[derive(Snapshot, serde::Serialize)]
+/// struct Payment {
+///     #[snapshot(biz_no)]
+///     id: String,
+///     amount: rust_decimal::Decimal,
+/// }
+///
+/// #[idempotent(ttl = "90d", lease = "10s")]
+/// async fn create_payment(Json(req): Json<CreatePayment>) -> (StatusCode, Json<Payment>) {
+///     let op = idem::operation_id().expect("set inside the handler");
+///     let id = format!("pay_{}", &op.as_str()[..8]);
+///     (StatusCode::CREATED, Json(Payment { id, amount: req.amount }))
+/// }
+///
+/// let app = Router::new()
+///     .route("/payments", post(create_payment))
+///     .with_state(Idem::new(idem::MemoryStore::new()));
+/// let request = |body: &'static str| Request::post("/payments")
+///     .header("content-type", "application/json")
+///     .header("idempotency-key", "\"3f1c9a1e-5d0b-4c63-9a55-0c1f2a7b9e10\"")
+///     .body(Body::from(body))
+///     .unwrap();
+/// let first = app.clone().oneshot(request(r#"{"amount":"100.00","currency":"EUR"}"#)).await.unwrap();
+/// assert_eq!(first.status(), StatusCode::CREATED);
+/// // The same payment written differently is the same request (100 == 100.00).
+/// let retry = app.clone().oneshot(request(r#"{"currency":"EUR","amount":"100"}"#)).await.unwrap();
+/// assert_eq!(retry.status(), StatusCode::CREATED);
+/// assert_eq!(retry.headers()["idempotent-replayed"], "true");
+/// // Another amount under the same key is refused.
+/// let other = app.oneshot(request(r#"{"amount":"5","currency":"EUR"}"#)).await.unwrap();
+/// assert_eq!(other.status(), StatusCode::UNPROCESSABLE_ENTITY);
+/// # });
+/// ```
+///
+/// Outside axum (a queue consumer, a cron job, a webhook processor), `store = ..` gives the
+/// function its [`Idem`] handle and `key = ..` its key; the signature stays as written, and a
+/// redelivery gets the stored `Result` back (`examples/consumer.rs` is a complete consumer):
+///
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// use idem::{Fingerprint, Idem, IdempotencyError, idempotent};
+///
+/// #[derive(Fingerprint)]
+/// struct Refund {
+///     #[fingerprint(skip)]
+///     message_id: String,
+///     payment_id: String,
+///     amount: u64,
+///     #[fingerprint(env)]
+///     delivered_at: u64,
+/// }
+///
+/// #[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+/// enum RefundError {
+///     TooLarge,
+///     Idempotency(u16),
+/// }
+/// impl From<IdempotencyError> for RefundError {
+///     fn from(e: IdempotencyError) -> Self {
+///         RefundError::Idempotency(e.status())
+///     }
+/// }
+///
+/// #[idempotent(store = idem, key = msg.message_id, fingerprint(arg = msg), ttl = "30d")]
+/// async fn refund(idem: &Idem, msg: Refund) -> Result<String, RefundError> {
+///     if msg.amount > 10_000 {
+///         return Err(RefundError::TooLarge);
+///     }
+///     Ok(format!("re_{}_{}", msg.payment_id, msg.amount))
+/// }
+///
+/// let idem = Idem::new(idem::MemoryStore::new());
+/// let msg = |amount, delivered_at| Refund {
+///     message_id: "m-1".into(),
+///     payment_id: "pay_1".into(),
+///     amount,
+///     delivered_at,
+/// };
+/// assert_eq!(refund(&idem, msg(500, 1)).await, Ok("re_pay_1_500".into()));
+/// // Redelivered later: the stored result, not a second refund.
+/// assert_eq!(refund(&idem, msg(500, 2)).await, Ok("re_pay_1_500".into()));
+/// // The same message id with another amount: the key was reused (422).
+/// assert_eq!(refund(&idem, msg(900, 3)).await, Err(RefundError::Idempotency(422)));
+/// # });
+/// ```
+///
+/// A fingerprint that would hash an environment field is a compile error at the field's name
+/// (contract S5: every retry would be a conflict):
+///
+/// ```compile_fail
+/// # use idem::{Fingerprint, Snapshot, http::Json, idempotent};
+/// # #[derive(Snapshot, serde::Serialize)]
+/// # struct Payment { #[snapshot(biz_no)] id: String }
+/// #[derive(Fingerprint, serde::Deserialize)]
+/// struct CreatePayment {
+///     amount: u64,
+///     #[fingerprint(env)]
+///     client_ip: String,
+/// }
+///
+/// #[idempotent(fingerprint(fields = [amount, client_ip]))]
+/// async fn create_payment(Json(req): Json<CreatePayment>) -> Json<Payment> {
+///     Json(Payment { id: format!("pay_{}", req.amount) })
+/// }
+/// ```
+///
+/// The keys, the two forms and the compile-time checks:
+pub use idem_macros::idempotent;
+
+/// Derives [`Snapshot`](trait@Snapshot) for a response body: mark the business number field
+/// `#[snapshot(biz_no)]` (S11).
+///
+/// ```
+/// use idem::Snapshot;
+///
+/// #[derive(Snapshot, serde::Serialize)]
+/// #[serde(rename_all = "camelCase")]
+/// struct Order {
+///     #[snapshot(biz_no)]
+///     order_no: String,
+///     total: u64,
+/// }
+/// let order = Order { order_no: "o-17".into(), total: 3 };
+/// assert_eq!(order.biz_no(), "o-17");
+/// assert_eq!(Order::BIZ_NO_FIELD, "orderNo");
+/// ```
+pub use idem_macros::Snapshot;
+
+pub use idem_runtime::engine;
+pub use idem_runtime::engine::{
+    AsIdem, Contract, DefaultPolicy, Disposition, HandlerConfig, Idem, IdempotencyError,
+    InvalidKey, OperationId, OutcomePolicy, ScopePart, Snapshot, operation_id, run_once,
+};
+#[cfg(feature = "axum")]
+#[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
+pub use idem_runtime::http;
+#[cfg(feature = "axum")]
+#[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
+pub use idem_runtime::http::{IdempotencyLayer, IntoSnapshot};
+
+#[cfg(feature = "decimal")]
+#[cfg_attr(docsrs, doc(cfg(feature = "decimal")))]
+pub use idem_runtime::de;
+
 #[doc(hidden)]
 pub use idem_runtime::__private;

@@ -1,4 +1,5 @@
-//! Compile-time behaviour of `#[derive(Fingerprint)]` and `idem::fields!`: every mistake is a
+//! Compile-time behaviour of `#[derive(Fingerprint)]`, `idem::fields!`, `#[idempotent]` and
+//! `#[derive(Snapshot)]`: every mistake is a
 //! compile error with our message at the user's token (`tests/ui/**/fail`), and the valid corner
 //! cases compile warning-free (`tests/ui/**/pass`).
 //!
@@ -12,4 +13,8 @@ fn ui() {
     t.pass("tests/ui/fingerprint/pass/*.rs");
     t.compile_fail("tests/ui/fields/fail/*.rs");
     t.pass("tests/ui/fields/pass/*.rs");
+    t.compile_fail("tests/ui/idempotent/fail/*.rs");
+    t.pass("tests/ui/idempotent/pass/*.rs");
+    t.compile_fail("tests/ui/snapshot/fail/*.rs");
+    t.pass("tests/ui/snapshot/pass/*.rs");
 }

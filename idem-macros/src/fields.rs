@@ -50,18 +50,20 @@ impl Parse for FieldsInput {
 
 pub(crate) fn check(input: &FieldsInput) -> syn::Result<()> {
     let cx = Ctxt::new();
-    check_list(&cx, input.colon, &input.fields());
+    check_list(
+        &cx,
+        input.colon.span,
+        &input.fields(),
+        "no field listed: name at least one, as in `idem::fields!(CreatePayment: amount, currency)`; to hash every field, use `fingerprint()` instead",
+    );
     cx.check()
 }
 
 /// An empty list and a field listed twice are errors (an unknown field, an `env` or a `skip`
-/// field are rustc's, on the expansion). `empty_at` spans the error of an empty list.
-pub(crate) fn check_list(cx: &Ctxt, empty_at: impl quote::ToTokens, fields: &[Ident]) {
+/// field are rustc's, on the expansion). `empty_at` spans the error `if_empty` of an empty list.
+pub(crate) fn check_list(cx: &Ctxt, empty_at: proc_macro2::Span, fields: &[Ident], if_empty: &str) {
     if fields.is_empty() {
-        cx.error_spanned_by(
-            empty_at,
-            "no field listed: name at least one, as in `idem::fields!(CreatePayment: amount, currency)`; to hash every field, use `fingerprint()` instead",
-        );
+        cx.syn_error(syn::Error::new(empty_at, if_empty));
     }
     for (i, field) in fields.iter().enumerate() {
         if fields[..i].contains(field) {

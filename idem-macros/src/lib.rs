@@ -4,12 +4,15 @@
 //! Every entry point is parse -> check -> expand; errors are collected in a `Ctxt` and
 //! reported together, each spanned on the user's token.
 
+mod attr;
 mod case;
 mod ctxt;
 mod fields;
 mod fingerprint;
+mod idempotent;
 mod json;
 mod respan;
+mod snapshot;
 mod symbol;
 
 use proc_macro::TokenStream;
@@ -84,5 +87,71 @@ pub fn fields(input: TokenStream) -> TokenStream {
     fields::check(&input)
         .map(|()| fields::expand(&fields::default_crate_path(), &input.ty, &input.fields()))
         .unwrap_or_else(syn::Error::into_compile_error)
+        .into()
+}
+
+/// # Keys
+///
+/// Every key is optional. Written `#[idempotent(key = .., ttl = "7d", ..)]`:
+///
+/// | key | value | default |
+/// | --- | --- | --- |
+/// | `key` | `header("Name")`: the client's key from that request header (in `key` and `scope`, a call of `header` always means this); or any expression of a type that is `AsRef<str>` (`msg.id`), evaluated before the body runs | `header("Idempotency-Key")` (required with `store`) |
+/// | `scope` | `[expr, ..]`: what separates callers (tenant, user); each part implements `ScopePart` (`str`, `String`, integers, `Option<T>`, `Uuid`, `HeaderValue`, references); `header("X-Tenant-Id")` is that request header, absent = empty part. The parts are joined injectively into the scoped key | no scope |
+/// | `fingerprint(..)` | `fields = [a, b]`: hash only these fields of the request (checked at compile time like `idem::fields!`); `arg = name`: hash this argument instead of the `Json<T>` body | the whole `Json<T>` body (axum); the first argument other than the one `store` names (`store`) |
+/// | `ttl` | how long a retry is recognized (contract S19/S20): `"90d"`, `"24h"`, `"1h30m"` (units `d`, `h`, `m`, `s`, `ms`) | `"7d"` |
+/// | `lease` | how long one run of the handler may take before a retry may take the record over (S23); shorter than `ttl` | `"30s"` |
+/// | `contract` | what a retry gets (S2): `"exact_replay"` (the first response again, errors included), `"latest_state"` (the current state, rendered by `lookup`), `"suppress_only"` (the duplicate is blocked; a minimal body with the business number) | `"exact_replay"` |
+/// | `lookup` | with `latest_state` only: an expression of type `FnOnce(String) -> impl Future<Output = impl IntoResponse>`, called with the stored business number; evaluated before the body runs (clone what it needs: `lookup = { let db = db.clone(); move \|id\| find(db, id) }`) | - |
+/// | `store` | an expression yielding the `Idem` handle (`Idem`, `&Idem`, `Arc<Idem>`): makes the function framework-free (see below) | the axum state, through `FromRef` |
+/// | `operation` | the operation's name in the scoped key | the function's path, `module_path!()::name` |
+/// | `headers` | `["x-request-cost", ..]`: response headers replayed besides `content-type` and `location` | none |
+/// | `fail_open` | `fail_open` or `fail_open = true`: when the store is unavailable, run the handler without protection instead of answering `503` | fail closed |
+/// | `max_snapshot_bytes` | the largest response body stored, in bytes | the `Idem` handle's (256 KiB) |
+/// | `crate` | `crate = "::path::to::idem"` when `idem` is renamed or re-exported | `::idem` |
+///
+/// # Forms
+///
+/// - **axum handler** (no `store`): the handler gains an `idem::http::IdemContext` as its first
+///   argument (the `Idem` handle comes from the router state, `Idem: FromRef<S>`) and returns
+///   an `axum::response::Response`. Its declared return type must implement
+///   `idem::IntoSnapshot`: the response carries the business number (S11).
+/// - **framework-free** (`store = expr`): any `async fn .. -> Result<T, E>` whose `T` and `E`
+///   are serde types and `E: From<IdempotencyError>`; the signature is unchanged, and a retry
+///   returns the stored `Result`. A method needs `operation`.
+///
+/// The fingerprint, the key and the scope are computed before the body runs; the body then runs
+/// at most once per key as a future whose type errors are reported at the user's code.
+///
+/// # Errors
+///
+/// At compile time, each at the offending token, saying what to write instead: an unknown or
+/// repeated key; an unreadable, zero or negative `ttl`/`lease`, or a lease not shorter than the
+/// ttl; an unknown contract; `latest_state` without `lookup`; a `fields` entry that is not a
+/// field of the request type, an `env` or `skip` field, an empty or repeated list; a function
+/// that is not `async`; a response type without a business number; no `Json<T>` argument; with
+/// `store`, a return type that is not a `Result`.
+///
+/// Set `IDEM_MACROS_DEBUG=1` while building to print the expansion.
+#[proc_macro_attribute]
+pub fn idempotent(args: TokenStream, item: TokenStream) -> TokenStream {
+    idempotent::expand(args.into(), item.into()).into()
+}
+
+/// # Attributes
+///
+/// - `#[snapshot(biz_no)]` on exactly one named field: the business number (payment id, order
+///   number) that callers use to query, ship and reconcile (contract S11). Its type implements
+///   `Display`; it is serialized under its serde name (`rename`, `rename_all` honoured), which
+///   becomes `Snapshot::BIZ_NO_FIELD`. `#[serde(skip)]`, `skip_serializing(_if)` and `flatten`
+///   are errors on it: the business number is always in the body.
+/// - `#[snapshot(crate = "path")]` on the struct: the path of the `idem` crate.
+///
+/// Set `IDEM_MACROS_DEBUG=1` while building to print the expansion.
+#[proc_macro_derive(Snapshot, attributes(snapshot, serde))]
+pub fn derive_snapshot(input: TokenStream) -> TokenStream {
+    let input = syn::parse_macro_input!(input as syn::DeriveInput);
+    snapshot::derive(&input)
+        .unwrap_or_else(|errors| snapshot::fallback(&input, errors))
         .into()
 }

@@ -11,6 +11,7 @@ pub(crate) struct Symbol(pub(crate) &'static str);
 // Attribute names.
 pub(crate) const FINGERPRINT: Symbol = Symbol("fingerprint");
 pub(crate) const SERDE: Symbol = Symbol("serde");
+pub(crate) const SNAPSHOT: Symbol = Symbol("snapshot");
 
 // `#[fingerprint(..)]` on a container.
 pub(crate) const CRATE: Symbol = Symbol("crate");
@@ -22,6 +23,29 @@ pub(crate) const INCLUDE: Symbol = Symbol("include");
 pub(crate) const FLOAT: Symbol = Symbol("float");
 pub(crate) const BASE64: Symbol = Symbol("base64");
 pub(crate) const WITH: Symbol = Symbol("with");
+
+// `#[snapshot(..)]` on a field.
+pub(crate) const BIZ_NO: Symbol = Symbol("biz_no");
+
+// `#[idempotent(..)]` keys (and `crate`, `fingerprint` above).
+pub(crate) const KEY: Symbol = Symbol("key");
+pub(crate) const SCOPE: Symbol = Symbol("scope");
+pub(crate) const TTL: Symbol = Symbol("ttl");
+pub(crate) const LEASE: Symbol = Symbol("lease");
+pub(crate) const CONTRACT: Symbol = Symbol("contract");
+pub(crate) const LOOKUP: Symbol = Symbol("lookup");
+pub(crate) const STORE: Symbol = Symbol("store");
+pub(crate) const OPERATION: Symbol = Symbol("operation");
+pub(crate) const HEADERS: Symbol = Symbol("headers");
+pub(crate) const FAIL_OPEN: Symbol = Symbol("fail_open");
+pub(crate) const MAX_SNAPSHOT_BYTES: Symbol = Symbol("max_snapshot_bytes");
+
+// Inside `#[idempotent(fingerprint(..))]`.
+pub(crate) const FIELDS: Symbol = Symbol("fields");
+pub(crate) const ARG: Symbol = Symbol("arg");
+
+// `header("Name")` in `key = ..` and `scope = [..]`.
+pub(crate) const HEADER: Symbol = Symbol("header");
 
 // `#[serde(..)]` keys that change the serialized form.
 pub(crate) const RENAME: Symbol = Symbol("rename");

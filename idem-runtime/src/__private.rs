@@ -47,3 +47,17 @@ pub fn enum_spec<const N: usize>(variants: [(&str, Option<ValueSpec>); N]) -> Va
             .collect(),
     )
 }
+
+// ---- `#[idempotent]` (docs/design/idempotent-interface.md) ----
+pub use core::time::Duration;
+
+pub use crate::engine::{
+    AsIdem, Contract, HandlerConfig, Idem, IdempotencyError, ScopePart, Snapshot, run_once,
+    write_scope_part,
+};
+#[cfg(feature = "axum")]
+pub use crate::http::{IdemContext, IntoSnapshot, KeySource, run, run_latest};
+#[cfg(feature = "axum")]
+pub use axum;
+#[cfg(feature = "axum")]
+pub use axum::response::Response;

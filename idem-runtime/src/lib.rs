@@ -1,15 +1,27 @@
 //! Runtime of [idem](https://docs.rs/idem): canonical request fingerprints, the claim/replay
-//! engine and its stores.
+//! engine ([`engine`], framework-free), its HTTP front ([`http`]: axum handlers, problem+json,
+//! the tower layer; feature `axum`) and its stores.
 //!
 //! Applications depend on the `idem` facade crate, which re-exports this crate together with the
 //! procedural macros; the paths documented there are the stable ones.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod canonical;
+#[cfg(feature = "decimal")]
+#[cfg_attr(docsrs, doc(cfg(feature = "decimal")))]
+pub mod de;
+pub mod engine;
 pub mod fingerprint;
+#[cfg(feature = "axum")]
+#[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
+pub mod http;
 pub mod store;
 
 pub use canonical::{CanonicalError, Spec, ValueSpec};
+pub use engine::{
+    AsIdem, Contract, HandlerConfig, Idem, IdempotencyError, OperationId, ScopePart, Snapshot,
+    operation_id, run_once,
+};
 pub use fingerprint::{Canonical, CanonicalWriter, Fingerprint, RequestHash};
 
 /// Items used by the code that idem's macros generate. Not a public API: no semver guarantees.

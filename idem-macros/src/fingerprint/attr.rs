@@ -2,11 +2,15 @@
 //! `#[serde(..)]` (read only for what changes the serialized form; malformed serde attributes are
 //! left for serde's own derive to report).
 
-use proc_macro2::{TokenStream, TokenTree};
+use proc_macro2::TokenStream;
 use quote::ToTokens;
 use syn::meta::ParseNestedMeta;
 use syn::{LitStr, Token};
 
+use crate::attr::{
+    for_each_serde_meta, parse_crate_value, parse_rename_rule, parse_serialize_name, path_text,
+    skip_value,
+};
 use crate::case::RenameRule;
 use crate::ctxt::Ctxt;
 use crate::symbol::*;
@@ -104,7 +108,8 @@ impl Container {
         let mut krate: Option<(TokenStream, syn::Path)> = None;
         for_each_fingerprint_meta(cx, &item.attrs, "a struct or enum", |meta| {
             if meta.path == CRATE {
-                let path = parse_crate_path(cx, meta)?;
+                let path =
+                    parse_crate_value(cx, meta.value()?, "#[fingerprint(crate = \"::idem\")]")?;
                 if krate.is_some() {
                     duplicate(cx, &meta.path, CRATE);
                 } else if let Some(path) = path {
@@ -280,29 +285,6 @@ fn for_each_fingerprint_meta(
     ok
 }
 
-/// Runs `f` on every key of every `#[serde(..)]` in `attrs`. Parse errors are ignored: they are
-/// serde's to report, and this derive only reads what it understands.
-fn for_each_serde_meta(
-    attrs: &[syn::Attribute],
-    mut f: impl FnMut(&ParseNestedMeta<'_>) -> syn::Result<()>,
-) {
-    for attr in attrs.iter().filter(|a| a.path() == SERDE) {
-        let _ = attr.parse_nested_meta(|meta| f(&meta));
-    }
-}
-
-/// Consumes the value of a key this derive does not read (`= ..` or `(..)`).
-fn skip_value(meta: &ParseNestedMeta<'_>) -> syn::Result<()> {
-    while !meta.input.is_empty() && !meta.input.peek(Token![,]) {
-        meta.input.parse::<TokenTree>()?;
-    }
-    Ok(())
-}
-
-fn path_text(path: &syn::Path) -> String {
-    path.to_token_stream().to_string().replace(' ', "")
-}
-
 fn unknown_key(cx: &Ctxt, meta: &ParseNestedMeta<'_>, expected: &str) {
     cx.error_spanned_by(
         &meta.path,
@@ -318,28 +300,6 @@ fn duplicate(cx: &Ctxt, path: &syn::Path, key: Symbol) {
         path,
         format!("duplicate fingerprint attribute `{key}`: remove the second one"),
     );
-}
-
-/// `crate = "path"` (or `crate = path`).
-fn parse_crate_path(cx: &Ctxt, meta: &ParseNestedMeta<'_>) -> syn::Result<Option<syn::Path>> {
-    let value = meta.value()?;
-    if !value.peek(LitStr) {
-        return value.parse().map(Some);
-    }
-    let lit: LitStr = value.parse()?;
-    match lit.parse::<syn::Path>() {
-        Ok(path) => Ok(Some(path)),
-        Err(_) => {
-            cx.error_spanned_by(
-                &lit,
-                format!(
-                    "`crate` must name a path, as in `#[fingerprint(crate = \"::idem\")]`; `{}` is not one",
-                    lit.value()
-                ),
-            );
-            Ok(None)
-        }
-    }
 }
 
 /// `with = path` (or `with = "path"`, as serde writes it).
@@ -369,33 +329,4 @@ fn parse_with_path(cx: &Ctxt, meta: &ParseNestedMeta<'_>) -> syn::Result<Option<
             Ok(None)
         }
     }
-}
-
-/// The serialize-side name of `rename = ".."` / `rename(serialize = "..")`.
-fn parse_serialize_name(meta: &ParseNestedMeta<'_>) -> syn::Result<Option<String>> {
-    Ok(parse_serialize_str(meta)?.map(|lit| lit.value()))
-}
-
-/// The serialize-side rule of `rename_all = ".."` / `rename_all(serialize = "..")`. An unknown
-/// rule is serde's error; here it counts as none.
-fn parse_rename_rule(meta: &ParseNestedMeta<'_>) -> syn::Result<RenameRule> {
-    Ok(parse_serialize_str(meta)?
-        .and_then(|lit| RenameRule::from_name(&lit.value()))
-        .unwrap_or(RenameRule::None))
-}
-
-fn parse_serialize_str(meta: &ParseNestedMeta<'_>) -> syn::Result<Option<LitStr>> {
-    if meta.input.peek(Token![=]) {
-        return meta.value()?.parse().map(Some);
-    }
-    let mut serialize = None;
-    meta.parse_nested_meta(|inner| {
-        if inner.path == SERIALIZE {
-            serialize = Some(inner.value()?.parse()?);
-            Ok(())
-        } else {
-            skip_value(&inner)
-        }
-    })?;
-    Ok(serialize)
 }

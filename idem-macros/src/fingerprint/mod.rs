@@ -14,6 +14,7 @@ use quote::quote;
 
 use crate::ctxt::Ctxt;
 use ast::Container;
+pub(crate) use types::for_each_path;
 
 /// The expansion of `#[derive(Fingerprint)]` on `input`, or every error found in it.
 pub(crate) fn derive(input: &syn::DeriveInput) -> syn::Result<TokenStream> {

@@ -1,0 +1,228 @@
+//! The macro's own view of the annotated function: which form it takes (axum handler or
+//! framework-free function), which argument is fingerprinted and how to reach it, and every
+//! key resolved to the value the expansion uses. Built by `check::plan`.
+
+use proc_macro2::TokenStream;
+use quote::quote;
+use syn::Ident;
+
+use super::attr::{Contract, Source};
+use super::duration::Millis;
+
+/// How the function is called.
+pub(crate) enum Form<'a> {
+    /// An axum handler: `IdemContext` is added as its first argument, it returns a `Response`.
+    Axum,
+    /// `store = expr`: any `async fn .. -> Result<T, E>`; a replay returns the stored `Result`.
+    Consumer { store: &'a syn::Expr },
+}
+
+/// The value that is fingerprinted.
+pub(crate) struct Target {
+    /// Its type (`CreatePayment` of `Json(req): Json<CreatePayment>`), with the user's spans.
+    pub(crate) ty: syn::Type,
+    /// An expression of type `&ty` (`&req`, `&body.0`, `&*msg`).
+    pub(crate) access: TokenStream,
+}
+
+/// Where the client key comes from.
+pub(crate) enum Key<'a> {
+    /// The default, `header("Idempotency-Key")`.
+    DefaultHeader,
+    Source(&'a Source),
+}
+
+/// Everything the expansion needs, checked.
+pub(crate) struct Plan<'a> {
+    pub(crate) item: &'a syn::ItemFn,
+    pub(crate) form: Form<'a>,
+    pub(crate) contract: Contract,
+    pub(crate) target: Target,
+    /// `fingerprint(fields = [..])`; `None` hashes the whole target.
+    pub(crate) fields: Option<&'a [Ident]>,
+    pub(crate) key: Key<'a>,
+    pub(crate) scope: &'a [Source],
+    pub(crate) ttl: Millis,
+    pub(crate) lease: Millis,
+    pub(crate) operation: Option<&'a syn::LitStr>,
+    pub(crate) headers: &'a [String],
+    pub(crate) fail_open: bool,
+    pub(crate) max_snapshot_bytes: Option<&'a syn::Expr>,
+    pub(crate) lookup: Option<&'a syn::Expr>,
+    pub(crate) krate: syn::Path,
+}
+
+/// Why no target could be resolved from an argument.
+pub(crate) enum NotBound {
+    /// The pattern binds no single name (`Json(CreatePayment { amount, .. })`, `Json(_)`).
+    Pattern,
+    /// `Wrapper(name): Wrapper` without one type argument to read the type from.
+    Type,
+}
+
+/// `T` of `Json<T>` (also `axum::Json<T>`, `idem::http::Json<T>`): the type of a JSON body.
+pub(crate) fn json_inner(ty: &syn::Type) -> Option<&syn::Type> {
+    let syn::Type::Path(path) = ty else {
+        return None;
+    };
+    let last = path.path.segments.last()?;
+    if last.ident != "Json" {
+        return None;
+    }
+    single_type_argument(&last.arguments)
+}
+
+fn single_type_argument(args: &syn::PathArguments) -> Option<&syn::Type> {
+    let syn::PathArguments::AngleBracketed(args) = args else {
+        return None;
+    };
+    let mut types = args.args.iter().filter_map(|arg| match arg {
+        syn::GenericArgument::Type(ty) => Some(ty),
+        _ => None,
+    });
+    match (types.next(), types.next()) {
+        (Some(ty), None) => Some(ty),
+        _ => None,
+    }
+}
+
+/// The name `pat` binds, for a pattern that binds exactly one: `name`, `mut name`,
+/// `Wrapper(name)`, `Wrapper(mut name)`.
+pub(crate) fn bound_name(pat: &syn::Pat) -> Option<&Ident> {
+    match pat {
+        syn::Pat::Ident(p) if p.subpat.is_none() => Some(&p.ident),
+        syn::Pat::TupleStruct(p) if p.elems.len() == 1 => match &p.elems[0] {
+            syn::Pat::Ident(inner) if inner.subpat.is_none() => Some(&inner.ident),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// The target of argument `pat: ty`.
+pub(crate) fn target_of(pat: &syn::Pat, ty: &syn::Type) -> Result<Target, NotBound> {
+    match pat {
+        syn::Pat::Ident(p) if p.subpat.is_none() => {
+            let name = &p.ident;
+            Ok(if let Some(inner) = json_inner(ty) {
+                Target {
+                    ty: inner.clone(),
+                    access: quote!(&#name.0),
+                }
+            } else if let syn::Type::Reference(r) = ty {
+                Target {
+                    ty: (*r.elem).clone(),
+                    access: quote!(&*#name),
+                }
+            } else {
+                Target {
+                    ty: ty.clone(),
+                    access: quote!(&#name),
+                }
+            })
+        }
+        syn::Pat::TupleStruct(_) => {
+            let name = bound_name(pat).ok_or(NotBound::Pattern)?;
+            let syn::Type::Path(path) = ty else {
+                return Err(NotBound::Type);
+            };
+            let inner = path
+                .path
+                .segments
+                .last()
+                .and_then(|last| single_type_argument(&last.arguments))
+                .ok_or(NotBound::Type)?;
+            Ok(Target {
+                ty: inner.clone(),
+                access: quote!(&#name),
+            })
+        }
+        _ => Err(NotBound::Pattern),
+    }
+}
+
+/// The first `impl Trait` in `ty`.
+pub(crate) fn find_impl_trait(ty: &syn::Type) -> Option<&syn::TypeImplTrait> {
+    match ty {
+        syn::Type::ImplTrait(t) => Some(t),
+        syn::Type::Path(p) => p.path.segments.iter().find_map(|seg| match &seg.arguments {
+            syn::PathArguments::AngleBracketed(args) => args.args.iter().find_map(|a| match a {
+                syn::GenericArgument::Type(t) => find_impl_trait(t),
+                _ => None,
+            }),
+            _ => None,
+        }),
+        syn::Type::Tuple(t) => t.elems.iter().find_map(find_impl_trait),
+        syn::Type::Reference(r) => find_impl_trait(&r.elem),
+        syn::Type::Paren(p) => find_impl_trait(&p.elem),
+        syn::Type::Group(g) => find_impl_trait(&g.elem),
+        syn::Type::Array(a) => find_impl_trait(&a.elem),
+        syn::Type::Slice(s) => find_impl_trait(&s.elem),
+        _ => None,
+    }
+}
+
+/// Whether `ty` is written `Result<..>` (also `std::result::Result<..>`, `io::Result<T>`).
+pub(crate) fn is_result(ty: &syn::Type) -> bool {
+    match ty {
+        syn::Type::Path(p) => p
+            .path
+            .segments
+            .last()
+            .is_some_and(|last| last.ident == "Result"),
+        syn::Type::Paren(p) => is_result(&p.elem),
+        syn::Type::Group(g) => is_result(&g.elem),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target(arg: &str) -> Result<(String, String), ()> {
+        let arg: syn::PatType = syn::parse_str::<syn::FnArg>(arg)
+            .map(|a| match a {
+                syn::FnArg::Typed(t) => t,
+                syn::FnArg::Receiver(_) => panic!("receiver"),
+            })
+            .unwrap();
+        target_of(&arg.pat, &arg.ty)
+            .map(|t| {
+                let ty = &t.ty;
+                (
+                    quote!(#ty).to_string().replace(' ', ""),
+                    t.access.to_string().replace(' ', ""),
+                )
+            })
+            .map_err(|_| ())
+    }
+
+    #[test]
+    fn targets_of_arguments() {
+        let ok = |ty: &str, access: &str| Ok((ty.to_owned(), access.to_owned()));
+        assert_eq!(target("Json(req): Json<Create>"), ok("Create", "&req"));
+        assert_eq!(
+            target("axum::Json(mut req): axum::Json<Create>"),
+            ok("Create", "&req")
+        );
+        assert_eq!(target("body: Json<Create>"), ok("Create", "&body.0"));
+        assert_eq!(target("msg: Message"), ok("Message", "&msg"));
+        assert_eq!(target("msg: &Message"), ok("Message", "&*msg"));
+        assert_eq!(target("Form(f): Form<Create>"), ok("Create", "&f"));
+        assert_eq!(target("Json(_): Json<Create>"), Err(()));
+        assert_eq!(target("Json(Create { a, .. }): Json<Create>"), Err(()));
+        assert_eq!(target("Wrapper(w): Wrapper"), Err(()));
+    }
+
+    #[test]
+    fn recognizes_results_and_impl_trait() {
+        let ty = |s: &str| syn::parse_str::<syn::Type>(s).unwrap();
+        assert!(is_result(&ty("Result<u8, E>")));
+        assert!(is_result(&ty("std::io::Result<u8>")));
+        assert!(!is_result(&ty("(StatusCode, Json<P>)")));
+        assert!(find_impl_trait(&ty("impl IntoResponse")).is_some());
+        assert!(find_impl_trait(&ty("Result<impl IntoResponse, E>")).is_some());
+        assert!(find_impl_trait(&ty("Result<Json<P>, E>")).is_none());
+    }
+}

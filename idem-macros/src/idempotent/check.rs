@@ -1,0 +1,344 @@
+//! Checks across keys and the function, after parsing and before code generation; builds the
+//! [`Plan`] the expansion follows. Everything that would make the endpoint silently wrong is a
+//! compile error here, at the user's token.
+
+use quote::ToTokens;
+use syn::ext::IdentExt;
+use syn::spanned::Spanned;
+
+use super::ast::{self, Form, Key, NotBound, Plan, Target};
+use super::attr::{Args, Contract, Source};
+use super::duration::Millis;
+use crate::ctxt::Ctxt;
+
+/// `ttl` unless given: ordinary writes are retried for days (contract S20).
+pub(crate) const DEFAULT_TTL: Millis = Millis(7 * 86_400_000);
+/// `lease` unless given.
+pub(crate) const DEFAULT_LEASE: Millis = Millis(30_000);
+
+/// Checks `args` against `item`; the plan, if every part needed to build one is valid (errors
+/// may have been recorded all the same: `cx.check()` decides).
+pub(crate) fn plan<'a>(cx: &Ctxt, args: &'a Args, item: &'a syn::ItemFn) -> Option<Plan<'a>> {
+    let sig = &item.sig;
+    check_async(cx, sig);
+    check_return_type(cx, sig);
+    let form = match args.store.valid() {
+        Some(store) => Form::Consumer { store },
+        None => Form::Axum,
+    };
+    let contract = args.contract();
+    match form {
+        Form::Axum => check_axum(cx, sig),
+        Form::Consumer { .. } => check_consumer(cx, args, sig),
+    }
+    check_lookup(cx, args, &form);
+    let (ttl, lease) = durations(cx, args);
+    let target = target(cx, args, sig, &form);
+
+    let key = match args.key.get() {
+        Some(Some(source)) => Key::Source(source),
+        Some(None) => return None,
+        None => Key::DefaultHeader,
+    };
+    let scope = match args.scope.get() {
+        Some(Some(parts)) => parts.as_slice(),
+        Some(None) => return None,
+        None => &[],
+    };
+    let fields = match args.fingerprint.get() {
+        Some(Some(fp)) => fp.fields.as_ref().map(|f| f.list.as_slice()),
+        Some(None) => return None,
+        None => None,
+    };
+    if args.operation.get().is_some_and(Option::is_none)
+        || args.headers.get().is_some_and(Option::is_none)
+        || args.fail_open.get().is_some_and(Option::is_none)
+        || args.max_snapshot_bytes.get().is_some_and(Option::is_none)
+        || args.krate.get().is_some_and(Option::is_none)
+        || args.contract.get().is_some_and(Option::is_none)
+    {
+        return None;
+    }
+    Some(Plan {
+        item,
+        form,
+        contract,
+        target: target?,
+        fields,
+        key,
+        scope,
+        ttl: ttl?,
+        lease: lease?,
+        operation: args.operation.valid(),
+        headers: args.headers.valid().map_or(&[], Vec::as_slice),
+        fail_open: args.fail_open.valid().copied().unwrap_or(false),
+        max_snapshot_bytes: args.max_snapshot_bytes.valid(),
+        lookup: args.lookup.valid(),
+        krate: args
+            .krate
+            .valid()
+            .cloned()
+            .unwrap_or_else(crate::fields::default_crate_path),
+    })
+}
+
+fn check_async(cx: &Ctxt, sig: &syn::Signature) {
+    if sig.asyncness.is_none() {
+        cx.error_spanned_by(
+            sig.fn_token,
+            format!(
+                "`#[idempotent]` needs an `async fn`: claiming the key and storing the response wait on the store; write `async fn {}(..)`",
+                sig.ident.unraw()
+            ),
+        );
+    }
+}
+
+fn check_return_type(cx: &Ctxt, sig: &syn::Signature) {
+    if let syn::ReturnType::Type(_, ty) = &sig.output
+        && let Some(opaque) = ast::find_impl_trait(ty)
+    {
+        cx.error_spanned_by(
+            opaque,
+            format!(
+                "`#[idempotent]` stores the response and replays it, so it needs the response's type: `{}` hides it (and whether it carries a business number); name the type, as in `-> Result<(StatusCode, Json<Payment>), ApiError>`",
+                crate::attr::tokens_text(opaque)
+            ),
+        );
+    }
+}
+
+fn check_axum(cx: &Ctxt, sig: &syn::Signature) {
+    if let Some(receiver) = sig.receiver() {
+        cx.error_spanned_by(
+            receiver,
+            "an axum handler takes no `self`: make it a free `async fn`, or give a method that is not a handler the store with `store = self.idem`",
+        );
+    }
+}
+
+fn check_consumer(cx: &Ctxt, args: &Args, sig: &syn::Signature) {
+    let store_key = args.store.key_tokens();
+    match &sig.output {
+        syn::ReturnType::Type(_, ty) if ast::is_result(ty) => {}
+        output => {
+            let found = match output {
+                syn::ReturnType::Type(_, ty) => format!("`{}`", crate::attr::tokens_text(ty)),
+                syn::ReturnType::Default => "no return type".to_owned(),
+            };
+            let at = match output {
+                syn::ReturnType::Type(_, ty) => ty.to_token_stream(),
+                syn::ReturnType::Default => sig.ident.to_token_stream(),
+            };
+            cx.error_spanned_by(
+                at,
+                format!(
+                    "a function with `store = ..` must return `Result<T, E>`, found {found}: a retry gets the stored `Result` back (`T` and `E` are stored with serde), and a conflict or an unavailable store is reported as `E::from(IdempotencyError)`"
+                ),
+            );
+        }
+    }
+    match args.key.get() {
+        None => cx.error_spanned_by(
+            store_key,
+            "a function with `store = ..` has no request headers to read the key from: name the key, as in `key = msg.id`",
+        ),
+        Some(Some(source @ Source::Header { .. })) => no_header(cx, source, "key = msg.id"),
+        _ => {}
+    }
+    for part in args.scope.valid().into_iter().flatten() {
+        no_header(cx, part, "scope = [msg.tenant_id]");
+    }
+    if let Some(headers) = args.headers.key_tokens() {
+        cx.error_spanned_by(
+            headers,
+            "`headers` chooses the response headers an HTTP handler replays; a function with `store = ..` replays its stored `Result`: remove `headers`",
+        );
+    }
+    if let Some(contract) = args.contract.valid()
+        && contract.value == Contract::LatestState
+    {
+        cx.error_spanned_by(
+            &contract.lit,
+            "`latest_state` renders the current state of an HTTP resource with `lookup`; a function with `store = ..` supports `exact_replay` (the stored `Result`, `Err` included) and `suppress_only`",
+        );
+    }
+    if let Some(receiver) = sig.receiver()
+        && !args.operation.is_given()
+    {
+        cx.error_spanned_by(
+            receiver,
+            format!(
+                "`#[idempotent]` names the operation after the function's path, and the type of a method is out of its sight (two `{}` methods in one module would share their records): name it, as in `operation = \"payments.refund\"`",
+                sig.ident.unraw()
+            ),
+        );
+    }
+}
+
+fn no_header(cx: &Ctxt, source: &Source, example: &str) {
+    if let Source::Header { call, .. } = source {
+        cx.error_spanned_by(
+            call,
+            format!(
+                "`header(..)` reads a request header, and a function with `store = ..` has no request: write an expression, as in `{example}`"
+            ),
+        );
+    }
+}
+
+fn check_lookup(cx: &Ctxt, args: &Args, form: &Form<'_>) {
+    let latest = args
+        .contract
+        .valid()
+        .filter(|c| c.value == Contract::LatestState);
+    match (latest, args.lookup.key_tokens()) {
+        (Some(contract), None) if matches!(form, Form::Axum) => cx.error_spanned_by(
+            &contract.lit,
+            "`latest_state` answers a retry with the current state of what the first request created, so it needs a `lookup`: add `lookup = find_payment`, an `async fn(String) -> impl IntoResponse` that renders it from the business number",
+        ),
+        // An invalid contract is its own error; `lookup` may be right.
+        (None, Some(lookup)) if args.contract.get().is_none_or(Option::is_some) => {
+            cx.error_spanned_by(
+                lookup,
+                "`lookup` renders the current state for `contract = \"latest_state\"` only: add that contract, or remove `lookup`",
+            );
+        }
+        _ => {}
+    }
+}
+
+/// The ttl and the lease (defaults for keys not given), the lease shorter than the ttl.
+fn durations(cx: &Ctxt, args: &Args) -> (Option<Millis>, Option<Millis>) {
+    let ttl = match args.ttl.get() {
+        Some(given) => given.as_ref().map(|l| l.value),
+        None => Some(DEFAULT_TTL),
+    };
+    let lease = match args.lease.get() {
+        Some(given) => given.as_ref().map(|l| l.value),
+        None => Some(DEFAULT_LEASE),
+    };
+    if let (Some(t), Some(l)) = (ttl, lease)
+        && l >= t
+    {
+        let (ttl_text, lease_text) = (t.display(), l.display());
+        match (args.lease.valid(), args.ttl.valid()) {
+            (Some(lease), ttl) => cx.error_spanned_by(
+                &lease.lit,
+                format!(
+                    "the lease (`{lease_text}`) must be shorter than the ttl (`{ttl_text}`{}): the lease bounds one run of the handler, the ttl how long retries are recognized; shorten `lease` or lengthen `ttl`",
+                    if ttl.is_some() { "" } else { ", the default" }
+                ),
+            ),
+            (None, Some(ttl)) => cx.error_spanned_by(
+                &ttl.lit,
+                format!(
+                    "the ttl (`{ttl_text}`) must be longer than the lease (`{lease_text}`, the default): retries are recognized for the ttl, and one run of the handler may take the lease; lengthen `ttl`, or set a shorter `lease`"
+                ),
+            ),
+            (None, None) => {}
+        }
+    }
+    (ttl, lease)
+}
+
+/// The argument fingerprinted: `fingerprint(arg = name)`, else the `Json<T>` body (axum) or the
+/// first argument (`store = ..`).
+fn target(cx: &Ctxt, args: &Args, sig: &syn::Signature, form: &Form<'_>) -> Option<Target> {
+    let typed = || {
+        sig.inputs.iter().filter_map(|arg| match arg {
+            syn::FnArg::Typed(t) => Some(t),
+            syn::FnArg::Receiver(_) => None,
+        })
+    };
+    let explicit = args.fingerprint.valid().and_then(|fp| fp.arg.as_ref());
+    let chosen = if let Some(name) = explicit {
+        let found = typed().find(|t| ast::bound_name(&t.pat) == Some(name));
+        if found.is_none() {
+            let names: Vec<String> = typed()
+                .filter_map(|t| ast::bound_name(&t.pat))
+                .map(|n| format!("`{}`", n.unraw()))
+                .collect();
+            let known = if names.is_empty() {
+                "it binds no argument to a single name".to_owned()
+            } else {
+                format!("it binds {}", names.join(", "))
+            };
+            cx.error_spanned_by(
+                name,
+                format!(
+                    "`{}` has no argument `{}` to fingerprint: {known} (`Json(req): Json<T>` binds `req`)",
+                    sig.ident.unraw(),
+                    name.unraw()
+                ),
+            );
+        }
+        found
+    } else {
+        match form {
+            Form::Axum => {
+                let found = typed().find(|t| ast::json_inner(&t.ty).is_some());
+                if found.is_none() {
+                    cx.error_spanned_by(
+                        &sig.ident,
+                        format!(
+                            "`{}` has no `Json<T>` argument for `#[idempotent]` to fingerprint: name the argument whose value identifies the operation with `fingerprint(arg = name)`; its type must implement `idem::Fingerprint`",
+                            sig.ident.unraw()
+                        ),
+                    );
+                }
+                found
+            }
+            Form::Consumer { store } => {
+                // `store = idem` (or `ctx.idem`) names the handle, not the message.
+                let handle = root_ident(store);
+                let found = typed().find(|t| handle.is_none() || ast::bound_name(&t.pat) != handle);
+                if found.is_none() {
+                    cx.error_spanned_by(
+                        &sig.ident,
+                        format!(
+                            "`{}` has no argument for `#[idempotent]` to fingerprint: a function with `store = ..` fingerprints its first argument (other than the store's), or the one named by `fingerprint(arg = name)`",
+                            sig.ident.unraw()
+                        ),
+                    );
+                }
+                found
+            }
+        }
+    }?;
+    match ast::target_of(&chosen.pat, &chosen.ty) {
+        Ok(target) => Some(target),
+        Err(NotBound::Pattern) => {
+            cx.error_spanned_by(
+                &chosen.pat,
+                "bind the fingerprinted argument to a name, so that `#[idempotent]` can hash it before the body runs: write `Json(req): Json<CreatePayment>` or `msg: Message`",
+            );
+            None
+        }
+        Err(NotBound::Type) => {
+            cx.syn_error(syn::Error::new(
+                chosen.ty.span(),
+                format!(
+                    "cannot see the type of `{}` in `{}`: write `Json(req): Json<CreatePayment>`, or bind the whole argument (`msg: Message`)",
+                    ast::bound_name(&chosen.pat).map(|n| n.unraw().to_string()).unwrap_or_default(),
+                    crate::attr::tokens_text(&chosen.ty)
+                ),
+            ));
+            None
+        }
+    }
+}
+
+/// The variable an expression starts from: `idem` of `idem`, `ctx.idem`, `&ctx.idem()`.
+fn root_ident(expr: &syn::Expr) -> Option<&syn::Ident> {
+    match expr {
+        syn::Expr::Path(p) if p.qself.is_none() => p.path.get_ident(),
+        syn::Expr::Field(f) => root_ident(&f.base),
+        syn::Expr::MethodCall(m) => root_ident(&m.receiver),
+        syn::Expr::Reference(r) => root_ident(&r.expr),
+        syn::Expr::Paren(p) => root_ident(&p.expr),
+        syn::Expr::Group(g) => root_ident(&g.expr),
+        syn::Expr::Unary(u) => root_ident(&u.expr),
+        _ => None,
+    }
+}

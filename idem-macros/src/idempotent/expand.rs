@@ -1,0 +1,267 @@
+//! Code generation. Cannot fail: everything was checked before.
+//!
+//! The signature is kept (an axum handler gains `IdemContext` as its first argument and
+//! returns a `Response`); the body is replaced by: the handler's `static` config, the
+//! fingerprint (computed before the body runs, so a body that mutates its input cannot change
+//! what was claimed), the key and the scope rendered into owned locals (the body then moves the
+//! arguments freely), and the call into the runtime with the original body as a future.
+//!
+//! The original body runs as `async move { let __idem_out: <return type> = <body>; __idem_out }`,
+//! the "fake return edge": a type error in the body is reported at the user's code, against the
+//! user's return type, and the return type is required to implement `IntoSnapshot` with a span
+//! on it.
+
+use proc_macro2::{Delimiter, Group, Span, TokenStream, TokenTree};
+use quote::{ToTokens, format_ident, quote, quote_spanned};
+use syn::ext::IdentExt;
+use syn::spanned::Spanned;
+
+use super::ast::{Form, Key, Plan};
+use super::attr::{Contract, Source};
+use crate::respan::{first_last, respan, spanned_ref};
+
+pub(crate) fn expand(plan: &Plan<'_>) -> TokenStream {
+    let krate = &plan.krate;
+    let pv = quote!(#krate::__private);
+    let item = plan.item;
+    let attrs = item.attrs.iter().map(|attr| {
+        // Inner attributes of the body (`#![allow(..)]`) apply to the function: keep them
+        // as outer ones, the body is moved into a block.
+        let mut attr = attr.clone();
+        attr.style = syn::AttrStyle::Outer;
+        attr
+    });
+    let vis = &item.vis;
+    let mut sig = item.sig.clone();
+    let ret_ty = return_type(&item.sig);
+    let ret_span = return_span(&item.sig);
+
+    let config = config(plan, &pv);
+    let hash = hash(plan, &pv);
+    let (key_prelude, key_arg) = key(plan, &pv);
+    let (scope_prelude, scope_arg) = scope(plan, &pv);
+    let body = body(item, &ret_ty);
+
+    let call = match &plan.form {
+        Form::Axum => {
+            sig.inputs
+                .insert(0, syn::parse_quote!(__idem_cx: #pv::IdemContext));
+            sig.output = syn::parse_quote_spanned!(ret_span=> -> #pv::Response);
+            let (run, lookup_prelude, lookup_arg) = match (plan.contract, plan.lookup) {
+                (Contract::LatestState, Some(lookup)) => (
+                    quote!(#pv::run_latest::<#ret_ty, _, _, _, _>),
+                    quote_spanned!(lookup.span()=> let __idem_lookup = #lookup;),
+                    quote!(, __idem_lookup),
+                ),
+                _ => (quote!(#pv::run::<#ret_ty, _>), quote!(), quote!()),
+            };
+            // Spanned on the return type: an `IntoSnapshot` it lacks is reported there.
+            let run = respan(run, ret_span);
+            let call = at_return_type(
+                ret_span,
+                quote! {
+                    __idem_cx,
+                    &__IDEM_CONFIG,
+                    #key_arg,
+                    #scope_arg,
+                    __idem_hash,
+                    #body
+                    #lookup_arg
+                },
+            );
+            quote! {
+                #lookup_prelude
+                #run #call
+            }
+        }
+        Form::Consumer { store } => {
+            let as_idem = respan(quote!(#pv::AsIdem::as_idem), store.span());
+            let store = spanned_ref(store);
+            let run_once = respan(quote!(#pv::run_once), ret_span);
+            let call = at_return_type(
+                ret_span,
+                quote! {
+                    &__idem_store,
+                    &__IDEM_CONFIG,
+                    #key_arg,
+                    #scope_arg,
+                    __idem_hash,
+                    #body
+                },
+            );
+            quote! {
+                let __idem_store: #pv::Idem = ::core::clone::Clone::clone(#as_idem(#store));
+                #run_once #call
+            }
+        }
+    };
+
+    quote! {
+        #(#attrs)*
+        #vis #sig {
+            #config
+            #hash
+            #key_prelude
+            #scope_prelude
+            #call
+        }
+    }
+}
+
+/// `(args).await`, the parentheses and `.await` spanned on the return type: the bounds of the
+/// runtime function on the return type (`IntoSnapshot`, serde) are reported there, once.
+fn at_return_type(ret_span: Span, args: TokenStream) -> TokenStream {
+    let mut parens = Group::new(Delimiter::Parenthesis, args);
+    parens.set_span(ret_span);
+    let await_ = quote_spanned!(ret_span=> .await);
+    let mut out: TokenStream = TokenTree::Group(parens).into();
+    out.extend(await_);
+    out
+}
+
+/// The declared return type, `()` if none.
+fn return_type(sig: &syn::Signature) -> TokenStream {
+    match &sig.output {
+        syn::ReturnType::Type(_, ty) => quote!(#ty),
+        syn::ReturnType::Default => quote_spanned!(sig.ident.span()=> ()),
+    }
+}
+
+/// Where errors about the return type are reported: the type, or the function's name.
+fn return_span(sig: &syn::Signature) -> Span {
+    match &sig.output {
+        syn::ReturnType::Type(_, ty) => ty.span(),
+        syn::ReturnType::Default => sig.ident.span(),
+    }
+}
+
+/// `static __IDEM_CONFIG: HandlerConfig = ..;`.
+fn config(plan: &Plan<'_>, pv: &TokenStream) -> TokenStream {
+    let operation = match plan.operation {
+        Some(lit) => quote!(#lit),
+        None => {
+            let suffix = format!("::{}", plan.item.sig.ident.unraw());
+            quote!(::core::concat!(::core::module_path!(), #suffix))
+        }
+    };
+    let ttl = plan.ttl.to_tokens(pv);
+    let lease = plan.lease.to_tokens(pv);
+    let contract = match plan.contract {
+        Contract::ExactReplay => quote!(ExactReplay),
+        Contract::LatestState => quote!(LatestState),
+        Contract::SuppressOnly => quote!(SuppressOnly),
+    };
+    let headers = plan.headers;
+    let fail_open = plan.fail_open;
+    let max = match plan.max_snapshot_bytes {
+        Some(expr) => quote!(::core::option::Option::Some(#expr)),
+        None => quote!(::core::option::Option::None),
+    };
+    quote! {
+        static __IDEM_CONFIG: #pv::HandlerConfig = #pv::HandlerConfig {
+            operation: #operation,
+            ttl: #ttl,
+            lease: #lease,
+            contract: #pv::Contract::#contract,
+            replay_headers: &[#(#headers),*],
+            fail_open: #fail_open,
+            max_snapshot_bytes: #max,
+        };
+    }
+}
+
+/// `let __idem_hash = <T as Fingerprint>::fingerprint(..);`, or `fingerprint_fields` with the
+/// mask of `fields!` (which reports an unknown or `env` field at the user's token).
+fn hash(plan: &Plan<'_>, pv: &TokenStream) -> TokenStream {
+    let ty = &plan.target.ty;
+    let access = &plan.target.access;
+    let value = match plan.fields {
+        Some(fields) => {
+            let f = respan(
+                quote!(<#ty as #pv::Fingerprint>::fingerprint_fields),
+                ty.span(),
+            );
+            let mask = crate::fields::expand(&plan.krate, ty, fields);
+            quote!(#f(#access, #mask))
+        }
+        None => {
+            let f = respan(quote!(<#ty as #pv::Fingerprint>::fingerprint), ty.span());
+            quote!(#f(#access))
+        }
+    };
+    quote! {
+        let __idem_hash: #pv::RequestHash = #value;
+    }
+}
+
+/// The statements that read the client key, and the argument passed to the runtime.
+fn key(plan: &Plan<'_>, pv: &TokenStream) -> (TokenStream, TokenStream) {
+    let consumer = matches!(plan.form, Form::Consumer { .. });
+    match plan.key {
+        Key::DefaultHeader => (quote!(), quote!(#pv::KeySource::Header("Idempotency-Key"))),
+        Key::Source(Source::Header { name, .. }) => {
+            (quote!(), quote!(#pv::KeySource::Header(#name)))
+        }
+        Key::Source(Source::Expr(expr)) => {
+            let as_ref = respan(
+                quote!(::core::convert::AsRef::<::core::primitive::str>::as_ref),
+                expr.span(),
+            );
+            let value = spanned_ref(expr);
+            let prelude = quote! {
+                let __idem_key: ::std::string::String =
+                    ::std::string::String::from(#as_ref(#value));
+            };
+            let arg = if consumer {
+                quote!(&__idem_key)
+            } else {
+                quote!(#pv::KeySource::Value(&__idem_key))
+            };
+            (prelude, arg)
+        }
+    }
+}
+
+/// Each scope part rendered into an owned `String` with its own `ScopePart` impl, before the
+/// body moves the arguments it borrows; and the `&[&dyn ScopePart]` passed to the runtime
+/// (`String`'s impl writes its text as is, so the key is the same as with the parts
+/// themselves).
+fn scope(plan: &Plan<'_>, pv: &TokenStream) -> (TokenStream, TokenStream) {
+    let names: Vec<syn::Ident> = (0..plan.scope.len())
+        .map(|i| format_ident!("__idem_scope_{}", i))
+        .collect();
+    let renders = plan.scope.iter().zip(&names).map(|(part, name)| {
+        let value = match part {
+            Source::Header { name, call } => {
+                let (first, _) = first_last(&call.to_token_stream());
+                quote_spanned!(first=> &__idem_cx.header(#name))
+            }
+            Source::Expr(expr) => spanned_ref(expr),
+        };
+        let write = respan(quote!(#pv::ScopePart::write_scope_part), part.span());
+        quote! {
+            let #name: ::std::string::String = {
+                let mut __idem_part = ::std::string::String::new();
+                #write(#value, &mut __idem_part);
+                __idem_part
+            };
+        }
+    });
+    let prelude = quote!(#(#renders)*);
+    let arg = quote!(&[#(&#names as &dyn #pv::ScopePart),*]);
+    (prelude, arg)
+}
+
+/// `async move { let __idem_out: R = BODY; __idem_out }`, the "fake return edge": the body's
+/// block is checked against the declared return type `R` as a function body would be, so a
+/// tail expression of another type is reported at that expression ("expected `R`"), and a
+/// `return` in the body leaves the async block with its value, as it left the function.
+fn body(item: &syn::ItemFn, ret_ty: &TokenStream) -> TokenStream {
+    let block = &item.block;
+    quote! {
+        async move {
+            let __idem_out: #ret_ty = #block;
+            __idem_out
+        }
+    }
+}

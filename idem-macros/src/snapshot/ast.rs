@@ -1,0 +1,234 @@
+//! The derive's view of the input: the struct, its business-number field and that field's wire
+//! name (serde's renaming rules applied), with every mistake reported at the user's token.
+
+use quote::ToTokens;
+use syn::ext::IdentExt;
+use syn::meta::ParseNestedMeta;
+
+use crate::attr::{
+    for_each_serde_meta, parse_crate_value, parse_rename_rule, parse_serialize_name, path_text,
+    skip_value,
+};
+use crate::case::RenameRule;
+use crate::ctxt::Ctxt;
+use crate::symbol::*;
+
+pub(crate) struct Container<'a> {
+    pub(crate) ident: &'a syn::Ident,
+    pub(crate) generics: &'a syn::Generics,
+    pub(crate) krate: syn::Path,
+    pub(crate) biz_no: BizNo<'a>,
+}
+
+/// The field marked `#[snapshot(biz_no)]`.
+pub(crate) struct BizNo<'a> {
+    pub(crate) field: &'a syn::Field,
+    pub(crate) ident: &'a syn::Ident,
+    /// The name serde serializes it under.
+    pub(crate) wire: String,
+}
+
+impl<'a> Container<'a> {
+    /// `None` when there is no single business-number field (an error is recorded).
+    pub(crate) fn from_ast(cx: &Ctxt, input: &'a syn::DeriveInput) -> Option<Self> {
+        let krate = crate_path(cx, &input.attrs);
+        let mut rename_all = RenameRule::None;
+        let mut transparent = None;
+        for_each_serde_meta(&input.attrs, |meta| {
+            if meta.path == RENAME_ALL {
+                rename_all = parse_rename_rule(meta)?;
+            } else if meta.path == TRANSPARENT {
+                transparent = Some(meta.path.to_token_stream());
+            } else {
+                skip_value(meta)?;
+            }
+            Ok(())
+        });
+        let fields = match &input.data {
+            syn::Data::Struct(syn::DataStruct {
+                fields: syn::Fields::Named(named),
+                ..
+            }) => &named.named,
+            _ => {
+                let keyword = match &input.data {
+                    syn::Data::Struct(s) => s.struct_token.to_token_stream(),
+                    syn::Data::Enum(e) => e.enum_token.to_token_stream(),
+                    syn::Data::Union(u) => u.union_token.to_token_stream(),
+                };
+                cx.error_spanned_by(
+                    keyword,
+                    "`#[derive(Snapshot)]` applies to a struct with named fields: the business number is one of its fields, serialized under its name",
+                );
+                return None;
+            }
+        };
+        if let Some(tokens) = transparent {
+            cx.error_spanned_by(
+                tokens,
+                "a `#[serde(transparent)]` struct serializes as its field alone, with no member name to read the business number from: derive `Snapshot` on the type it wraps",
+            );
+        }
+
+        let mut marked: Vec<(&syn::Field, &syn::Ident, syn::Path)> = Vec::new();
+        let mut malformed = false;
+        for field in fields {
+            let (biz_no, field_malformed) = field_attr(cx, field);
+            malformed |= field_malformed;
+            if let Some(biz_no) = biz_no
+                && let Some(ident) = &field.ident
+            {
+                marked.push((field, ident, biz_no));
+            }
+        }
+        let Some(&(field, ident, _)) = marked.first() else {
+            // A misspelled `#[snapshot(..)]` is the error to fix, not its consequence.
+            if malformed {
+                return None;
+            }
+            cx.error_spanned_by(
+                &input.ident,
+                format!(
+                    "`{}` has no business number: mark the field that callers use to query, ship and reconcile (a payment id, an order number) with `#[snapshot(biz_no)]`; a replay without it sends callers into an \"order again\" branch (S11)",
+                    input.ident.unraw()
+                ),
+            );
+            return None;
+        };
+        for (_, other, at) in &marked[1..] {
+            cx.error_spanned_by(
+                at,
+                format!(
+                    "`{}` is already the business number, and a snapshot has exactly one: remove `#[snapshot(biz_no)]` from `{}` or from `{}`",
+                    ident.unraw(),
+                    other.unraw(),
+                    ident.unraw()
+                ),
+            );
+        }
+        let wire = biz_no_wire_name(cx, field, ident, rename_all);
+        Some(Container {
+            ident: &input.ident,
+            generics: &input.generics,
+            krate: krate.unwrap_or_else(crate::fields::default_crate_path),
+            biz_no: BizNo { field, ident, wire },
+        })
+    }
+}
+
+/// `#[snapshot(crate = "..")]` on the container (and errors for other keys there).
+pub(crate) fn crate_path(cx: &Ctxt, attrs: &[syn::Attribute]) -> Option<syn::Path> {
+    let mut krate = crate::attr::Attr::none("snapshot", CRATE);
+    for_each_snapshot_meta(cx, attrs, "a struct", |meta| {
+        if meta.path == CRATE {
+            let path = parse_crate_value(cx, meta.value()?, "#[snapshot(crate = \"::idem\")]")?;
+            krate.set(cx, &meta.path, path);
+        } else if meta.path == BIZ_NO {
+            cx.error_spanned_by(
+                &meta.path,
+                "`biz_no` marks a field: put `#[snapshot(biz_no)]` on the field that holds the business number",
+            );
+        } else {
+            cx.error_spanned_by(
+                &meta.path,
+                format!(
+                    "unknown snapshot attribute `{}`: expected `crate`, as in `#[snapshot(crate = \"::idem\")]`",
+                    path_text(&meta.path)
+                ),
+            );
+            skip_value(meta)?;
+        }
+        Ok(())
+    });
+    krate.into_value().flatten()
+}
+
+/// The tokens of `biz_no` if `field` is marked `#[snapshot(biz_no)]`, and whether one of its
+/// `#[snapshot(..)]` attributes was malformed (already reported).
+fn field_attr(cx: &Ctxt, field: &syn::Field) -> (Option<syn::Path>, bool) {
+    let mut biz_no = crate::attr::Attr::none("snapshot", BIZ_NO);
+    let mut malformed = false;
+    let well_formed = for_each_snapshot_meta(cx, &field.attrs, "a field", |meta| {
+        if meta.path == BIZ_NO {
+            if !meta.input.is_empty() && !meta.input.peek(syn::Token![,]) {
+                cx.error_spanned_by(
+                    &meta.path,
+                    "`biz_no` takes no value: write `#[snapshot(biz_no)]`",
+                );
+                skip_value(meta)?;
+            }
+            biz_no.set(cx, &meta.path, meta.path.clone());
+        } else {
+            malformed = true;
+            cx.error_spanned_by(
+                &meta.path,
+                format!(
+                    "unknown snapshot attribute `{}`: expected `biz_no`, as in `#[snapshot(biz_no)]`",
+                    path_text(&meta.path)
+                ),
+            );
+            skip_value(meta)?;
+        }
+        Ok(())
+    });
+    (biz_no.into_value(), malformed || !well_formed)
+}
+
+/// The wire name of the business-number field; serde attributes that would leave it out of the
+/// serialized body are errors.
+fn biz_no_wire_name(cx: &Ctxt, field: &syn::Field, ident: &syn::Ident, rule: RenameRule) -> String {
+    let mut rename = None;
+    for_each_serde_meta(&field.attrs, |meta| {
+        if meta.path == RENAME {
+            rename = parse_serialize_name(meta)?.or(rename.take());
+        } else if meta.path == SKIP
+            || meta.path == SKIP_SERIALIZING
+            || meta.path == SKIP_SERIALIZING_IF
+            || meta.path == FLATTEN
+        {
+            cx.error_spanned_by(
+                &meta.path,
+                format!(
+                    "the business number must always be in the serialized body (a `suppress_only` replay and every caller read it there): remove `#[serde({})]` from `{}`",
+                    path_text(&meta.path),
+                    ident.unraw()
+                ),
+            );
+            skip_value(meta)?;
+        } else {
+            skip_value(meta)?;
+        }
+        Ok(())
+    });
+    rename.unwrap_or_else(|| rule.apply_to_field(&ident.unraw().to_string()))
+}
+
+/// Runs `f` on every option of every `#[snapshot(..)]` in `attrs`, recording malformed ones;
+/// `false` if one was.
+fn for_each_snapshot_meta(
+    cx: &Ctxt,
+    attrs: &[syn::Attribute],
+    on: &str,
+    mut f: impl FnMut(&ParseNestedMeta<'_>) -> syn::Result<()>,
+) -> bool {
+    let mut ok = true;
+    for attr in attrs.iter().filter(|a| a.path() == SNAPSHOT) {
+        if !matches!(attr.meta, syn::Meta::List(_)) {
+            let example = if on == "a field" {
+                "`#[snapshot(biz_no)]`"
+            } else {
+                "`#[snapshot(crate = \"::idem\")]`"
+            };
+            cx.error_spanned_by(
+                attr,
+                format!("`#[snapshot]` needs options in parentheses on {on}, e.g. {example}"),
+            );
+            ok = false;
+            continue;
+        }
+        if let Err(err) = attr.parse_nested_meta(|meta| f(&meta)) {
+            cx.syn_error(err);
+            ok = false;
+        }
+    }
+    ok
+}

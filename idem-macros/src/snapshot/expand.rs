@@ -1,0 +1,58 @@
+//! Code generation. Cannot fail: everything was checked before.
+
+use proc_macro2::TokenStream;
+use quote::{quote, quote_spanned};
+use syn::spanned::Spanned;
+
+use super::ast::Container;
+use crate::fingerprint::for_each_path;
+
+pub(crate) fn expand(cont: &Container<'_>) -> TokenStream {
+    let krate = &cont.krate;
+    let pv = quote!(#krate::__private);
+    let ident = cont.ident;
+    let field = cont.biz_no.ident;
+    let ty = &cont.biz_no.field.ty;
+    let wire = &cont.biz_no.wire;
+
+    // `T: Display` for a business number whose type uses a type parameter.
+    let mut generics = cont.generics.clone();
+    let params: Vec<&syn::Ident> = cont.generics.type_params().map(|t| &t.ident).collect();
+    let mut generic = false;
+    for_each_path(ty, &mut |path| {
+        generic |= path.leading_colon.is_none()
+            && path
+                .segments
+                .first()
+                .is_some_and(|first| params.contains(&&first.ident));
+    });
+    if generic {
+        generics
+            .make_where_clause()
+            .predicates
+            .push(syn::parse_quote!(#ty: ::core::fmt::Display));
+    }
+    let (impl_generics, ty_generics, where_clause) = generics.split_for_impl();
+
+    // Spanned on the field's type: a type without `Display` is reported there.
+    let to_string = quote_spanned! {ty.span()=>
+        __idem_display::<#ty>(&self.#field)
+    };
+    quote! {
+        const _: () = {
+            #[automatically_derived]
+            impl #impl_generics #pv::Snapshot for #ident #ty_generics #where_clause {
+                const BIZ_NO_FIELD: &'static ::core::primitive::str = #wire;
+
+                fn biz_no(&self) -> ::std::string::String {
+                    fn __idem_display<T: ?::core::marker::Sized + ::core::fmt::Display>(
+                        value: &T,
+                    ) -> ::std::string::String {
+                        ::std::string::ToString::to_string(value)
+                    }
+                    #to_string
+                }
+            }
+        };
+    }
+}

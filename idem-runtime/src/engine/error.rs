@@ -1,0 +1,262 @@
+//! [`IdempotencyError`] and [`InvalidKey`].
+
+use core::time::Duration;
+
+use super::problem::{self, Problem};
+use crate::canonical::CanonicalError;
+use crate::store::KeyError;
+
+/// Why a client key was refused (`400`, problem type `invalid-key`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum InvalidKey {
+    /// Empty (also `""`).
+    #[error("the idempotency key is empty: send 1 to 255 characters, e.g. a UUID")]
+    Empty,
+    /// More than 255 characters.
+    #[error(
+        "the idempotency key has {chars} characters, at most 255 are accepted: send a shorter key, e.g. a UUID"
+    )]
+    TooLong {
+        /// Its length in characters (after removing the quotes of an sf-string).
+        chars: usize,
+    },
+    /// A control character.
+    #[error(
+        "the idempotency key contains the control character U+{code:04X} at position {index}: send printable characters only"
+    )]
+    ControlCharacter {
+        /// The offending code point.
+        code: u32,
+        /// Its position (in the header value for a header key, in characters otherwise).
+        index: usize,
+    },
+    /// The header value starts with `"` but is not an RFC 8941 sf-string.
+    #[error(
+        "the `Idempotency-Key` value is not a valid structured-field string (RFC 8941): {reason} at byte {index}; send `\"<key>\"` with only printable ASCII inside and `\\\"`, `\\\\` as the only escapes, or send the key bare"
+    )]
+    MalformedString {
+        /// What is wrong.
+        reason: &'static str,
+        /// Byte offset in the header value.
+        index: usize,
+    },
+    /// The key header appears more than once.
+    #[error(
+        "the `Idempotency-Key` header appears more than once: send exactly one key per request"
+    )]
+    Repeated,
+    /// A bare key with a character outside visible ASCII, or with `"` / `\` / whitespace.
+    #[error(
+        "the bare `Idempotency-Key` value has the character {found:?} at byte {index}: a bare key is visible ASCII without spaces, `\"` or `\\`; quote it as an sf-string (`\"...\"`) or send e.g. a UUID"
+    )]
+    NotAToken {
+        /// The offending character (`U+FFFD` for a byte that is not UTF-8).
+        found: char,
+        /// Byte offset in the header value.
+        index: usize,
+    },
+}
+
+impl From<KeyError> for InvalidKey {
+    fn from(e: KeyError) -> Self {
+        match e {
+            KeyError::Empty => InvalidKey::Empty,
+            KeyError::TooLong { chars } => InvalidKey::TooLong { chars },
+            KeyError::ControlCharacter { code, index } => {
+                InvalidKey::ControlCharacter { code, index }
+            }
+        }
+    }
+}
+
+/// An idempotency condition that stops a request before (or instead of) its handler.
+///
+/// Over HTTP every variant becomes an `application/problem+json` response (RFC 9457) with the
+/// [`IdempotencyError::status`] and [`IdempotencyError::problem_type`] documented in
+/// `docs/http.md`; none is ever `429` or `500` (S9). Framework-free code ([`run_once`]) gets it
+/// through `E::from(IdempotencyError)`.
+///
+/// ```
+/// use core::time::Duration;
+/// use idem_runtime::engine::IdempotencyError;
+/// let e = IdempotencyError::InProgress { retry_after: Duration::from_millis(1500) };
+/// assert_eq!(e.status(), 409);
+/// assert_eq!(e.retry_after(), Some(Duration::from_secs(2))); // whole seconds, rounded up
+/// assert_eq!(e.problem_type(), "https://idem.dev/problems/in-progress");
+/// ```
+///
+/// [`run_once`]: super::run_once
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum IdempotencyError {
+    /// No key was sent (`400`, `missing-key`).
+    #[error(
+        "the `{header}` header is missing: this endpoint requires one; generate a unique key (e.g. a UUID) per operation and send the same key on every retry"
+    )]
+    MissingKey {
+        /// The expected header.
+        header: String,
+    },
+    /// The key is unusable (`400`, `invalid-key`).
+    #[error(transparent)]
+    InvalidKey(#[from] InvalidKey),
+    /// The key was first used for a request with another fingerprint (`422`, `key-reused`, S7).
+    #[error(
+        "idempotency key `{idempotency_key}` was already used for a different request: send a new key for a new operation, or resend the original request unchanged"
+    )]
+    KeyReused {
+        /// The client's key.
+        idempotency_key: String,
+    },
+    /// A request with this key is still running (`409` + `Retry-After`, `in-progress`, S8).
+    #[error(
+        "a request with this idempotency key is still being processed: retry in {} s with the same key",
+        retry_secs(*.retry_after)
+    )]
+    InProgress {
+        /// Time left on the holder's lease.
+        retry_after: Duration,
+    },
+    /// The store cannot be reached; the handler did not run (`503` + `Retry-After`,
+    /// `store-unavailable`).
+    #[error(
+        "the idempotency store is unavailable, the request was not executed: retry in {} s with the same key",
+        retry_secs(*.retry_after)
+    )]
+    Unavailable {
+        /// Suggested wait.
+        retry_after: Duration,
+    },
+    /// The request body has no canonical form under the endpoint's spec (`400`,
+    /// `request-not-fingerprintable`).
+    #[error("the request cannot be fingerprinted: {0}")]
+    Fingerprint(#[from] CanonicalError),
+    /// The request body exceeds the layer's limit (`413`, `body-too-large`).
+    #[error(
+        "the request body exceeds {limit} bytes, the most this endpoint reads: send a smaller body"
+    )]
+    BodyTooLarge {
+        /// The limit in bytes.
+        limit: usize,
+    },
+    /// A stored result could not be written or read back (`run_once`: the stored JSON does not
+    /// deserialize into the result type, e.g. after the type changed). `503`,
+    /// `snapshot-unreadable`; retrying helps only once the record expires.
+    #[error("the stored result of this operation cannot be read or written: {0}")]
+    Snapshot(#[from] serde_json::Error),
+    /// The lease was taken over while the handler ran: its result was not stored (`409`,
+    /// `in-progress`).
+    #[error(
+        "this attempt lost its lease to a newer attempt of the same operation: its result was not stored"
+    )]
+    FencedOut,
+}
+
+fn retry_secs(d: Duration) -> u64 {
+    problem::retry_after_secs(d)
+}
+
+impl IdempotencyError {
+    /// The HTTP status: 400, 409, 413, 422 or 503. Never 429 or 500 (S9).
+    ///
+    /// ```
+    /// use idem_runtime::engine::IdempotencyError;
+    /// let e = IdempotencyError::KeyReused { idempotency_key: "k".into() };
+    /// assert_eq!(e.status(), 422);
+    /// ```
+    pub fn status(&self) -> u16 {
+        match self {
+            IdempotencyError::MissingKey { .. }
+            | IdempotencyError::InvalidKey(_)
+            | IdempotencyError::Fingerprint(_) => 400,
+            IdempotencyError::KeyReused { .. } => 422,
+            IdempotencyError::InProgress { .. } | IdempotencyError::FencedOut => 409,
+            IdempotencyError::BodyTooLarge { .. } => 413,
+            IdempotencyError::Unavailable { .. } | IdempotencyError::Snapshot(_) => 503,
+        }
+    }
+
+    /// The `Retry-After` to send, in whole seconds rounded up (at least 1): for `409`
+    /// (in progress) and `503` (store unavailable).
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use idem_runtime::engine::IdempotencyError;
+    /// let e = IdempotencyError::Unavailable { retry_after: Duration::from_millis(10) };
+    /// assert_eq!(e.retry_after(), Some(Duration::from_secs(1)));
+    /// assert_eq!(IdempotencyError::FencedOut.retry_after(), None);
+    /// ```
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            IdempotencyError::InProgress { retry_after }
+            | IdempotencyError::Unavailable { retry_after } => {
+                Some(Duration::from_secs(retry_secs(*retry_after)))
+            }
+            _ => None,
+        }
+    }
+
+    /// The problem type URI (`https://idem.dev/problems/<slug>`), see [`problem`].
+    ///
+    /// ```
+    /// use idem_runtime::engine::IdempotencyError;
+    /// let e = IdempotencyError::MissingKey { header: "Idempotency-Key".into() };
+    /// assert_eq!(e.problem_type(), "https://idem.dev/problems/missing-key");
+    /// ```
+    pub fn problem_type(&self) -> &'static str {
+        match self {
+            IdempotencyError::MissingKey { .. } => problem::MISSING_KEY,
+            IdempotencyError::InvalidKey(_) => problem::INVALID_KEY,
+            IdempotencyError::KeyReused { .. } => problem::KEY_REUSED,
+            IdempotencyError::InProgress { .. } | IdempotencyError::FencedOut => {
+                problem::IN_PROGRESS
+            }
+            IdempotencyError::Unavailable { .. } => problem::STORE_UNAVAILABLE,
+            IdempotencyError::Fingerprint(_) => problem::REQUEST_NOT_FINGERPRINTABLE,
+            IdempotencyError::BodyTooLarge { .. } => problem::BODY_TOO_LARGE,
+            IdempotencyError::Snapshot(_) => problem::SNAPSHOT_UNREADABLE,
+        }
+    }
+
+    /// The RFC 9457 problem details of this error. `idempotency_key` (the client's key, when it
+    /// was valid) is echoed as an extension member.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use idem_runtime::engine::IdempotencyError;
+    /// let p = IdempotencyError::InProgress { retry_after: Duration::from_secs(3) }
+    ///     .problem(Some("k-1"));
+    /// let json: serde_json::Value = serde_json::from_str(&p.to_json()).unwrap();
+    /// assert_eq!(json["status"], 409);
+    /// assert_eq!(json["retry_after"], 3);
+    /// assert_eq!(json["idempotency_key"], "k-1");
+    /// ```
+    pub fn problem(&self, idempotency_key: Option<&str>) -> Problem {
+        let title = match self {
+            IdempotencyError::MissingKey { .. } => "Idempotency key missing",
+            IdempotencyError::InvalidKey(_) => "Invalid idempotency key",
+            IdempotencyError::KeyReused { .. } => "Idempotency key reused with a different request",
+            IdempotencyError::InProgress { .. } => "Request with this idempotency key in progress",
+            IdempotencyError::FencedOut => "Attempt superseded",
+            IdempotencyError::Unavailable { .. } => "Idempotency store unavailable",
+            IdempotencyError::Fingerprint(_) => "Request cannot be fingerprinted",
+            IdempotencyError::BodyTooLarge { .. } => "Request body too large",
+            IdempotencyError::Snapshot(_) => "Stored response unreadable",
+        };
+        let mut p = Problem::new(self.problem_type(), title, self.status(), self.to_string());
+        if let Some(d) = self.retry_after() {
+            p = p.extension("retry_after", d.as_secs());
+        }
+        if let Some(k) = idempotency_key {
+            p = p.extension("idempotency_key", k);
+        }
+        if let IdempotencyError::Fingerprint(e) = self {
+            p = p.extension("error", e.kind());
+            if let Some(path) = e.path().filter(|p| !p.is_empty()) {
+                p = p.extension("path", path);
+            }
+        }
+        p
+    }
+}

@@ -1,0 +1,83 @@
+//! The framework-free claim/replay engine shared by every front: the axum handlers
+//! (`http::run` / `http::run_latest`, what `#[idempotent]` generates), the tower
+//! `http::IdempotencyLayer`, and [`run_once`] for queue consumers and other plain `async fn`s.
+//!
+//! One request goes through the same steps whatever the front:
+//!
+//! 1. the client key is validated ([`parse_header_key`]) and scoped ([`ScopePart`]s: tenant,
+//!    user, ...; [`HandlerConfig::operation`]) into a [`ScopedKey`];
+//! 2. the request was fingerprinted **before** the handler runs (a [`RequestHash`]);
+//! 3. the key is claimed in the [`Store`]: a fresh claim runs the handler, with the stable
+//!    [`operation_id`] readable inside it (S22) and its lease extended in the background while it
+//!    runs; a completed record with the same request hash is replayed, with another hash it is
+//!    `422` (S7); a live lease is `409` + `Retry-After` (S8); an unreachable store is `503` +
+//!    `Retry-After` and the handler does not run (unless [`HandlerConfig::fail_open`]);
+//! 4. the response is classified by an [`OutcomePolicy`] ([`DefaultPolicy`]): stored for replay,
+//!    stored as a terminal failure, or released so that a corrected retry runs (S2);
+//! 5. a handler future dropped before it finished (client gone, panic) releases its lease.
+//!
+//! ```
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! use core::time::Duration;
+//! use idem_runtime::engine::{Contract, HandlerConfig, Idem, IdempotencyError, run_once};
+//! use idem_runtime::RequestHash;
+//! use idem_runtime::store::MemoryStore;
+//!
+//! static CONFIG: HandlerConfig = HandlerConfig::new("billing::charge")
+//!     .ttl(Duration::from_secs(86_400))
+//!     .contract(Contract::ExactReplay);
+//!
+//! #[derive(Debug, serde::Serialize, serde::Deserialize)]
+//! enum ChargeError { Declined, Idempotency(String) }
+//! impl From<IdempotencyError> for ChargeError {
+//!     fn from(e: IdempotencyError) -> Self { ChargeError::Idempotency(e.to_string()) }
+//! }
+//!
+//! let idem = Idem::new(MemoryStore::new());
+//! let hash = RequestHash::of_bytes(br#"{"amount":100}"#);
+//! let mut runs = 0;
+//! for _ in 0..3 {
+//!     let charged: Result<String, ChargeError> =
+//!         run_once(&idem, &CONFIG, "msg-42", &[&"acme"], hash, async {
+//!             runs += 1;
+//!             Ok("ch_1".to_owned())
+//!         })
+//!         .await;
+//!     assert_eq!(charged.unwrap(), "ch_1");
+//! }
+//! assert_eq!(runs, 1); // the two redeliveries replayed the stored result
+//! # });
+//! ```
+//!
+//! [`ScopedKey`]: crate::store::ScopedKey
+//! [`Store`]: crate::store::Store
+//! [`RequestHash`]: crate::RequestHash
+
+mod attempt;
+mod config;
+mod error;
+mod key;
+mod once;
+mod operation;
+mod policy;
+pub mod problem;
+mod scope;
+mod snapshot;
+
+#[cfg(feature = "axum")]
+pub(crate) use attempt::{Attempt, Begin, Terms, begin};
+pub use config::{AsIdem, Contract, DEFAULT_MAX_SNAPSHOT_BYTES, HandlerConfig, Idem};
+pub use error::{IdempotencyError, InvalidKey};
+pub use key::{parse_header_key, validate_key};
+pub use once::run_once;
+pub use operation::{OperationId, operation_id};
+#[cfg(feature = "axum")]
+pub(crate) use operation::{fresh_operation_id, with_operation};
+pub use policy::{DefaultPolicy, Disposition, OutcomePolicy};
+pub use scope::{ScopePart, scoped_key, write_scope_part};
+pub use snapshot::Snapshot;
+#[cfg(feature = "axum")]
+pub(crate) use snapshot::biz_no_body;
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,152 @@
+//! RFC 9457 problem details (`application/problem+json`) and the problem type URIs of idem.
+//!
+//! Every idempotency error is answered with a problem document whose `type` is one of the
+//! constants below; `docs/http.md` documents each (status, when, what the client should do).
+//!
+//! ```
+//! use idem_runtime::engine::problem::{KEY_REUSED, Problem};
+//! let p = Problem::new(KEY_REUSED, "Idempotency key reused with a different request", 422,
+//!     "send a new key for a new operation")
+//!     .extension("idempotency_key", "k-1");
+//! assert_eq!(
+//!     p.to_json(),
+//!     r#"{"type":"https://idem.dev/problems/key-reused","title":"Idempotency key reused with a different request","status":422,"detail":"send a new key for a new operation","idempotency_key":"k-1"}"#,
+//! );
+//! ```
+
+use core::time::Duration;
+
+/// The media type of problem documents.
+pub const CONTENT_TYPE: &str = "application/problem+json";
+
+/// `400`: the `Idempotency-Key` header is missing.
+pub const MISSING_KEY: &str = "https://idem.dev/problems/missing-key";
+/// `400`: the key is empty, longer than 255 characters, has control characters, or is neither an
+/// sf-string nor a bare key.
+pub const INVALID_KEY: &str = "https://idem.dev/problems/invalid-key";
+/// `422`: the key was already used with a request of another fingerprint (S7).
+pub const KEY_REUSED: &str = "https://idem.dev/problems/key-reused";
+/// `409` + `Retry-After`: a request with the key is still being processed (S8).
+pub const IN_PROGRESS: &str = "https://idem.dev/problems/in-progress";
+/// `503` + `Retry-After`: the idempotency store cannot be reached; nothing was executed.
+pub const STORE_UNAVAILABLE: &str = "https://idem.dev/problems/store-unavailable";
+/// `400`: the body has no canonical form under the endpoint's fingerprint spec.
+pub const REQUEST_NOT_FINGERPRINTABLE: &str =
+    "https://idem.dev/problems/request-not-fingerprintable";
+/// `413`: the body exceeds the tower layer's limit.
+pub const BODY_TOO_LARGE: &str = "https://idem.dev/problems/body-too-large";
+/// `503`: a stored result cannot be read back (framework-free `run_once` only).
+pub const SNAPSHOT_UNREADABLE: &str = "https://idem.dev/problems/snapshot-unreadable";
+/// `400` / `415` / `413`: the `idem::http::Json` extractor could not read the body. A `400`, not
+/// axum's `422`, so that `422` always means "key reused" (the draft's issue #42).
+pub const INVALID_BODY: &str = "https://idem.dev/problems/invalid-body";
+
+/// Whole seconds of `d` rounded up, at least 1: the value of a `Retry-After` header.
+///
+/// ```
+/// use core::time::Duration;
+/// use idem_runtime::engine::problem::retry_after_secs;
+/// assert_eq!(retry_after_secs(Duration::ZERO), 1);
+/// assert_eq!(retry_after_secs(Duration::from_millis(2001)), 3);
+/// assert_eq!(retry_after_secs(Duration::from_secs(7)), 7);
+/// ```
+pub fn retry_after_secs(d: Duration) -> u64 {
+    let secs = d.as_secs() + u64::from(d.subsec_nanos() > 0);
+    secs.max(1)
+}
+
+/// An RFC 9457 problem document: `type`, `title`, `status`, `detail` and extension members.
+///
+/// ```
+/// use idem_runtime::engine::problem::Problem;
+/// let p = Problem::new("https://idem.dev/problems/in-progress", "In progress", 409, "retry in 2 s")
+///     .extension("retry_after", 2);
+/// assert_eq!(p.status(), 409);
+/// assert!(p.to_json().ends_with(r#""retry_after":2}"#));
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct Problem {
+    members: Vec<(String, serde_json::Value)>,
+    status: u16,
+}
+
+impl Problem {
+    /// A problem of type `type_uri`.
+    ///
+    /// ```
+    /// use idem_runtime::engine::problem::Problem;
+    /// let p = Problem::new("about:blank", "Bad", 400, "why");
+    /// assert_eq!(p.to_json(), r#"{"type":"about:blank","title":"Bad","status":400,"detail":"why"}"#);
+    /// ```
+    pub fn new(type_uri: &str, title: &str, status: u16, detail: impl Into<String>) -> Self {
+        let members = vec![
+            ("type".to_owned(), type_uri.into()),
+            ("title".to_owned(), title.into()),
+            ("status".to_owned(), status.into()),
+            ("detail".to_owned(), detail.into().into()),
+        ];
+        Problem { members, status }
+    }
+
+    /// Adds an extension member (RFC 9457 section 3.2), replacing one of the same name.
+    ///
+    /// ```
+    /// use idem_runtime::engine::problem::Problem;
+    /// let p = Problem::new("about:blank", "Bad", 400, "why").extension("path", "$.amount");
+    /// assert!(p.to_json().contains(r#""path":"$.amount""#));
+    /// ```
+    #[must_use]
+    pub fn extension(mut self, name: &str, value: impl Into<serde_json::Value>) -> Self {
+        let value = value.into();
+        match self.members.iter_mut().find(|(n, _)| n == name) {
+            Some((_, v)) => *v = value,
+            None => self.members.push((name.to_owned(), value)),
+        }
+        self
+    }
+
+    /// The `status` member.
+    ///
+    /// ```
+    /// use idem_runtime::engine::problem::Problem;
+    /// assert_eq!(Problem::new("about:blank", "t", 413, "d").status(), 413);
+    /// ```
+    pub fn status(&self) -> u16 {
+        self.status
+    }
+
+    /// A member by name.
+    ///
+    /// ```
+    /// use idem_runtime::engine::problem::Problem;
+    /// let p = Problem::new("about:blank", "t", 400, "d");
+    /// assert_eq!(p.get("title"), Some(&serde_json::Value::from("t")));
+    /// ```
+    pub fn get(&self, name: &str) -> Option<&serde_json::Value> {
+        self.members.iter().find(|(n, _)| n == name).map(|(_, v)| v)
+    }
+
+    /// The JSON text, members in insertion order (`type`, `title`, `status`, `detail`, then the
+    /// extensions).
+    ///
+    /// ```
+    /// use idem_runtime::engine::problem::Problem;
+    /// let json = Problem::new("about:blank", "t", 400, "d").to_json();
+    /// assert!(json.starts_with(r#"{"type":"about:blank""#));
+    /// ```
+    pub fn to_json(&self) -> String {
+        // Serializing strings and JSON values cannot fail.
+        serde_json::to_string(self).unwrap_or_else(|_| "{}".to_owned())
+    }
+}
+
+impl serde::Serialize for Problem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = s.serialize_map(Some(self.members.len()))?;
+        for (name, value) in &self.members {
+            map.serialize_entry(name, value)?;
+        }
+        map.end()
+    }
+}

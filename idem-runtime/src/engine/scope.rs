@@ -1,0 +1,202 @@
+//! [`ScopePart`]: the parts of a key's scope (tenant, user, ...), and [`scoped_key`].
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use super::error::InvalidKey;
+use crate::store::ScopedKey;
+
+/// One part of a key's scope: tenant, user, account, ... (`scope = [auth.tenant_id, auth.user_id]`).
+///
+/// The same client key under two different scopes names two different operations. Implemented for
+/// strings, integers, `bool`, `char`, references and smart pointers of parts, `Option` (`None` is
+/// the empty part), `uuid::Uuid` (feature `uuid`, lowercase hyphenated) and `http::HeaderValue`
+/// (feature `axum`; `%` and bytes outside visible ASCII percent-encoded).
+///
+/// `Sync` so that a `&[&dyn ScopePart]` can be held across an `.await` in a `Send` future.
+///
+/// ```
+/// use idem_runtime::engine::{ScopePart, write_scope_part};
+/// struct TenantId(u64);
+/// impl ScopePart for TenantId {
+///     fn write_scope_part(&self, out: &mut String) {
+///         out.push_str("t-");
+///         self.0.write_scope_part(out);
+///     }
+/// }
+/// assert_eq!(write_scope_part(&TenantId(7)), "t-7");
+/// assert_eq!(write_scope_part(&None::<u8>), "");
+/// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be part of an idempotency scope",
+    note = "scope parts are strings, integers, `Option`s of them, `uuid::Uuid` or `HeaderValue`; implement `idem::ScopePart` for your id type, or pass `.to_string()`"
+)]
+pub trait ScopePart: Sync {
+    /// Appends this part's text to `out`.
+    fn write_scope_part(&self, out: &mut String);
+}
+
+/// The text of one scope part.
+///
+/// ```
+/// use idem_runtime::engine::write_scope_part;
+/// assert_eq!(write_scope_part(&42u32), "42");
+/// assert_eq!(write_scope_part(&Some("acme")), "acme");
+/// ```
+pub fn write_scope_part(part: &(impl ScopePart + ?Sized)) -> String {
+    let mut out = String::new();
+    part.write_scope_part(&mut out);
+    out
+}
+
+impl ScopePart for str {
+    fn write_scope_part(&self, out: &mut String) {
+        out.push_str(self);
+    }
+}
+
+impl ScopePart for String {
+    fn write_scope_part(&self, out: &mut String) {
+        out.push_str(self);
+    }
+}
+
+impl ScopePart for Cow<'_, str> {
+    fn write_scope_part(&self, out: &mut String) {
+        out.push_str(self);
+    }
+}
+
+impl<T: ScopePart + ?Sized> ScopePart for &T {
+    fn write_scope_part(&self, out: &mut String) {
+        (**self).write_scope_part(out);
+    }
+}
+
+impl<T: ScopePart + ?Sized> ScopePart for &mut T {
+    fn write_scope_part(&self, out: &mut String) {
+        (**self).write_scope_part(out);
+    }
+}
+
+impl<T: ScopePart + ?Sized> ScopePart for Box<T> {
+    fn write_scope_part(&self, out: &mut String) {
+        (**self).write_scope_part(out);
+    }
+}
+
+impl<T: ScopePart + ?Sized + Send> ScopePart for Arc<T> {
+    fn write_scope_part(&self, out: &mut String) {
+        (**self).write_scope_part(out);
+    }
+}
+
+impl<T: ScopePart> ScopePart for Option<T> {
+    fn write_scope_part(&self, out: &mut String) {
+        if let Some(part) = self {
+            part.write_scope_part(out);
+        }
+    }
+}
+
+macro_rules! display_parts {
+    ($($t:ty),*) => {$(
+        impl ScopePart for $t {
+            fn write_scope_part(&self, out: &mut String) {
+                use core::fmt::Write;
+                // Writing into a String cannot fail.
+                let _ = write!(out, "{self}");
+            }
+        }
+    )*};
+}
+
+display_parts!(
+    u8, u16, u32, u64, u128, usize, i8, i16, i32, i64, i128, isize, bool, char
+);
+
+#[cfg(feature = "uuid")]
+#[cfg_attr(docsrs, doc(cfg(feature = "uuid")))]
+impl ScopePart for uuid::Uuid {
+    fn write_scope_part(&self, out: &mut String) {
+        out.push_str(
+            self.hyphenated()
+                .encode_lower(&mut uuid::Uuid::encode_buffer()),
+        );
+    }
+}
+
+#[cfg(feature = "axum")]
+#[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
+impl ScopePart for http::HeaderValue {
+    fn write_scope_part(&self, out: &mut String) {
+        for &b in self.as_bytes() {
+            match b {
+                b'%' => out.push_str("%25"),
+                0x21..=0x7e => out.push(char::from(b)),
+                _ => {
+                    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+                    out.push('%');
+                    out.push(char::from(HEX[usize::from(b >> 4)]));
+                    out.push(char::from(HEX[usize::from(b & 0xf)]));
+                }
+            }
+        }
+    }
+}
+
+/// The [`ScopedKey`] of `client_key` for `operation` under `scope`.
+///
+/// The first part is the tenant, the second the user; with more than two parts, the second and
+/// later parts are each escaped (`%` -> `%25`, `:` -> `%3A`) and joined with `:` into the user
+/// position. For a fixed number of parts (which `#[idempotent]` guarantees per handler) the
+/// mapping is injective: `["a:b", "c"]` and `["a", "b:c"]` are different scopes.
+///
+/// # Errors
+/// [`InvalidKey`] when the client key is empty, longer than 255 characters, or has control
+/// characters.
+///
+/// ```
+/// use idem_runtime::engine::scoped_key;
+/// let k = scoped_key("payments::create", &[&"acme", &42u64], "k-1")?;
+/// assert_eq!(k.readable(), "acme:42:payments%3A%3Acreate:k-1");
+/// let k3 = scoped_key("op", &[&"acme", &"u1", &"acct:9"], "k-1")?;
+/// assert_eq!(k3.readable(), "acme:u1%3Aacct%253A9:op:k-1");
+/// assert_ne!(scoped_key("op", &[&"a"], "k")?, scoped_key("op", &[&"b"], "k")?);
+/// # Ok::<(), idem_runtime::engine::InvalidKey>(())
+/// ```
+pub fn scoped_key(
+    operation: &str,
+    scope: &[&dyn ScopePart],
+    client_key: &str,
+) -> Result<ScopedKey, InvalidKey> {
+    let mut tenant = String::new();
+    let mut user = String::new();
+    match scope {
+        [] => {}
+        [t] => t.write_scope_part(&mut tenant),
+        [t, u] => {
+            t.write_scope_part(&mut tenant);
+            u.write_scope_part(&mut user);
+        }
+        [t, rest @ ..] => {
+            t.write_scope_part(&mut tenant);
+            let mut part = String::new();
+            for (i, p) in rest.iter().enumerate() {
+                if i > 0 {
+                    user.push(':');
+                }
+                part.clear();
+                p.write_scope_part(&mut part);
+                for c in part.chars() {
+                    match c {
+                        '%' => user.push_str("%25"),
+                        ':' => user.push_str("%3A"),
+                        c => user.push(c),
+                    }
+                }
+            }
+        }
+    }
+    Ok(ScopedKey::new(&tenant, &user, operation, client_key)?)
+}

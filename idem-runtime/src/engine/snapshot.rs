@@ -1,0 +1,62 @@
+//! [`Snapshot`]: a response body that carries its business number (S11).
+
+/// A response body type that carries the business number (`biz_no`) callers use to query, ship
+/// and reconcile (S11). Derive it with `#[derive(idem::Snapshot)]` and mark the field
+/// `#[snapshot(biz_no)]`, or implement it by hand:
+///
+/// ```
+/// use idem_runtime::engine::Snapshot;
+/// #[derive(serde::Serialize)]
+/// struct Payment { id: String, amount: u64 }
+/// impl Snapshot for Payment {
+///     const BIZ_NO_FIELD: &'static str = "id";
+///     fn biz_no(&self) -> String { self.id.clone() }
+/// }
+/// let p = Payment { id: "pay_1".into(), amount: 100 };
+/// assert_eq!((Payment::BIZ_NO_FIELD, p.biz_no()), ("id", "pay_1".to_owned()));
+/// ```
+///
+/// The engine uses it three ways: it stores the business number beside the snapshot; a
+/// `suppress_only` replay answers `{"<BIZ_NO_FIELD>": "<biz_no>"}`; a body over the snapshot size
+/// limit is stored as that same object (never as a bare "ok", S12).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` carries no business number (biz_no)",
+    note = "a replay without the business number sends callers into an 'order again' branch (S11): derive `idem::Snapshot` on the response body and mark the id field `#[snapshot(biz_no)]`, or implement `idem::Snapshot`"
+)]
+pub trait Snapshot {
+    /// The wire name of the business number field (after serde renames).
+    const BIZ_NO_FIELD: &'static str;
+
+    /// The business number of this response.
+    fn biz_no(&self) -> String;
+}
+
+impl<T: Snapshot + ?Sized> Snapshot for &T {
+    const BIZ_NO_FIELD: &'static str = T::BIZ_NO_FIELD;
+    fn biz_no(&self) -> String {
+        (**self).biz_no()
+    }
+}
+
+impl<T: Snapshot + ?Sized> Snapshot for Box<T> {
+    const BIZ_NO_FIELD: &'static str = T::BIZ_NO_FIELD;
+    fn biz_no(&self) -> String {
+        (**self).biz_no()
+    }
+}
+
+impl<T: Snapshot + ?Sized> Snapshot for std::sync::Arc<T> {
+    const BIZ_NO_FIELD: &'static str = T::BIZ_NO_FIELD;
+    fn biz_no(&self) -> String {
+        (**self).biz_no()
+    }
+}
+
+/// The minimal JSON object `{"<field>": "<biz_no>"}` of a `suppress_only` replay and of a snapshot
+/// over the size limit.
+#[cfg(feature = "axum")]
+pub(crate) fn biz_no_body(field: &str, biz_no: &str) -> Vec<u8> {
+    let mut map = serde_json::Map::new();
+    map.insert(field.to_owned(), biz_no.into());
+    serde_json::to_vec(&map).unwrap_or_else(|_| b"{}".to_vec())
+}

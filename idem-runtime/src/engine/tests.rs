@@ -1,0 +1,312 @@
+//! Unit tests of the engine: key parsing (RFC 8941 sf-strings and bare keys), problem documents,
+//! the default policy, scoping.
+
+use core::time::Duration;
+
+use super::problem::{self, Problem, retry_after_secs};
+use super::*;
+use crate::store::KeyError;
+
+fn key(v: &str) -> Result<String, InvalidKey> {
+    parse_header_key(v.as_bytes())
+}
+
+#[test]
+fn sf_strings_unquote_and_unescape() {
+    assert_eq!(key(r#""abc""#).unwrap(), "abc");
+    assert_eq!(key(r#""a b c""#).unwrap(), "a b c"); // spaces are printable ASCII
+    assert_eq!(key(r#""q\"uote""#).unwrap(), r#"q"uote"#);
+    assert_eq!(key(r#""back\\slash""#).unwrap(), r"back\slash");
+    assert_eq!(key(r#""\\\"""#).unwrap(), r#"\""#);
+    assert_eq!(key("  \"padded\"\t").unwrap(), "padded");
+    // Every printable ASCII character but `"` and `\` stands for itself.
+    let printable: String = (0x20u8..=0x7e)
+        .map(char::from)
+        .filter(|c| !matches!(c, '"' | '\\'))
+        .collect();
+    assert_eq!(key(&format!("\"{printable}\"")).unwrap(), printable);
+}
+
+#[test]
+fn malformed_sf_strings() {
+    for (v, reason) in [
+        (r#""abc"#, "no closing quote"),
+        (r#"""#, "no closing quote"),
+        (r#""a\x""#, "an escape other than"),
+        (r#""a\n""#, "an escape other than"),
+        ("\"a\\", "a backslash at the end"),
+        (r#""abc"d"#, "characters after the closing quote"),
+        (r#""abc";p=1"#, "characters after the closing quote"),
+        ("\"caf\u{e9}\"", "a byte outside ASCII"),
+    ] {
+        match key(v) {
+            Err(InvalidKey::MalformedString { reason: r, .. }) => {
+                assert!(r.starts_with(reason), "{v:?}: {r}")
+            }
+            other => panic!("{v:?}: {other:?}"),
+        }
+    }
+    assert_eq!(
+        key("\"a\tb\""),
+        Err(InvalidKey::ControlCharacter { code: 9, index: 2 })
+    );
+    assert_eq!(
+        key("\"a\x7fb\""),
+        Err(InvalidKey::ControlCharacter {
+            code: 0x7f,
+            index: 2
+        })
+    );
+}
+
+#[test]
+fn bare_keys() {
+    assert_eq!(
+        key("8e03978e-40d5-43e8-bc93-6894a57f9324").unwrap(),
+        "8e03978e-40d5-43e8-bc93-6894a57f9324"
+    );
+    assert_eq!(key("a:b/c=d+e_f.g~h!").unwrap(), "a:b/c=d+e_f.g~h!");
+    assert_eq!(
+        key("a b"),
+        Err(InvalidKey::NotAToken {
+            found: ' ',
+            index: 1
+        })
+    );
+    assert_eq!(
+        key("ab\"c"),
+        Err(InvalidKey::NotAToken {
+            found: '"',
+            index: 2
+        })
+    );
+    assert_eq!(
+        key("a\\b"),
+        Err(InvalidKey::NotAToken {
+            found: '\\',
+            index: 1
+        })
+    );
+    assert!(matches!(
+        key("caf\u{e9}"),
+        Err(InvalidKey::NotAToken {
+            found: char::REPLACEMENT_CHARACTER,
+            ..
+        })
+    ));
+    assert_eq!(
+        key("a\x01"),
+        Err(InvalidKey::ControlCharacter { code: 1, index: 1 })
+    );
+}
+
+#[test]
+fn lengths() {
+    assert_eq!(key(""), Err(InvalidKey::Empty));
+    assert_eq!(key("   "), Err(InvalidKey::Empty));
+    assert_eq!(key(r#""""#), Err(InvalidKey::Empty));
+    assert_eq!(key(&"k".repeat(255)).unwrap().len(), 255);
+    assert_eq!(
+        key(&"k".repeat(256)),
+        Err(InvalidKey::TooLong { chars: 256 })
+    );
+    // The limit applies to the key, not to the quoted form.
+    assert_eq!(key(&format!("\"{}\"", "k".repeat(255))).unwrap().len(), 255);
+    assert_eq!(
+        key(&format!("\"{}\"", "k".repeat(256))),
+        Err(InvalidKey::TooLong { chars: 256 })
+    );
+    // An escaped character counts once.
+    assert_eq!(
+        key(&format!("\"{}\"", r#"\""#.repeat(255))).unwrap().len(),
+        255
+    );
+}
+
+#[test]
+fn sf_and_bare_forms_name_the_same_key() {
+    assert_eq!(key("\"k-1\"").unwrap(), key("k-1").unwrap());
+    let a = scoped_key("op", &[], &key("\"k-1\"").unwrap()).unwrap();
+    let b = scoped_key("op", &[], &key("k-1").unwrap()).unwrap();
+    assert_eq!(a, b);
+}
+
+#[test]
+fn key_errors_say_what_to_do() {
+    for e in [
+        InvalidKey::Empty,
+        InvalidKey::TooLong { chars: 300 },
+        InvalidKey::ControlCharacter { code: 9, index: 0 },
+        InvalidKey::MalformedString {
+            reason: "no closing quote",
+            index: 3,
+        },
+        InvalidKey::NotAToken {
+            found: ' ',
+            index: 1,
+        },
+        InvalidKey::Repeated,
+    ] {
+        let msg = e.to_string();
+        assert!(msg.contains("send"), "{msg}");
+        assert!(msg.starts_with(char::is_lowercase), "{msg}");
+    }
+    assert_eq!(
+        InvalidKey::from(KeyError::TooLong { chars: 9 }),
+        InvalidKey::TooLong { chars: 9 }
+    );
+}
+
+#[test]
+fn validate_value_keys() {
+    assert!(validate_key("order 7 / ünïcode").is_ok());
+    assert_eq!(validate_key(""), Err(InvalidKey::Empty));
+    assert_eq!(
+        validate_key(&"é".repeat(256)),
+        Err(InvalidKey::TooLong { chars: 256 })
+    );
+    assert!(validate_key(&"é".repeat(255)).is_ok());
+}
+
+#[test]
+fn problem_documents() {
+    let cases: Vec<(IdempotencyError, u16, &str, Option<u64>)> = vec![
+        (
+            IdempotencyError::MissingKey {
+                header: "Idempotency-Key".into(),
+            },
+            400,
+            problem::MISSING_KEY,
+            None,
+        ),
+        (InvalidKey::Empty.into(), 400, problem::INVALID_KEY, None),
+        (
+            IdempotencyError::KeyReused {
+                idempotency_key: "k".into(),
+            },
+            422,
+            problem::KEY_REUSED,
+            None,
+        ),
+        (
+            IdempotencyError::InProgress {
+                retry_after: Duration::from_millis(2500),
+            },
+            409,
+            problem::IN_PROGRESS,
+            Some(3),
+        ),
+        (
+            IdempotencyError::Unavailable {
+                retry_after: Duration::ZERO,
+            },
+            503,
+            problem::STORE_UNAVAILABLE,
+            Some(1),
+        ),
+        (
+            IdempotencyError::BodyTooLarge { limit: 10 },
+            413,
+            problem::BODY_TOO_LARGE,
+            None,
+        ),
+    ];
+    for (e, status, type_uri, retry) in cases {
+        assert_eq!(e.status(), status);
+        assert_ne!(e.status(), 429, "S9");
+        assert_ne!(e.status(), 500, "S9");
+        let json: serde_json::Value =
+            serde_json::from_str(&e.problem(Some("k-1")).to_json()).unwrap();
+        assert_eq!(json["type"], type_uri);
+        assert!(type_uri.starts_with("https://idem.dev/problems/"));
+        assert_eq!(json["status"], status);
+        assert!(json["title"].as_str().is_some_and(|t| !t.is_empty()));
+        assert!(json["detail"].as_str().is_some_and(|d| !d.is_empty()));
+        assert_eq!(json["idempotency_key"], "k-1");
+        assert_eq!(json["retry_after"].as_u64(), retry);
+        assert_eq!(e.retry_after().map(|d| d.as_secs()), retry);
+    }
+}
+
+#[test]
+fn fingerprint_problem_names_kind_and_path() {
+    let err = crate::canonical::canonicalize_slice(
+        br#"{"a":"1O0"}"#,
+        &crate::Spec::new().field("a", crate::ValueSpec::Decimal),
+    )
+    .unwrap_err();
+    let e = IdempotencyError::from(err);
+    assert_eq!(e.status(), 400);
+    let p = e.problem(None);
+    assert_eq!(p.get("type").unwrap(), problem::REQUEST_NOT_FINGERPRINTABLE);
+    assert_eq!(p.get("error").unwrap(), "invalid_number");
+    assert_eq!(p.get("path").unwrap(), "$.a");
+    assert!(p.get("idempotency_key").is_none());
+}
+
+#[test]
+fn problem_member_order_and_replacement() {
+    let p = Problem::new("about:blank", "t", 400, "d")
+        .extension("x", 1)
+        .extension("x", 2);
+    assert_eq!(
+        p.to_json(),
+        r#"{"type":"about:blank","title":"t","status":400,"detail":"d","x":2}"#
+    );
+}
+
+#[test]
+fn retry_after_rounds_up_to_whole_seconds() {
+    assert_eq!(retry_after_secs(Duration::ZERO), 1);
+    assert_eq!(retry_after_secs(Duration::from_millis(1)), 1);
+    assert_eq!(retry_after_secs(Duration::from_millis(1000)), 1);
+    assert_eq!(retry_after_secs(Duration::from_millis(1001)), 2);
+    assert_eq!(retry_after_secs(Duration::from_secs(30)), 30);
+}
+
+#[test]
+fn default_policy_table() {
+    use Contract::*;
+    use Disposition::*;
+    let p = DefaultPolicy;
+    for status in [200, 201, 202, 204, 303] {
+        for c in [ExactReplay, LatestState, SuppressOnly] {
+            assert_eq!(p.classify(c, status), Store, "{status} {c}");
+        }
+    }
+    for status in [400, 401, 403, 404, 422, 408, 409, 425, 429, 100] {
+        for c in [ExactReplay, LatestState, SuppressOnly] {
+            assert_eq!(p.classify(c, status), Release, "{status} {c}");
+        }
+    }
+    for status in [402, 405, 410, 451, 500, 502, 503, 504] {
+        assert_eq!(p.classify(ExactReplay, status), StoreAsFailure, "{status}");
+        assert_eq!(p.classify(LatestState, status), Release, "{status}");
+        assert_eq!(p.classify(SuppressOnly, status), Release, "{status}");
+    }
+}
+
+#[test]
+fn scopes_are_injective_for_a_fixed_arity() {
+    let k = |scope: &[&dyn ScopePart]| scoped_key("op", scope, "k").unwrap();
+    assert_ne!(k(&[&"a:b", &"c"]), k(&[&"a", &"b:c"]));
+    assert_ne!(k(&[&"t", &"a:b", &"c"]), k(&[&"t", &"a", &"b:c"]));
+    assert_ne!(k(&[&"t", &"a%3Ab", &"c"]), k(&[&"t", &"a:b", &"c"]));
+    assert_eq!(k(&[&"t", &None::<&str>]), k(&[&"t", &""]));
+    assert_eq!(k(&[&7u32]), k(&[&"7"]));
+    assert_ne!(scoped_key("op1", &[], "k"), scoped_key("op2", &[], "k"));
+}
+
+#[cfg(feature = "axum")]
+#[test]
+fn header_value_scope_parts_escape() {
+    let v = http::HeaderValue::from_bytes(b"a%b c\xff").unwrap();
+    assert_eq!(write_scope_part(&v), "a%25b%20c%FF");
+}
+
+#[test]
+fn contract_names() {
+    assert_eq!(Contract::ExactReplay.to_string(), "exact_replay");
+    assert_eq!(Contract::LatestState.to_string(), "latest_state");
+    assert_eq!(Contract::SuppressOnly.to_string(), "suppress_only");
+}

@@ -1,0 +1,561 @@
+//! The tower [`IdempotencyLayer`]: idempotency for handlers that are not annotated, fingerprinting
+//! the raw JSON body with the run-time canonicalizer.
+
+use core::fmt;
+use core::future::Future;
+use core::pin::Pin;
+use core::task::{Context, Poll};
+use core::time::Duration;
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::response::{IntoResponse as _, Response};
+use bytes::Bytes;
+use http::request::Parts;
+use http::{Method, Request};
+use http_body_util::{BodyExt, LengthLimitError, Limited};
+use tower::{Layer, Service};
+
+use super::context::header_key;
+use super::respond::{
+    SnapshotTerms, exact_replay, mark_unprotected, problem_response, settle, suppressed_replay,
+};
+use super::{IDEMPOTENCY_KEY, Problem};
+use crate::canonical::{Canonicalizer, Spec, ValueSpec};
+use crate::engine::problem::INVALID_BODY;
+use crate::engine::{
+    Begin, Contract, Idem, IdempotencyError, ScopePart, Terms, begin, fresh_operation_id,
+    scoped_key, with_operation,
+};
+use crate::fingerprint::Fingerprint;
+use crate::store::BoxError;
+
+/// Default largest request body the layer reads: 1 MiB.
+pub const DEFAULT_BODY_LIMIT: usize = 1024 * 1024;
+
+type ScopeFn = dyn Fn(&Parts) -> Vec<String> + Send + Sync;
+
+struct Config {
+    idem: Idem,
+    spec: Spec,
+    canonicalizer: Canonicalizer,
+    header: String,
+    operation: Option<String>,
+    contract: Contract,
+    ttl: Duration,
+    lease: Duration,
+    fail_open: bool,
+    replay_headers: Vec<String>,
+    body_limit: usize,
+    max_snapshot_bytes: Option<usize>,
+    biz_no_field: String,
+    scope: Option<Arc<ScopeFn>>,
+}
+
+impl Clone for Config {
+    fn clone(&self) -> Self {
+        Config {
+            idem: self.idem.clone(),
+            spec: self.spec.clone(),
+            canonicalizer: self.canonicalizer,
+            header: self.header.clone(),
+            operation: self.operation.clone(),
+            contract: self.contract,
+            ttl: self.ttl,
+            lease: self.lease,
+            fail_open: self.fail_open,
+            replay_headers: self.replay_headers.clone(),
+            body_limit: self.body_limit,
+            max_snapshot_bytes: self.max_snapshot_bytes,
+            biz_no_field: self.biz_no_field.clone(),
+            scope: self.scope.clone(),
+        }
+    }
+}
+
+/// Makes every unsafe request (`POST`, `PUT`, `PATCH`, `DELETE`, ...) through the wrapped service
+/// idempotent, for handlers that are not annotated with `#[idempotent]`. `GET`, `HEAD`, `OPTIONS`
+/// and `TRACE` pass through untouched.
+///
+/// The request body is read (up to [`body_limit`](Self::body_limit), 1 MiB by default: over it
+/// `413 body-too-large`) and fingerprinted with the run-time canonicalizer under a field
+/// [`Spec`] — the same bytes as `#[derive(Fingerprint)]` for the same fields
+/// ([`IdempotencyLayer::for_type`] takes the spec from a derived type). A body that is not JSON or
+/// has no canonical form under the spec is `400 request-not-fingerprintable`, naming the
+/// offending JSON path. Everything else is as for `#[idempotent]` handlers (`docs/http.md`):
+/// `400` missing or invalid key, `422` key reused, `409` + `Retry-After` in progress, `503` +
+/// `Retry-After` store unavailable, replays marked `Idempotent-Replayed: true`.
+///
+/// The layer sees no typed response: the business number is read from the top-level member
+/// [`biz_no_field`](Self::biz_no_field) (`"id"` by default) of a JSON response body. It supports
+/// `exact_replay` and `suppress_only`; having no lookup, it replays `latest_state` exactly.
+/// A response body over the snapshot limit is read whole to find the business number, then
+/// stored as `{"<biz_no_field>": "<biz_no>"}`.
+///
+/// The operation (part of the scoped key) is [`operation`](Self::operation) if set, otherwise
+/// `"<METHOD> <path>"` of the request.
+///
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// use axum::{Router, routing::post, body::Body, http::Request};
+/// use idem_runtime::canonical::Spec;
+/// use idem_runtime::engine::Idem;
+/// use idem_runtime::http::IdempotencyLayer;
+/// use tower::ServiceExt;
+///
+/// let spec = Spec::from_json_str(r#"{"amount": "decimal", "currency": "any", "client_ip": "env"}"#).unwrap();
+/// let layer = IdempotencyLayer::new(Idem::new(idem_runtime::store::MemoryStore::new()), spec);
+/// let app: Router = Router::new()
+///     .route("/payments", post(|| async { (axum::http::StatusCode::CREATED, r#"{"id":"pay_1"}"#) }))
+///     .layer(layer);
+///
+/// let request = |body: &'static str| Request::post("/payments")
+///     .header("idempotency-key", "k-1")
+///     .body(Body::from(body)).unwrap();
+/// let first = app.clone().oneshot(request(r#"{"amount":100,"currency":"EUR","client_ip":"1.2.3.4"}"#)).await.unwrap();
+/// assert_eq!(first.status(), 201);
+/// // 100.00 == 100, and the environment field does not count.
+/// let retry = app.clone().oneshot(request(r#"{"currency":"EUR","amount":"100.00","client_ip":"5.6.7.8"}"#)).await.unwrap();
+/// assert_eq!(retry.headers()["idempotent-replayed"], "true");
+/// let other = app.oneshot(request(r#"{"amount":5,"currency":"EUR"}"#)).await.unwrap();
+/// assert_eq!(other.status(), 422);
+/// # });
+/// ```
+#[derive(Clone)]
+pub struct IdempotencyLayer {
+    config: Arc<Config>,
+}
+
+impl fmt::Debug for IdempotencyLayer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let c = &self.config;
+        f.debug_struct("IdempotencyLayer")
+            .field("header", &c.header)
+            .field("operation", &c.operation)
+            .field("contract", &c.contract)
+            .field("ttl", &c.ttl)
+            .field("lease", &c.lease)
+            .field("fail_open", &c.fail_open)
+            .field("body_limit", &c.body_limit)
+            .field("biz_no_field", &c.biz_no_field)
+            .finish_non_exhaustive()
+    }
+}
+
+impl IdempotencyLayer {
+    /// A layer over `idem` fingerprinting request bodies under `spec`. Defaults: key header
+    /// `Idempotency-Key`, `exact_replay`, TTL 24 h, lease 30 s, fail closed, 1 MiB bodies,
+    /// business number in the response's `"id"` member, no scope.
+    ///
+    /// ```
+    /// use idem_runtime::{Spec, ValueSpec, engine::Idem, http::IdempotencyLayer};
+    /// let layer = IdempotencyLayer::new(
+    ///     Idem::new(idem_runtime::store::MemoryStore::new()),
+    ///     Spec::new().field("amount", ValueSpec::Decimal),
+    /// );
+    /// # let _ = layer;
+    /// ```
+    pub fn new(idem: Idem, spec: Spec) -> Self {
+        IdempotencyLayer {
+            config: Arc::new(Config {
+                idem,
+                spec,
+                canonicalizer: Canonicalizer::new(),
+                header: IDEMPOTENCY_KEY.to_owned(),
+                operation: None,
+                contract: Contract::ExactReplay,
+                ttl: Duration::from_secs(86_400),
+                lease: Duration::from_secs(30),
+                fail_open: false,
+                replay_headers: Vec::new(),
+                body_limit: DEFAULT_BODY_LIMIT,
+                max_snapshot_bytes: None,
+                biz_no_field: "id".to_owned(),
+                scope: None,
+            }),
+        }
+    }
+
+    /// A layer whose spec is that of `#[derive(Fingerprint)]` type `T`: the raw body hashes to
+    /// exactly `T::fingerprint()` of the deserialized value.
+    ///
+    /// # Panics
+    /// When `T` is not a struct with named fields (its canonical form is not an object).
+    ///
+    /// ```
+    /// use idem_runtime::{engine::Idem, http::IdempotencyLayer};
+    /// # use idem_runtime as idem;
+    /// # mod m { use idem_runtime::canonical::{Spec, ValueSpec}; use idem_runtime::fingerprint::*;
+    /// # pub struct Pay { pub amount: u64 }
+    /// # impl idem_runtime::Canonical for Pay {
+    /// #     fn write_canonical(&self, w: &mut CanonicalWriter<'_>) { w.raw(b"{}") }
+    /// #     fn value_spec() -> ValueSpec { ValueSpec::Object(Spec::new().field("amount", ValueSpec::Decimal)) }
+    /// # }
+    /// # impl Fingerprint for Pay { type Fields = NoFields; const FIELDS: NoFields = NoFields;
+    /// #     fn write_fields(&self, w: &mut CanonicalWriter<'_>, _: FieldMask) { w.raw(b"{}") } }
+    /// # }
+    /// // with `#[derive(idem::Fingerprint)] struct Pay { amount: Decimal }`:
+    /// let layer = IdempotencyLayer::for_type::<m::Pay>(Idem::new(idem_runtime::store::MemoryStore::new()));
+    /// # let _ = layer;
+    /// ```
+    pub fn for_type<T: Fingerprint>(idem: Idem) -> Self {
+        match T::value_spec() {
+            ValueSpec::Object(spec) => Self::new(idem, spec),
+            other => panic!(
+                "IdempotencyLayer::for_type::<{}>: the type's canonical form is not an object ({other:?}); use a struct with named fields, or IdempotencyLayer::new with a Spec",
+                core::any::type_name::<T>()
+            ),
+        }
+    }
+
+    fn edit(mut self, f: impl FnOnce(&mut Config)) -> Self {
+        f(Arc::make_mut(&mut self.config));
+        self
+    }
+
+    /// The request header carrying the client key (default `Idempotency-Key`).
+    ///
+    /// ```
+    /// # use idem_runtime::{Spec, engine::Idem, http::IdempotencyLayer};
+    /// # let layer = IdempotencyLayer::new(Idem::new(idem_runtime::store::MemoryStore::new()), Spec::new());
+    /// let layer = layer.header("X-Idempotency-Key");
+    /// ```
+    #[must_use]
+    pub fn header(self, name: impl Into<String>) -> Self {
+        let name = name.into().to_ascii_lowercase();
+        self.edit(|c| c.header = name)
+    }
+
+    /// The operation name inside the scoped key (default: `"<METHOD> <path>"` of each request).
+    ///
+    /// ```
+    /// # use idem_runtime::{Spec, engine::Idem, http::IdempotencyLayer};
+    /// # let layer = IdempotencyLayer::new(Idem::new(idem_runtime::store::MemoryStore::new()), Spec::new());
+    /// let layer = layer.operation("payments.create");
+    /// ```
+    #[must_use]
+    pub fn operation(self, operation: impl Into<String>) -> Self {
+        let operation = operation.into();
+        self.edit(|c| c.operation = Some(operation))
+    }
+
+    /// The replay contract (`latest_state` replays exactly: the layer has no lookup).
+    ///
+    /// ```
+    /// # use idem_runtime::{Spec, engine::{Contract, Idem}, http::IdempotencyLayer};
+    /// # let layer = IdempotencyLayer::new(Idem::new(idem_runtime::store::MemoryStore::new()), Spec::new());
+    /// let layer = layer.contract(Contract::SuppressOnly);
+    /// ```
+    #[must_use]
+    pub fn contract(self, contract: Contract) -> Self {
+        self.edit(|c| c.contract = contract)
+    }
+
+    /// How long the guarantee lasts (default 24 h).
+    ///
+    /// ```
+    /// # use idem_runtime::{Spec, engine::Idem, http::IdempotencyLayer};
+    /// # let layer = IdempotencyLayer::new(Idem::new(idem_runtime::store::MemoryStore::new()), Spec::new());
+    /// let layer = layer.ttl(std::time::Duration::from_secs(7 * 86_400));
+    /// ```
+    #[must_use]
+    pub fn ttl(self, ttl: Duration) -> Self {
+        self.edit(|c| c.ttl = ttl)
+    }
+
+    /// How long a request may run before a retry may take it over (default 30 s).
+    ///
+    /// ```
+    /// # use idem_runtime::{Spec, engine::Idem, http::IdempotencyLayer};
+    /// # let layer = IdempotencyLayer::new(Idem::new(idem_runtime::store::MemoryStore::new()), Spec::new());
+    /// let layer = layer.lease(std::time::Duration::from_secs(10));
+    /// ```
+    #[must_use]
+    pub fn lease(self, lease: Duration) -> Self {
+        self.edit(|c| c.lease = lease)
+    }
+
+    /// Run requests unprotected when the store is unavailable (`Idempotency-Status:
+    /// unprotected`) instead of answering `503` (default `false`).
+    ///
+    /// ```
+    /// # use idem_runtime::{Spec, engine::Idem, http::IdempotencyLayer};
+    /// # let layer = IdempotencyLayer::new(Idem::new(idem_runtime::store::MemoryStore::new()), Spec::new());
+    /// let layer = layer.fail_open(true);
+    /// ```
+    #[must_use]
+    pub fn fail_open(self, fail_open: bool) -> Self {
+        self.edit(|c| c.fail_open = fail_open)
+    }
+
+    /// Response headers stored besides `content-type` and `location` (credentials and hop-by-hop
+    /// headers never are).
+    ///
+    /// ```
+    /// # use idem_runtime::{Spec, engine::Idem, http::IdempotencyLayer};
+    /// # let layer = IdempotencyLayer::new(Idem::new(idem_runtime::store::MemoryStore::new()), Spec::new());
+    /// let layer = layer.replay_headers(["x-balance"]);
+    /// ```
+    #[must_use]
+    pub fn replay_headers<I, H>(self, headers: I) -> Self
+    where
+        I: IntoIterator<Item = H>,
+        H: Into<String>,
+    {
+        let headers: Vec<String> = headers.into_iter().map(Into::into).collect();
+        self.edit(|c| c.replay_headers = headers)
+    }
+
+    /// Largest request body read (default 1 MiB); over it: `413 body-too-large`.
+    ///
+    /// ```
+    /// # use idem_runtime::{Spec, engine::Idem, http::IdempotencyLayer};
+    /// # let layer = IdempotencyLayer::new(Idem::new(idem_runtime::store::MemoryStore::new()), Spec::new());
+    /// let layer = layer.body_limit(64 * 1024);
+    /// ```
+    #[must_use]
+    pub fn body_limit(self, bytes: usize) -> Self {
+        self.edit(|c| c.body_limit = bytes)
+    }
+
+    /// Largest response body stored whole (default: the [`Idem`] handle's).
+    ///
+    /// ```
+    /// # use idem_runtime::{Spec, engine::Idem, http::IdempotencyLayer};
+    /// # let layer = IdempotencyLayer::new(Idem::new(idem_runtime::store::MemoryStore::new()), Spec::new());
+    /// let layer = layer.max_snapshot_bytes(16 * 1024);
+    /// ```
+    #[must_use]
+    pub fn max_snapshot_bytes(self, bytes: usize) -> Self {
+        self.edit(|c| c.max_snapshot_bytes = Some(bytes))
+    }
+
+    /// The top-level member of JSON response bodies holding the business number (default
+    /// `"id"`).
+    ///
+    /// ```
+    /// # use idem_runtime::{Spec, engine::Idem, http::IdempotencyLayer};
+    /// # let layer = IdempotencyLayer::new(Idem::new(idem_runtime::store::MemoryStore::new()), Spec::new());
+    /// let layer = layer.biz_no_field("payment_id");
+    /// ```
+    #[must_use]
+    pub fn biz_no_field(self, field: impl Into<String>) -> Self {
+        let field = field.into();
+        self.edit(|c| c.biz_no_field = field)
+    }
+
+    /// The key's scope (tenant, user, ...) computed from each request's head, e.g. from an
+    /// authentication extension or a header.
+    ///
+    /// ```
+    /// # use idem_runtime::{Spec, engine::Idem, http::IdempotencyLayer};
+    /// # let layer = IdempotencyLayer::new(Idem::new(idem_runtime::store::MemoryStore::new()), Spec::new());
+    /// let layer = layer.scope(|parts| {
+    ///     let tenant = parts.headers.get("x-tenant").and_then(|v| v.to_str().ok()).unwrap_or("");
+    ///     vec![tenant.to_owned()]
+    /// });
+    /// ```
+    #[must_use]
+    pub fn scope(self, f: impl Fn(&Parts) -> Vec<String> + Send + Sync + 'static) -> Self {
+        let f: Arc<ScopeFn> = Arc::new(f);
+        self.edit(|c| c.scope = Some(f))
+    }
+
+    /// The canonicalizer options (nesting limit, unknown fields).
+    ///
+    /// ```
+    /// # use idem_runtime::{Spec, engine::Idem, http::IdempotencyLayer};
+    /// use idem_runtime::canonical::Canonicalizer;
+    /// # let layer = IdempotencyLayer::new(Idem::new(idem_runtime::store::MemoryStore::new()), Spec::new());
+    /// let layer = layer.canonicalizer(Canonicalizer::new().deny_unknown_fields(true));
+    /// ```
+    #[must_use]
+    pub fn canonicalizer(self, canonicalizer: Canonicalizer) -> Self {
+        self.edit(|c| c.canonicalizer = canonicalizer)
+    }
+}
+
+impl<S> Layer<S> for IdempotencyLayer {
+    type Service = Idempotency<S>;
+
+    fn layer(&self, inner: S) -> Idempotency<S> {
+        Idempotency {
+            inner,
+            config: self.config.clone(),
+        }
+    }
+}
+
+/// The service of [`IdempotencyLayer`].
+///
+/// ```
+/// use idem_runtime::{Spec, engine::Idem, http::{Idempotency, IdempotencyLayer}};
+/// use tower::Layer;
+/// let layer = IdempotencyLayer::new(Idem::new(idem_runtime::store::MemoryStore::new()), Spec::new());
+/// let svc: Idempotency<_> = layer.layer(tower::service_fn(|_req: http::Request<axum::body::Body>| async {
+///     Ok::<_, std::convert::Infallible>(http::Response::new(axum::body::Body::empty()))
+/// }));
+/// # let _ = svc;
+/// ```
+#[derive(Clone)]
+pub struct Idempotency<S> {
+    inner: S,
+    config: Arc<Config>,
+}
+
+impl<S: fmt::Debug> fmt::Debug for Idempotency<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Idempotency")
+            .field("inner", &self.inner)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S, B, ResBody> Service<Request<B>> for Idempotency<S>
+where
+    S: Service<Request<Body>, Response = http::Response<ResBody>> + Clone + Send + 'static,
+    S::Future: Send,
+    S::Error: Send,
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+    ResBody: http_body::Body<Data = Bytes> + Send + 'static,
+    ResBody::Error: Into<BoxError>,
+{
+    type Response = Response;
+    type Error = S::Error;
+    type Future = ResponseFuture<S::Error>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request<B>) -> Self::Future {
+        // The service that was polled ready handles this request; a clone takes its place.
+        let clone = self.inner.clone();
+        let inner = core::mem::replace(&mut self.inner, clone);
+        ResponseFuture {
+            inner: Box::pin(handle(self.config.clone(), inner, req)),
+        }
+    }
+}
+
+/// The response future of [`Idempotency`].
+#[must_use = "futures do nothing unless polled"]
+pub struct ResponseFuture<E> {
+    inner: Pin<Box<dyn Future<Output = Result<Response, E>> + Send>>,
+}
+
+impl<E> fmt::Debug for ResponseFuture<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ResponseFuture").finish_non_exhaustive()
+    }
+}
+
+impl<E> Future for ResponseFuture<E> {
+    type Output = Result<Response, E>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.inner.as_mut().poll(cx)
+    }
+}
+
+fn is_safe(method: &Method) -> bool {
+    matches!(
+        *method,
+        Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE
+    )
+}
+
+async fn handle<S, B, ResBody>(
+    config: Arc<Config>,
+    mut inner: S,
+    req: Request<B>,
+) -> Result<Response, S::Error>
+where
+    S: Service<Request<Body>, Response = http::Response<ResBody>>,
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+    ResBody: http_body::Body<Data = Bytes> + Send + 'static,
+    ResBody::Error: Into<BoxError>,
+{
+    if is_safe(req.method()) {
+        return Ok(inner.call(req.map(Body::new)).await?.map(Body::new));
+    }
+    let (parts, body) = req.into_parts();
+    let client_key = match header_key(&parts.headers, &config.header) {
+        Ok(key) => key,
+        Err(e) => return Ok(problem_response(&e, None)),
+    };
+    let bytes = match Limited::new(body, config.body_limit).collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(e) if e.is::<LengthLimitError>() => {
+            let e = IdempotencyError::BodyTooLarge {
+                limit: config.body_limit,
+            };
+            return Ok(problem_response(&e, Some(&client_key)));
+        }
+        Err(e) => {
+            let detail = format!("the request body could not be read: {e}; send it again");
+            return Ok(
+                Problem::new(INVALID_BODY, "Invalid request body", 400, detail).into_response(),
+            );
+        }
+    };
+    let hash = match config.canonicalizer.fingerprint_slice(&bytes, &config.spec) {
+        Ok(hash) => hash,
+        Err(e) => return Ok(problem_response(&e.into(), Some(&client_key))),
+    };
+    let scope: Vec<String> = config.scope.as_ref().map(|f| f(&parts)).unwrap_or_default();
+    let scope: Vec<&dyn ScopePart> = scope.iter().map(|s| s as &dyn ScopePart).collect();
+    let operation = match &config.operation {
+        Some(op) => op.clone(),
+        None => format!("{} {}", parts.method, parts.uri.path()),
+    };
+    let scoped = match scoped_key(&operation, &scope, &client_key) {
+        Ok(scoped) => scoped,
+        Err(e) => return Ok(problem_response(&e.into(), None)),
+    };
+    let req = Request::from_parts(parts, Body::from(bytes));
+    let terms = Terms {
+        lease: config.lease,
+        ttl: config.ttl,
+        fail_open: config.fail_open,
+    };
+    let mut attempt = match begin(&config.idem, &scoped, &client_key, hash, terms).await {
+        Begin::Run(attempt) => attempt,
+        Begin::Reject(e) => return Ok(problem_response(&e, Some(&client_key))),
+        Begin::Replay(record) => {
+            return Ok(match config.contract {
+                Contract::SuppressOnly => suppressed_replay(record, &config.biz_no_field),
+                Contract::ExactReplay | Contract::LatestState => exact_replay(record),
+            });
+        }
+        Begin::Unprotected => {
+            let resp = with_operation(fresh_operation_id(), inner.call(req)).await?;
+            let mut resp = resp.map(Body::new);
+            mark_unprotected(&mut resp);
+            return Ok(resp);
+        }
+    };
+    let resp = match attempt.run(inner.call(req)).await {
+        Ok(resp) => resp.map(Body::new),
+        Err(e) => {
+            // The service failed without a response: nothing to store, a retry runs again.
+            let _ = attempt.release().await;
+            return Err(e);
+        }
+    };
+    let disposition = config
+        .idem
+        .policy()
+        .classify(config.contract, resp.status().as_u16());
+    let terms = SnapshotTerms {
+        replay_headers: &config.replay_headers,
+        limit: config
+            .max_snapshot_bytes
+            .unwrap_or(config.idem.snapshot_limit()),
+        biz_no_field: &config.biz_no_field,
+        biz_no_from_body: true,
+    };
+    Ok(settle(&mut attempt, disposition, resp, None, &terms).await)
+}

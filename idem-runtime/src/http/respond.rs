@@ -1,0 +1,264 @@
+//! Building responses: problem documents, replays of every contract, and the snapshot of a fresh
+//! response (header whitelist, size limit, outcome).
+
+use axum::body::Body;
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use http::header::{CONTENT_TYPE, RETRY_AFTER};
+use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+
+use super::body::{Captured, capture, read_rest, rejoin};
+use super::{IDEMPOTENCY_STATUS, IDEMPOTENT_REPLAYED, IDEMPOTENT_SNAPSHOT};
+use crate::engine::problem::{self, Problem};
+use crate::engine::{Attempt, Disposition, IdempotencyError, biz_no_body};
+use crate::store::{Completion, Record, RecordState};
+
+/// Response headers never stored nor replayed, even if listed in `replay_headers`: credentials,
+/// hop-by-hop headers, and `content-length` (recomputed from the replayed body).
+pub(crate) const NEVER_STORED: &[&str] = &[
+    "set-cookie",
+    "authorization",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "www-authenticate",
+    "connection",
+    "keep-alive",
+    "transfer-encoding",
+    "te",
+    "trailer",
+    "upgrade",
+    "content-length",
+];
+
+/// Headers stored by default.
+const ALWAYS_STORED: &[&str] = &["content-type", "location"];
+
+fn never_stored(name: &str) -> bool {
+    NEVER_STORED.iter().any(|n| n.eq_ignore_ascii_case(name))
+}
+
+/// The whitelisted headers of a response: `content-type`, `location` and `extra`, minus
+/// [`NEVER_STORED`].
+pub(crate) fn snapshot_headers<H: AsRef<str>>(
+    headers: &HeaderMap,
+    extra: &[H],
+) -> Vec<(String, Vec<u8>)> {
+    headers
+        .iter()
+        .filter(|(name, _)| {
+            let name = name.as_str();
+            !never_stored(name)
+                && (ALWAYS_STORED.contains(&name)
+                    || extra.iter().any(|e| e.as_ref().eq_ignore_ascii_case(name)))
+        })
+        .map(|(name, value)| (name.as_str().to_owned(), value.as_bytes().to_vec()))
+        .collect()
+}
+
+impl IntoResponse for Problem {
+    fn into_response(self) -> Response {
+        let status = StatusCode::from_u16(self.status()).unwrap_or(StatusCode::BAD_REQUEST);
+        let mut resp = (status, self.to_json()).into_response();
+        resp.headers_mut().insert(
+            CONTENT_TYPE,
+            HeaderValue::from_static(problem::CONTENT_TYPE),
+        );
+        resp
+    }
+}
+
+/// The problem response of `e`, with `Retry-After` for 409 and 503.
+pub(crate) fn problem_response(e: &IdempotencyError, client_key: Option<&str>) -> Response {
+    let mut resp = e.problem(client_key).into_response();
+    if let Some(wait) = e.retry_after() {
+        resp.headers_mut()
+            .insert(RETRY_AFTER, HeaderValue::from(wait.as_secs()));
+    }
+    resp
+}
+
+/// `application/problem+json`, `Retry-After` on `409` and `503`; see `docs/http.md`.
+///
+/// ```
+/// use idem_runtime::engine::IdempotencyError;
+/// use axum::response::IntoResponse;
+/// let resp = IdempotencyError::InProgress { retry_after: std::time::Duration::from_millis(1200) }
+///     .into_response();
+/// assert_eq!(resp.status(), 409);
+/// assert_eq!(resp.headers()["retry-after"], "2");
+/// assert_eq!(resp.headers()["content-type"], "application/problem+json");
+/// ```
+impl IntoResponse for IdempotencyError {
+    fn into_response(self) -> Response {
+        problem_response(&self, None)
+    }
+}
+
+pub(crate) fn mark_replayed(resp: &mut Response) {
+    resp.headers_mut()
+        .insert(IDEMPOTENT_REPLAYED, HeaderValue::from_static("true"));
+}
+
+pub(crate) fn mark_unprotected(resp: &mut Response) {
+    resp.headers_mut()
+        .insert(IDEMPOTENCY_STATUS, HeaderValue::from_static("unprotected"));
+}
+
+/// The stored status, headers and body (`exact_replay`, and every stored failure).
+pub(crate) fn exact_replay(record: Record) -> Response {
+    let status = record
+        .status
+        .and_then(|s| StatusCode::from_u16(s).ok())
+        .unwrap_or(StatusCode::OK);
+    let mut resp = Response::new(Body::from(record.body));
+    *resp.status_mut() = status;
+    for (name, value) in &record.headers {
+        if never_stored(name) {
+            continue;
+        }
+        if let (Ok(name), Ok(value)) = (
+            HeaderName::from_bytes(name.as_bytes()),
+            HeaderValue::from_bytes(value),
+        ) {
+            resp.headers_mut().append(name, value);
+        }
+    }
+    mark_replayed(&mut resp);
+    resp
+}
+
+/// `200` + `{"<field>": "<biz_no>"}` (`suppress_only`); a record without a business number (a
+/// stored failure) is replayed exactly.
+pub(crate) fn suppressed_replay(record: Record, field: &str) -> Response {
+    match (&record.state, &record.biz_no) {
+        (RecordState::Completed, Some(biz_no)) => {
+            let mut resp = (
+                [(CONTENT_TYPE, HeaderValue::from_static("application/json"))],
+                biz_no_body(field, biz_no),
+            )
+                .into_response();
+            mark_replayed(&mut resp);
+            resp
+        }
+        _ => exact_replay(record),
+    }
+}
+
+/// How a fresh response is snapshotted.
+pub(crate) struct SnapshotTerms<'a, H> {
+    /// Extra whitelisted headers.
+    pub replay_headers: &'a [H],
+    /// Largest body stored whole.
+    pub limit: usize,
+    /// Wire name of the business number.
+    pub biz_no_field: &'a str,
+    /// Read the business number from this top-level member of a JSON response body when the
+    /// handler did not give one (the tower layer).
+    pub biz_no_from_body: bool,
+}
+
+/// Stores (or releases) a fresh response according to `disposition` and returns it to the first
+/// caller. Failing to store does not change the caller's answer: the record stays processing
+/// until its lease expires, and a retry then runs again (`docs/http.md`, "Completion failures").
+pub(crate) async fn settle<H: AsRef<str>>(
+    attempt: &mut Attempt,
+    disposition: Disposition,
+    resp: Response,
+    biz_no: Option<String>,
+    terms: &SnapshotTerms<'_, H>,
+) -> Response {
+    let Some(outcome) = disposition.outcome() else {
+        let _ = attempt.release().await;
+        return resp;
+    };
+    let (parts, body) = resp.into_parts();
+    let status = parts.status.as_u16();
+    let headers = snapshot_headers(&parts.headers, terms.replay_headers);
+    let completion = |body: Vec<u8>, headers, biz_no: Option<String>| Completion {
+        outcome,
+        status,
+        headers,
+        body,
+        biz_no,
+        expire_at: None,
+    };
+    let from_body = |bytes: &Bytes| {
+        if terms.biz_no_from_body {
+            biz_no_in_json(bytes, terms.biz_no_field)
+        } else {
+            None
+        }
+    };
+    let whole = match capture(body, terms.limit).await {
+        Captured::Whole(bytes) => {
+            let biz_no = biz_no.or_else(|| from_body(&bytes));
+            let _ = attempt
+                .complete(&completion(bytes.to_vec(), headers, biz_no))
+                .await;
+            return Response::from_parts(parts, Body::from(bytes));
+        }
+        Captured::Failed { prefix, error } => {
+            let _ = attempt.release().await;
+            return Response::from_parts(parts, rejoin(prefix, None, Some(error)));
+        }
+        Captured::Over { prefix, rest } => match biz_no {
+            Some(biz_no) => {
+                let _ = attempt
+                    .complete(&completion(
+                        biz_no_body(terms.biz_no_field, &biz_no),
+                        truncated_headers(headers),
+                        Some(biz_no),
+                    ))
+                    .await;
+                return Response::from_parts(parts, rejoin(prefix, Some(rest), None));
+            }
+            None => read_rest(prefix, rest).await,
+        },
+    };
+    // Over the limit and no business number known yet: the body was read whole.
+    match whole {
+        Ok(bytes) => {
+            let stored = match from_body(&bytes) {
+                Some(biz_no) => completion(
+                    biz_no_body(terms.biz_no_field, &biz_no),
+                    truncated_headers(headers),
+                    Some(biz_no),
+                ),
+                // No business number to rebuild it from: stored whole rather than degraded to a
+                // bare "ok" (S12).
+                None => completion(bytes.to_vec(), headers, None),
+            };
+            let _ = attempt.complete(&stored).await;
+            Response::from_parts(parts, Body::from(bytes))
+        }
+        Err(Captured::Failed { prefix, error }) => {
+            let _ = attempt.release().await;
+            Response::from_parts(parts, rejoin(prefix, None, Some(error)))
+        }
+        Err(_) => unreachable_response(),
+    }
+}
+
+/// `read_rest` only fails with `Captured::Failed`.
+fn unreachable_response() -> Response {
+    StatusCode::BAD_GATEWAY.into_response()
+}
+
+/// The headers of a truncated snapshot: JSON content type, and the marker header.
+fn truncated_headers(mut headers: Vec<(String, Vec<u8>)>) -> Vec<(String, Vec<u8>)> {
+    headers.retain(|(n, _)| n != "content-type");
+    headers.push(("content-type".to_owned(), b"application/json".to_vec()));
+    headers.push((IDEMPOTENT_SNAPSHOT.to_owned(), b"truncated".to_vec()));
+    headers
+}
+
+/// The top-level member `field` of a JSON object body, as text (strings as they are, numbers as
+/// written).
+pub(crate) fn biz_no_in_json(body: &[u8], field: &str) -> Option<String> {
+    let value: serde_json::Value = serde_json::from_slice(body).ok()?;
+    match value.get(field)? {
+        serde_json::Value::String(s) => Some(s.clone()),
+        serde_json::Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
+}

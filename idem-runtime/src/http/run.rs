@@ -1,0 +1,241 @@
+//! [`run`] and [`run_latest`]: the body of every `#[idempotent]` axum handler.
+
+use core::future::Future;
+
+use axum::response::{IntoResponse, Response};
+use http::StatusCode;
+
+use super::context::{IdemContext, KeySource};
+use super::respond::{
+    SnapshotTerms, exact_replay, mark_replayed, mark_unprotected, problem_response, settle,
+    suppressed_replay,
+};
+use super::snapshot::IntoSnapshot;
+use crate::engine::{
+    Attempt, Begin, Contract, HandlerConfig, Idem, ScopePart, Terms, begin, fresh_operation_id,
+    with_operation,
+};
+use crate::fingerprint::RequestHash;
+use crate::store::{Record, RecordState};
+
+/// Runs an `exact_replay` or `suppress_only` handler at most once per key (and scope).
+///
+/// `hash` must be computed **before** the handler runs (a handler that mutates its input must not
+/// change what was claimed). The steps and the answers, all problem+json (`docs/http.md`):
+///
+/// | situation | answer |
+/// |---|---|
+/// | key missing | `400` `missing-key` |
+/// | key empty, > 255 characters, control characters, neither sf-string nor bare | `400` `invalid-key` |
+/// | fresh key (or an expired lease of the same request taken over) | the handler runs; its response is stored, stored as a failure or released per the [`OutcomePolicy`](crate::engine::OutcomePolicy) |
+/// | completed, same request hash | replay, `Idempotent-Replayed: true` (exact: stored status, whitelisted headers, body; suppress_only: `200` + `{"<biz_no_field>": "<biz_no>"}`) |
+/// | completed or processing, other request hash | `422` `key-reused` |
+/// | processing, same request hash | `409` `in-progress` + `Retry-After` |
+/// | store unavailable | `503` `store-unavailable` + `Retry-After`, handler not run; with `fail_open` the handler runs unprotected (`Idempotency-Status: unprotected`) |
+///
+/// A `latest_state` configuration passed to `run` (which has no lookup) replays exactly.
+///
+/// The returned future borrows nothing from `key` and `scope`: both are read when `run` is called.
+///
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// use axum::{Json, http::StatusCode, response::Response};
+/// use idem_runtime::engine::{Contract, HandlerConfig, Idem, Snapshot};
+/// use idem_runtime::http::{IdemContext, KeySource, run};
+/// use idem_runtime::RequestHash;
+///
+/// #[derive(serde::Serialize)]
+/// struct Refund { refund_id: String }
+/// impl Snapshot for Refund {
+///     const BIZ_NO_FIELD: &'static str = "refund_id";
+///     fn biz_no(&self) -> String { self.refund_id.clone() }
+/// }
+/// static REFUND: HandlerConfig = HandlerConfig::new("refunds::create").contract(Contract::SuppressOnly);
+///
+/// async fn refund(cx: IdemContext, tenant: String) -> Response {
+///     let hash = RequestHash::of_bytes(br#"{"payment":"pay_1"}"#);
+///     run(cx, &REFUND, KeySource::Header("Idempotency-Key"), &[&tenant], hash, async {
+///         (StatusCode::CREATED, Json(Refund { refund_id: "re_1".into() }))
+///     })
+///     .await
+/// }
+///
+/// let idem = Idem::new(idem_runtime::store::MemoryStore::new());
+/// let cx = || {
+///     let (parts, ()) = http::Request::post("/refunds").header("idempotency-key", "k1")
+///         .body(()).unwrap().into_parts();
+///     IdemContext::new(idem.clone(), &parts)
+/// };
+/// assert_eq!(refund(cx(), "acme".into()).await.status(), StatusCode::CREATED);
+/// let replay = refund(cx(), "acme".into()).await;
+/// assert_eq!(replay.status(), StatusCode::OK); // suppress_only
+/// let body = http_body_util::BodyExt::collect(replay.into_body()).await.unwrap().to_bytes();
+/// assert_eq!(&body[..], br#"{"refund_id":"re_1"}"#);
+/// # });
+/// ```
+pub fn run<R, F>(
+    cx: IdemContext,
+    cfg: &'static HandlerConfig,
+    key: KeySource<'_>,
+    scope: &[&dyn ScopePart],
+    hash: RequestHash,
+    handler: F,
+) -> impl Future<Output = Response> + use<R, F>
+where
+    F: Future<Output = R> + Send,
+    R: IntoSnapshot,
+{
+    let prepared = cx.key(key, cfg.operation, scope);
+    async move {
+        let (scoped, client_key) = match prepared {
+            Ok(k) => k,
+            Err(e) => return problem_response(&e, None),
+        };
+        match begin(cx.idem(), &scoped, &client_key, hash, terms(cfg)).await {
+            Begin::Reject(e) => problem_response(&e, Some(&client_key)),
+            Begin::Replay(record) => match cfg.contract {
+                Contract::SuppressOnly => suppressed_replay(record, R::biz_no_field()),
+                Contract::ExactReplay | Contract::LatestState => exact_replay(record),
+            },
+            Begin::Unprotected => unprotected(handler).await,
+            Begin::Run(attempt) => fresh(attempt, cx.idem(), cfg, handler).await,
+        }
+    }
+}
+
+/// Runs a `latest_state` handler at most once per key (and scope); a replay answers with the
+/// **current** state of the operation: `lookup(biz_no)` with the stored business number.
+///
+/// Everything else is as in [`run`]. A replay whose `lookup` answers 2xx is sent as `200`; any
+/// other status of `lookup` (the resource is gone: `404`) is sent as it is. Both carry
+/// `Idempotent-Replayed: true`. A stored record without a business number (a failure kept by a
+/// custom policy) is replayed exactly.
+///
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// use std::sync::{Arc, Mutex};
+/// use axum::{Json, http::StatusCode, response::Response};
+/// use idem_runtime::engine::{Contract, HandlerConfig, Idem, Snapshot};
+/// use idem_runtime::http::{IdemContext, KeySource, run_latest};
+/// use idem_runtime::RequestHash;
+///
+/// #[derive(Clone, serde::Serialize)]
+/// struct Order { order_no: String, status: &'static str }
+/// impl Snapshot for Order {
+///     const BIZ_NO_FIELD: &'static str = "order_no";
+///     fn biz_no(&self) -> String { self.order_no.clone() }
+/// }
+/// static PLACE: HandlerConfig = HandlerConfig::new("orders::place").contract(Contract::LatestState);
+///
+/// let db = Arc::new(Mutex::new(None::<Order>));
+/// let place = |cx: IdemContext| {
+///     let db = db.clone();
+///     let db2 = db.clone();
+///     run_latest(cx, &PLACE, KeySource::Header("Idempotency-Key"), &[], RequestHash::of_bytes(b"{}"),
+///         async move {
+///             let order = Order { order_no: "o-1".into(), status: "placed" };
+///             *db.lock().unwrap() = Some(order.clone());
+///             (StatusCode::CREATED, Json(order))
+///         },
+///         move |order_no: String| async move {
+///             let order = db2.lock().unwrap().clone().filter(|o| o.order_no == order_no);
+///             order.map(Json).ok_or(StatusCode::NOT_FOUND)
+///         })
+/// };
+/// let idem = Idem::new(idem_runtime::store::MemoryStore::new());
+/// let cx = || {
+///     let (parts, ()) = http::Request::post("/orders").header("idempotency-key", "k")
+///         .body(()).unwrap().into_parts();
+///     IdemContext::new(idem.clone(), &parts)
+/// };
+/// assert_eq!(place(cx()).await.status(), StatusCode::CREATED);
+/// db.lock().unwrap().as_mut().unwrap().status = "shipped";
+/// let replay = place(cx()).await;
+/// assert_eq!(replay.status(), StatusCode::OK);
+/// let body = http_body_util::BodyExt::collect(replay.into_body()).await.unwrap().to_bytes();
+/// assert_eq!(&body[..], br#"{"order_no":"o-1","status":"shipped"}"#);
+/// # });
+/// ```
+pub fn run_latest<R, F, L, LF, LR>(
+    cx: IdemContext,
+    cfg: &'static HandlerConfig,
+    key: KeySource<'_>,
+    scope: &[&dyn ScopePart],
+    hash: RequestHash,
+    handler: F,
+    lookup: L,
+) -> impl Future<Output = Response> + use<R, F, L, LF, LR>
+where
+    F: Future<Output = R> + Send,
+    R: IntoSnapshot,
+    L: FnOnce(String) -> LF,
+    LF: Future<Output = LR>,
+    LR: IntoResponse,
+{
+    let prepared = cx.key(key, cfg.operation, scope);
+    async move {
+        let (scoped, client_key) = match prepared {
+            Ok(k) => k,
+            Err(e) => return problem_response(&e, None),
+        };
+        match begin(cx.idem(), &scoped, &client_key, hash, terms(cfg)).await {
+            Begin::Reject(e) => problem_response(&e, Some(&client_key)),
+            Begin::Replay(record) => latest_replay(record, lookup).await,
+            Begin::Unprotected => unprotected(handler).await,
+            Begin::Run(attempt) => fresh(attempt, cx.idem(), cfg, handler).await,
+        }
+    }
+}
+
+fn terms(cfg: &HandlerConfig) -> Terms {
+    Terms {
+        lease: cfg.lease,
+        ttl: cfg.ttl,
+        fail_open: cfg.fail_open,
+    }
+}
+
+async fn latest_replay<L, LF, LR>(record: Record, lookup: L) -> Response
+where
+    L: FnOnce(String) -> LF,
+    LF: Future<Output = LR>,
+    LR: IntoResponse,
+{
+    let biz_no = match (&record.state, &record.biz_no) {
+        (RecordState::Completed, Some(biz_no)) => biz_no.clone(),
+        _ => return exact_replay(record),
+    };
+    let mut resp = lookup(biz_no).await.into_response();
+    if resp.status().is_success() {
+        *resp.status_mut() = StatusCode::OK;
+    }
+    mark_replayed(&mut resp);
+    resp
+}
+
+async fn unprotected<R: IntoSnapshot, F: Future<Output = R>>(handler: F) -> Response {
+    let mut resp = with_operation(fresh_operation_id(), handler)
+        .await
+        .into_response();
+    mark_unprotected(&mut resp);
+    resp
+}
+
+async fn fresh<R: IntoSnapshot, F: Future<Output = R>>(
+    mut attempt: Attempt,
+    idem: &Idem,
+    cfg: &'static HandlerConfig,
+    handler: F,
+) -> Response {
+    let out = attempt.run(handler).await;
+    let biz_no = out.biz_no();
+    let resp = out.into_response();
+    let disposition = idem.policy().classify(cfg.contract, resp.status().as_u16());
+    let terms = SnapshotTerms {
+        replay_headers: cfg.replay_headers,
+        limit: cfg.max_snapshot_bytes.unwrap_or(idem.snapshot_limit()),
+        biz_no_field: R::biz_no_field(),
+        biz_no_from_body: false,
+    };
+    settle(&mut attempt, disposition, resp, biz_no, &terms).await
+}

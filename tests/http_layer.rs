@@ -1,0 +1,333 @@
+//! The tower `IdempotencyLayer` in front of plain (not annotated) axum handlers, over real
+//! stores (memory and SQLite).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::header::CONTENT_TYPE;
+use axum::http::{Request, StatusCode};
+use axum::routing::post;
+use http_body_util::BodyExt;
+use idem::canonical::Spec;
+use idem::engine::scoped_key;
+use idem::http::IdempotencyLayer;
+use idem::store::{MemoryStore, SqliteStore, Store};
+use idem::{Contract, Fingerprint, Idem};
+use tower::ServiceExt;
+
+#[derive(Fingerprint, serde::Deserialize)]
+struct CreatePayment {
+    amount: rust_decimal::Decimal,
+    currency: String,
+    description: Option<String>,
+    #[fingerprint(env)]
+    client_ip: String,
+}
+
+struct Harness {
+    store: Arc<dyn Store>,
+    hits: Arc<AtomicUsize>,
+    _dir: Option<tempfile::TempDir>,
+}
+
+async fn memory() -> Harness {
+    Harness {
+        store: Arc::new(MemoryStore::new()),
+        hits: Arc::default(),
+        _dir: None,
+    }
+}
+
+async fn sqlite() -> Harness {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path().join("idem.db")).await.unwrap();
+    store.migrate().await.unwrap();
+    Harness {
+        store: Arc::new(store),
+        hits: Arc::default(),
+        _dir: Some(dir),
+    }
+}
+
+impl Harness {
+    fn app(&self, configure: impl FnOnce(IdempotencyLayer) -> IdempotencyLayer) -> Router {
+        let hits = self.hits.clone();
+        let handler = move |body: String| {
+            let hits = hits.clone();
+            async move {
+                let n = hits.fetch_add(1, Ordering::SeqCst) + 1;
+                if body.contains("slow") {
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+                (
+                    StatusCode::CREATED,
+                    [(CONTENT_TYPE, "application/json")],
+                    format!(r#"{{"id":"pay_{n}","echo":{}}}"#, body.len()),
+                )
+            }
+        };
+        let layer = IdempotencyLayer::for_type::<CreatePayment>(Idem::from_arc(self.store.clone()));
+        Router::new()
+            .route(
+                "/payments",
+                post(handler.clone()).get(|| async { "listing" }),
+            )
+            .layer(configure(layer))
+    }
+
+    fn hits(&self) -> usize {
+        self.hits.load(Ordering::SeqCst)
+    }
+}
+
+fn req(key: Option<&str>, body: &str) -> Request<Body> {
+    let mut r = Request::post("/payments").header(CONTENT_TYPE, "application/json");
+    if let Some(key) = key {
+        r = r.header("idempotency-key", key);
+    }
+    r.body(Body::from(body.to_owned())).unwrap()
+}
+
+async fn send(app: &Router, r: Request<Body>) -> (StatusCode, axum::http::HeaderMap, Vec<u8>) {
+    let resp = app.clone().oneshot(r).await.unwrap();
+    let (parts, body) = resp.into_parts();
+    (
+        parts.status,
+        parts.headers,
+        body.collect().await.unwrap().to_bytes().to_vec(),
+    )
+}
+
+fn problem_type(headers: &axum::http::HeaderMap, body: &[u8]) -> String {
+    assert_eq!(headers[CONTENT_TYPE], "application/problem+json");
+    let v: serde_json::Value = serde_json::from_slice(body).unwrap();
+    v["type"]
+        .as_str()
+        .unwrap()
+        .rsplit('/')
+        .next()
+        .unwrap()
+        .to_owned()
+}
+
+const BODY: &str =
+    r#"{"amount":"100.00","currency":"EUR","description":null,"client_ip":"1.2.3.4"}"#;
+
+async fn same_bytes_as_the_derive(h: Harness) {
+    let app = h.app(|l| l);
+    let (s1, _, b1) = send(&app, req(Some("k-derive"), BODY)).await;
+    assert_eq!(s1, StatusCode::CREATED);
+    // The stored request hash is the derive's fingerprint of the deserialized body.
+    let typed: CreatePayment = serde_json::from_str(BODY).unwrap();
+    assert_eq!(typed.client_ip, "1.2.3.4"); // an environment field: not hashed
+    let key = scoped_key("POST /payments", &[], "k-derive").unwrap();
+    let record = h.store.get(&key).await.unwrap().unwrap();
+    assert_eq!(record.request_hash, typed.fingerprint());
+    assert_eq!(record.biz_no.as_deref(), Some("pay_1"));
+    // Written differently, same request: replayed byte for byte.
+    let same = r#"{"client_ip":"9.9.9.9","currency":"EUR","amount":100}"#;
+    let (s2, h2, b2) = send(&app, req(Some("\"k-derive\""), same)).await;
+    assert_eq!(s2, StatusCode::CREATED);
+    assert_eq!(h2["idempotent-replayed"], "true");
+    assert_eq!(b2, b1);
+    // Another amount: 422.
+    let other = r#"{"amount":"100.01","currency":"EUR","client_ip":"1.2.3.4"}"#;
+    let (s3, h3, b3) = send(&app, req(Some("k-derive"), other)).await;
+    assert_eq!(s3, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(problem_type(&h3, &b3), "key-reused");
+    assert_eq!(h.hits(), 1);
+}
+
+#[tokio::test]
+async fn memory_same_bytes_as_the_derive() {
+    same_bytes_as_the_derive(memory().await).await;
+}
+
+#[tokio::test]
+async fn sqlite_same_bytes_as_the_derive() {
+    same_bytes_as_the_derive(sqlite().await).await;
+}
+
+#[tokio::test]
+async fn body_over_the_limit_is_413() {
+    let h = memory().await;
+    let app = h.app(|l| l.body_limit(64));
+    let big = format!(
+        r#"{{"amount":1,"currency":"EUR","description":"{}","client_ip":"x"}}"#,
+        "d".repeat(100)
+    );
+    let (status, headers, body) = send(&app, req(Some("k-413"), &big)).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(problem_type(&headers, &body), "body-too-large");
+    assert_eq!(h.hits(), 0);
+}
+
+#[tokio::test]
+async fn unfingerprintable_bodies_are_400_naming_the_path() {
+    let h = memory().await;
+    let app = h.app(|l| l);
+    for (body, kind, path) in [
+        ("not json", "invalid_json", Some("$")),
+        (
+            r#"{"amount":"1O0","currency":"EUR"}"#,
+            "invalid_number",
+            Some("$.amount"),
+        ),
+        ("[1,2]", "unexpected_type", Some("$")),
+        (r#"{"amount":1,"amount":2}"#, "duplicate_member", Some("$")),
+    ] {
+        let (status, headers, bytes) = send(&app, req(Some("k-400"), body)).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+        assert_eq!(
+            problem_type(&headers, &bytes),
+            "request-not-fingerprintable"
+        );
+        let p: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(p["error"], kind, "{p}");
+        if let Some(path) = path {
+            assert_eq!(p["path"], path, "{p}");
+        }
+    }
+    assert_eq!(h.hits(), 0);
+}
+
+#[tokio::test]
+async fn missing_and_invalid_keys_are_400() {
+    let h = memory().await;
+    let app = h.app(|l| l);
+    let (status, headers, body) = send(&app, req(None, BODY)).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(problem_type(&headers, &body), "missing-key");
+    let (status, headers, body) = send(&app, req(Some("\"open"), BODY)).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(problem_type(&headers, &body), "invalid-key");
+    assert_eq!(h.hits(), 0);
+}
+
+#[tokio::test]
+async fn safe_methods_pass_through() {
+    let h = memory().await;
+    let app = h.app(|l| l);
+    let resp = app
+        .oneshot(Request::get("/payments").body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert!(resp.headers().get("idempotent-replayed").is_none());
+}
+
+#[tokio::test]
+async fn concurrent_duplicate_is_409() {
+    let h = memory().await;
+    let app = h.app(|l| l);
+    let slow = r#"{"amount":1,"currency":"EUR","description":"slow","client_ip":"x"}"#;
+    let first = tokio::spawn({
+        let app = app.clone();
+        async move { send(&app, req(Some("k-409"), slow)).await }
+    });
+    while h.hits() == 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let (status, headers, body) = send(&app, req(Some("k-409"), slow)).await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    assert_eq!(problem_type(&headers, &body), "in-progress");
+    assert!(
+        headers["retry-after"]
+            .to_str()
+            .unwrap()
+            .parse::<u64>()
+            .unwrap()
+            >= 1
+    );
+    assert_eq!(first.await.unwrap().0, StatusCode::CREATED);
+    assert_eq!(h.hits(), 1);
+}
+
+#[tokio::test]
+async fn suppress_only_reads_the_business_number_from_the_body() {
+    let h = memory().await;
+    let app = h.app(|l| l.contract(Contract::SuppressOnly));
+    let (s1, ..) = send(&app, req(Some("k-sup"), BODY)).await;
+    assert_eq!(s1, StatusCode::CREATED);
+    let (s2, h2, b2) = send(&app, req(Some("k-sup"), BODY)).await;
+    assert_eq!(s2, StatusCode::OK);
+    assert_eq!(h2["idempotent-replayed"], "true");
+    assert_eq!(b2, br#"{"id":"pay_1"}"#);
+}
+
+#[tokio::test]
+async fn oversized_response_is_stored_as_its_business_number() {
+    let h = memory().await;
+    let app = h.app(|l| l.max_snapshot_bytes(16));
+    let (s1, _, b1) = send(&app, req(Some("k-big"), BODY)).await;
+    assert_eq!(s1, StatusCode::CREATED);
+    assert!(b1.len() > 16);
+    let (s2, h2, b2) = send(&app, req(Some("k-big"), BODY)).await;
+    assert_eq!(s2, StatusCode::CREATED);
+    assert_eq!(h2["idempotent-snapshot"], "truncated");
+    assert_eq!(b2, br#"{"id":"pay_1"}"#);
+}
+
+#[tokio::test]
+async fn scope_separates_tenants() {
+    let h = memory().await;
+    let app = h.app(|l| {
+        l.scope(|parts| {
+            vec![
+                parts
+                    .headers
+                    .get("x-tenant")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("")
+                    .to_owned(),
+            ]
+        })
+    });
+    let with = |tenant: &str| {
+        let mut r = req(Some("k-scope"), BODY);
+        r.headers_mut().insert("x-tenant", tenant.parse().unwrap());
+        r
+    };
+    send(&app, with("acme")).await;
+    let (_, h2, _) = send(&app, with("globex")).await;
+    assert!(h2.get("idempotent-replayed").is_none());
+    let (_, h3, _) = send(&app, with("acme")).await;
+    assert_eq!(h3["idempotent-replayed"], "true");
+    assert_eq!(h.hits(), 2);
+}
+
+#[tokio::test]
+async fn explicit_spec_from_json() {
+    let h = memory().await;
+    let spec = Spec::from_json_str(r#"{"amount":"decimal","currency":"any"}"#).unwrap();
+    let layer = IdempotencyLayer::new(Idem::from_arc(h.store.clone()), spec).operation("pay");
+    let hits = h.hits.clone();
+    let app = Router::new()
+        .route(
+            "/payments",
+            post(move || {
+                let hits = hits.clone();
+                async move {
+                    hits.fetch_add(1, Ordering::SeqCst);
+                    StatusCode::NO_CONTENT
+                }
+            }),
+        )
+        .layer(layer);
+    let (s1, ..) = send(
+        &app,
+        req(Some("k-spec"), r#"{"amount":1.50,"currency":"EUR","x":1}"#),
+    )
+    .await;
+    let (s2, h2, _) = send(
+        &app,
+        req(Some("k-spec"), r#"{"amount":"1.5","currency":"EUR","x":2}"#),
+    )
+    .await;
+    assert_eq!((s1, s2), (StatusCode::NO_CONTENT, StatusCode::NO_CONTENT));
+    assert_eq!(h2["idempotent-replayed"], "true");
+    assert_eq!(h.hits(), 1);
+}

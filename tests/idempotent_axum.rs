@@ -1,0 +1,411 @@
+//! `#[idempotent]` on real axum handlers, driven in-process (`tower::ServiceExt::oneshot`) against
+//! the memory store and an SQLite file: a handler runs once per key, a retry is replayed with
+//! `Idempotent-Replayed: true`, another payload under the same key is a 422, the operation id is
+//! readable in the handler, `headers = [..]` widens the replayed headers, the scope separates
+//! tenants; `latest_state` replays the current state through `lookup`, `suppress_only` a body
+//! with the business number only.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+
+use axum::body::Body;
+use axum::extract::{FromRef, FromRequestParts, State};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, Request, StatusCode};
+use axum::response::Response;
+use axum::routing::post;
+use axum::{Json, Router};
+use idem::{Fingerprint, Idem, Snapshot, Store, idempotent};
+use rust_decimal::Decimal;
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+#[derive(Clone)]
+struct App {
+    idem: Idem,
+    /// How many times each handler body ran.
+    runs: Arc<AtomicU32>,
+    /// Order number -> status, for the `latest_state` handler.
+    orders: Arc<Mutex<HashMap<String, &'static str>>>,
+}
+
+impl FromRef<App> for Idem {
+    fn from_ref(app: &App) -> Idem {
+        app.idem.clone()
+    }
+}
+
+/// The caller's tenant, from `X-Tenant-Id` (a stand-in for real authentication).
+struct Tenant(String);
+
+impl<S: Send + Sync> FromRequestParts<S> for Tenant {
+    type Rejection = StatusCode;
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, StatusCode> {
+        let tenant = parts
+            .headers
+            .get("x-tenant-id")
+            .and_then(|v| v.to_str().ok())
+            .ok_or(StatusCode::UNAUTHORIZED)?;
+        Ok(Tenant(tenant.to_owned()))
+    }
+}
+
+#[derive(serde::Deserialize, Fingerprint)]
+struct CreatePayment {
+    amount: Decimal,
+    currency: String,
+    /// Not part of the operation's identity: not in `fields`.
+    note: Option<String>,
+    #[fingerprint(env)]
+    client_ip: Option<String>,
+}
+
+#[derive(serde::Serialize, Snapshot)]
+struct Payment {
+    #[snapshot(biz_no)]
+    id: String,
+    tenant: String,
+    amount: Decimal,
+    currency: String,
+    operation_id: String,
+}
+
+#[derive(Debug)]
+struct ApiError(StatusCode);
+
+impl axum::response::IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        self.0.into_response()
+    }
+}
+
+/// A created payment with two response headers (an alias: the response shape is checked through
+/// `IntoSnapshot`, not by its spelling).
+type Created = (StatusCode, [(&'static str, &'static str); 2], Json<Payment>);
+
+#[idempotent(
+    scope = [tenant.0],
+    fingerprint(fields = [amount, currency]),
+    ttl = "90d",
+    lease = "10s",
+    headers = ["X-Request-Cost"],
+)]
+async fn create_payment(
+    State(app): State<App>,
+    tenant: Tenant,
+    Json(req): Json<CreatePayment>,
+) -> Result<Created, ApiError> {
+    if req.amount <= Decimal::ZERO {
+        return Err(ApiError(StatusCode::BAD_REQUEST));
+    }
+    let _ = (req.note, req.client_ip);
+    let n = app.runs.fetch_add(1, Ordering::SeqCst) + 1;
+    let operation_id = idem::operation_id()
+        .ok_or(ApiError(StatusCode::INTERNAL_SERVER_ERROR))?
+        .to_string();
+    let payment = Payment {
+        id: format!("pay_{n}"),
+        tenant: tenant.0,
+        amount: req.amount,
+        currency: req.currency,
+        operation_id,
+    };
+    Ok((
+        StatusCode::CREATED,
+        [("x-request-cost", "3"), ("x-not-replayed", "1")],
+        Json(payment),
+    ))
+}
+
+/// The same handler without `headers = [..]`: only the default whitelist is replayed.
+#[idempotent(scope = [tenant.0], fingerprint(fields = [amount, currency]))]
+async fn create_payment_default_headers(
+    State(app): State<App>,
+    tenant: Tenant,
+    Json(req): Json<CreatePayment>,
+) -> (StatusCode, [(&'static str, &'static str); 1], Json<Payment>) {
+    let n = app.runs.fetch_add(1, Ordering::SeqCst) + 1;
+    let payment = Payment {
+        id: format!("pay_{n}"),
+        tenant: tenant.0,
+        amount: req.amount,
+        currency: req.currency,
+        operation_id: String::new(),
+    };
+    (
+        StatusCode::CREATED,
+        [("x-request-cost", "3")],
+        Json(payment),
+    )
+}
+
+#[derive(serde::Deserialize, Fingerprint)]
+struct PlaceOrder {
+    sku: String,
+}
+
+#[derive(serde::Serialize, Snapshot)]
+struct Order {
+    #[snapshot(biz_no)]
+    order_no: String,
+    status: &'static str,
+}
+
+/// Renders the current state of an order (`latest_state` replays).
+async fn find_order(app: App, order_no: String) -> Result<Json<Order>, StatusCode> {
+    let status = *app
+        .orders
+        .lock()
+        .unwrap()
+        .get(&order_no)
+        .ok_or(StatusCode::NOT_FOUND)?;
+    Ok(Json(Order { order_no, status }))
+}
+
+#[idempotent(
+    contract = "latest_state",
+    lookup = {
+        let app = app.clone();
+        move |order_no| find_order(app, order_no)
+    },
+)]
+async fn place_order(
+    State(app): State<App>,
+    Json(req): Json<PlaceOrder>,
+) -> (StatusCode, Json<Order>) {
+    let n = app.runs.fetch_add(1, Ordering::SeqCst) + 1;
+    let order_no = format!("o-{n}-{}", req.sku);
+    app.orders
+        .lock()
+        .unwrap()
+        .insert(order_no.clone(), "placed");
+    (
+        StatusCode::CREATED,
+        Json(Order {
+            order_no,
+            status: "placed",
+        }),
+    )
+}
+
+#[idempotent(contract = "suppress_only", fingerprint(arg = req))]
+async fn cancel_order(State(app): State<App>, Json(req): Json<PlaceOrder>) -> Json<Order> {
+    let n = app.runs.fetch_add(1, Ordering::SeqCst) + 1;
+    Json(Order {
+        order_no: format!("c-{n}-{}", req.sku),
+        status: "cancelled",
+    })
+}
+
+fn router(idem: Idem) -> (Router, Arc<AtomicU32>) {
+    let (router, runs, _) = router_with_orders(idem);
+    (router, runs)
+}
+
+#[allow(clippy::type_complexity)]
+fn router_with_orders(
+    idem: Idem,
+) -> (
+    Router,
+    Arc<AtomicU32>,
+    Arc<Mutex<HashMap<String, &'static str>>>,
+) {
+    let runs = Arc::new(AtomicU32::new(0));
+    let orders = Arc::new(Mutex::new(HashMap::new()));
+    let app = App {
+        idem,
+        runs: runs.clone(),
+        orders: orders.clone(),
+    };
+    let router = Router::new()
+        .route("/payments", post(create_payment))
+        .route("/payments-default", post(create_payment_default_headers))
+        .route("/orders", post(place_order))
+        .route("/orders/cancel", post(cancel_order))
+        .with_state(app);
+    (router, runs, orders)
+}
+
+async fn send(
+    router: &Router,
+    path: &str,
+    tenant: &str,
+    key: &str,
+    body: Value,
+) -> (StatusCode, HeaderMap, Value) {
+    let request = Request::post(path)
+        .header("content-type", "application/json")
+        .header("x-tenant-id", tenant)
+        .header("idempotency-key", key)
+        .body(Body::from(body.to_string()))
+        .unwrap();
+    let response = router.clone().oneshot(request).await.unwrap();
+    let (parts, body) = response.into_parts();
+    let bytes = axum::body::to_bytes(body, 1 << 20).await.unwrap();
+    let json = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    (parts.status, parts.headers, json)
+}
+
+fn replayed(headers: &HeaderMap) -> bool {
+    headers
+        .get("idempotent-replayed")
+        .is_some_and(|v| v == "true")
+}
+
+/// The whole behaviour against one store.
+async fn suite(idem: Idem) {
+    runs_once_and_replays(idem.clone()).await;
+    another_payload_is_422(idem.clone()).await;
+    scope_separates_tenants(idem.clone()).await;
+    headers_widen_the_whitelist(idem.clone()).await;
+    latest_state_renders_the_current_state(idem.clone()).await;
+    suppress_only_answers_the_business_number(idem).await;
+}
+
+async fn runs_once_and_replays(idem: Idem) {
+    let (router, runs) = router(idem);
+    let body =
+        json!({"amount": "100.00", "currency": "EUR", "note": "first", "client_ip": "203.0.113.7"});
+    let (status, headers, first) = send(&router, "/payments", "acme", "k-once", body).await;
+    assert_eq!(status, StatusCode::CREATED, "{first}");
+    assert!(!replayed(&headers));
+    assert_eq!(first["id"], "pay_1");
+    // The operation id (S22) was readable inside the handler: a UUID.
+    let operation_id = first["operation_id"].as_str().unwrap().to_owned();
+    assert_eq!(operation_id.len(), 36, "{operation_id}");
+
+    // A retry from another address, with another note and `100` for `100.00`: the same request.
+    let retry =
+        json!({"currency": "EUR", "amount": "100", "note": "retry", "client_ip": "198.51.100.1"});
+    let (status, headers, again) = send(&router, "/payments", "acme", "k-once", retry).await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert!(replayed(&headers), "{headers:?}");
+    assert_eq!(again, first);
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "the body ran once");
+
+    // Another key is another operation, with its own id.
+    let body = json!({"amount": "100.00", "currency": "EUR"});
+    let (status, _, other) = send(&router, "/payments", "acme", "k-twice", body).await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert_eq!(other["id"], "pay_2");
+    assert_ne!(other["operation_id"], first["operation_id"]);
+}
+
+async fn another_payload_is_422(idem: Idem) {
+    let (router, runs) = router(idem);
+    let body = json!({"amount": "100.00", "currency": "EUR"});
+    let (status, _, _) = send(&router, "/payments", "acme", "k-reused", body).await;
+    assert_eq!(status, StatusCode::CREATED);
+    let other = json!({"amount": "250.00", "currency": "EUR"});
+    let (status, headers, problem) = send(&router, "/payments", "acme", "k-reused", other).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{problem}");
+    assert!(!replayed(&headers));
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+}
+
+async fn scope_separates_tenants(idem: Idem) {
+    let (router, runs) = router(idem);
+    let body = || json!({"amount": "7", "currency": "USD"});
+    let (status, _, acme) = send(&router, "/payments", "acme", "k-shared", body()).await;
+    assert_eq!(status, StatusCode::CREATED);
+    // The same client key from another tenant is another operation.
+    let (status, headers, globex) = send(&router, "/payments", "globex", "k-shared", body()).await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert!(!replayed(&headers));
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
+    assert_eq!(
+        (acme["tenant"].as_str(), globex["tenant"].as_str()),
+        (Some("acme"), Some("globex"))
+    );
+    assert_ne!(acme["id"], globex["id"]);
+    // Each tenant's retry gets its own response back.
+    let (_, headers, again) = send(&router, "/payments", "globex", "k-shared", body()).await;
+    assert!(replayed(&headers));
+    assert_eq!(again, globex);
+    // Another payload under the other tenant's key is not a conflict with the first tenant.
+    let (status, _, _) = send(
+        &router,
+        "/payments",
+        "initech",
+        "k-shared",
+        json!({"amount": "1", "currency": "USD"}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED);
+}
+
+async fn headers_widen_the_whitelist(idem: Idem) {
+    let (router, _) = router(idem);
+    let body = || json!({"amount": "5", "currency": "EUR"});
+    let (_, first, _) = send(&router, "/payments", "acme", "k-headers", body()).await;
+    assert_eq!(first["x-request-cost"], "3");
+    let (_, replay, _) = send(&router, "/payments", "acme", "k-headers", body()).await;
+    assert!(replayed(&replay));
+    assert_eq!(
+        replay["x-request-cost"], "3",
+        "listed in `headers`: replayed"
+    );
+    assert_eq!(replay["content-type"], "application/json");
+    assert!(
+        replay.get("x-not-replayed").is_none(),
+        "not listed: dropped"
+    );
+
+    let (_, first, _) = send(&router, "/payments-default", "acme", "k-headers", body()).await;
+    assert_eq!(first["x-request-cost"], "3");
+    let (_, replay, _) = send(&router, "/payments-default", "acme", "k-headers", body()).await;
+    assert!(replayed(&replay));
+    assert!(
+        replay.get("x-request-cost").is_none(),
+        "default whitelist only"
+    );
+}
+
+async fn latest_state_renders_the_current_state(idem: Idem) {
+    let (router, runs, orders) = router_with_orders(idem);
+    let body = || json!({"sku": "mug"});
+    let (status, _, first) = send(&router, "/orders", "acme", "k-order", body()).await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert_eq!(first, json!({"order_no": "o-1-mug", "status": "placed"}));
+    orders.lock().unwrap().insert("o-1-mug".into(), "shipped");
+    // The retry gets the order as it is now, rendered by `lookup`, as `200`.
+    let (status, headers, again) = send(&router, "/orders", "acme", "k-order", body()).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(replayed(&headers));
+    assert_eq!(again, json!({"order_no": "o-1-mug", "status": "shipped"}));
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+}
+
+async fn suppress_only_answers_the_business_number(idem: Idem) {
+    let (router, runs) = router(idem);
+    let body = || json!({"sku": "lamp"});
+    let (status, _, first) = send(&router, "/orders/cancel", "acme", "k-cancel", body()).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        first,
+        json!({"order_no": "c-1-lamp", "status": "cancelled"})
+    );
+    // The duplicate is blocked; the minimal answer still carries the business number (S11).
+    let (status, headers, again) =
+        send(&router, "/orders/cancel", "acme", "k-cancel", body()).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(replayed(&headers));
+    assert_eq!(again, json!({"order_no": "c-1-lamp"}));
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_store() {
+    suite(Idem::new(idem::MemoryStore::new())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = idem::SqliteStore::open(dir.path().join("idem.db"))
+        .await
+        .unwrap();
+    store.migrate().await.unwrap();
+    suite(Idem::new(store)).await;
+}

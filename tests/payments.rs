@@ -1,0 +1,658 @@
+//! The payments example (`examples/payments.rs`) end to end over HTTP: its router served on a
+//! real TCP socket, spoken to by a minimal HTTP/1.1 client, on SQLite (a file in a temporary
+//! directory) and PostgreSQL (when `IDEM_TEST_POSTGRES_URL` is set; `scripts/test` starts a
+//! server; under `CI=true` it must be). Each PostgreSQL test gets a schema of its own for the
+//! business tables (the idempotency records live in schema `idem`, shared: every key is unique).
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+#[path = "../examples/payments.rs"]
+#[allow(dead_code)]
+mod payments;
+
+use payments::Config;
+
+// ---------------------------------------------------------------- fixtures
+
+fn server_url(var: &str) -> Option<String> {
+    match std::env::var(var) {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ if std::env::var("CI").as_deref() == Ok("true") => panic!(
+            "{var} is not set and CI=true: run the tests through scripts/test, which starts the servers"
+        ),
+        _ => {
+            eprintln!(
+                "note: {var} is not set, skipping this test (scripts/test starts the servers)"
+            );
+            None
+        }
+    }
+}
+
+/// A name no other test (nor an earlier run against the same server) uses.
+fn unique(label: &str) -> String {
+    static N: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!(
+        "{label}_{}_{nanos}_{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+#[derive(Clone, Copy)]
+enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+struct Server {
+    addr: SocketAddr,
+    _dir: Option<tempfile::TempDir>,
+}
+
+/// A fresh schema for the business tables, as the connection's `search_path`.
+async fn postgres_url(base: &str) -> String {
+    let schema = unique("payments");
+    let pool = sqlx::PgPool::connect(base).await.unwrap();
+    sqlx::query(&format!("CREATE SCHEMA {schema}"))
+        .execute(&pool)
+        .await
+        .unwrap();
+    pool.close().await;
+    let sep = if base.contains('?') { '&' } else { '?' };
+    format!("{base}{sep}options[search_path]={schema}")
+}
+
+async fn start(backend: Backend, config: Config) -> Option<Server> {
+    let (url, dir) = match backend {
+        Backend::Sqlite => {
+            let dir = tempfile::tempdir().unwrap();
+            let url = format!("sqlite://{}", dir.path().join("payments.db").display());
+            (url, Some(dir))
+        }
+        Backend::Postgres => {
+            let base = server_url("IDEM_TEST_POSTGRES_URL")?;
+            (postgres_url(&base).await, None)
+        }
+    };
+    let router = payments::app(&url, config).await.unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    Some(Server { addr, _dir: dir })
+}
+
+/// Runs the scenario `$name(&Server)` on each backend: tests `$name::sqlite`, `$name::postgres`.
+macro_rules! on_each_backend {
+    (@config) => { Config::default() };
+    (@config $config:expr) => { $config };
+    ($($name:ident $(($config:expr))?;)*) => {$(
+        mod $name {
+            use super::*;
+
+            async fn run(backend: Backend) {
+                let config = on_each_backend!(@config $($config)?);
+                if let Some(server) = start(backend, config).await {
+                    super::$name(&server).await;
+                }
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sqlite() {
+                run(Backend::Sqlite).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn postgres() {
+                run(Backend::Postgres).await;
+            }
+        }
+    )*};
+}
+
+// ---------------------------------------------------------------- a minimal HTTP/1.1 client
+
+struct Response {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+impl Response {
+    fn header(&self, name: &str) -> Option<&str> {
+        let mut found = self
+            .headers
+            .iter()
+            .filter(|(n, _)| n.eq_ignore_ascii_case(name));
+        let first = found.next().map(|(_, v)| v.as_str());
+        assert!(found.next().is_none(), "header {name} repeated");
+        first
+    }
+
+    fn replayed(&self) -> bool {
+        self.header("idempotent-replayed") == Some("true")
+    }
+
+    fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or_else(|e| {
+            panic!("{e}: {}", String::from_utf8_lossy(&self.body));
+        })
+    }
+
+    /// Asserts a problem+json of `status` whose `type` ends with `/slug`.
+    fn assert_problem(&self, status: u16, slug: &str) {
+        assert_eq!(self.status, status, "{}", self.text());
+        assert_eq!(
+            self.header("content-type"),
+            Some("application/problem+json")
+        );
+        let doc = self.json();
+        let ty = doc["type"].as_str().unwrap();
+        assert!(ty.ends_with(&format!("/{slug}")), "{ty}");
+        assert_eq!(doc["status"], status);
+    }
+
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+}
+
+/// One request on a fresh connection (`Connection: close`); the body, if any, is JSON.
+async fn send(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Option<&str>,
+) -> Response {
+    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    for (name, value) in headers {
+        req.push_str(&format!("{name}: {value}\r\n"));
+    }
+    if let Some(body) = body {
+        req.push_str("Content-Type: application/json\r\n");
+        req.push_str(&format!("Content-Length: {}\r\n", body.len()));
+    }
+    req.push_str("\r\n");
+    req.push_str(body.unwrap_or(""));
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    stream.write_all(req.as_bytes()).await.unwrap();
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).await.unwrap();
+
+    let split = raw.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+    let head = std::str::from_utf8(&raw[..split]).unwrap();
+    let mut lines = head.split("\r\n");
+    let status = lines.next().unwrap().split(' ').nth(1).unwrap();
+    let headers: Vec<(String, String)> = lines
+        .map(|l| {
+            let (n, v) = l.split_once(':').unwrap();
+            (n.trim().to_ascii_lowercase(), v.trim().to_owned())
+        })
+        .collect();
+    let mut body = raw[split + 4..].to_vec();
+    let chunked = headers
+        .iter()
+        .any(|(n, v)| n == "transfer-encoding" && v.contains("chunked"));
+    if chunked {
+        body = dechunk(&body);
+    }
+    Response {
+        status: status.parse().unwrap(),
+        headers,
+        body,
+    }
+}
+
+fn dechunk(mut data: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let eol = data.windows(2).position(|w| w == b"\r\n").unwrap();
+        let size = std::str::from_utf8(&data[..eol]).unwrap();
+        let size = usize::from_str_radix(size.split(';').next().unwrap().trim(), 16).unwrap();
+        if size == 0 {
+            return out;
+        }
+        out.extend_from_slice(&data[eol + 2..eol + 2 + size]);
+        data = &data[eol + 4 + size..];
+    }
+}
+
+fn key_header(key: &str) -> [(&'static str, &str); 1] {
+    [("Idempotency-Key", key)]
+}
+
+async fn post(s: &Server, path: &str, key: &str, body: Value) -> Response {
+    send(
+        s.addr,
+        "POST",
+        path,
+        &key_header(key),
+        Some(&body.to_string()),
+    )
+    .await
+}
+
+async fn get(s: &Server, path: &str) -> Response {
+    send(s.addr, "GET", path, &[], None).await
+}
+
+async fn stats(s: &Server) -> Value {
+    let resp = get(s, "/v1/stats").await;
+    assert_eq!(resp.status, 200);
+    resp.json()
+}
+
+fn payment_body(amount: Value) -> Value {
+    json!({
+        "amount": amount,
+        "currency": "EUR",
+        "customer_id": "cus_1",
+        "order_id": "ord_42",
+        "metadata": {"channel": "web", "cart": 3},
+    })
+}
+
+async fn create_payment(s: &Server, key: &str, amount: Value) -> Response {
+    post(s, "/v1/payments", key, payment_body(amount)).await
+}
+
+// ---------------------------------------------------------------- scenarios
+
+on_each_backend! {
+    create_and_replay;
+    equivalent_requests_replay;
+    key_reused_is_422;
+    concurrent_duplicate_is_409(Config { delay: Duration::from_millis(1500), ..Config::default() });
+    invalid_request_then_corrected_retry;
+    processor_failure_is_stored_and_replayed;
+    missing_key_is_400;
+    refund_latest_state(Config { settle: Duration::from_millis(1000), ..Config::default() });
+    events_suppress_only;
+    scope_headers_separate_tenants;
+    reads_and_404s;
+    stats_count_business_rows;
+}
+
+async fn create_and_replay(s: &Server) {
+    let key = unique("create");
+    let first = create_payment(s, &key, json!("100.00")).await;
+    assert_eq!(first.status, 201, "{}", first.text());
+    assert!(!first.replayed());
+    assert_eq!(first.header("content-type"), Some("application/json"));
+    let body = first.json();
+    let id = body["payment_id"].as_str().unwrap();
+    assert!(id.starts_with("pay_") && id.len() == 4 + 32, "{id}");
+    assert_eq!(
+        first.header("location"),
+        Some(&*format!("/v1/payments/{id}"))
+    );
+    assert_eq!(
+        body,
+        json!({
+            "payment_id": id, "status": "succeeded", "amount": "100.00", "currency": "EUR",
+            "customer_id": "cus_1", "order_id": "ord_42",
+        })
+    );
+
+    let replay = create_payment(s, &key, json!("100.00")).await;
+    assert_eq!(replay.status, 201);
+    assert!(replay.replayed());
+    assert_eq!(replay.body, first.body, "byte-identical body");
+    assert_eq!(replay.header("location"), first.header("location"));
+    assert_eq!(replay.header("content-type"), first.header("content-type"));
+    assert_eq!(stats(s).await["payments"], 1);
+}
+
+async fn equivalent_requests_replay(s: &Server) {
+    let key = unique("equivalent");
+    let first = create_payment(s, &key, json!("100")).await;
+    assert_eq!(first.status, 201, "{}", first.text());
+    assert_eq!(first.json()["amount"], "100");
+    for amount in [json!(100.00), json!("100.00"), json!(100), json!("1e2")] {
+        let again = create_payment(s, &key, amount.clone()).await;
+        assert_eq!(again.status, 201, "{amount}: {}", again.text());
+        assert!(again.replayed(), "{amount}");
+        assert_eq!(again.body, first.body, "{amount}");
+    }
+    // Environment fields differ on every attempt and are never hashed; member order and
+    // whitespace are not part of the request either.
+    let env = json!({
+        "order_id": "ord_42", "customer_id": "cus_1", "currency": "EUR", "amount": 100,
+        "metadata": {"cart": 3, "channel": "web"},
+        "client_ip": "203.0.113.7", "timestamp": 1_764_000_000, "signature": "sig-a",
+    });
+    let again = post(s, "/v1/payments", &key, env).await;
+    assert!(again.replayed() && again.status == 201, "{}", again.text());
+    let env = json!({
+        "amount": "100.0", "currency": "EUR", "customer_id": "cus_1", "order_id": "ord_42",
+        "metadata": {"channel": "web", "cart": 3},
+        "client_ip": "198.51.100.1", "timestamp": "2026-11-30T12:00:00Z", "signature": "sig-b",
+    });
+    let again = post(s, "/v1/payments", &key, env).await;
+    assert!(again.replayed() && again.status == 201, "{}", again.text());
+    assert_eq!(again.body, first.body);
+    assert_eq!(stats(s).await["payments"], 1);
+}
+
+async fn key_reused_is_422(s: &Server) {
+    let key = unique("reused");
+    assert_eq!(create_payment(s, &key, json!("100.00")).await.status, 201);
+    let other = create_payment(s, &key, json!("100.01")).await;
+    other.assert_problem(422, "key-reused");
+    assert!(!other.replayed());
+    assert_eq!(other.json()["idempotency_key"], key.as_str());
+    let mut body = payment_body(json!("100.00"));
+    body["customer_id"] = json!("cus_2");
+    post(s, "/v1/payments", &key, body)
+        .await
+        .assert_problem(422, "key-reused");
+    let mut body = payment_body(json!("100.00"));
+    body["metadata"]["cart"] = json!(4);
+    post(s, "/v1/payments", &key, body)
+        .await
+        .assert_problem(422, "key-reused");
+    assert_eq!(stats(s).await["payments"], 1);
+}
+
+async fn concurrent_duplicate_is_409(s: &Server) {
+    let key = unique("concurrent");
+    let (addr, k) = (s.addr, key.clone());
+    let first = tokio::spawn(async move {
+        let body = payment_body(json!("100.00")).to_string();
+        send(addr, "POST", "/v1/payments", &key_header(&k), Some(&body)).await
+    });
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let dup = create_payment(s, &key, json!("100.00")).await;
+    dup.assert_problem(409, "in-progress");
+    let retry_after: u64 = dup.header("retry-after").unwrap().parse().unwrap();
+    assert!((1..=10).contains(&retry_after), "{retry_after}");
+    assert_eq!(dup.json()["retry_after"], retry_after);
+    // Another payload under the running key is a 422, not a 409.
+    create_payment(s, &key, json!("5"))
+        .await
+        .assert_problem(422, "key-reused");
+
+    let first = first.await.unwrap();
+    assert_eq!(first.status, 201, "{}", first.text());
+    assert!(!first.replayed());
+    let retry = create_payment(s, &key, json!("100.00")).await;
+    assert_eq!((retry.status, retry.replayed()), (201, true));
+    assert_eq!(retry.body, first.body);
+    assert_eq!(stats(s).await["payments"], 1);
+}
+
+async fn invalid_request_then_corrected_retry(s: &Server) {
+    let key = unique("invalid");
+    for (amount, currency) in [
+        (json!(0), "EUR"),
+        (json!("-5.00"), "EUR"),
+        (json!("10"), "eur"),
+        (json!("10"), "EURO"),
+        (json!("10"), "E1R"),
+    ] {
+        let mut body = payment_body(amount);
+        body["currency"] = json!(currency);
+        let resp = post(s, "/v1/payments", &key, body).await;
+        resp.assert_problem(400, "invalid-request");
+        assert!(!resp.replayed());
+    }
+    // A body that does not deserialize: 400 (never axum's 422).
+    let mut body = payment_body(json!("ten"));
+    post(s, "/v1/payments", &key, body.clone())
+        .await
+        .assert_problem(400, "invalid-body");
+    body.as_object_mut().unwrap().remove("currency");
+    post(s, "/v1/payments", &key, body)
+        .await
+        .assert_problem(400, "invalid-body");
+    assert_eq!(stats(s).await["payments"], 0);
+
+    // Nothing was stored: the corrected retry with the same key runs.
+    let fixed = create_payment(s, &key, json!("10.00")).await;
+    assert_eq!(fixed.status, 201, "{}", fixed.text());
+    assert!(!fixed.replayed());
+    assert_eq!(stats(s).await["payments"], 1);
+}
+
+async fn processor_failure_is_stored_and_replayed(s: &Server) {
+    let key = unique("xxx");
+    let mut body = payment_body(json!("100.00"));
+    body["currency"] = json!("XXX");
+    let first = post(s, "/v1/payments", &key, body.clone()).await;
+    first.assert_problem(500, "processor-failure");
+    assert!(!first.replayed());
+    let replay = post(s, "/v1/payments", &key, body).await;
+    replay.assert_problem(500, "processor-failure");
+    assert!(replay.replayed());
+    assert_eq!(replay.body, first.body);
+    // Stored: another payload under that key is refused.
+    create_payment(s, &key, json!("100.00"))
+        .await
+        .assert_problem(422, "key-reused");
+    assert_eq!(stats(s).await["payments"], 0);
+}
+
+async fn missing_key_is_400(s: &Server) {
+    let body = payment_body(json!("100.00")).to_string();
+    let resp = send(s.addr, "POST", "/v1/payments", &[], Some(&body)).await;
+    resp.assert_problem(400, "missing-key");
+    let resp = send(s.addr, "POST", "/v1/events", &[], Some(r#"{"name":"x"}"#)).await;
+    resp.assert_problem(400, "missing-key");
+    let resp = post(s, "/v1/payments", "", payment_body(json!("1"))).await;
+    resp.assert_problem(400, "invalid-key");
+    assert_eq!(stats(s).await["payments"], 0);
+}
+
+async fn refund_latest_state(s: &Server) {
+    let payment = create_payment(s, &unique("pay"), json!("100.00"))
+        .await
+        .json();
+    let pid = payment["payment_id"].as_str().unwrap();
+    let path = format!("/v1/payments/{pid}/refunds");
+    let key = unique("refund");
+
+    let first = post(s, &path, &key, json!({"amount": "25.00"})).await;
+    assert_eq!(first.status, 201, "{}", first.text());
+    assert!(!first.replayed());
+    let refund = first.json();
+    let rid = refund["refund_id"].as_str().unwrap();
+    assert!(rid.starts_with("re_"), "{rid}");
+    assert_eq!(
+        refund,
+        json!({"refund_id": rid, "payment_id": pid, "amount": "25.00", "status": "pending"})
+    );
+
+    // A replay renders the current state: 200, still pending ...
+    let early = post(s, &path, &key, json!({"amount": 25})).await;
+    assert_eq!(
+        (early.status, early.replayed()),
+        (200, true),
+        "{}",
+        early.text()
+    );
+    assert_eq!(early.json()["status"], "pending");
+    // ... and succeeded once PAYMENTS_SETTLE_MS have passed.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let late = post(s, &path, &key, json!({"amount": "25.00"})).await;
+    assert_eq!((late.status, late.replayed()), (200, true));
+    let mut settled = refund.clone();
+    settled["status"] = json!("succeeded");
+    assert_eq!(late.json(), settled);
+    let read = get(s, &format!("/v1/refunds/{rid}")).await;
+    assert_eq!(read.status, 200);
+    assert_eq!(read.json(), settled);
+
+    post(s, &path, &key, json!({"amount": "30.00"}))
+        .await
+        .assert_problem(422, "key-reused");
+    // Not stored (released): unknown payment, zero or excessive amount.
+    let k = unique("refund-bad");
+    post(
+        s,
+        "/v1/payments/pay_unknown/refunds",
+        &k,
+        json!({"amount": "1"}),
+    )
+    .await
+    .assert_problem(404, "not-found");
+    post(s, &path, &k, json!({"amount": "0"}))
+        .await
+        .assert_problem(400, "invalid-request");
+    post(s, &path, &k, json!({"amount": "100.01"}))
+        .await
+        .assert_problem(400, "invalid-request");
+    let ok = post(s, &path, &k, json!({"amount": "1"})).await;
+    assert_eq!((ok.status, ok.replayed()), (201, false), "{}", ok.text());
+    assert_eq!(stats(s).await["refunds"], 2);
+}
+
+async fn events_suppress_only(s: &Server) {
+    let key = unique("event");
+    let body = json!({"name": "checkout.viewed", "properties": {"step": 2}});
+    let first = post(s, "/v1/events", &key, body.clone()).await;
+    assert_eq!(first.status, 202, "{}", first.text());
+    assert!(!first.replayed());
+    let id = first.json()["event_id"].as_str().unwrap().to_owned();
+    assert!(id.starts_with("evt_"), "{id}");
+    assert_eq!(first.json(), json!({"event_id": id}));
+    let before = stats(s).await;
+    assert_eq!(before["events"], 1);
+
+    let dup = post(s, "/v1/events", &key, body).await;
+    assert_eq!((dup.status, dup.replayed()), (200, true), "{}", dup.text());
+    assert_eq!(dup.json(), json!({"event_id": id}));
+    assert_eq!(stats(s).await, before, "a duplicate records nothing");
+
+    let other = json!({"name": "checkout.viewed", "properties": {"step": 3}});
+    post(s, "/v1/events", &key, other)
+        .await
+        .assert_problem(422, "key-reused");
+    assert_eq!(stats(s).await, before);
+}
+
+async fn scope_headers_separate_tenants(s: &Server) {
+    let key = unique("scoped");
+    let body = payment_body(json!("100.00")).to_string();
+    let as_caller = |tenant: &'static str, user: Option<&'static str>| {
+        let body = body.clone();
+        let key = key.clone();
+        let addr = s.addr;
+        async move {
+            let mut headers = vec![("Idempotency-Key", key.as_str()), ("X-Tenant-Id", tenant)];
+            headers.extend(user.map(|u| ("X-User-Id", u)));
+            send(addr, "POST", "/v1/payments", &headers, Some(&body)).await
+        }
+    };
+    let a = as_caller("acme", None).await;
+    let b = as_caller("globex", None).await;
+    let a_user = as_caller("acme", Some("u-7")).await;
+    for resp in [&a, &b, &a_user] {
+        assert_eq!(
+            (resp.status, resp.replayed()),
+            (201, false),
+            "{}",
+            resp.text()
+        );
+    }
+    let ids: Vec<Value> = [&a, &b, &a_user]
+        .iter()
+        .map(|r| r.json()["payment_id"].clone())
+        .collect();
+    assert!(ids[0] != ids[1] && ids[0] != ids[2] && ids[1] != ids[2]);
+    let again = as_caller("acme", None).await;
+    assert_eq!((again.status, again.replayed()), (201, true));
+    assert_eq!(again.body, a.body);
+    // No scope headers: yet another operation.
+    let none = create_payment(s, &key, json!("100.00")).await;
+    assert_eq!((none.status, none.replayed()), (201, false));
+    assert_eq!(stats(s).await["payments"], 4);
+}
+
+async fn reads_and_404s(s: &Server) {
+    let created = create_payment(s, &unique("read"), json!(12.5)).await;
+    assert_eq!(created.status, 201);
+    let path = created.header("location").unwrap().to_owned();
+    let read = get(s, &path).await;
+    assert_eq!(read.status, 200);
+    assert_eq!(read.json(), created.json());
+    assert_eq!(read.json()["amount"], "12.5");
+    get(s, "/v1/payments/pay_doesnotexist")
+        .await
+        .assert_problem(404, "not-found");
+    get(s, "/v1/refunds/re_doesnotexist")
+        .await
+        .assert_problem(404, "not-found");
+}
+
+async fn stats_count_business_rows(s: &Server) {
+    assert_eq!(
+        stats(s).await,
+        json!({"payments": 0, "refunds": 0, "events": 0})
+    );
+    let p = create_payment(s, &unique("s1"), json!("10")).await.json();
+    create_payment(s, &unique("s2"), json!("20")).await;
+    let path = format!("/v1/payments/{}/refunds", p["payment_id"].as_str().unwrap());
+    assert_eq!(
+        post(s, &path, &unique("s3"), json!({"amount": 5}))
+            .await
+            .status,
+        201
+    );
+    let event = json!({"name": "signup"});
+    assert_eq!(
+        post(s, "/v1/events", &unique("s4"), event).await.status,
+        202
+    );
+    assert_eq!(
+        stats(s).await,
+        json!({"payments": 2, "refunds": 1, "events": 1})
+    );
+}
+
+// ---------------------------------------------------------------- startup
+
+/// What `cargo run --example payments` does first: open (create) the SQLite file and its tables.
+#[tokio::test]
+async fn app_creates_the_sqlite_file() {
+    let dir = tempfile::tempdir().unwrap();
+    for url in [
+        dir.path().join("plain.db").display().to_string(),
+        format!("sqlite://{}", dir.path().join("scheme.db").display()),
+    ] {
+        let path = url.trim_start_matches("sqlite://").to_owned();
+        assert!(!std::path::Path::new(&path).exists());
+        let router = payments::app(&url, Config::default()).await.unwrap();
+        assert!(std::path::Path::new(&path).exists(), "{path}");
+        // Starting again over the same file is fine (CREATE TABLE IF NOT EXISTS, migrations).
+        let _again = payments::app(&url, Config::default()).await.unwrap();
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+        let resp = send(addr, "GET", "/v1/stats", &[], None).await;
+        assert_eq!(resp.status, 200);
+        assert_eq!(
+            resp.json(),
+            json!({"payments": 0, "refunds": 0, "events": 0})
+        );
+    }
+}
+
+#[test]
+fn config_defaults() {
+    let c = Config::default();
+    assert_eq!(
+        (c.delay, c.settle),
+        (Duration::ZERO, Duration::from_millis(500))
+    );
+}

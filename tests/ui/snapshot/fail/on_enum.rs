@@ -1,0 +1,7 @@
+#[derive(serde::Serialize, idem::Snapshot)]
+enum Payment {
+    Card { id: String },
+    Wire { id: String },
+}
+
+fn main() {}
