@@ -28,12 +28,18 @@ static N: AtomicU64 = AtomicU64::new(0);
 
 /// A fresh client key.
 fn fresh(label: &str) -> String {
-    let t = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos();
+    let t = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
     format!("{label}-{t}-{}", N.fetch_add(1, Ordering::Relaxed))
 }
 
 fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as i64
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
 }
 
 fn body() -> Vec<u8> {
@@ -186,7 +192,12 @@ async fn bench_postgres(url: &str) {
         },
     )
     .await;
-    row("PostgreSQL", "claim + complete (2 statements)", idem, Some(base));
+    row(
+        "PostgreSQL",
+        "claim + complete (2 statements)",
+        idem,
+        Some(base),
+    );
 
     let keys = Arc::new(completed(&store, "pg-rp", 50).await);
     let (idem, base) = pair(
@@ -198,7 +209,8 @@ async fn bench_postgres(url: &str) {
         |i| {
             let (pool, keys) = (pool.clone(), keys.clone());
             async move {
-                let key = ScopedKey::new("t", "u", "POST /payments", &keys[i % keys.len()]).unwrap();
+                let key =
+                    ScopedKey::new("t", "u", "POST /payments", &keys[i % keys.len()]).unwrap();
                 let now = now_ms();
                 let row = sqlx::query(idem::store::postgres::sql::claim())
                     .bind(&key.hash()[..])
@@ -212,14 +224,53 @@ async fn bench_postgres(url: &str) {
                     .await
                     .unwrap();
                 let claimed: bool = row.get(0);
+                // What a replay needs: the stored hash (422 check), state and snapshot.
+                let _hash: String = row.get(2);
+                let _state: i16 = row.get(3);
                 let status: Option<i16> = row.get(7);
+                let _headers: Option<Vec<u8>> = row.get(8);
                 let body: Option<Vec<u8>> = row.get(9);
+                let _biz_no: Option<String> = row.get(10);
                 assert!(!claimed && status == Some(201) && body.is_some());
             }
         },
     )
     .await;
     row("PostgreSQL", "replay (1 statement)", idem, Some(base));
+
+    // What the claim form costs a replay: `ON CONFLICT DO UPDATE` locks the row even when it
+    // updates nothing. Reference: a plain `SELECT` of the same row (which could not claim).
+    let (idem, base) = pair(
+        n,
+        |i| {
+            let (store, keys) = (store.clone(), keys.clone());
+            async move { idem_replay(&store, &keys[i % keys.len()]).await }
+        },
+        |i| {
+            let (pool, keys) = (pool.clone(), keys.clone());
+            async move {
+                let key =
+                    ScopedKey::new("t", "u", "POST /payments", &keys[i % keys.len()]).unwrap();
+                let row = sqlx::query(
+                    "SELECT request_hash, state, resp_status, resp_headers, resp_body, biz_no \
+                     FROM idem.idempotency_records WHERE key_hash = $1",
+                )
+                .bind(&key.hash()[..])
+                .fetch_one(&pool)
+                .await
+                .unwrap();
+                let status: Option<i16> = row.get(2);
+                assert_eq!(status, Some(201));
+            }
+        },
+    )
+    .await;
+    row(
+        "PostgreSQL",
+        "replay vs a plain `SELECT` of the row (not a claim)",
+        idem,
+        Some(base),
+    );
 }
 
 async fn bench_mysql(url: &str) {
@@ -272,7 +323,12 @@ async fn bench_mysql(url: &str) {
         },
     )
     .await;
-    row("MariaDB", "claim + complete (2 statements)", idem, Some(base));
+    row(
+        "MariaDB",
+        "claim + complete (2 statements)",
+        idem,
+        Some(base),
+    );
 
     let keys = Arc::new(completed(&store, "my-rp", 50).await);
     let (idem, base) = pair(
@@ -284,7 +340,8 @@ async fn bench_mysql(url: &str) {
         |i| {
             let (pool, keys) = (pool.clone(), keys.clone());
             async move {
-                let key = ScopedKey::new("t", "u", "POST /payments", &keys[i % keys.len()]).unwrap();
+                let key =
+                    ScopedKey::new("t", "u", "POST /payments", &keys[i % keys.len()]).unwrap();
                 let now = now_ms();
                 let err = sqlx::query(idem::store::mysql::sql::INSERT)
                     .bind(&key.hash()[..])
@@ -306,8 +363,13 @@ async fn bench_mysql(url: &str) {
                     .fetch_one(&pool)
                     .await
                     .unwrap();
+                // What a replay needs: the stored hash (422 check), state and snapshot.
+                let _hash: String = row.get(1);
+                let _state: i8 = row.get(2);
                 let status: Option<i16> = row.get(6);
+                let _headers: Option<Vec<u8>> = row.get(7);
                 let body: Option<Vec<u8>> = row.get(8);
+                let _biz_no: Option<String> = row.get(9);
                 assert!(status == Some(201) && body.is_some());
             }
         },
@@ -318,7 +380,9 @@ async fn bench_mysql(url: &str) {
 
 async fn bench_sqlite() {
     let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::open(dir.path().join("bench.db")).await.unwrap();
+    let store = SqliteStore::open(dir.path().join("bench.db"))
+        .await
+        .unwrap();
     store.migrate().await.unwrap();
     let pool = store.pool().clone();
     let n = 500;
@@ -364,7 +428,12 @@ async fn bench_sqlite() {
         },
     )
     .await;
-    row("SQLite", "claim + complete (2 statements)", idem, Some(base));
+    row(
+        "SQLite",
+        "claim + complete (2 statements)",
+        idem,
+        Some(base),
+    );
 
     let keys = Arc::new(completed(&store, "sq-rp", 50).await);
     let (idem, base) = pair(
@@ -376,7 +445,8 @@ async fn bench_sqlite() {
         |i| {
             let (pool, keys) = (pool.clone(), keys.clone());
             async move {
-                let key = ScopedKey::new("t", "u", "POST /payments", &keys[i % keys.len()]).unwrap();
+                let key =
+                    ScopedKey::new("t", "u", "POST /payments", &keys[i % keys.len()]).unwrap();
                 let now = now_ms();
                 let claimed = sqlx::query(idem::store::sqlite::sql::CLAIM)
                     .bind(&key.hash()[..])
@@ -395,8 +465,13 @@ async fn bench_sqlite() {
                     .fetch_one(&pool)
                     .await
                     .unwrap();
+                // What a replay needs: the stored hash (422 check), state and snapshot.
+                let _hash: String = row.get(1);
+                let _state: i64 = row.get(2);
                 let status: Option<i64> = row.get(6);
+                let _headers: Option<Vec<u8>> = row.get(7);
                 let body: Option<Vec<u8>> = row.get(8);
+                let _biz_no: Option<String> = row.get(9);
                 assert!(status == Some(201) && body.is_some());
             }
         },
@@ -434,7 +509,9 @@ async fn bench_memory() {
 fn main() {
     // `cargo bench` passes `--bench`; `cargo test --benches` runs this with no flag: stay quick.
     if !std::env::args().any(|a| a == "--bench") {
-        println!("store benchmark: run `scripts/bench` (or `cargo bench --bench store --all-features`)");
+        println!(
+            "store benchmark: run `scripts/bench` (or `cargo bench --bench store --all-features`)"
+        );
         return;
     }
     let rt = tokio::runtime::Builder::new_multi_thread()

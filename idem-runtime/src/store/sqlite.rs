@@ -268,10 +268,10 @@ impl SqliteStore {
     async fn select(&self, key: &ScopedKey) -> Result<Option<Record>, StoreError> {
         self.statements.add(1);
         let row = sqlx::query(&SELECT_SQL)
-        .bind(&key.hash()[..])
-        .fetch_optional(&self.pool)
-        .await
-        .map_err(classify)?;
+            .bind(&key.hash()[..])
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(classify)?;
         row.map(|r| decode(&r)).transpose()
     }
 

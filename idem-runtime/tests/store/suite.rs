@@ -415,7 +415,10 @@ pub async fn unicode_keys_of_255_characters(f: &Fixture) {
         f.store.complete(&lease, &snapshot()).await.unwrap();
         let rec = f.store.get(&key).await.unwrap().unwrap();
         assert_eq!(rec.key, key.readable());
-        assert!(rec.key.ends_with(&client.replace('%', "%25").replace(':', "%3A")));
+        assert!(
+            rec.key
+                .ends_with(&client.replace('%', "%25").replace(':', "%3A"))
+        );
         assert_eq!(rec.request_hash, hash(unit));
         assert!(seen.insert(*key.hash()));
     }
