@@ -43,6 +43,7 @@ use sqlx::{Connection, Executor, Row};
 
 use super::codec::{
     CLAIM_ATTEMPTS, COLUMNS, RawRecord, StatementCounter, contended, encode_headers, fence_param,
+    fenced_unless_one,
 };
 use super::error::classify_sqlx;
 use super::migrate::{Applied, migrate_error, pending};
@@ -405,20 +406,6 @@ fn collided_index(message: &str) -> Option<&str> {
     let inner = message.trim_end().strip_suffix('\'')?;
     let start = inner.rfind('\'')?;
     Some(&inner[start + 1..])
-}
-
-fn fenced_unless_one(rows: u64, lease: &Lease) -> Result<(), StoreError> {
-    match rows {
-        1 => Ok(()),
-        0 => Err(StoreError::FencedOut {
-            key: lease.key.readable().to_owned(),
-            fence: lease.fence,
-        }),
-        n => Err(StoreError::Other(
-            format!("{n} rows matched one key hash: is the primary key on `key_hash` missing?")
-                .into(),
-        )),
-    }
 }
 
 /// Decodes a row of `{COLUMNS}`; returns the record and its `rev`.

@@ -45,6 +45,7 @@ use sqlx::{Connection, Executor, Row};
 
 use super::codec::{
     CLAIM_ATTEMPTS, COLUMNS, RawRecord, StatementCounter, contended, encode_headers, fence_param,
+    fenced_unless_one,
 };
 use super::error::classify_sqlx;
 use super::migrate::{Applied, migrate_error, pending};
@@ -419,19 +420,6 @@ async fn migrate_on(conn: &mut PgConnection) -> Result<(), StoreError> {
         .await
         .map_err(|e| migrate_error("cannot release the migration lock", e))?;
     Ok(())
-}
-
-fn fenced_unless_one(rows: u64, lease: &Lease) -> Result<(), StoreError> {
-    match rows {
-        1 => Ok(()),
-        0 => Err(StoreError::FencedOut {
-            key: lease.key.readable().to_owned(),
-            fence: lease.fence,
-        }),
-        n => Err(StoreError::Other(
-            format!("{n} rows matched one key hash: is `uk_idem_key` missing?").into(),
-        )),
-    }
 }
 
 /// Decodes a row of `claimed, {COLUMNS}`.
