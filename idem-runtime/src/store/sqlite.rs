@@ -132,7 +132,9 @@ impl SqliteStore {
     }
 
     /// Opens (or creates) the database at `path` with [`SqliteStore::options`] and a pool of up
-    /// to 8 connections. Run [`Store::migrate`] before the first claim.
+    /// to 8 connections. Run [`Store::migrate`] before the first claim. Give it a file:
+    /// `:memory:` would give every pooled connection a database of its own (use
+    /// [`MemoryStore`](super::MemoryStore) instead).
     ///
     /// # Errors
     /// [`StoreError::Unavailable`] or [`StoreError::Config`] when the file cannot be opened.
