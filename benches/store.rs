@@ -3,8 +3,8 @@
 //!
 //! Run with `scripts/bench` (starts throwaway PostgreSQL and MariaDB servers, like
 //! `scripts/test`); a backend whose URL (`IDEM_TEST_POSTGRES_URL`, `IDEM_TEST_MYSQL_URL`) is unset
-//! is skipped. Rounds of idem and baseline alternate (the order flips every round) so that drift
-//! on a shared machine hits both alike; the table reports medians over the rounds. Not criterion:
+//! is skipped. idem and the baseline alternate operation by operation so that drift on a shared
+//! machine hits both alike; the table reports medians over the rounds. Not criterion:
 //! what matters here is the ratio of two interleaved measurements, printed as a Markdown table.
 
 use std::future::Future;
@@ -82,7 +82,9 @@ async fn idem_replay(store: &dyn Store, client: &str) {
     assert_eq!(rec.status, Some(201));
 }
 
-/// Median of the per-op microseconds of `ROUNDS` interleaved rounds of `n` ops each.
+/// Median per-op microseconds of `a` and `b` over `ROUNDS` rounds of `n` ops each. The two
+/// alternate operation by operation (which goes first flips every operation), so that a load
+/// change on the shared machine hits both alike.
 async fn pair<A, B, FA, FB>(n: usize, mut a: A, mut b: B) -> (f64, f64)
 where
     A: FnMut(usize) -> FA,
@@ -92,20 +94,19 @@ where
 {
     let (mut ta, mut tb) = (Vec::new(), Vec::new());
     for round in 0..ROUNDS + 1 {
-        let mut run_a = Duration::ZERO;
-        let mut run_b = Duration::ZERO;
-        for first_a in [round % 2 == 0, round % 2 == 1] {
-            let start = Instant::now();
-            if first_a {
-                for i in 0..n {
-                    a(round * n + i).await;
+        let (mut run_a, mut run_b) = (Duration::ZERO, Duration::ZERO);
+        for i in 0..n {
+            let op = round * n + i;
+            for a_first in [true, false] {
+                if a_first == (op % 2 == 0) {
+                    let start = Instant::now();
+                    a(op).await;
+                    run_a += start.elapsed();
+                } else {
+                    let start = Instant::now();
+                    b(op).await;
+                    run_b += start.elapsed();
                 }
-                run_a = start.elapsed();
-            } else {
-                for i in 0..n {
-                    b(round * n + i).await;
-                }
-                run_b = start.elapsed();
             }
         }
         if round > 0 {
