@@ -164,7 +164,9 @@ impl MySqlStore {
     /// Completes `lease` on `conn`, typically `&mut *tx` of the caller's own
     /// `sqlx::Transaction`, so that the business writes and the snapshot commit together (or
     /// not at all). The same single `UPDATE` as [`Store::complete`]; it locks the record until
-    /// the caller commits, so keep that transaction short (S18).
+    /// the caller commits, so keep that transaction short (S18): meanwhile a duplicate claim of
+    /// this key waits in its `INSERT` (InnoDB's duplicate check takes a shared lock on the row),
+    /// up to `innodb_lock_wait_timeout`, after which it gets [`StoreError::Unavailable`].
     ///
     /// # Errors
     /// [`StoreError::FencedOut`] when the lease no longer owns the record: roll back.

@@ -184,7 +184,8 @@ impl SqliteStore {
     /// Completes `lease` on `conn`, typically `&mut *tx` of the caller's own
     /// `sqlx::Transaction`, so that the business writes and the snapshot commit together (or
     /// not at all). The same single `UPDATE` as [`Store::complete`]; nothing is committed until
-    /// the caller commits.
+    /// the caller commits. The caller's transaction holds SQLite's write lock: every other write
+    /// (claims of any key) waits for it, so keep it short (S18).
     ///
     /// # Errors
     /// [`StoreError::FencedOut`] when the lease no longer owns the record: roll the transaction
