@@ -205,8 +205,9 @@ impl PostgresStore {
     /// Completes `lease` on `conn`, typically `&mut *tx` of the caller's own
     /// `sqlx::Transaction`, so that the business writes and the snapshot commit together (or
     /// not at all). The same single `UPDATE` as [`Store::complete`]; it locks the record until
-    /// the caller commits, so keep that transaction short (S18). Duplicate claims meanwhile do
-    /// not wait: they read the last committed row and get [`Claim::InProgress`].
+    /// the caller commits, so keep that transaction short (S18): meanwhile a duplicate claim of
+    /// this key waits in its `INSERT` (the unique check waits for the row's open update), and
+    /// answers once the caller commits or rolls back.
     ///
     /// ```no_run
     /// # async fn demo(store: idem_runtime::store::PostgresStore, lease: idem_runtime::store::Lease,
