@@ -1,7 +1,7 @@
-//! Column encodings shared by the SQL backends: response headers as one length-prefixed blob,
+//! Column encodings and helpers shared by the SQL backends: response headers as one length-prefixed blob,
 //! and the checked conversion of a raw row into a [`Record`].
 
-use super::{Record, RecordState, StoreError, Timestamp};
+use super::{Lease, Record, RecordState, StoreError, Timestamp};
 use crate::fingerprint::RequestHash;
 
 /// Version byte of the header blob.
@@ -152,14 +152,12 @@ mod tests {
 }
 
 /// The columns every SQL backend reads, in [`RawRecord`] order.
-#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 pub(crate) const COLUMNS: &str = "idem_key, request_hash, state, operation_id, fence, rev, \
     resp_status, resp_headers, resp_body, biz_no, locked_at, lease_until, expire_at, \
     created_at, updated_at, completed_at";
 
 /// How many times a claim re-runs when the record changed between its statements (a purge, a
 /// concurrent takeover); each retry starts from a fresh read.
-#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 pub(crate) const CLAIM_ATTEMPTS: u32 = 8;
 
 /// Counts the SQL statements a store sent (diagnostics; the tests check the documented counts).
@@ -176,8 +174,24 @@ impl StatementCounter {
     }
 }
 
+/// The outcome of a `complete` / `release` / `extend` statement that matched `rows` rows on
+/// `key_hash`, `fence` and `operation_id`: 1 is success, 0 means the lease no longer owns the
+/// record (every such statement also bumps `rev`, so a matched row is always a changed row).
+pub(crate) fn fenced_unless_one(rows: u64, lease: &Lease) -> Result<(), StoreError> {
+    match rows {
+        1 => Ok(()),
+        0 => Err(StoreError::FencedOut {
+            key: lease.key.readable().to_owned(),
+            fence: lease.fence,
+        }),
+        n => Err(StoreError::Other(
+            format!("{n} rows matched one key hash: is the unique index on `key_hash` missing?")
+                .into(),
+        )),
+    }
+}
+
 /// The error of a claim that kept finding its record changed under it.
-#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 pub(crate) fn contended(key: &str) -> StoreError {
     StoreError::Unavailable {
         source: format!(

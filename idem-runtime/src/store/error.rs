@@ -100,6 +100,7 @@ impl StoreError {
         }
     }
 
+    #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
     pub(crate) fn corrupt(key: impl Into<String>, detail: impl Into<String>) -> Self {
         StoreError::Corrupt {
             key: key.into(),

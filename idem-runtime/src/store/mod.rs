@@ -50,7 +50,8 @@ use core::time::Duration;
 use crate::fingerprint::RequestHash;
 
 mod clock;
-pub(crate) mod codec;
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+mod codec;
 mod error;
 mod key;
 mod memory;

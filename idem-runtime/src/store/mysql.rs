@@ -43,6 +43,7 @@ use sqlx::{Connection, Executor, Row};
 
 use super::codec::{
     CLAIM_ATTEMPTS, COLUMNS, RawRecord, StatementCounter, contended, encode_headers, fence_param,
+    fenced_unless_one,
 };
 use super::error::classify_sqlx;
 use super::migrate::{Applied, migrate_error, pending};
@@ -163,7 +164,9 @@ impl MySqlStore {
     /// Completes `lease` on `conn`, typically `&mut *tx` of the caller's own
     /// `sqlx::Transaction`, so that the business writes and the snapshot commit together (or
     /// not at all). The same single `UPDATE` as [`Store::complete`]; it locks the record until
-    /// the caller commits, so keep that transaction short (S18).
+    /// the caller commits, so keep that transaction short (S18): meanwhile a duplicate claim of
+    /// this key waits in its `INSERT` (InnoDB's duplicate check takes a shared lock on the row),
+    /// up to `innodb_lock_wait_timeout`, after which it gets [`StoreError::Unavailable`].
     ///
     /// # Errors
     /// [`StoreError::FencedOut`] when the lease no longer owns the record: roll back.
@@ -405,20 +408,6 @@ fn collided_index(message: &str) -> Option<&str> {
     let inner = message.trim_end().strip_suffix('\'')?;
     let start = inner.rfind('\'')?;
     Some(&inner[start + 1..])
-}
-
-fn fenced_unless_one(rows: u64, lease: &Lease) -> Result<(), StoreError> {
-    match rows {
-        1 => Ok(()),
-        0 => Err(StoreError::FencedOut {
-            key: lease.key.readable().to_owned(),
-            fence: lease.fence,
-        }),
-        n => Err(StoreError::Other(
-            format!("{n} rows matched one key hash: is the primary key on `key_hash` missing?")
-                .into(),
-        )),
-    }
 }
 
 /// Decodes a row of `{COLUMNS}`; returns the record and its `rev`.

@@ -4,8 +4,9 @@
 //!
 //! | path | statements |
 //! |---|---|
-//! | fresh claim, expired record replaced, expired lease taken over | 1: the claim statement below |
+//! | fresh claim | 1: the claim statement below |
 //! | replay (completed), in progress | 1: the same statement; the existing row rides along |
+//! | expired record replaced, expired lease taken over | 2: the claim statement + a conditional `UPDATE .. RETURNING` |
 //! | a concurrent claim committed after the statement's snapshot (rare race) | +1 `SELECT` |
 //! | complete, release, extend | 1 `UPDATE` / `DELETE` / `UPDATE .. RETURNING` |
 //! | get | 1 `SELECT` |
@@ -15,16 +16,26 @@
 //!
 //! # The claim statement
 //!
-//! `INSERT .. ON CONFLICT (key_hash) DO UPDATE .. WHERE <claimable> RETURNING ..` inside a CTE
-//! (S13, S14): the unique index decides, never a prior `SELECT`. The `DO UPDATE` fires only for
-//! an expired record (replaced, S21) or an expired lease of the same request hash (taken over
-//! with `fence + 1`, S23). When it claims nothing, the `UNION ALL` branch returns the existing
-//! row from the statement's snapshot, so the replay needs no second round trip.
+//! `INSERT .. ON CONFLICT (key_hash) DO NOTHING RETURNING ..` inside a CTE (S13, S14): the
+//! unique index decides, never a prior `SELECT`. When it inserts nothing, the `UNION ALL` branch
+//! returns the existing row from the statement's snapshot, so a replay or an in-progress answer
+//! needs no second round trip. A row committed by a concurrent claim *after* that snapshot is
+//! invisible to the branch; one plain `SELECT` then follows.
 //!
-//! Two costs of this form, both measured in `BENCHMARKS.md`: `ON CONFLICT DO UPDATE` locks the
-//! conflicting row even when its `WHERE` is false, so a replay takes (and at once releases) a
-//! row lock; and a row committed by a concurrent claim *after* the statement's snapshot is
-//! invisible to the `UNION ALL` branch, in which case one plain `SELECT` follows.
+//! An expired record (S21) or an expired lease of the same request hash (S23) is then claimed
+//! by an `UPDATE .. WHERE key_hash = $1 AND <claimable> RETURNING ..`: PostgreSQL re-checks the
+//! condition on the latest row version under the row lock, so of two concurrent takeovers exactly
+//! one returns a row, with `fence + 1`.
+//!
+//! **Why not `ON CONFLICT DO UPDATE .. WHERE <claimable>`**, which would also take over in the
+//! first statement: `DO UPDATE` locks the conflicting row even when its `WHERE` is false, so
+//! every replay and every in-progress answer would be a write transaction — one transaction id
+//! consumed per replay (measured: 100 replays, 100 xids; `DO NOTHING`: none), a WAL record, and a
+//! commit that waits for the WAL flush under `synchronous_commit = on`; replays of one key would
+//! also queue on its row lock. Measured server-side with pgbench on a replay: 0.16-0.21 ms with
+//! `DO UPDATE`, 0.11-0.15 ms with `DO NOTHING`, 0.06 ms for a bare `SELECT` (`BENCHMARKS.md`).
+//! Replays are frequent, takeovers rare (a crash, an expired key reused): the rare path pays the
+//! second statement.
 
 use core::time::Duration;
 use std::sync::{Arc, LazyLock};
@@ -34,6 +45,7 @@ use sqlx::{Connection, Executor, Row};
 
 use super::codec::{
     CLAIM_ATTEMPTS, COLUMNS, RawRecord, StatementCounter, contended, encode_headers, fence_param,
+    fenced_unless_one,
 };
 use super::error::classify_sqlx;
 use super::migrate::{Applied, migrate_error, pending};
@@ -47,34 +59,45 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/postgre
 /// Key of the advisory lock that serializes concurrent `migrate()` calls ("idem" in ASCII).
 const MIGRATION_LOCK: i64 = 0x6964_656d;
 
-/// The claim (S13, S14, S21, S23); `$5` is now. See the module documentation.
+/// The claim (S13, S14): insert, or return the existing row from the statement's snapshot.
 static CLAIM_SQL: LazyLock<String> = LazyLock::new(|| {
     format!(
         "WITH claimed AS ( \
-           INSERT INTO idem.idempotency_records AS r \
+           INSERT INTO idem.idempotency_records \
              (key_hash, idem_key, request_hash, state, operation_id, fence, rev, locked_at, lease_until, expire_at, created_at, updated_at) \
            VALUES ($1, $2, $3, 0, $4, 1, 1, $5, $6, $7, $5, $5) \
-           ON CONFLICT (key_hash) DO UPDATE SET \
-             idem_key = EXCLUDED.idem_key, \
-             request_hash = EXCLUDED.request_hash, \
-             state = 0, \
-             operation_id = CASE WHEN r.expire_at <= $5 THEN EXCLUDED.operation_id ELSE r.operation_id END, \
-             fence = r.fence + 1, \
-             rev = r.rev + 1, \
-             resp_status = NULL, resp_headers = NULL, resp_body = NULL, biz_no = NULL, completed_at = NULL, \
-             locked_at = $5, \
-             lease_until = $6, \
-             expire_at = CASE WHEN r.expire_at <= $5 THEN $7 ELSE GREATEST(r.expire_at, $6) END, \
-             created_at = CASE WHEN r.expire_at <= $5 THEN $5 ELSE r.created_at END, \
-             updated_at = $5 \
-           WHERE r.expire_at <= $5 \
-              OR (r.state = 0 AND r.lease_until <= $5 AND r.request_hash = EXCLUDED.request_hash) \
+           ON CONFLICT (key_hash) DO NOTHING \
            RETURNING {COLUMNS} \
          ) \
          SELECT TRUE AS claimed, {COLUMNS} FROM claimed \
          UNION ALL \
          SELECT FALSE AS claimed, {COLUMNS} FROM idem.idempotency_records \
           WHERE key_hash = $1 AND NOT EXISTS (SELECT 1 FROM claimed)"
+    )
+});
+
+/// Replacing an expired record (S21: a new operation id) or taking over an expired lease of the
+/// same request (S23: same operation id); `$5` is now. The condition is re-checked on the latest
+/// row version, so only one of concurrent takeovers returns a row. `SET` sees the old row.
+static TAKEOVER_SQL: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "UPDATE idem.idempotency_records AS r SET \
+           idem_key = $2, \
+           request_hash = $3, \
+           state = 0, \
+           operation_id = CASE WHEN r.expire_at <= $5 THEN $4 ELSE r.operation_id END, \
+           fence = r.fence + 1, \
+           rev = r.rev + 1, \
+           resp_status = NULL, resp_headers = NULL, resp_body = NULL, biz_no = NULL, completed_at = NULL, \
+           locked_at = $5, \
+           lease_until = $6, \
+           expire_at = CASE WHEN r.expire_at <= $5 THEN $7 ELSE GREATEST(r.expire_at, $6) END, \
+           created_at = CASE WHEN r.expire_at <= $5 THEN $5 ELSE r.created_at END, \
+           updated_at = $5 \
+         WHERE r.key_hash = $1 \
+           AND (r.expire_at <= $5 \
+                OR (r.state = 0 AND r.lease_until <= $5 AND r.request_hash = $3)) \
+         RETURNING TRUE AS claimed, {COLUMNS}"
     )
 });
 
@@ -112,6 +135,10 @@ pub mod sql {
     /// The claim statement (with the read riding along).
     pub fn claim() -> &'static str {
         &super::CLAIM_SQL
+    }
+    /// The takeover of an expired record or lease.
+    pub fn takeover() -> &'static str {
+        &super::TAKEOVER_SQL
     }
     /// The completion update.
     pub const COMPLETE: &str = super::COMPLETE_SQL;
@@ -178,7 +205,9 @@ impl PostgresStore {
     /// Completes `lease` on `conn`, typically `&mut *tx` of the caller's own
     /// `sqlx::Transaction`, so that the business writes and the snapshot commit together (or
     /// not at all). The same single `UPDATE` as [`Store::complete`]; it locks the record until
-    /// the caller commits, so keep that transaction short (S18).
+    /// the caller commits, so keep that transaction short (S18): meanwhile a duplicate claim of
+    /// this key waits in its `INSERT` (the unique check waits for the row's open update), and
+    /// answers once the caller commits or rolls back.
     ///
     /// ```no_run
     /// # async fn demo(store: idem_runtime::store::PostgresStore, lease: idem_runtime::store::Lease,
@@ -229,15 +258,18 @@ impl PostgresStore {
         for _ in 0..CLAIM_ATTEMPTS {
             let now = self.clock.now();
             let (lease_until, expire_at) = req.deadlines(now);
+            let bind = |sql: &'static str| {
+                sqlx::query(sql)
+                    .bind(&req.key.hash()[..])
+                    .bind(req.key.readable())
+                    .bind(&hash)
+                    .bind(&operation_id)
+                    .bind(now.as_millis())
+                    .bind(lease_until.as_millis())
+                    .bind(expire_at.as_millis())
+            };
             self.statements.add(1);
-            let mut row = sqlx::query(&CLAIM_SQL)
-                .bind(&req.key.hash()[..])
-                .bind(req.key.readable())
-                .bind(&hash)
-                .bind(&operation_id)
-                .bind(now.as_millis())
-                .bind(lease_until.as_millis())
-                .bind(expire_at.as_millis())
+            let mut row = bind(&CLAIM_SQL)
                 .fetch_optional(&self.pool)
                 .await
                 .map_err(classify)?;
@@ -255,33 +287,64 @@ impl PostgresStore {
             };
             let claimed: bool = row.try_get(0).map_err(classify)?;
             let record = decode(&row)?;
-            if claimed {
-                return Ok(Claim::Acquired(Lease {
-                    key: req.key.clone(),
-                    request_hash: req.request_hash,
-                    fence: record.fence,
-                    took_over: record.operation_id != operation_id,
-                    operation_id: record.operation_id,
-                    lease_until,
-                    expire_at: record.expire_at,
-                }));
-            }
-            match record.decide(&req.request_hash, now) {
-                Found::Completed => return Ok(Claim::Completed(record)),
-                Found::InProgress {
-                    request_hash,
-                    retry_after,
-                } => {
-                    return Ok(Claim::InProgress {
+            if !claimed {
+                match record.decide(&req.request_hash, now) {
+                    Found::Completed => return Ok(Claim::Completed(record)),
+                    Found::InProgress {
                         request_hash,
                         retry_after,
-                    });
+                    } => {
+                        return Ok(Claim::InProgress {
+                            request_hash,
+                            retry_after,
+                        });
+                    }
+                    Found::Claimable => {}
                 }
-                // The snapshot showed a claimable row that the upsert saw changed: claim again.
-                Found::Claimable => continue,
+                self.statements.add(1);
+                let Some(row) = bind(&TAKEOVER_SQL)
+                    .fetch_optional(&self.pool)
+                    .await
+                    .map_err(classify)?
+                else {
+                    continue; // another claim was faster, or the row changed: look again
+                };
+                let record = decode(&row)?;
+                return Ok(Claim::Acquired(self.lease(
+                    req,
+                    record,
+                    &operation_id,
+                    lease_until,
+                )));
             }
+            return Ok(Claim::Acquired(self.lease(
+                req,
+                record,
+                &operation_id,
+                lease_until,
+            )));
         }
         Err(contended(req.key.readable()))
+    }
+
+    /// The lease of a record this claim just wrote.
+    fn lease(
+        &self,
+        req: &ClaimRequest<'_>,
+        record: Record,
+        operation_id: &str,
+        lease_until: Timestamp,
+    ) -> Lease {
+        Lease {
+            key: req.key.clone(),
+            request_hash: req.request_hash,
+            fence: record.fence,
+            // A takeover keeps the operation's id; a fresh or replaced record has ours.
+            took_over: record.operation_id != operation_id,
+            operation_id: record.operation_id,
+            lease_until,
+            expire_at: record.expire_at,
+        }
     }
 
     async fn migrate_impl(&self) -> Result<(), StoreError> {
@@ -359,19 +422,6 @@ async fn migrate_on(conn: &mut PgConnection) -> Result<(), StoreError> {
         .await
         .map_err(|e| migrate_error("cannot release the migration lock", e))?;
     Ok(())
-}
-
-fn fenced_unless_one(rows: u64, lease: &Lease) -> Result<(), StoreError> {
-    match rows {
-        1 => Ok(()),
-        0 => Err(StoreError::FencedOut {
-            key: lease.key.readable().to_owned(),
-            fence: lease.fence,
-        }),
-        n => Err(StoreError::Other(
-            format!("{n} rows matched one key hash: is `uk_idem_key` missing?").into(),
-        )),
-    }
 }
 
 /// Decodes a row of `claimed, {COLUMNS}`.

@@ -17,6 +17,11 @@
 //! writer still waiting after the timeout gets `SQLITE_BUSY`, reported as
 //! [`StoreError::Unavailable`]. Several processes may share the file (WAL needs a local file
 //! system, not NFS).
+//!
+//! An `INSERT` takes SQLite's write lock even when its upsert changes nothing, so a replay briefly
+//! queues with the writers before its `SELECT`. Reading first would make replays read-only (WAL
+//! readers never wait) at the price of a third statement on every fresh request; with one
+//! writer at a time either way, the store keeps the claim-first order of the other backends.
 
 use core::time::Duration;
 use std::path::Path;
@@ -30,6 +35,7 @@ use sqlx::{Connection, Executor, Row};
 
 use super::codec::{
     CLAIM_ATTEMPTS, COLUMNS, RawRecord, StatementCounter, contended, encode_headers, fence_param,
+    fenced_unless_one,
 };
 use super::error::classify_sqlx;
 use super::migrate::{Applied, migrate_error, pending};
@@ -126,7 +132,9 @@ impl SqliteStore {
     }
 
     /// Opens (or creates) the database at `path` with [`SqliteStore::options`] and a pool of up
-    /// to 8 connections. Run [`Store::migrate`] before the first claim.
+    /// to 8 connections. Run [`Store::migrate`] before the first claim. Give it a file:
+    /// `:memory:` would give every pooled connection a database of its own (use
+    /// [`MemoryStore`](super::MemoryStore) instead).
     ///
     /// # Errors
     /// [`StoreError::Unavailable`] or [`StoreError::Config`] when the file cannot be opened.
@@ -176,7 +184,8 @@ impl SqliteStore {
     /// Completes `lease` on `conn`, typically `&mut *tx` of the caller's own
     /// `sqlx::Transaction`, so that the business writes and the snapshot commit together (or
     /// not at all). The same single `UPDATE` as [`Store::complete`]; nothing is committed until
-    /// the caller commits.
+    /// the caller commits. The caller's transaction holds SQLite's write lock: every other write
+    /// (claims of any key) waits for it, so keep it short (S18).
     ///
     /// # Errors
     /// [`StoreError::FencedOut`] when the lease no longer owns the record: roll the transaction
@@ -341,19 +350,6 @@ async fn migrate_on(conn: &mut SqliteConnection) -> Result<(), StoreError> {
         .await
         .map_err(|e| migrate_error("cannot commit the migrations", e))?;
     Ok(())
-}
-
-fn fenced_unless_one(rows: u64, lease: &Lease) -> Result<(), StoreError> {
-    match rows {
-        1 => Ok(()),
-        0 => Err(StoreError::FencedOut {
-            key: lease.key.readable().to_owned(),
-            fence: lease.fence,
-        }),
-        n => Err(StoreError::Other(
-            format!("{n} rows matched one key hash: is `uk_idem_key` missing?").into(),
-        )),
-    }
 }
 
 fn decode(row: &SqliteRow) -> Result<Record, StoreError> {
