@@ -231,10 +231,11 @@ impl Args {
                 let value = parse_max_bytes(cx, input)?;
                 self.max_snapshot_bytes.set(cx, key, value);
             }
-            _ => {
+            s if s == CRATE => {
                 let value = parse_crate_value(cx, input, "#[idempotent(crate = \"::idem\")]")?;
                 self.krate.set(cx, key, value);
             }
+            _ => unreachable!("`fingerprint` and `fail_open` are parsed above"),
         }
         Ok(())
     }

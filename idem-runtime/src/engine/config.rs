@@ -96,20 +96,21 @@ pub struct HandlerConfig {
 }
 
 impl HandlerConfig {
-    /// Defaults: a TTL of 24 hours, a lease of 30 seconds, [`Contract::ExactReplay`], no extra
+    /// Defaults: a TTL of 7 days (ordinary writes, contract S20; the same default as
+    /// `#[idempotent]`), a lease of 30 seconds, [`Contract::ExactReplay`], no extra
     /// headers, fail closed, the handle's snapshot size.
     ///
     /// ```
     /// use core::time::Duration;
     /// use idem_runtime::engine::HandlerConfig;
     /// const C: HandlerConfig = HandlerConfig::new("op");
-    /// assert_eq!(C.ttl, Duration::from_secs(86_400));
+    /// assert_eq!(C.ttl, Duration::from_secs(7 * 86_400));
     /// assert_eq!(C.lease, Duration::from_secs(30));
     /// ```
     pub const fn new(operation: &'static str) -> Self {
         HandlerConfig {
             operation,
-            ttl: Duration::from_secs(86_400),
+            ttl: Duration::from_secs(7 * 86_400),
             lease: Duration::from_secs(30),
             contract: Contract::ExactReplay,
             replay_headers: &[],

@@ -144,7 +144,7 @@ impl fmt::Debug for IdempotencyLayer {
 
 impl IdempotencyLayer {
     /// A layer over `idem` fingerprinting request bodies under `spec`. Defaults: key header
-    /// `Idempotency-Key`, `exact_replay`, TTL 24 h, lease 30 s, fail closed, 1 MiB bodies,
+    /// `Idempotency-Key`, `exact_replay`, TTL 7 days, lease 30 s, fail closed, 1 MiB bodies,
     /// business number in the response's `"id"` member, no scope.
     ///
     /// ```
@@ -164,7 +164,7 @@ impl IdempotencyLayer {
                 header: IDEMPOTENCY_KEY.to_owned(),
                 operation: None,
                 contract: Contract::ExactReplay,
-                ttl: Duration::from_secs(86_400),
+                ttl: Duration::from_secs(7 * 86_400),
                 lease: Duration::from_secs(30),
                 fail_open: false,
                 replay_headers: Vec::new(),
@@ -251,7 +251,7 @@ impl IdempotencyLayer {
         self.edit(|c| c.contract = contract)
     }
 
-    /// How long the guarantee lasts (default 24 h).
+    /// How long the guarantee lasts (default 7 days, contract S20).
     ///
     /// ```
     /// # use idem_runtime::{Spec, engine::Idem, http::IdempotencyLayer};

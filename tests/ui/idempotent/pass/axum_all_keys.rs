@@ -138,9 +138,18 @@ async fn place_order(State(app): State<App>, body: Json<PlaceOrder>) -> (StatusC
     )
 }
 
-#[idem::idempotent(contract = "suppress_only", lease = "1500ms", ttl = "1h30m")]
-async fn cancel_order(Json(req): Json<PlaceOrder>) -> Json<Order> {
-    let _ = req.sku;
+/// The key from the path (a client-chosen cancellation id), not from a header.
+#[idem::idempotent(
+    key = cancellation_id,
+    contract = "suppress_only",
+    lease = "1500ms",
+    ttl = "1h30m"
+)]
+async fn cancel_order(
+    axum::extract::Path(cancellation_id): axum::extract::Path<String>,
+    Json(req): Json<PlaceOrder>,
+) -> Json<Order> {
+    let _ = (req.sku, cancellation_id.len());
     Json(Order {
         order_no: 2,
         status: "cancelled",
@@ -154,6 +163,6 @@ fn main() {
     let _router: Router = Router::new()
         .route("/payments", post(create_payment))
         .route("/orders", post(place_order))
-        .route("/orders/cancel", post(cancel_order))
+        .route("/orders/{cancellation_id}/cancel", post(cancel_order))
         .with_state(app);
 }
