@@ -1,7 +1,7 @@
 //! Paths used by generated code (`::idem::__private::...`). Not a public API.
 //!
-//! The interface between `#[idempotent]` and the runtime (the INTERFACE_PLACEHOLDER of the
-//! runtime brief) is specified in `docs/design/idempotent-interface.md`.
+//! The shape of the code `#[idempotent]` generates, and the runtime items it calls, are described
+//! in `docs/design/idempotent-interface.md`.
 
 pub use core::option::Option::{self, None, Some};
 pub use core::primitive::{bool, str, u32};
