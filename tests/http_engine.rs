@@ -370,11 +370,12 @@ async fn create_refund(
     .await
 }
 
-// a large body: the snapshot is truncated to the business number
+// a large body: the snapshot is truncated to its key fields and the business number
 
 #[derive(serde::Serialize)]
 struct Report {
     report_no: String,
+    status: String,
     rows: Vec<String>,
 }
 
@@ -382,6 +383,9 @@ impl Snapshot for Report {
     const BIZ_NO_FIELD: &'static str = "report_no";
     fn biz_no(&self) -> String {
         self.report_no.clone()
+    }
+    fn key_fields(&self) -> Vec<(&'static str, serde_json::Value)> {
+        vec![("status", self.status.clone().into())]
     }
 }
 
@@ -399,6 +403,7 @@ async fn create_report(cx: IdemContext, State(app): State<App>) -> Response {
             app.hits.fetch_add(1, Ordering::SeqCst);
             AxumJson(Report {
                 report_no: "rep_7".into(),
+                status: "ready".into(),
                 rows: (0..200).map(|i| format!("row number {i}")).collect(),
             })
         },
@@ -496,7 +501,7 @@ every_backend!(
     latest_state_replays_the_current_state,
     suppress_only_replays_the_business_number,
     header_whitelist,
-    oversized_snapshot_keeps_the_business_number,
+    oversized_snapshot_keeps_the_key_fields,
     operation_id_is_stable_across_a_takeover,
     same_key_in_two_tenants_is_two_operations,
     ttl_expiry_runs_afresh,
@@ -780,7 +785,7 @@ async fn header_whitelist(fx: &Fixture) {
     );
 }
 
-async fn oversized_snapshot_keeps_the_business_number(fx: &Fixture) {
+async fn oversized_snapshot_keeps_the_key_fields(fx: &Fixture) {
     let app = App::new(fx.store.clone());
     let key = unique("big");
     let req = || {
@@ -798,7 +803,7 @@ async fn oversized_snapshot_keeps_the_business_number(fx: &Fixture) {
     assert_eq!(h2["idempotent-replayed"], "true");
     assert_eq!(h2["idempotent-snapshot"], "truncated");
     assert_eq!(h2[CONTENT_TYPE], "application/json");
-    assert_eq!(b2, br#"{"report_no":"rep_7"}"#);
+    assert_eq!(b2, br#"{"report_no":"rep_7","status":"ready"}"#);
     assert_eq!(app.hits(), 1);
 }
 

@@ -120,8 +120,11 @@ pub struct CreatePayment {
 pub struct Payment {
     #[snapshot(biz_no)]
     pub payment_id: String,
+    #[snapshot(key)]
     pub status: &'static str,
+    #[snapshot(key)]
     pub amount: Decimal,
+    #[snapshot(key)]
     pub currency: String,
     pub customer_id: String,
     pub order_id: String,

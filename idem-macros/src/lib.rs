@@ -145,6 +145,10 @@ pub fn idempotent(args: TokenStream, item: TokenStream) -> TokenStream {
 ///   `Display`; it is serialized under its serde name (`rename`, `rename_all` honoured), which
 ///   becomes `Snapshot::BIZ_NO_FIELD`. `#[serde(skip)]`, `skip_serializing(_if)` and `flatten`
 ///   are errors on it: the business number is always in the body.
+/// - `#[snapshot(key)]` on any other fields (types implementing `Serialize`): the key fields a
+///   snapshot over the size limit keeps besides the business number, under their serde names, so
+///   that a replay rebuilds `{"<key>": .., "<biz_no>": ..}` rather than a bare "ok" (contract
+///   S12); they become `Snapshot::key_fields`.
 /// - `#[snapshot(crate = "path")]` on the struct: the path of the `idem` crate.
 ///
 /// Set `IDEM_MACROS_DEBUG=1` while building to print the expansion.

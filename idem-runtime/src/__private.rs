@@ -61,3 +61,10 @@ pub use crate::http::{IdemContext, IntoSnapshot, KeySource, run, run_latest};
 pub use axum;
 #[cfg(feature = "axum")]
 pub use axum::response::Response;
+
+pub use serde_json;
+
+/// A `#[snapshot(key)]` field as a JSON value (`null` if it does not serialize).
+pub fn json_value<T: serde::Serialize + ?Sized>(value: &T) -> serde_json::Value {
+    serde_json::to_value(value).unwrap_or(serde_json::Value::Null)
+}

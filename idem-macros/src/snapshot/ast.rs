@@ -18,6 +18,9 @@ pub(crate) struct Container<'a> {
     pub(crate) generics: &'a syn::Generics,
     pub(crate) krate: syn::Path,
     pub(crate) biz_no: BizNo<'a>,
+    /// The fields marked `#[snapshot(key)]`, kept besides the business number by a snapshot over
+    /// the size limit (S12).
+    pub(crate) keys: Vec<BizNo<'a>>,
 }
 
 /// The field marked `#[snapshot(biz_no)]`.
@@ -70,14 +73,28 @@ impl<'a> Container<'a> {
         }
 
         let mut marked: Vec<(&syn::Field, &syn::Ident, syn::Path)> = Vec::new();
+        let mut keys = Vec::new();
         let mut malformed = false;
         for field in fields {
-            let (biz_no, field_malformed) = field_attr(cx, field);
+            let (marks, field_malformed) = field_attr(cx, field);
             malformed |= field_malformed;
-            if let Some(biz_no) = biz_no
-                && let Some(ident) = &field.ident
-            {
+            let Some(ident) = &field.ident else { continue };
+            if let Some(biz_no) = marks.biz_no {
                 marked.push((field, ident, biz_no));
+            }
+            if let Some(key) = marks.key {
+                if marks_both(&marked, ident) {
+                    cx.error_spanned_by(
+                        key,
+                        format!(
+                            "`{}` is the business number, which every snapshot keeps: remove `key`",
+                            ident.unraw()
+                        ),
+                    );
+                } else {
+                    let wire = wire_name(field, ident, rename_all);
+                    keys.push(BizNo { field, ident, wire });
+                }
             }
         }
         let Some(&(field, ident, _)) = marked.first() else {
@@ -111,6 +128,7 @@ impl<'a> Container<'a> {
             generics: &input.generics,
             krate: krate.unwrap_or_else(crate::fields::default_crate_path),
             biz_no: BizNo { field, ident, wire },
+            keys,
         })
     }
 }
@@ -142,35 +160,74 @@ pub(crate) fn crate_path(cx: &Ctxt, attrs: &[syn::Attribute]) -> Option<syn::Pat
     krate.into_value().flatten()
 }
 
-/// The tokens of `biz_no` if `field` is marked `#[snapshot(biz_no)]`, and whether one of its
-/// `#[snapshot(..)]` attributes was malformed (already reported).
-fn field_attr(cx: &Ctxt, field: &syn::Field) -> (Option<syn::Path>, bool) {
+/// What `#[snapshot(..)]` marks a field as.
+struct FieldMarks {
+    /// `biz_no`, with its tokens.
+    biz_no: Option<syn::Path>,
+    /// `key`, with its tokens.
+    key: Option<syn::Path>,
+}
+
+/// Whether the field `ident` is already the business number.
+fn marks_both(marked: &[(&syn::Field, &syn::Ident, syn::Path)], ident: &syn::Ident) -> bool {
+    marked.last().is_some_and(|(_, last, _)| *last == ident)
+}
+
+/// The `#[snapshot(..)]` marks of `field`, and whether one of its attributes was malformed
+/// (already reported).
+fn field_attr(cx: &Ctxt, field: &syn::Field) -> (FieldMarks, bool) {
     let mut biz_no = crate::attr::Attr::none("snapshot", BIZ_NO);
+    let mut key = crate::attr::Attr::none("snapshot", KEY);
     let mut malformed = false;
     let well_formed = for_each_snapshot_meta(cx, &field.attrs, "a field", |meta| {
-        if meta.path == BIZ_NO {
-            if !meta.input.is_empty() && !meta.input.peek(syn::Token![,]) {
-                cx.error_spanned_by(
-                    &meta.path,
-                    "`biz_no` takes no value: write `#[snapshot(biz_no)]`",
-                );
-                skip_value(meta)?;
-            }
-            biz_no.set(cx, &meta.path, meta.path.clone());
+        let slot = if meta.path == BIZ_NO {
+            &mut biz_no
+        } else if meta.path == KEY {
+            &mut key
         } else {
             malformed = true;
             cx.error_spanned_by(
                 &meta.path,
                 format!(
-                    "unknown snapshot attribute `{}`: expected `biz_no`, as in `#[snapshot(biz_no)]`",
+                    "unknown snapshot attribute `{}`: expected `biz_no` or `key`, as in `#[snapshot(biz_no)]`",
+                    path_text(&meta.path)
+                ),
+            );
+            skip_value(meta)?;
+            return Ok(());
+        };
+        if !meta.input.is_empty() && !meta.input.peek(syn::Token![,]) {
+            cx.error_spanned_by(
+                &meta.path,
+                format!(
+                    "`{0}` takes no value: write `#[snapshot({0})]`",
                     path_text(&meta.path)
                 ),
             );
             skip_value(meta)?;
         }
+        slot.set(cx, &meta.path, meta.path.clone());
         Ok(())
     });
-    (biz_no.into_value(), malformed || !well_formed)
+    let marks = FieldMarks {
+        biz_no: biz_no.into_value(),
+        key: key.into_value(),
+    };
+    (marks, malformed || !well_formed)
+}
+
+/// The wire name of a key field (serde's `rename` and `rename_all` applied).
+fn wire_name(field: &syn::Field, ident: &syn::Ident, rule: RenameRule) -> String {
+    let mut rename = None;
+    for_each_serde_meta(&field.attrs, |meta| {
+        if meta.path == RENAME {
+            rename = parse_serialize_name(meta)?.or(rename.take());
+        } else {
+            skip_value(meta)?;
+        }
+        Ok(())
+    });
+    rename.unwrap_or_else(|| rule.apply_to_field(&ident.unraw().to_string()))
 }
 
 /// The wire name of the business-number field; serde attributes that would leave it out of the

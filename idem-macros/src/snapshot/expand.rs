@@ -38,6 +38,25 @@ pub(crate) fn expand(cont: &Container<'_>) -> TokenStream {
     let to_string = quote_spanned! {ty.span()=>
         __idem_display::<#ty>(&self.#field)
     };
+    // Key fields as JSON values, each spanned on its type (a type without `Serialize` is reported
+    // there).
+    let key_fields = cont.keys.iter().map(|key| {
+        let (name, wire, ty) = (key.ident, &key.wire, &key.field.ty);
+        quote_spanned! {ty.span()=>
+            (#wire, #pv::json_value::<#ty>(&self.#name))
+        }
+    });
+    let key_fields_fn = if cont.keys.is_empty() {
+        quote!()
+    } else {
+        quote! {
+            fn key_fields(
+                &self,
+            ) -> ::std::vec::Vec<(&'static ::core::primitive::str, #pv::serde_json::Value)> {
+                ::std::vec![#(#key_fields),*]
+            }
+        }
+    };
     quote! {
         const _: () = {
             #[automatically_derived]
@@ -52,6 +71,8 @@ pub(crate) fn expand(cont: &Container<'_>) -> TokenStream {
                     }
                     #to_string
                 }
+
+                #key_fields_fn
             }
         };
     }

@@ -77,7 +77,7 @@ pub use policy::{DefaultPolicy, Disposition, OutcomePolicy};
 pub use scope::{ScopePart, scoped_key, write_scope_part};
 pub use snapshot::Snapshot;
 #[cfg(feature = "axum")]
-pub(crate) use snapshot::biz_no_body;
+pub(crate) use snapshot::{biz_no_body, key_fields_body};
 
 #[cfg(test)]
 mod tests;

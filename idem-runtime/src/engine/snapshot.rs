@@ -18,7 +18,9 @@
 ///
 /// The engine uses it three ways: it stores the business number beside the snapshot; a
 /// `suppress_only` replay answers `{"<BIZ_NO_FIELD>": "<biz_no>"}`; a body over the snapshot size
-/// limit is stored as that same object (never as a bare "ok", S12).
+/// limit is stored as its key fields — the business number and the fields
+/// [`Snapshot::key_fields`] names (`#[snapshot(key)]`) — and rebuilt from them on replay, never
+/// as a bare "ok" (S12).
 #[diagnostic::on_unimplemented(
     message = "`{Self}` carries no business number (biz_no)",
     note = "a replay without the business number sends callers into an 'order again' branch (S11): derive `idem::Snapshot` on the response body and mark the id field `#[snapshot(biz_no)]`, or implement `idem::Snapshot`"
@@ -29,12 +31,21 @@ pub trait Snapshot {
 
     /// The business number of this response.
     fn biz_no(&self) -> String;
+
+    /// The fields besides the business number that a snapshot over the size limit keeps, as
+    /// `(wire name, JSON value)` (`#[snapshot(key)]` fields; none by default).
+    fn key_fields(&self) -> Vec<(&'static str, serde_json::Value)> {
+        Vec::new()
+    }
 }
 
 impl<T: Snapshot + ?Sized> Snapshot for &T {
     const BIZ_NO_FIELD: &'static str = T::BIZ_NO_FIELD;
     fn biz_no(&self) -> String {
         (**self).biz_no()
+    }
+    fn key_fields(&self) -> Vec<(&'static str, serde_json::Value)> {
+        (**self).key_fields()
     }
 }
 
@@ -43,6 +54,9 @@ impl<T: Snapshot + ?Sized> Snapshot for Box<T> {
     fn biz_no(&self) -> String {
         (**self).biz_no()
     }
+    fn key_fields(&self) -> Vec<(&'static str, serde_json::Value)> {
+        (**self).key_fields()
+    }
 }
 
 impl<T: Snapshot + ?Sized> Snapshot for std::sync::Arc<T> {
@@ -50,13 +64,29 @@ impl<T: Snapshot + ?Sized> Snapshot for std::sync::Arc<T> {
     fn biz_no(&self) -> String {
         (**self).biz_no()
     }
+    fn key_fields(&self) -> Vec<(&'static str, serde_json::Value)> {
+        (**self).key_fields()
+    }
 }
 
-/// The minimal JSON object `{"<field>": "<biz_no>"}` of a `suppress_only` replay and of a snapshot
-/// over the size limit.
+/// The minimal JSON object `{"<field>": "<biz_no>"}` of a `suppress_only` replay.
 #[cfg(feature = "axum")]
 pub(crate) fn biz_no_body(field: &str, biz_no: &str) -> Vec<u8> {
+    key_fields_body(field, biz_no, &[])
+}
+
+/// The body stored for a snapshot over the size limit (S12): the key fields and the business
+/// number, `{"<key>": .., "<field>": "<biz_no>"}`.
+#[cfg(feature = "axum")]
+pub(crate) fn key_fields_body(
+    field: &str,
+    biz_no: &str,
+    key_fields: &[(&'static str, serde_json::Value)],
+) -> Vec<u8> {
     let mut map = serde_json::Map::new();
+    for (name, value) in key_fields {
+        map.insert((*name).to_owned(), value.clone());
+    }
     map.insert(field.to_owned(), biz_no.into());
     serde_json::to_vec(&map).unwrap_or_else(|_| b"{}".to_vec())
 }

@@ -556,6 +556,7 @@ where
             .unwrap_or(config.idem.snapshot_limit()),
         biz_no_field: &config.biz_no_field,
         biz_no_from_body: true,
+        key_fields: Vec::new(),
     };
     Ok(settle(&mut attempt, disposition, resp, None, &terms).await)
 }

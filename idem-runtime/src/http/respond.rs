@@ -10,7 +10,7 @@ use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use super::body::{Captured, capture, read_rest, rejoin};
 use super::{IDEMPOTENCY_STATUS, IDEMPOTENT_REPLAYED, IDEMPOTENT_SNAPSHOT};
 use crate::engine::problem::{self, Problem};
-use crate::engine::{Attempt, Disposition, IdempotencyError, biz_no_body};
+use crate::engine::{Attempt, Disposition, IdempotencyError, biz_no_body, key_fields_body};
 use crate::store::{Completion, Record, RecordState};
 
 /// Response headers never stored nor replayed, even if listed in `replay_headers`: credentials,
@@ -155,6 +155,8 @@ pub(crate) struct SnapshotTerms<'a, H> {
     /// Read the business number from this top-level member of a JSON response body when the
     /// handler did not give one (the tower layer).
     pub biz_no_from_body: bool,
+    /// The key fields a body over the limit keeps besides the business number (S12).
+    pub key_fields: Vec<(&'static str, serde_json::Value)>,
 }
 
 /// Stores (or releases) a fresh response according to `disposition` and returns it to the first
@@ -205,7 +207,7 @@ pub(crate) async fn settle<H: AsRef<str>>(
             Some(biz_no) => {
                 let _ = attempt
                     .complete(&completion(
-                        biz_no_body(terms.biz_no_field, &biz_no),
+                        key_fields_body(terms.biz_no_field, &biz_no, &terms.key_fields),
                         truncated_headers(headers),
                         Some(biz_no),
                     ))
@@ -220,7 +222,7 @@ pub(crate) async fn settle<H: AsRef<str>>(
         Ok(bytes) => {
             let stored = match from_body(&bytes) {
                 Some(biz_no) => completion(
-                    biz_no_body(terms.biz_no_field, &biz_no),
+                    key_fields_body(terms.biz_no_field, &biz_no, &terms.key_fields),
                     truncated_headers(headers),
                     Some(biz_no),
                 ),

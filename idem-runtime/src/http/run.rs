@@ -229,6 +229,7 @@ async fn fresh<R: IntoSnapshot, F: Future<Output = R>>(
 ) -> Response {
     let out = attempt.run(handler).await;
     let biz_no = out.biz_no();
+    let key_fields = out.key_fields();
     let resp = out.into_response();
     let disposition = idem.policy().classify(cfg.contract, resp.status().as_u16());
     let terms = SnapshotTerms {
@@ -236,6 +237,7 @@ async fn fresh<R: IntoSnapshot, F: Future<Output = R>>(
         limit: cfg.max_snapshot_bytes.unwrap_or(idem.snapshot_limit()),
         biz_no_field: R::biz_no_field(),
         biz_no_from_body: false,
+        key_fields,
     };
     settle(&mut attempt, disposition, resp, biz_no, &terms).await
 }

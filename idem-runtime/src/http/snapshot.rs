@@ -44,6 +44,12 @@ pub trait IntoSnapshot: IntoResponse {
     /// The wire name of the business number field, used for `suppress_only` replays and
     /// truncated snapshots.
     fn biz_no_field() -> &'static str;
+
+    /// The key fields a snapshot over the size limit keeps besides the business number
+    /// ([`Snapshot::key_fields`]); none for error responses.
+    fn key_fields(&self) -> Vec<(&'static str, serde_json::Value)> {
+        Vec::new()
+    }
 }
 
 /// A response body carrying a business number: `axum::Json<T>` and [`Json<T>`] for
@@ -67,6 +73,10 @@ pub trait SnapshotBody: IntoResponse {
     const FIELD: &'static str;
     /// The business number.
     fn biz_no(&self) -> String;
+    /// The key fields kept by a snapshot over the size limit ([`Snapshot::key_fields`]).
+    fn key_fields(&self) -> Vec<(&'static str, serde_json::Value)> {
+        Vec::new()
+    }
 }
 
 impl<T: Snapshot> SnapshotBody for axum::Json<T>
@@ -77,6 +87,9 @@ where
     fn biz_no(&self) -> String {
         self.0.biz_no()
     }
+    fn key_fields(&self) -> Vec<(&'static str, serde_json::Value)> {
+        self.0.key_fields()
+    }
 }
 
 impl<T: Snapshot> SnapshotBody for Json<T>
@@ -86,6 +99,9 @@ where
     const FIELD: &'static str = T::BIZ_NO_FIELD;
     fn biz_no(&self) -> String {
         self.0.biz_no()
+    }
+    fn key_fields(&self) -> Vec<(&'static str, serde_json::Value)> {
+        self.0.key_fields()
     }
 }
 
@@ -99,6 +115,9 @@ where
     fn biz_no_field() -> &'static str {
         T::BIZ_NO_FIELD
     }
+    fn key_fields(&self) -> Vec<(&'static str, serde_json::Value)> {
+        SnapshotBody::key_fields(self)
+    }
 }
 
 impl<T: Snapshot> IntoSnapshot for Json<T>
@@ -110,6 +129,9 @@ where
     }
     fn biz_no_field() -> &'static str {
         T::BIZ_NO_FIELD
+    }
+    fn key_fields(&self) -> Vec<(&'static str, serde_json::Value)> {
+        SnapshotBody::key_fields(self)
     }
 }
 
@@ -125,6 +147,9 @@ macro_rules! tuple_snapshot {
             }
             fn biz_no_field() -> &'static str {
                 B::FIELD
+            }
+            fn key_fields(&self) -> Vec<(&'static str, serde_json::Value)> {
+                SnapshotBody::key_fields(&self.$idx)
             }
         }
     };
@@ -142,5 +167,10 @@ impl<A: IntoSnapshot, E: IntoResponse> IntoSnapshot for Result<A, E> {
     }
     fn biz_no_field() -> &'static str {
         A::biz_no_field()
+    }
+    fn key_fields(&self) -> Vec<(&'static str, serde_json::Value)> {
+        self.as_ref()
+            .map(IntoSnapshot::key_fields)
+            .unwrap_or_default()
     }
 }
