@@ -1,7 +1,8 @@
 //! The HTTP engine end to end: an axum `Router` in process (`tower::ServiceExt::oneshot`) whose
 //! handlers call `idem::http::run` / `run_latest` by hand, exactly as `#[idempotent]` generates
-//! them, over real stores: memory, SQLite (a file in a temporary directory) and PostgreSQL (when
-//! `IDEM_TEST_POSTGRES_URL` is set; `scripts/test` starts a server; under `CI=true` it must be).
+//! them, over real stores: memory, SQLite (a file in a temporary directory), PostgreSQL and
+//! MariaDB (when `IDEM_TEST_POSTGRES_URL` / `IDEM_TEST_MYSQL_URL` are set; `scripts/test` starts
+//! the servers; under `CI=true` they must be).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -69,6 +70,18 @@ async fn sqlite() -> Option<Fixture> {
 async fn postgres() -> Option<Fixture> {
     let url = server_url("IDEM_TEST_POSTGRES_URL")?;
     let store = idem::PostgresStore::connect(&url).await.unwrap();
+    store.migrate().await.unwrap();
+    let clock = Arc::new(ManualClock::starting_now());
+    Some(Fixture {
+        store: Arc::new(store.with_clock(clock.clone())),
+        clock,
+        _dir: None,
+    })
+}
+
+async fn mysql() -> Option<Fixture> {
+    let url = server_url("IDEM_TEST_MYSQL_URL")?;
+    let store = idem::MySqlStore::connect(&url).await.unwrap();
     store.migrate().await.unwrap();
     let clock = Arc::new(ManualClock::starting_now());
     Some(Fixture {
@@ -484,6 +497,7 @@ macro_rules! every_backend {
         http_suite!(memory, crate::memory, $($test,)*);
         http_suite!(sqlite, crate::sqlite, $($test,)*);
         http_suite!(postgres, crate::postgres, $($test,)*);
+        http_suite!(mysql, crate::mysql, $($test,)*);
     };
 }
 
