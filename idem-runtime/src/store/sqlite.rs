@@ -391,94 +391,12 @@ fn classify(err: sqlx::Error) -> StoreError {
 }
 
 impl Store for SqliteStore {
-    fn claim<'a>(&'a self, req: &'a ClaimRequest<'a>) -> BoxFuture<'a, Result<Claim, StoreError>> {
-        Box::pin(self.claim_impl(req))
-    }
-
-    fn complete<'a>(
-        &'a self,
-        lease: &'a Lease,
-        completion: &'a Completion,
-    ) -> BoxFuture<'a, Result<(), StoreError>> {
-        Box::pin(async move {
-            let mut conn = self.pool.acquire().await.map_err(classify)?;
-            self.complete_in(&mut conn, lease, completion).await
-        })
-    }
-
-    fn release<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<(), StoreError>> {
-        Box::pin(async move {
-            self.statements.add(1);
-            let done = sqlx::query(RELEASE_SQL)
-                .bind(&lease.key.hash()[..])
-                .bind(fence_param(lease.fence)?)
-                .bind(self.clock.now().as_millis())
-                .bind(&lease.operation_id)
-                .execute(&self.pool)
-                .await
-                .map_err(classify)?;
-            fenced_unless_one(done.rows_affected(), lease)
-        })
-    }
-
-    fn extend<'a>(
-        &'a self,
-        lease: &'a Lease,
-        by: Duration,
-    ) -> BoxFuture<'a, Result<Lease, StoreError>> {
-        Box::pin(async move {
-            let now = self.clock.now();
-            let lease_until = now + by;
-            self.statements.add(1);
-            let row = sqlx::query(EXTEND_SQL)
-                .bind(&lease.key.hash()[..])
-                .bind(fence_param(lease.fence)?)
-                .bind(lease_until.as_millis())
-                .bind(now.as_millis())
-                .bind(&lease.operation_id)
-                .fetch_optional(&self.pool)
-                .await
-                .map_err(classify)?;
-            let Some(row) = row else {
-                return Err(StoreError::FencedOut {
-                    key: lease.key.readable().to_owned(),
-                    fence: lease.fence,
-                });
-            };
-            let expire_at: i64 = row.try_get(0).map_err(classify)?;
-            Ok(Lease {
-                lease_until,
-                expire_at: Timestamp::from_millis(expire_at),
-                ..lease.clone()
-            })
-        })
-    }
+    super::codec::same_sql_store_methods!();
 
     fn get<'a>(&'a self, key: &'a ScopedKey) -> BoxFuture<'a, Result<Option<Record>, StoreError>> {
         Box::pin(async move {
             let now = self.clock.now();
             Ok(self.select(key).await?.filter(|r| !r.is_expired(now)))
         })
-    }
-
-    fn purge_expired(&self, batch: u32) -> BoxFuture<'_, Result<u64, StoreError>> {
-        Box::pin(async move {
-            self.statements.add(1);
-            let done = sqlx::query(PURGE_SQL)
-                .bind(self.clock.now().as_millis())
-                .bind(i64::from(batch))
-                .execute(&self.pool)
-                .await
-                .map_err(classify)?;
-            Ok(done.rows_affected())
-        })
-    }
-
-    fn migrate(&self) -> BoxFuture<'_, Result<(), StoreError>> {
-        Box::pin(self.migrate_impl())
-    }
-
-    fn clock(&self) -> &dyn Clock {
-        &*self.clock
     }
 }
