@@ -342,7 +342,11 @@ fn object(
     }
     let members = hashed.iter().map(|field| {
         let value = access(field);
-        let name = syn::LitByteStr::new(&json::member_prefix(&field.wire), Span::call_site());
+        // `{"name":` for the first member written, `,"name":` for the others.
+        let open = syn::LitByteStr::new(&json::open_tagged(&field.wire), Span::call_site());
+        let mut next = json::open_tagged(&field.wire);
+        next[0] = b',';
+        let next = syn::LitByteStr::new(&next, Span::call_site());
         let mut conditions = Vec::new();
         if masked {
             let bit = field.index as u32;
@@ -356,7 +360,7 @@ fn object(
         }
         let write = write_value(p, field, &value);
         let member = quote! {
-            __idem_w.member_raw(&mut __idem_first, #name);
+            __idem_w.open_member(&mut __idem_first, #open, #next);
             #write
         };
         if conditions.is_empty() {
@@ -366,10 +370,9 @@ fn object(
         }
     });
     quote! {
-        __idem_w.begin_object();
         let mut __idem_first = true;
         #(#members)*
-        __idem_w.end_object();
+        __idem_w.close_object(__idem_first);
     }
 }
 

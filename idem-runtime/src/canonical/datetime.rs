@@ -2,6 +2,8 @@
 //! time and writing the canonical `YYYY-MM-DDTHH:MM:SS[.fraction]Z`, shared by the run-time
 //! canonicalizer and the chrono/time `Canonical` impls (which write without allocating).
 
+use super::sink::Sink;
+
 /// A point in time in UTC, as canonical text components.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Timestamp {
@@ -82,14 +84,14 @@ impl Timestamp {
     }
 
     /// Appends `"YYYY-MM-DDTHH:MM:SS[.fraction]Z"` (quoted), the fraction without trailing zeros.
-    pub(crate) fn write(&self, out: &mut Vec<u8>) {
-        out.push(b'"');
+    pub(crate) fn write<O: Sink + ?Sized>(&self, out: &mut O) {
+        out.put_byte(b'"');
         write_ymd(out, self.year, self.month, self.day);
-        out.push(b'T');
+        out.put_byte(b'T');
         push2(out, self.hour);
-        out.push(b':');
+        out.put_byte(b':');
         push2(out, self.minute);
-        out.push(b':');
+        out.put_byte(b':');
         push2(out, self.second);
         if self.nanos > 0 {
             let mut digits = [0u8; 9];
@@ -99,38 +101,38 @@ impl Timestamp {
                 n /= 10;
             }
             let len = 9 - digits.iter().rev().take_while(|&&d| d == b'0').count();
-            out.push(b'.');
-            out.extend_from_slice(&digits[..len]);
+            out.put_byte(b'.');
+            out.put(&digits[..len]);
         }
-        out.extend_from_slice(b"Z\"");
+        out.put(b"Z\"");
     }
 }
 
 /// Appends `"YYYY-MM-DD"` (quoted).
-pub(crate) fn write_date(out: &mut Vec<u8>, year: i64, month: u32, day: u32) {
-    out.push(b'"');
+pub(crate) fn write_date<O: Sink + ?Sized>(out: &mut O, year: i64, month: u32, day: u32) {
+    out.put_byte(b'"');
     write_ymd(out, year, month, day);
-    out.push(b'"');
+    out.put_byte(b'"');
 }
 
 /// `YYYY-MM-DD`; years outside 0..=9999 (which only the typed path can produce) in ISO 8601's
 /// expanded form with a sign, as chrono writes them.
-fn write_ymd(out: &mut Vec<u8>, year: i64, month: u32, day: u32) {
+fn write_ymd<O: Sink + ?Sized>(out: &mut O, year: i64, month: u32, day: u32) {
     if !(0..=9999).contains(&year) {
-        out.push(if year < 0 { b'-' } else { b'+' });
+        out.put_byte(if year < 0 { b'-' } else { b'+' });
     }
     let mut buf = itoa::Buffer::new();
     let digits = buf.format(year.unsigned_abs());
-    out.resize(out.len() + 4usize.saturating_sub(digits.len()), b'0');
-    out.extend_from_slice(digits.as_bytes());
-    out.push(b'-');
+    out.put_repeat(b'0', 4usize.saturating_sub(digits.len()));
+    out.put(digits.as_bytes());
+    out.put_byte(b'-');
     push2(out, month);
-    out.push(b'-');
+    out.put_byte(b'-');
     push2(out, day);
 }
 
-fn push2(out: &mut Vec<u8>, v: u32) {
-    out.extend_from_slice(&[b'0' + (v / 10 % 10) as u8, b'0' + (v % 10) as u8]);
+fn push2<O: Sink + ?Sized>(out: &mut O, v: u32) {
+    out.put(&[b'0' + (v / 10 % 10) as u8, b'0' + (v % 10) as u8]);
 }
 
 /// Reads `n` ASCII digits at `*pos`.

@@ -30,6 +30,7 @@ mod error;
 pub(crate) mod number;
 mod parse;
 pub(crate) mod scalar;
+pub(crate) mod sink;
 mod spec;
 mod spec_json;
 #[cfg(test)]

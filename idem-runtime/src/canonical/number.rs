@@ -4,6 +4,7 @@
 //! trailing fractional zeros, no trailing `.`, no `+`, `-0` -> `0`. Nothing goes through `f64`.
 
 use super::CanonicalError;
+use super::sink::Sink;
 
 /// Numbers whose plain form would need more than this many zeros are rejected rather than
 /// expanded (a `1e1000000000` in a request body must not allocate a gigabyte). Every `f64`,
@@ -11,32 +12,58 @@ use super::CanonicalError;
 pub(crate) const MAX_ZEROS: i64 = 1100;
 
 /// Appends the canonical form of `mantissa * 10^-scale`.
-pub(crate) fn write_decimal(out: &mut Vec<u8>, mantissa: i128, scale: u32) {
-    let (mut m, mut scale) = (mantissa.unsigned_abs(), scale);
-    if m == 0 {
-        out.push(b'0');
-        return;
-    }
+#[inline]
+pub(crate) fn write_decimal<O: Sink + ?Sized>(out: &mut O, mantissa: i128, scale: u32) {
     if mantissa < 0 {
-        out.push(b'-');
+        out.put_byte(b'-');
+    }
+    // Most amounts fit in 64 bits, where division is a multiplication (u128 division is a
+    // library call).
+    match u64::try_from(mantissa.unsigned_abs()) {
+        Ok(small) => write_unsigned_decimal(out, small, scale),
+        Err(_) => write_wide_decimal(out, mantissa.unsigned_abs(), scale),
+    }
+}
+
+#[inline]
+fn write_unsigned_decimal<O: Sink + ?Sized>(out: &mut O, mut m: u64, mut scale: u32) {
+    while scale > 0 && m % 10 == 0 {
+        m /= 10;
+        scale -= 1;
     }
     let mut buf = itoa::Buffer::new();
-    // Most amounts fit in 64 bits, where division is a single instruction (u128 division is a
-    // library call).
-    let digits = if let Ok(mut small) = u64::try_from(m) {
-        while scale > 0 && small % 10 == 0 {
-            small /= 10;
-            scale -= 1;
-        }
-        buf.format(small).as_bytes()
+    let digits = buf.format(m).as_bytes();
+    // `0` (and `-0`, whose sign was written above only if the mantissa was negative, which a
+    // zero mantissa is not) has no fraction left: `scale` is 0 once the zeros are stripped.
+    split_at_point(out, digits, scale as usize);
+}
+
+#[cold]
+fn write_wide_decimal<O: Sink + ?Sized>(out: &mut O, mut m: u128, mut scale: u32) {
+    while scale > 0 && m % 10 == 0 {
+        m /= 10;
+        scale -= 1;
+    }
+    let mut buf = itoa::Buffer::new();
+    split_at_point(out, buf.format(m).as_bytes(), scale as usize);
+}
+
+/// Appends `digits` (no trailing zero unless `frac` is 0) with a decimal point `frac` digits
+/// from the right.
+#[inline(always)]
+fn split_at_point<O: Sink + ?Sized>(out: &mut O, digits: &[u8], frac: usize) {
+    if frac == 0 {
+        out.put(digits);
+    } else if digits.len() > frac {
+        let (int, fraction) = digits.split_at(digits.len() - frac);
+        out.put(int);
+        out.put_byte(b'.');
+        out.put(fraction);
     } else {
-        while scale > 0 && m % 10 == 0 {
-            m /= 10;
-            scale -= 1;
-        }
-        buf.format(m).as_bytes()
-    };
-    place_point(out, Digits(digits, &[]), -i64::from(scale));
+        out.put(b"0.");
+        out.put_repeat(b'0', frac - digits.len());
+        out.put(digits);
+    }
 }
 
 /// Significant digits stored as the concatenation of two slices (the integer and fractional
@@ -50,34 +77,34 @@ impl Digits<'_> {
     }
 
     /// Appends digits `from..to`.
-    fn write(self, out: &mut Vec<u8>, from: usize, to: usize) {
+    fn write<O: Sink + ?Sized>(self, out: &mut O, from: usize, to: usize) {
         let split = self.0.len();
         if from < split {
-            out.extend_from_slice(&self.0[from..to.min(split)]);
+            out.put(&self.0[from..to.min(split)]);
         }
         if to > split {
-            out.extend_from_slice(&self.1[from.max(split) - split..to - split]);
+            out.put(&self.1[from.max(split) - split..to - split]);
         }
     }
 }
 
 /// Appends `digits * 10^exp` in plain form. `digits` has no leading zeros and is not empty.
-fn place_point(out: &mut Vec<u8>, digits: Digits<'_>, exp: i64) {
+fn place_point<O: Sink + ?Sized>(out: &mut O, digits: Digits<'_>, exp: i64) {
     let len = digits.len();
     if exp >= 0 {
         digits.write(out, 0, len);
-        out.resize(out.len() + exp as usize, b'0');
+        out.put_repeat(b'0', exp as usize);
         return;
     }
     let frac = (-exp) as usize;
     if len > frac {
         let int = len - frac;
         digits.write(out, 0, int);
-        out.push(b'.');
+        out.put_byte(b'.');
         digits.write(out, int, len);
     } else {
-        out.extend_from_slice(b"0.");
-        out.resize(out.len() + (frac - len), b'0');
+        out.put(b"0.");
+        out.put_repeat(b'0', frac - len);
         digits.write(out, 0, len);
     }
 }
@@ -85,7 +112,10 @@ fn place_point(out: &mut Vec<u8>, digits: Digits<'_>, exp: i64) {
 /// Appends the canonical form of a JSON number text or decimal string: an optional sign, digits
 /// with an optional `.` (at least one digit on either side), an optional exponent. Never
 /// allocates beyond `out`.
-pub(crate) fn write_number_text(out: &mut Vec<u8>, text: &str) -> Result<(), CanonicalError> {
+pub(crate) fn write_number_text<O: Sink + ?Sized>(
+    out: &mut O,
+    text: &str,
+) -> Result<(), CanonicalError> {
     let invalid = || CanonicalError::InvalidNumber {
         path: String::new(),
         text: truncate(text),
@@ -140,7 +170,7 @@ pub(crate) fn write_number_text(out: &mut Vec<u8>, text: &str) -> Result<(), Can
     let total = all.len();
     let lead = (0..total).take_while(|&i| at(i) == b'0').count();
     if lead == total {
-        out.push(b'0');
+        out.put_byte(b'0');
         return Ok(());
     }
     let trail = (lead..total).rev().take_while(|&i| at(i) == b'0').count();
@@ -158,7 +188,7 @@ pub(crate) fn write_number_text(out: &mut Vec<u8>, text: &str) -> Result<(), Can
         });
     }
     if negative {
-        out.push(b'-');
+        out.put_byte(b'-');
     }
     // Re-slice so that the significant digits start at 0 and end at `len`.
     let (a, b) = if lead < int.len() {
@@ -182,16 +212,16 @@ pub(crate) use super::error::truncate;
 /// Appends the canonical form of a `serde_json::Number`: integers directly, floats from their
 /// shortest round-trip text (`Display`), which is also the exact text under serde_json's
 /// `arbitrary_precision` feature. Allocation-free unless that text exceeds 64 bytes.
-pub(crate) fn write_json_number(
-    out: &mut Vec<u8>,
+pub(crate) fn write_json_number<O: Sink + ?Sized>(
+    out: &mut O,
     n: &serde_json::Number,
 ) -> Result<(), CanonicalError> {
     if let Some(u) = n.as_u64() {
-        out.extend_from_slice(itoa::Buffer::new().format(u).as_bytes());
+        out.put(itoa::Buffer::new().format(u).as_bytes());
         return Ok(());
     }
     if let Some(i) = n.as_i64() {
-        out.extend_from_slice(itoa::Buffer::new().format(i).as_bytes());
+        out.put(itoa::Buffer::new().format(i).as_bytes());
         return Ok(());
     }
     let mut text = StackText {

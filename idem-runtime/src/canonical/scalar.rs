@@ -74,7 +74,7 @@ pub(crate) fn parse_uuid(text: &str) -> Option<[u8; 16]> {
 }
 
 /// Appends `"xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"` (quoted, lowercase).
-pub(crate) fn write_uuid(out: &mut Vec<u8>, bytes: &[u8; 16]) {
+pub(crate) fn write_uuid<O: super::sink::Sink + ?Sized>(out: &mut O, bytes: &[u8; 16]) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let mut buf = [0u8; 38];
     buf[0] = b'"';
@@ -89,7 +89,7 @@ pub(crate) fn write_uuid(out: &mut Vec<u8>, bytes: &[u8; 16]) {
         buf[pos + 1] = HEX[usize::from(b & 0xf)];
         pos += 2;
     }
-    out.extend_from_slice(&buf);
+    out.put(&buf);
 }
 
 #[cfg(test)]

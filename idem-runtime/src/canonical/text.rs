@@ -1,21 +1,50 @@
 //! Minimal JSON string escaping (`docs/fingerprint.md`, "Strings").
 
+use super::sink::Sink;
+
 /// Appends `s` as a quoted JSON string: `"` and `\` escaped, `\b \f \n \r \t` by their short
 /// forms, other control characters below U+0020 as `\u00xx` (lowercase hex), nothing else.
 ///
-/// Most strings need no escape at all; they are scanned eight bytes at a time and copied whole.
+/// Most strings need no escape at all: one branch-free test over (overlapping) eight-byte words
+/// tells, and such a string is copied whole.
+#[inline]
 pub(crate) fn write_escaped_str(out: &mut Vec<u8>, s: &str) {
     let bytes = s.as_bytes();
-    out.reserve(bytes.len() + 2);
-    out.push(b'"');
-    let mut start = 0;
-    while let Some(i) = find_escape(bytes, start) {
-        out.extend_from_slice(&bytes[start..i]);
-        write_escape(out, bytes[i]);
-        start = i + 1;
+    if scan(bytes, |_, _| {}) == 0 {
+        out.reserve(bytes.len() + 2);
+        out.push(b'"');
+        out.extend_from_slice(bytes);
+        out.push(b'"');
+    } else {
+        write_with_escapes(out, bytes);
     }
-    out.extend_from_slice(&bytes[start..]);
-    out.push(b'"');
+}
+
+/// Copies `src` into `dst` (of the same length) eight bytes at a time and returns zero exactly
+/// when no byte of `src` must be escaped. When it returns non-zero, `dst` holds the unescaped
+/// bytes, to be overwritten by [`write_with_escapes`].
+#[inline(always)]
+pub(crate) fn copy_unescaped(src: &[u8], dst: &mut [u8]) -> u64 {
+    scan(src, |at, bytes| {
+        dst[at..at + bytes.len()].copy_from_slice(bytes)
+    })
+}
+
+/// The slow path: copies the runs between escapes and escapes what needs it (quotes included).
+#[cold]
+#[inline(never)]
+pub(crate) fn write_with_escapes<O: Sink + ?Sized>(out: &mut O, bytes: &[u8]) {
+    out.put_byte(b'"');
+    let mut start = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        if needs_escape(b) {
+            out.put(&bytes[start..i]);
+            write_escape(out, b);
+            start = i + 1;
+        }
+    }
+    out.put(&bytes[start..]);
+    out.put_byte(b'"');
 }
 
 /// Whether a byte must be escaped inside a JSON string.
@@ -24,41 +53,70 @@ fn needs_escape(b: u8) -> bool {
     b < 0x20 || b == b'"' || b == b'\\'
 }
 
-/// The index of the first byte at or after `from` that must be escaped.
-#[inline]
-fn find_escape(bytes: &[u8], from: usize) -> Option<usize> {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGH: u64 = 0x8080_8080_8080_8080;
-    let rest = &bytes[from..];
-    let mut chunks = rest.chunks_exact(8);
-    let mut offset = from;
-    for chunk in &mut chunks {
-        let mut word = [0u8; 8];
-        word.copy_from_slice(chunk);
-        let x = u64::from_le_bytes(word);
-        // A byte below 0x20, or equal to `"` or `\`, sets its high bit in `hit` (the classic
-        // "has less than" / "has zero byte" tests); false positives are ruled out below.
-        let below = x.wrapping_sub(ONES * 0x20) & !x;
-        let quote =
-            (x ^ (ONES * u64::from(b'"'))).wrapping_sub(ONES) & !(x ^ (ONES * u64::from(b'"')));
-        let backslash =
-            (x ^ (ONES * u64::from(b'\\'))).wrapping_sub(ONES) & !(x ^ (ONES * u64::from(b'\\')));
-        if (below | quote | backslash) & HIGH != 0 {
-            if let Some(i) = chunk.iter().position(|&b| needs_escape(b)) {
-                return Some(offset + i);
-            }
-        }
-        offset += 8;
-    }
-    chunks
-        .remainder()
-        .iter()
-        .position(|&b| needs_escape(b))
-        .map(|i| offset + i)
+const ONES: u64 = 0x0101_0101_0101_0101;
+const HIGH: u64 = 0x8080_8080_8080_8080;
+
+/// Zero exactly when no byte of the word `x` must be escaped. These are the classic "has a byte
+/// less than n" and "has a zero byte" word tests: a borrow can only mark a byte above a true hit,
+/// so the answer for the word as a whole is exact.
+#[inline(always)]
+fn escape_bits(x: u64) -> u64 {
+    let below = x.wrapping_sub(ONES * 0x20);
+    let q = x ^ (ONES * u64::from(b'"'));
+    let quote = q.wrapping_sub(ONES) & !q;
+    let b = x ^ (ONES * u64::from(b'\\'));
+    let backslash = b.wrapping_sub(ONES) & !b;
+    (below & !x | quote | backslash) & HIGH
 }
 
-#[cold]
-fn write_escape(out: &mut Vec<u8>, b: u8) {
+/// Tests every byte of `bytes` inside a full word, handing each loaded piece to `put(offset,
+/// piece)`: eight-byte words, the last one overlapping the one before it; strings shorter than
+/// eight bytes as two overlapping halves, or (below four bytes) as the first, middle and last
+/// byte padded with spaces, which need no escape. Zero exactly when no byte must be escaped.
+#[inline(always)]
+fn scan(bytes: &[u8], mut put: impl FnMut(usize, &[u8])) -> u64 {
+    let n = bytes.len();
+    if n >= 8 {
+        let mut hits = 0;
+        let mut at = 0;
+        while at + 8 < n {
+            let word: &[u8; 8] = first_chunk(&bytes[at..]);
+            hits |= escape_bits(u64::from_le_bytes(*word));
+            put(at, word);
+            at += 8;
+        }
+        let word: &[u8; 8] = first_chunk(&bytes[n - 8..]);
+        put(n - 8, word);
+        hits | escape_bits(u64::from_le_bytes(*word))
+    } else if n >= 4 {
+        let lo: &[u8; 4] = first_chunk(bytes);
+        let hi: &[u8; 4] = first_chunk(&bytes[n - 4..]);
+        put(0, lo);
+        put(n - 4, hi);
+        escape_bits(u64::from(u32::from_le_bytes(*lo)) | u64::from(u32::from_le_bytes(*hi)) << 32)
+    } else if n > 0 {
+        let (first, middle, last) = (bytes[0], bytes[n / 2], bytes[n - 1]);
+        put(0, &[first]);
+        put(n / 2, &[middle]);
+        put(n - 1, &[last]);
+        escape_bits(u64::from_le_bytes([
+            first, middle, last, b' ', b' ', b' ', b' ', b' ',
+        ]))
+    } else {
+        0
+    }
+}
+
+/// The first `N` bytes of `bytes`, which the callers above know to be long enough.
+#[inline(always)]
+fn first_chunk<const N: usize>(bytes: &[u8]) -> &[u8; N] {
+    match bytes.first_chunk() {
+        Some(chunk) => chunk,
+        None => unreachable!("callers check the length"),
+    }
+}
+
+fn write_escape<O: Sink + ?Sized>(out: &mut O, b: u8) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let short: &[u8] = match b {
         b'"' => b"\\\"",
@@ -69,7 +127,7 @@ fn write_escape(out: &mut Vec<u8>, b: u8) {
         b'\r' => b"\\r",
         b'\t' => b"\\t",
         _ => {
-            out.extend_from_slice(&[
+            out.put(&[
                 b'\\',
                 b'u',
                 b'0',
@@ -80,17 +138,32 @@ fn write_escape(out: &mut Vec<u8>, b: u8) {
             return;
         }
     };
-    out.extend_from_slice(short);
+    out.put(short);
 }
 
 #[cfg(test)]
 mod tests {
     use super::write_escaped_str;
 
+    /// The escaped form by the run-time path, checked against the writer's (which copies and
+    /// scans in one pass, and writes member names with their separator and colon).
     fn esc(s: &str) -> String {
         let mut out = Vec::new();
         write_escaped_str(&mut out, s);
-        String::from_utf8(out).unwrap()
+        let text = String::from_utf8(out).unwrap();
+
+        let mut typed = b"prefix".to_vec();
+        let mut w = crate::CanonicalWriter::new(&mut typed);
+        w.str(s);
+        let mut first = false;
+        w.member(&mut first, s);
+        drop(w);
+        assert_eq!(
+            String::from_utf8(typed).unwrap(),
+            format!("prefix{text},{text}:"),
+            "{s:?}"
+        );
+        text
     }
 
     #[test]

@@ -85,14 +85,14 @@ impl<F: FloatField> FloatField for Option<F> {
 }
 
 fn write_float_array<F: FloatField>(items: &[F], w: &mut CanonicalWriter<'_>) {
-    w.buffer().push(b'[');
+    w.raw(b"[");
     for (i, item) in items.iter().enumerate() {
         if i > 0 {
-            w.buffer().push(b',');
+            w.raw(b",");
         }
         item.write_float(w);
     }
-    w.buffer().push(b']');
+    w.raw(b"]");
 }
 
 impl<F: FloatField> FloatField for [F] {

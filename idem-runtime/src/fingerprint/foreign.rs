@@ -75,10 +75,9 @@ impl Canonical for serde_json::Map<String, serde_json::Value> {
 /// ```
 impl Canonical for serde_json::Number {
     fn write_canonical(&self, w: &mut CanonicalWriter<'_>) {
-        let out = w.buffer();
-        let len = out.len();
-        if crate::canonical::number::write_json_number(out, self).is_err() {
-            out.truncate(len);
+        let start = w.position();
+        if crate::canonical::number::write_json_number(w, self).is_err() {
+            w.rewind(start);
             w.str(&self.to_string());
         }
     }
@@ -123,7 +122,7 @@ impl Canonical for rust_decimal::Decimal {
 impl Canonical for uuid::Uuid {
     #[inline]
     fn write_canonical(&self, w: &mut CanonicalWriter<'_>) {
-        crate::canonical::scalar::write_uuid(w.buffer(), self.as_bytes());
+        crate::canonical::scalar::write_uuid(w, self.as_bytes());
     }
     fn value_spec() -> ValueSpec {
         ValueSpec::Uuid
@@ -161,7 +160,7 @@ impl<Tz: chrono::TimeZone> Canonical for chrono::DateTime<Tz> {
             second,
             nanos,
         }
-        .write(w.buffer());
+        .write(w);
     }
     fn value_spec() -> ValueSpec {
         ValueSpec::Timestamp
@@ -182,12 +181,7 @@ impl<Tz: chrono::TimeZone> Canonical for chrono::DateTime<Tz> {
 impl Canonical for chrono::NaiveDate {
     fn write_canonical(&self, w: &mut CanonicalWriter<'_>) {
         use chrono::Datelike;
-        crate::canonical::datetime::write_date(
-            w.buffer(),
-            i64::from(self.year()),
-            self.month(),
-            self.day(),
-        );
+        crate::canonical::datetime::write_date(w, i64::from(self.year()), self.month(), self.day());
     }
     fn value_spec() -> ValueSpec {
         ValueSpec::Date
@@ -223,7 +217,7 @@ impl Canonical for time::OffsetDateTime {
             self.nanosecond(),
             i64::from(self.offset().whole_seconds()),
         )
-        .write(w.buffer());
+        .write(w);
     }
     fn value_spec() -> ValueSpec {
         ValueSpec::Timestamp
@@ -254,7 +248,7 @@ impl Canonical for time::UtcDateTime {
             second: u32::from(self.second()),
             nanos: self.nanosecond(),
         }
-        .write(w.buffer());
+        .write(w);
     }
     fn value_spec() -> ValueSpec {
         ValueSpec::Timestamp
@@ -276,7 +270,7 @@ impl Canonical for time::UtcDateTime {
 impl Canonical for time::Date {
     fn write_canonical(&self, w: &mut CanonicalWriter<'_>) {
         crate::canonical::datetime::write_date(
-            w.buffer(),
+            w,
             i64::from(self.year()),
             u32::from(u8::from(self.month())),
             u32::from(self.day()),

@@ -37,17 +37,32 @@ impl RequestHash {
 
     /// Renders a canonical text with `write` and hashes it.
     pub fn of_canonical(write: impl FnOnce(&mut CanonicalWriter<'_>)) -> Self {
-        CANONICAL_BUF.with(|cell| {
-            let mut buf = cell.take();
-            buf.clear();
-            write(&mut CanonicalWriter::new(&mut buf));
-            let hash = Self::of_bytes(&buf);
-            if buf.capacity() <= MAX_KEPT_BUF {
-                cell.set(buf);
-            }
-            hash
-        })
+        render(write, Self::of_bytes)
     }
+}
+
+/// Renders a canonical text with `write` into a per-thread scratch buffer and hands it to
+/// `finish`. The buffer and its initialized room are kept between calls (up to
+/// `MAX_KEPT_BUF`), so rendering allocates nothing in the steady state.
+pub(crate) fn render<R>(
+    write: impl FnOnce(&mut CanonicalWriter<'_>),
+    finish: impl FnOnce(&[u8]) -> R,
+) -> R {
+    CANONICAL_BUF.with(|cell| {
+        // A `write` that renders another text re-enters here and finds the cell empty: it then
+        // works in a fresh buffer of its own.
+        let mut buf = cell.take();
+        let len = {
+            let mut w = CanonicalWriter::scratch(&mut buf);
+            write(&mut w);
+            w.position()
+        };
+        let result = finish(&buf[..len]);
+        if buf.capacity() <= MAX_KEPT_BUF {
+            cell.set(buf);
+        }
+        result
+    })
 }
 
 /// Largest per-thread scratch buffer kept between fingerprints.

@@ -48,7 +48,7 @@ impl Canonical for char {
 }
 
 impl Canonical for str {
-    #[inline]
+    #[inline(always)]
     fn write_canonical(&self, w: &mut CanonicalWriter<'_>) {
         w.str(self);
     }
@@ -58,7 +58,7 @@ impl Canonical for str {
 }
 
 impl Canonical for String {
-    #[inline]
+    #[inline(always)]
     fn write_canonical(&self, w: &mut CanonicalWriter<'_>) {
         w.str(self);
     }

@@ -74,11 +74,11 @@ pub trait Fingerprint: Canonical {
 
     /// The canonical JSON text of the whitelisted fields.
     fn canonical_json(&self) -> String {
-        let mut out = Vec::with_capacity(128);
-        self.write_canonical(&mut CanonicalWriter::new(&mut out));
-        // The writer only emits UTF-8: strings are copied whole, everything else is ASCII.
-        String::from_utf8(out)
-            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+        hash::render(
+            |w| self.write_canonical(w),
+            // The writer only emits UTF-8: strings are copied whole, everything else is ASCII.
+            |text| String::from_utf8_lossy(text).into_owned(),
+        )
     }
 
     /// SHA-256 of [`Fingerprint::canonical_json`].

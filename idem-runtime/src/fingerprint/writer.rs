@@ -1,6 +1,9 @@
 //! [`CanonicalWriter`]: appends canonical JSON tokens to a byte buffer.
 
 use super::Canonical;
+use crate::canonical::number;
+use crate::canonical::sink::Sink;
+use crate::canonical::text;
 
 /// Appends canonical JSON text (see `docs/fingerprint.md`) to a byte buffer.
 ///
@@ -19,23 +22,93 @@ use super::Canonical;
 /// w.member(&mut first, "currency");
 /// w.str("EUR");
 /// w.end_object();
+/// assert_eq!(w.as_bytes(), br#"{"amount":100,"currency":"EUR"}"#);
+/// drop(w); // hands the text back to `out`
 /// assert_eq!(out, br#"{"amount":100,"currency":"EUR"}"#);
 /// ```
 pub struct CanonicalWriter<'a> {
-    out: &'a mut Vec<u8>,
+    /// The caller's vector, moved here while the writer lives (so that the compiler sees it as
+    /// the writer's own and keeps its pointer and length in registers) and moved back on drop.
+    /// `buf[..pos]` is the text; `buf[pos..]` is room already initialized, written over without
+    /// growing the vector byte by byte.
+    buf: Vec<u8>,
+    pos: usize,
+    dest: &'a mut Vec<u8>,
+    /// Whether the vector is cut back to the text on drop (always, except for the scratch
+    /// buffer of [`RequestHash::of_canonical`](crate::RequestHash::of_canonical), whose room is
+    /// kept for the next request).
+    trim: bool,
+}
+
+impl Drop for CanonicalWriter<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        let mut buf = core::mem::take(&mut self.buf);
+        if self.trim {
+            buf.truncate(self.pos);
+        }
+        *self.dest = buf;
+    }
 }
 
 impl<'a> CanonicalWriter<'a> {
-    /// A writer appending to `out`.
+    /// A writer appending to `out`. `out` holds the text written once the writer is dropped.
     #[inline]
     pub fn new(out: &'a mut Vec<u8>) -> Self {
-        CanonicalWriter { out }
+        CanonicalWriter {
+            pos: out.len(),
+            buf: core::mem::take(out),
+            dest: out,
+            trim: true,
+        }
+    }
+
+    /// A writer over a reused scratch buffer: writes from its start, and leaves its old bytes
+    /// beyond the text in place as room for the next use.
+    #[inline]
+    pub(crate) fn scratch(buf: &'a mut Vec<u8>) -> Self {
+        CanonicalWriter {
+            buf: core::mem::take(buf),
+            pos: 0,
+            dest: buf,
+            trim: false,
+        }
+    }
+
+    /// The `n` bytes of room at `pos`, growing the vector when it has less.
+    #[inline(always)]
+    fn room(&mut self, n: usize) -> &mut [u8] {
+        let pos = self.pos;
+        if self.buf.len() < pos + n {
+            self.grow(n);
+        }
+        &mut self.buf[pos..pos + n]
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn grow(&mut self, n: usize) {
+        // Initialize the vector's whole allocation at once (up to a page beyond the text), so
+        // that growing is rare; beyond the allocation, `resize` grows it geometrically.
+        let needed = self.pos + n;
+        let room = self.buf.capacity().min(self.pos + 4096).max(needed);
+        self.buf.resize(room, 0);
     }
 
     /// Appends bytes that are already canonical JSON (no check is made).
     #[inline(always)]
     pub fn raw(&mut self, canonical: &[u8]) {
-        self.out.extend_from_slice(canonical);
+        let pos = self.pos;
+        match self.buf.get_mut(pos..pos + canonical.len()) {
+            Some(dst) => dst.copy_from_slice(canonical),
+            None => self.room(canonical.len()).copy_from_slice(canonical),
+        }
+        self.pos = pos + canonical.len();
+    }
+
+    #[inline(always)]
+    fn byte(&mut self, b: u8) {
+        self.raw(&[b]);
     }
 
     /// `null`.
@@ -51,9 +124,35 @@ impl<'a> CanonicalWriter<'a> {
     }
 
     /// A JSON string, quoted and minimally escaped.
-    #[inline]
+    #[inline(always)]
     pub fn str(&mut self, s: &str) {
-        crate::canonical::text::write_escaped_str(self.out, s);
+        self.quoted(b"", s, b"");
+    }
+
+    /// `before`, then `s` as a JSON string, then `after`, with one check for room.
+    #[inline(always)]
+    fn quoted(&mut self, before: &[u8], s: &str, after: &[u8]) {
+        let bytes = s.as_bytes();
+        let (b, n, a) = (before.len(), bytes.len(), after.len());
+        let len = b + n + a + 2;
+        let pos = self.pos;
+        let dst = match self.buf.get_mut(pos..pos + len) {
+            Some(dst) => dst,
+            None => self.room(len),
+        };
+        let (head, rest) = dst.split_at_mut(b + 1);
+        let (body, tail) = rest.split_at_mut(n);
+        head[..b].copy_from_slice(before);
+        head[b] = b'"';
+        if text::copy_unescaped(bytes, body) == 0 {
+            tail[0] = b'"';
+            tail[1..].copy_from_slice(after);
+            self.pos = pos + len;
+        } else {
+            self.pos = pos + b;
+            text::write_with_escapes(self, bytes);
+            self.raw(after);
+        }
     }
 
     /// An integer in decimal.
@@ -65,13 +164,13 @@ impl<'a> CanonicalWriter<'a> {
 
     /// A decimal `mantissa * 10^-scale`, canonical (no trailing fractional zeros, `-0` -> `0`).
     pub fn decimal(&mut self, mantissa: i128, scale: u32) {
-        crate::canonical::number::write_decimal(self.out, mantissa, scale);
+        number::write_decimal(self, mantissa, scale);
     }
 
     /// A number given as JSON number text or a decimal string (`"100.00"`, `"1e2"`, `"-0.10"`),
     /// written in canonical form.
     pub fn number_text(&mut self, text: &str) -> Result<(), crate::CanonicalError> {
-        crate::canonical::number::write_number_text(self.out, text)
+        number::write_number_text(self, text)
     }
 
     /// A finite binary float, from its shortest round-trip text; non-finite values are `null`
@@ -99,37 +198,34 @@ impl<'a> CanonicalWriter<'a> {
     /// Bytes as a standard, padded base64 string.
     pub fn base64(&mut self, bytes: &[u8]) {
         use base64::Engine as _;
-        self.out.push(b'"');
-        let start = self.out.len();
-        self.out.resize(start + bytes.len().div_ceil(3) * 4, 0);
+        let len = bytes.len().div_ceil(3) * 4;
+        let dst = self.room(len + 2);
+        dst[0] = b'"';
         let written = base64::engine::general_purpose::STANDARD
-            .encode_slice(bytes, &mut self.out[start..])
+            .encode_slice(bytes, &mut dst[1..len + 1])
             .unwrap_or(0);
-        self.out.truncate(start + written);
-        self.out.push(b'"');
+        dst[written + 1] = b'"';
+        self.pos += written + 2;
     }
 
     /// `{`.
     #[inline(always)]
     pub fn begin_object(&mut self) {
-        self.out.push(b'{');
+        self.byte(b'{');
     }
 
     /// `}`.
     #[inline(always)]
     pub fn end_object(&mut self) {
-        self.out.push(b'}');
+        self.byte(b'}');
     }
 
     /// The separator (unless `first`) and `"name":` of an object member. Members must come in
     /// the byte order of their names.
-    #[inline]
+    #[inline(always)]
     pub fn member(&mut self, first: &mut bool, name: &str) {
-        if !core::mem::take(first) {
-            self.out.push(b',');
-        }
-        self.str(name);
-        self.out.push(b':');
+        let separator: &[u8] = if core::mem::take(first) { b"" } else { b"," };
+        self.quoted(separator, name, b":");
     }
 
     /// Like [`CanonicalWriter::member`] with the name already rendered as `"name":`.
@@ -137,22 +233,39 @@ impl<'a> CanonicalWriter<'a> {
     #[inline(always)]
     pub fn member_raw(&mut self, first: &mut bool, quoted_name_colon: &[u8]) {
         if !core::mem::take(first) {
-            self.out.push(b',');
+            self.byte(b',');
         }
         self.raw(quoted_name_colon);
     }
 
+    /// Opens a member of an object whose members are known when the program is compiled:
+    /// `open` (`{"name":`) for the first member written, `next` (`,"name":`) for the others.
+    /// The object ends with [`CanonicalWriter::close_object`].
+    #[doc(hidden)]
+    #[inline(always)]
+    pub fn open_member(&mut self, first: &mut bool, open: &[u8], next: &[u8]) {
+        self.raw(if core::mem::take(first) { open } else { next });
+    }
+
+    /// Ends an object opened by [`CanonicalWriter::open_member`]: `}`, or `{}` when no member
+    /// was written (`first` is still `true`).
+    #[doc(hidden)]
+    #[inline(always)]
+    pub fn close_object(&mut self, first: bool) {
+        self.raw(if first { b"{}" } else { b"}" });
+    }
+
     /// An array of the items, in order.
     pub fn array<'v, T: Canonical + 'v>(&mut self, items: impl IntoIterator<Item = &'v T>) {
-        self.out.push(b'[');
+        self.byte(b'[');
         let mut first = true;
         for item in items {
             if !core::mem::take(&mut first) {
-                self.out.push(b',');
+                self.byte(b',');
             }
             item.write_canonical(self);
         }
-        self.out.push(b']');
+        self.byte(b']');
     }
 
     /// An array of the items sorted by their canonical text, equal texts written once (the
@@ -168,14 +281,14 @@ impl<'a> CanonicalWriter<'a> {
             .collect();
         rendered.sort_unstable();
         rendered.dedup();
-        self.out.push(b'[');
+        self.byte(b'[');
         for (i, item) in rendered.iter().enumerate() {
             if i > 0 {
-                self.out.push(b',');
+                self.byte(b',');
             }
             self.raw(item);
         }
-        self.out.push(b']');
+        self.byte(b']');
     }
 
     /// An object from `(name, value)` entries in any order: entries are sorted by the UTF-8
@@ -197,8 +310,9 @@ impl<'a> CanonicalWriter<'a> {
     }
 
     /// Like [`CanonicalWriter::object_entries`] for entries that usually come sorted by name
-    /// already (a `BTreeMap` with string keys, a `serde_json::Map`): one pass checks the order, and
-    /// only unsorted entries are collected and sorted.
+    /// already (a `BTreeMap` with string keys, a `serde_json::Map`): they are written in one pass
+    /// that checks the order as it goes; only if it finds two names out of order is the object
+    /// written again by [`CanonicalWriter::object_entries`].
     pub(crate) fn object_entries_presorted<'v, K, V, I>(&mut self, entries: I)
     where
         K: AsRef<str>,
@@ -207,36 +321,175 @@ impl<'a> CanonicalWriter<'a> {
         I::IntoIter: Clone,
     {
         let entries = entries.into_iter();
-        let mut names = entries.clone().map(|(k, _)| k);
-        let sorted = match names.next() {
-            None => true,
-            Some(first) => names
-                .try_fold(first, |prev, next| {
-                    (prev.as_ref().as_bytes() < next.as_ref().as_bytes()).then_some(next)
-                })
-                .is_some(),
-        };
-        if !sorted {
-            return self.object_entries(entries);
-        }
+        let start = self.pos;
         self.begin_object();
         let mut first = true;
-        for (k, v) in entries {
+        let mut prev: Option<K> = None;
+        for (k, v) in entries.clone() {
+            if prev
+                .as_ref()
+                .is_some_and(|p| p.as_ref().as_bytes() >= k.as_ref().as_bytes())
+            {
+                self.rewind(start);
+                return self.object_entries(entries);
+            }
             if !v.is_null() {
                 self.member(&mut first, k.as_ref());
                 v.write_canonical(self);
             }
+            prev = Some(k);
         }
         self.end_object();
     }
 
-    /// The bytes written so far to the underlying buffer.
+    /// The bytes written so far to the underlying buffer (including what it held before this
+    /// writer was created).
     pub fn as_bytes(&self) -> &[u8] {
-        self.out
+        &self.buf[..self.pos]
     }
 
+    /// The length of [`CanonicalWriter::as_bytes`].
     #[doc(hidden)]
-    pub fn buffer(&mut self) -> &mut Vec<u8> {
-        self.out
+    #[inline]
+    pub fn position(&self) -> usize {
+        self.pos
+    }
+
+    /// Forgets what was written after `pos` (a [`CanonicalWriter::position`] taken earlier).
+    #[doc(hidden)]
+    #[inline]
+    pub fn rewind(&mut self, pos: usize) {
+        self.pos = self.pos.min(pos);
+    }
+}
+
+impl Sink for CanonicalWriter<'_> {
+    #[inline(always)]
+    fn put(&mut self, bytes: &[u8]) {
+        self.raw(bytes);
+    }
+
+    #[inline(always)]
+    fn put_byte(&mut self, b: u8) {
+        self.byte(b);
+    }
+
+    fn put_repeat(&mut self, b: u8, n: usize) {
+        self.room(n).fill(b);
+        self.pos += n;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::CanonicalWriter;
+    use crate::{Canonical, RequestHash};
+
+    #[test]
+    fn appends_to_what_the_vector_held_and_hands_back_exactly_the_text() {
+        let mut out = b"[1,".to_vec();
+        out.reserve(1000);
+        let mut w = CanonicalWriter::new(&mut out);
+        w.str("a");
+        w.raw(b"]");
+        assert_eq!(w.as_bytes(), br#"[1,"a"]"#);
+        drop(w);
+        assert_eq!(out, br#"[1,"a"]"#);
+    }
+
+    #[test]
+    fn grows_from_empty_through_many_writes() {
+        let long = "x".repeat(10_000);
+        let mut out = Vec::new();
+        let mut w = CanonicalWriter::new(&mut out);
+        w.raw(b"[");
+        for i in 0..500 {
+            w.integer(i);
+            w.raw(b",");
+            w.str(&long[..i]);
+            w.raw(b",");
+        }
+        w.str(&long);
+        w.raw(b"]");
+        drop(w);
+        let mut want = String::from("[");
+        for i in 0..500 {
+            want.push_str(&format!("{i},\"{}\",", &long[..i]));
+        }
+        want.push_str(&format!("\"{long}\"]"));
+        assert_eq!(String::from_utf8(out).unwrap(), want);
+    }
+
+    #[test]
+    fn rewinds_to_a_position() {
+        let mut out = Vec::new();
+        let mut w = CanonicalWriter::new(&mut out);
+        w.raw(b"[");
+        let at = w.position();
+        w.str("discarded");
+        w.rewind(at);
+        w.bool(true);
+        w.raw(b"]");
+        drop(w);
+        assert_eq!(out, b"[true]");
+    }
+
+    #[test]
+    fn base64_fills_its_room_exactly() {
+        for len in 0..10 {
+            let bytes = vec![0xfbu8; len];
+            let mut out = Vec::new();
+            let mut w = CanonicalWriter::new(&mut out);
+            w.base64(&bytes);
+            w.raw(b"!");
+            drop(w);
+            use base64::Engine as _;
+            let want = base64::engine::general_purpose::STANDARD.encode(&bytes);
+            assert_eq!(out, format!("\"{want}\"!").as_bytes());
+        }
+    }
+
+    /// A key whose `Ord` is not the byte order of its text.
+    #[derive(PartialEq, Eq, PartialOrd, Ord)]
+    struct Reversed(std::cmp::Reverse<String>);
+
+    impl AsRef<str> for Reversed {
+        fn as_ref(&self) -> &str {
+            &self.0.0
+        }
+    }
+
+    #[test]
+    fn maps_whose_order_is_not_byte_order_are_sorted_anyway() {
+        let key = |s: &str| Reversed(std::cmp::Reverse(s.to_owned()));
+        let map = BTreeMap::from([(key("a"), 1), (key("c"), 3), (key("b"), 2)]);
+        let mut out = b"x".to_vec();
+        map.write_canonical(&mut CanonicalWriter::new(&mut out));
+        assert_eq!(out, br#"x{"a":1,"b":2,"c":3}"#);
+    }
+
+    #[test]
+    fn the_scratch_buffer_never_leaks_an_earlier_longer_text() {
+        let long = RequestHash::of_canonical(|w| w.str(&"y".repeat(300)));
+        let short = RequestHash::of_canonical(|w| w.str("y"));
+        assert_eq!(
+            long,
+            RequestHash::of_bytes(format!("\"{}\"", "y".repeat(300)).as_bytes())
+        );
+        assert_eq!(short, RequestHash::of_bytes(br#""y""#));
+    }
+
+    #[test]
+    fn a_text_rendered_inside_another_gets_its_own_buffer() {
+        let inner = std::cell::Cell::new(None);
+        let outer = RequestHash::of_canonical(|w| {
+            w.raw(b"[");
+            inner.set(Some(RequestHash::of_canonical(|w| w.str("inner"))));
+            w.raw(b"]");
+        });
+        assert_eq!(outer, RequestHash::of_bytes(b"[]"));
+        assert_eq!(inner.get(), Some(RequestHash::of_bytes(br#""inner""#)));
     }
 }
