@@ -30,6 +30,19 @@ pub(crate) fn copy_unescaped(src: &[u8], dst: &mut [u8]) -> u64 {
     })
 }
 
+/// Copies `src` into `dst` (of the same length): short slices in words, long ones by
+/// `copy_from_slice`.
+#[inline(always)]
+pub(crate) fn copy(src: &[u8], dst: &mut [u8]) {
+    if src.len() <= 32 {
+        scan(src, |at, bytes| {
+            dst[at..at + bytes.len()].copy_from_slice(bytes)
+        });
+    } else {
+        dst.copy_from_slice(src);
+    }
+}
+
 /// The slow path: copies the runs between escapes and escapes what needs it (quotes included).
 #[cold]
 #[inline(never)]

@@ -48,20 +48,30 @@ pub(crate) fn render<R>(
     write: impl FnOnce(&mut CanonicalWriter<'_>),
     finish: impl FnOnce(&[u8]) -> R,
 ) -> R {
-    CANONICAL_BUF.with(|cell| {
-        // A `write` that renders another text re-enters here and finds the cell empty: it then
-        // works in a fresh buffer of its own.
-        let mut buf = cell.take();
-        let len = {
-            let mut w = CanonicalWriter::scratch(&mut buf);
-            write(&mut w);
-            w.position()
-        };
-        let result = finish(&buf[..len]);
-        if buf.capacity() <= MAX_KEPT_BUF {
-            cell.set(buf);
+    CANONICAL_BUF.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut buf) => {
+            let len = {
+                let mut w = CanonicalWriter::scratch(&mut buf);
+                write(&mut w);
+                w.position()
+            };
+            let result = finish(&buf[..len]);
+            if buf.capacity() > MAX_KEPT_BUF {
+                *buf = Vec::new();
+            }
+            result
         }
-        result
+        // A `write` that renders another text re-enters here and finds the buffer in use: the
+        // inner text gets a buffer of its own.
+        Err(_) => {
+            let mut buf = Vec::new();
+            let len = {
+                let mut w = CanonicalWriter::scratch(&mut buf);
+                write(&mut w);
+                w.position()
+            };
+            finish(&buf[..len])
+        }
     })
 }
 
@@ -69,7 +79,7 @@ pub(crate) fn render<R>(
 const MAX_KEPT_BUF: usize = 64 * 1024;
 
 thread_local! {
-    static CANONICAL_BUF: core::cell::Cell<Vec<u8>> = const { core::cell::Cell::new(Vec::new()) };
+    static CANONICAL_BUF: core::cell::RefCell<Vec<u8>> = const { core::cell::RefCell::new(Vec::new()) };
 }
 
 impl fmt::Display for RequestHash {

@@ -77,7 +77,10 @@ pub trait Fingerprint: Canonical {
         hash::render(
             |w| self.write_canonical(w),
             // The writer only emits UTF-8: strings are copied whole, everything else is ASCII.
-            |text| String::from_utf8_lossy(text).into_owned(),
+            |text| match core::str::from_utf8(text) {
+                Ok(text) => text.to_owned(),
+                Err(_) => String::from_utf8_lossy(text).into_owned(),
+            },
         )
     }
 

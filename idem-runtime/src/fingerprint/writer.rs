@@ -27,13 +27,10 @@ use crate::canonical::text;
 /// assert_eq!(out, br#"{"amount":100,"currency":"EUR"}"#);
 /// ```
 pub struct CanonicalWriter<'a> {
-    /// The caller's vector, moved here while the writer lives (so that the compiler sees it as
-    /// the writer's own and keeps its pointer and length in registers) and moved back on drop.
     /// `buf[..pos]` is the text; `buf[pos..]` is room already initialized, written over without
     /// growing the vector byte by byte.
-    buf: Vec<u8>,
+    buf: &'a mut Vec<u8>,
     pos: usize,
-    dest: &'a mut Vec<u8>,
     /// Whether the vector is cut back to the text on drop (always, except for the scratch
     /// buffer of [`RequestHash::of_canonical`](crate::RequestHash::of_canonical), whose room is
     /// kept for the next request).
@@ -43,11 +40,9 @@ pub struct CanonicalWriter<'a> {
 impl Drop for CanonicalWriter<'_> {
     #[inline]
     fn drop(&mut self) {
-        let mut buf = core::mem::take(&mut self.buf);
         if self.trim {
-            buf.truncate(self.pos);
+            self.buf.truncate(self.pos);
         }
-        *self.dest = buf;
     }
 }
 
@@ -57,8 +52,7 @@ impl<'a> CanonicalWriter<'a> {
     pub fn new(out: &'a mut Vec<u8>) -> Self {
         CanonicalWriter {
             pos: out.len(),
-            buf: core::mem::take(out),
-            dest: out,
+            buf: out,
             trim: true,
         }
     }
@@ -68,9 +62,8 @@ impl<'a> CanonicalWriter<'a> {
     #[inline]
     pub(crate) fn scratch(buf: &'a mut Vec<u8>) -> Self {
         CanonicalWriter {
-            buf: core::mem::take(buf),
+            buf,
             pos: 0,
-            dest: buf,
             trim: false,
         }
     }
@@ -99,9 +92,11 @@ impl<'a> CanonicalWriter<'a> {
     #[inline(always)]
     pub fn raw(&mut self, canonical: &[u8]) {
         let pos = self.pos;
+        // Short texts of a length unknown at compile time (digits, mostly) are copied in words
+        // rather than by a call to `memcpy`; known lengths fold to plain stores either way.
         match self.buf.get_mut(pos..pos + canonical.len()) {
-            Some(dst) => dst.copy_from_slice(canonical),
-            None => self.room(canonical.len()).copy_from_slice(canonical),
+            Some(dst) => text::copy(canonical, dst),
+            None => text::copy(canonical, self.room(canonical.len())),
         }
         self.pos = pos + canonical.len();
     }
@@ -330,8 +325,7 @@ impl<'a> CanonicalWriter<'a> {
                 .as_ref()
                 .is_some_and(|p| p.as_ref().as_bytes() >= k.as_ref().as_bytes())
             {
-                self.rewind(start);
-                return self.object_entries(entries);
+                return self.object_entries_unsorted(start, entries);
             }
             if !v.is_null() {
                 self.member(&mut first, k.as_ref());
@@ -340,6 +334,22 @@ impl<'a> CanonicalWriter<'a> {
             prev = Some(k);
         }
         self.end_object();
+    }
+
+    /// The slow path of [`CanonicalWriter::object_entries_presorted`]: forgets what was written
+    /// since `start` and sorts the entries.
+    #[cold]
+    #[inline(never)]
+    fn object_entries_unsorted<'v, K, V>(
+        &mut self,
+        start: usize,
+        entries: impl IntoIterator<Item = (K, &'v V)>,
+    ) where
+        K: AsRef<str>,
+        V: Canonical + 'v,
+    {
+        self.rewind(start);
+        self.object_entries(entries);
     }
 
     /// The bytes written so far to the underlying buffer (including what it held before this
