@@ -6,53 +6,20 @@
 // `criterion_group!` generates an undocumented `pub fn`.
 #![allow(missing_docs)]
 
-use std::collections::BTreeMap;
 use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use idem::Fingerprint;
-use rust_decimal::Decimal;
-use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-/// An 8-field payment request: 7 identity fields and one environment field.
-#[derive(Fingerprint, Serialize)]
-struct CreatePayment {
-    amount: Decimal,
-    currency: String,
-    customer_id: String,
-    order_id: String,
-    description: Option<String>,
-    capture: bool,
-    metadata: BTreeMap<String, String>,
-    #[fingerprint(env)]
-    client_ip: String,
-}
-
-fn request() -> CreatePayment {
-    CreatePayment {
-        amount: Decimal::new(199_900, 2),
-        currency: "EUR".into(),
-        customer_id: "cus_9s6XKzkNRiz8i3".into(),
-        order_id: "ord_2026_11_30_000184".into(),
-        description: Some("Annual plan, seat 4 of 10".into()),
-        capture: true,
-        metadata: BTreeMap::from([
-            ("campaign".to_owned(), "winter".to_owned()),
-            ("channel".to_owned(), "web".to_owned()),
-        ]),
-        client_ip: "203.0.113.7".into(),
-    }
-}
+#[path = "common/payment.rs"]
+mod payment;
+use payment::{request, spec};
 
 fn bench(c: &mut Criterion) {
     let req = request();
     let canonical = req.canonical_json();
-    let spec = idem::canonical::Spec::from_json_str(
-        r#"{"amount":"decimal","currency":"any","customer_id":"any","order_id":"any",
-            "description":"any","capture":"any","metadata":{"map":"any"},"client_ip":"env"}"#,
-    )
-    .expect("valid spec");
+    let spec = spec();
     let value = serde_json::to_value(&req).expect("serializable");
     let body = serde_json::to_vec(&req).expect("serializable");
     assert_eq!(
