@@ -1,8 +1,10 @@
 //! The payments example (`examples/payments.rs`) end to end over HTTP: its router served on a
 //! real TCP socket, spoken to by a minimal HTTP/1.1 client, on SQLite (a file in a temporary
-//! directory) and PostgreSQL (when `IDEM_TEST_POSTGRES_URL` is set; `scripts/test` starts a
-//! server; under `CI=true` it must be). Each PostgreSQL test gets a schema of its own for the
-//! business tables (the idempotency records live in schema `idem`, shared: every key is unique).
+//! directory), PostgreSQL and MariaDB/MySQL (when `IDEM_TEST_POSTGRES_URL` /
+//! `IDEM_TEST_MYSQL_URL` are set; `scripts/test` starts the servers; under `CI=true` they must
+//! be). Each PostgreSQL test gets a schema of its own for the business tables (the idempotency
+//! records live in schema `idem`, shared: every key is unique); each MySQL test a database of its
+//! own, with the idempotency table in it.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -53,6 +55,8 @@ fn unique(label: &str) -> String {
 enum Backend {
     Sqlite,
     Postgres,
+    #[cfg(feature = "mysql")]
+    Mysql,
 }
 
 struct Server {
@@ -73,6 +77,21 @@ async fn postgres_url(base: &str) -> String {
     format!("{base}{sep}options[search_path]={schema}")
 }
 
+/// A fresh database on the server of `base` (a `mysql://user:pass@host:port/db` URL).
+#[cfg(feature = "mysql")]
+async fn mysql_url(base: &str) -> String {
+    let database = unique("payments");
+    let pool = sqlx::MySqlPool::connect(base).await.unwrap();
+    sqlx::query(&format!("CREATE DATABASE {database}"))
+        .execute(&pool)
+        .await
+        .unwrap();
+    pool.close().await;
+    let (server, rest) = base.rsplit_once('/').expect("a URL with a database path");
+    let params = rest.split_once('?').map(|(_, p)| format!("?{p}"));
+    format!("{server}/{database}{}", params.unwrap_or_default())
+}
+
 async fn start(backend: Backend, config: Config) -> Option<Server> {
     let (url, dir) = match backend {
         Backend::Sqlite => {
@@ -84,6 +103,11 @@ async fn start(backend: Backend, config: Config) -> Option<Server> {
             let base = server_url("IDEM_TEST_POSTGRES_URL")?;
             (postgres_url(&base).await, None)
         }
+        #[cfg(feature = "mysql")]
+        Backend::Mysql => {
+            let base = server_url("IDEM_TEST_MYSQL_URL")?;
+            (mysql_url(&base).await, None)
+        }
     };
     let router = payments::app(&url, config).await.unwrap();
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -92,7 +116,8 @@ async fn start(backend: Backend, config: Config) -> Option<Server> {
     Some(Server { addr, _dir: dir })
 }
 
-/// Runs the scenario `$name(&Server)` on each backend: tests `$name::sqlite`, `$name::postgres`.
+/// Runs the scenario `$name(&Server)` on each backend: tests `$name::sqlite`, `$name::postgres`,
+/// `$name::mysql` (with the `mysql` feature).
 macro_rules! on_each_backend {
     (@config) => { Config::default() };
     (@config $config:expr) => { $config };
@@ -115,6 +140,12 @@ macro_rules! on_each_backend {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn postgres() {
                 run(Backend::Postgres).await;
+            }
+
+            #[cfg(feature = "mysql")]
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn mysql() {
+                run(Backend::Mysql).await;
             }
         }
     )*};

@@ -1,6 +1,7 @@
 //! The migration plan shared by the SQL stores.
 //!
-//! The SQL files under `migrations/{postgres,mysql,sqlite}/` are embedded with `sqlx::migrate!`,
+//! The SQL files under `idem-runtime/migrations/{postgres,mysql,sqlite}/` (inside the crate, so
+//! that it can be published with them) are embedded with `sqlx::migrate!`,
 //! but applied by idem's own small runner: sqlx 0.8's `Migrator` always records its history in
 //! `_sqlx_migrations` of the current schema, the very table the application's own migrations
 //! use (apalis users hit `VersionMissing` that way). idem keeps its history in

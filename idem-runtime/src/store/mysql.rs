@@ -52,7 +52,7 @@ use super::{
     ScopedKey, Store, StoreError, SystemClock, Timestamp, new_operation_id,
 };
 
-static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/mysql");
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/mysql");
 
 /// MySQL error number of a duplicate key (`ER_DUP_ENTRY`).
 const ER_DUP_ENTRY: u16 = 1062;

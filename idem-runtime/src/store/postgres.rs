@@ -54,7 +54,7 @@ use super::{
     ScopedKey, Store, StoreError, SystemClock, Timestamp, new_operation_id,
 };
 
-static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/postgres");
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/postgres");
 
 /// Key of the advisory lock that serializes concurrent `migrate()` calls ("idem" in ASCII).
 const MIGRATION_LOCK: i64 = 0x6964_656d;

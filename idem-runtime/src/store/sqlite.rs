@@ -44,7 +44,7 @@ use super::{
     StoreError, SystemClock, Timestamp, new_operation_id,
 };
 
-static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/sqlite");
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/sqlite");
 
 /// The claim (S13, S14): one atomic upsert that inserts a fresh record, or replaces an expired
 /// one (S21), or takes over an expired lease of the same request (S23), and returns the row only
