@@ -66,8 +66,49 @@ async fn sqlite_long_handler_keeps_its_lease() {
 
 static FENCED: HandlerConfig = HandlerConfig::new("tests::fenced").lease(Duration::from_millis(60));
 
+/// Records every `tracing` event (level, target, fields) of the thread it is the default of.
+#[derive(Clone, Default)]
+struct Events(Arc<std::sync::Mutex<Vec<String>>>);
+
+impl Events {
+    fn matching(&self, needle: &str) -> Vec<String> {
+        let events = self.0.lock().unwrap();
+        events
+            .iter()
+            .filter(|e| e.contains(needle))
+            .cloned()
+            .collect()
+    }
+}
+
+impl tracing::Subscriber for Events {
+    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, event: &tracing::Event<'_>) {
+        let meta = event.metadata();
+        let mut text = format!("{} {}", meta.level(), meta.target());
+        event.record(
+            &mut |field: &tracing::field::Field, value: &dyn std::fmt::Debug| {
+                text.push_str(&format!(" {}={value:?}", field.name()));
+            },
+        );
+        self.0.lock().unwrap().push(text);
+    }
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
 #[tokio::test(flavor = "current_thread")]
 async fn superseded_attempt_is_answered_but_not_stored() {
+    // One thread: the events of every task of this test reach this subscriber.
+    let events = Events::default();
+    let _events = tracing::subscriber::set_default(events.clone());
     let clock = Arc::new(ManualClock::starting_now());
     let idem = Idem::new(MemoryStore::with_clock(clock.clone()));
     let hash = RequestHash::of_bytes(b"fenced");
@@ -109,6 +150,48 @@ async fn superseded_attempt_is_answered_but_not_stored() {
     })
     .await;
     assert_eq!(replay.unwrap(), second);
+    // Nobody's answer says the zombie's result was dropped: the log does, with its key.
+    let lost = events.matching("lease lost");
+    assert_eq!(lost.len(), 1, "{lost:?}");
+    assert!(
+        lost[0].starts_with("WARN idem") && lost[0].contains("k-fenced"),
+        "{lost:?}"
+    );
+    let dropped = events.matching("result not stored");
+    assert_eq!(dropped.len(), 1, "{dropped:?}");
+    assert!(dropped[0].contains("fenced out") && dropped[0].contains("k-fenced"));
+}
+
+static OUTAGE: HandlerConfig = HandlerConfig::new("tests::outage");
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_result_the_store_cannot_take_is_answered_and_reported() {
+    let events = Events::default();
+    let _events = tracing::subscriber::set_default(events.clone());
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path().join("idem.db")).await.unwrap();
+    store.migrate().await.unwrap();
+    let pool = store.pool().clone();
+    let idem = Idem::new(store);
+    let hash = RequestHash::of_bytes(b"outage");
+    // The database goes away while the handler runs: its answer still reaches the caller.
+    let answer = run_once::<String, Status, _>(&idem, &OUTAGE, "k-outage", &[], hash, async {
+        pool.close().await;
+        Ok("shipped".to_owned())
+    })
+    .await;
+    assert_eq!(answer.unwrap(), "shipped");
+    let reported = events.matching("result not stored");
+    assert_eq!(reported.len(), 1, "{reported:?}");
+    assert!(reported[0].starts_with("ERROR idem"), "{reported:?}");
+    assert!(reported[0].contains("k-outage") && reported[0].contains("stays in progress"));
+    // And the claim of a retry is refused with 503, reported too.
+    let retry = run_once::<String, Status, _>(&idem, &OUTAGE, "k-outage", &[], hash, async {
+        Ok("again".to_owned())
+    })
+    .await;
+    assert_eq!(retry, Err(Status(503)));
+    assert_eq!(events.matching("answering 503").len(), 1);
 }
 
 static PANICS: HandlerConfig = HandlerConfig::new("tests::panics");

@@ -68,10 +68,26 @@ pub(crate) async fn begin(
             retry_after,
         }) if request_hash == hash => Begin::Reject(IdempotencyError::InProgress { retry_after }),
         Ok(Claim::InProgress { .. }) => reused(),
-        Err(_) if terms.fail_open => Begin::Unprotected,
-        Err(e) => Begin::Reject(IdempotencyError::Unavailable {
-            retry_after: e.retry_after().unwrap_or(DEFAULT_RETRY_AFTER),
-        }),
+        Err(e) if terms.fail_open => {
+            tracing::warn!(
+                target: "idem",
+                key = key.readable(),
+                error = %e,
+                "idempotency store unavailable; the handler fails open and runs unprotected"
+            );
+            Begin::Unprotected
+        }
+        Err(e) => {
+            tracing::warn!(
+                target: "idem",
+                key = key.readable(),
+                error = %e,
+                "idempotency store unavailable; answering 503 with Retry-After"
+            );
+            Begin::Reject(IdempotencyError::Unavailable {
+                retry_after: e.retry_after().unwrap_or(DEFAULT_RETRY_AFTER),
+            })
+        }
     }
 }
 
@@ -109,7 +125,16 @@ impl Attempt {
     /// while it runs (on a tokio runtime). A lease lost meanwhile (fenced out by a takeover)
     /// marks the attempt: its result will not be stored.
     pub(crate) async fn run<F: Future>(&self, handler: F) -> F::Output {
-        let handler = with_operation(self.operation(), handler);
+        use tracing::Instrument as _;
+        let span = tracing::info_span!(
+            target: "idem",
+            "idempotent",
+            key = self.lease.key.readable(),
+            operation_id = %self.lease.operation_id,
+            fence = self.lease.fence,
+            took_over = self.lease.took_over,
+        );
+        let handler = with_operation(self.operation(), handler).instrument(span);
         if tokio::runtime::Handle::try_current().is_err() {
             return handler.await;
         }
@@ -143,6 +168,10 @@ impl Attempt {
     /// Stores the snapshot and ends the lease. Stays armed until the store answered, so that a
     /// future dropped mid-way still releases (harmless if the completion went through: the
     /// release is then fenced out).
+    ///
+    /// The caller's answer does not depend on the outcome, so a completion that fails is
+    /// reported as a `tracing` event (target `idem`): the handler ran, its result was returned,
+    /// and what a retry will see is said in the event.
     pub(crate) async fn complete(&mut self, completion: &Completion) -> Result<(), StoreError> {
         let result = if self.fenced_out() {
             Err(self.fenced_error())
@@ -150,6 +179,9 @@ impl Attempt {
             self.store.complete(&self.lease, completion).await
         };
         self.armed = false;
+        if let Err(e) = &result {
+            self.report("result not stored", e);
+        }
         result
     }
 
@@ -161,7 +193,32 @@ impl Attempt {
             self.store.release(&self.lease).await
         };
         self.armed = false;
+        if let Err(e) = &result {
+            self.report("lease not released", e);
+        }
         result
+    }
+
+    fn report(&self, what: &str, e: &StoreError) {
+        let (key, operation_id) = (self.lease.key.readable(), &self.lease.operation_id);
+        match e {
+            StoreError::FencedOut { .. } => tracing::warn!(
+                target: "idem",
+                key,
+                %operation_id,
+                fence = self.lease.fence,
+                "{what}: the lease expired while the handler ran and a retry took the operation \
+                 over (fenced out); the attempt that took over stores its own result"
+            ),
+            e => tracing::error!(
+                target: "idem",
+                key,
+                %operation_id,
+                error = %e,
+                "{what}: {e}; the record stays in progress until its lease expires, then a retry \
+                 runs the operation again (it reuses the operation id)"
+            ),
+        }
     }
 }
 
@@ -196,10 +253,23 @@ async fn extend_lease(
         match store.extend(&lease, lease_len).await {
             Ok(renewed) => lease = renewed,
             Err(StoreError::FencedOut { .. }) => {
+                tracing::warn!(
+                    target: "idem",
+                    key = lease.key.readable(),
+                    operation_id = %lease.operation_id,
+                    fence = lease.fence,
+                    "lease lost while the handler runs: a retry took the operation over; this \
+                     attempt's result will not be stored"
+                );
                 fenced.store(true, Ordering::SeqCst);
                 return core::future::pending().await;
             }
-            Err(_) => {}
+            Err(e) => tracing::debug!(
+                target: "idem",
+                key = lease.key.readable(),
+                error = %e,
+                "lease renewal failed; retried at the next tick"
+            ),
         }
     }
 }
