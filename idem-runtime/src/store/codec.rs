@@ -1,6 +1,8 @@
 //! Column encodings and helpers shared by the SQL backends: response headers as one length-prefixed blob,
 //! and the checked conversion of a raw row into a [`Record`].
 
+use sqlx::{ColumnIndex, Decode, Row, Type};
+
 use super::{Lease, Record, RecordState, StoreError, Timestamp};
 use crate::fingerprint::RequestHash;
 
@@ -77,6 +79,38 @@ pub(crate) struct RawRecord {
 }
 
 impl RawRecord {
+    /// Reads the [`COLUMNS`] of `row`, the first at index `first`. `S` and `T` are the integer
+    /// types the backend's columns `state` and `resp_status` decode to.
+    pub(crate) fn read<'r, R, S, T>(row: &'r R, first: usize) -> Result<Self, sqlx::Error>
+    where
+        R: Row,
+        usize: ColumnIndex<R>,
+        S: Into<i64> + Decode<'r, R::Database> + Type<R::Database>,
+        T: Into<i64> + Decode<'r, R::Database> + Type<R::Database>,
+        i64: Decode<'r, R::Database> + Type<R::Database>,
+        String: Decode<'r, R::Database> + Type<R::Database>,
+        Vec<u8>: Decode<'r, R::Database> + Type<R::Database>,
+    {
+        Ok(RawRecord {
+            idem_key: row.try_get(first)?,
+            request_hash: row.try_get(first + 1)?,
+            state: row.try_get::<S, _>(first + 2)?.into(),
+            operation_id: row.try_get(first + 3)?,
+            fence: row.try_get(first + 4)?,
+            rev: row.try_get(first + 5)?,
+            resp_status: row.try_get::<Option<T>, _>(first + 6)?.map(Into::into),
+            resp_headers: row.try_get(first + 7)?,
+            resp_body: row.try_get(first + 8)?,
+            biz_no: row.try_get(first + 9)?,
+            locked_at: row.try_get(first + 10)?,
+            lease_until: row.try_get(first + 11)?,
+            expire_at: row.try_get(first + 12)?,
+            created_at: row.try_get(first + 13)?,
+            updated_at: row.try_get(first + 14)?,
+            completed_at: row.try_get(first + 15)?,
+        })
+    }
+
     /// Validates the row: known state, 64-hex request hash, well-formed headers.
     pub(crate) fn into_record(self) -> Result<Record, StoreError> {
         let key = self.idem_key;
@@ -202,9 +236,94 @@ pub(crate) fn contended(key: &str) -> StoreError {
     }
 }
 
-/// The [`Store`](super::Store) methods that PostgreSQL and SQLite implement with the same code
-/// over their own statements (`RELEASE_SQL`, `EXTEND_SQL`, `PURGE_SQL`), pool and error
-/// classification, all resolved in the module that expands it. `get` differs and stays there.
+/// The inherent methods every SQL store has alike, expanded inside its `impl` block: `connect`
+/// (the server databases, whose pools are configured alike; `connect: <pool options type>`),
+/// `from_pool` (with the rustdoc given at the call site), `with_clock`, `pool`,
+/// `statement_count`, and the private `select`, which reads the row of a key as the module's
+/// `decode` returns it (`decoded: <its type>`).
+macro_rules! sql_store_inherent_methods {
+    (pool: $pool:ty, connect: $options:ty, $($rest:tt)*) => {
+        /// Connects a pool of up to 10 connections to `url`; acquiring a connection gives up after
+        /// 5 s ([`StoreError::Unavailable`]).
+        ///
+        /// # Errors
+        /// [`StoreError::Config`] for a malformed URL; [`StoreError::Unavailable`] when the server
+        /// cannot be reached.
+        pub async fn connect(url: &str) -> Result<Self, StoreError> {
+            let pool = <$options>::new()
+                .max_connections(10)
+                .acquire_timeout(Duration::from_secs(5))
+                .connect(url)
+                .await
+                .map_err(classify)?;
+            Ok(Self::from_pool(pool))
+        }
+
+        $crate::store::codec::sql_store_inherent_methods!(pool: $pool, $($rest)*);
+    };
+    (pool: $pool:ty, decoded: $decoded:ty, $(#[$from_pool_doc:meta])* fn from_pool;) => {
+        $(#[$from_pool_doc])*
+        pub fn from_pool(pool: $pool) -> Self {
+            Self {
+                pool,
+                clock: Arc::new(SystemClock),
+                statements: Arc::default(),
+            }
+        }
+
+        /// Reads `clock` instead of the system clock.
+        pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+            self.clock = clock;
+            self
+        }
+
+        /// The pool.
+        pub fn pool(&self) -> &$pool {
+            &self.pool
+        }
+
+        /// SQL statements sent so far by this store (and its clones); diagnostics.
+        pub fn statement_count(&self) -> u64 {
+            self.statements.get()
+        }
+
+        /// The row of `key`, expired or not.
+        async fn select(&self, key: &ScopedKey) -> Result<Option<$decoded>, StoreError> {
+            self.statements.add(1);
+            let row = sqlx::query(&SELECT_SQL)
+                .bind(&key.hash()[..])
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(classify)?;
+            row.map(|r| decode(&r)).transpose()
+        }
+    };
+}
+pub(crate) use sql_store_inherent_methods;
+
+/// Reads idem's migration history from `$table` on `$conn`, in an `async` function returning
+/// `Result<_, StoreError>`.
+macro_rules! applied_migrations {
+    ($conn:expr, $table:literal) => {
+        sqlx::query(concat!("SELECT version, checksum, success FROM ", $table))
+            .fetch_all($conn)
+            .await
+            .map_err(|e| migrate_error(concat!("cannot read ", $table), e))?
+            .into_iter()
+            .map(|r| Applied {
+                version: r.get(0),
+                checksum: r.get(1),
+                success: r.get(2),
+            })
+            .collect::<Vec<Applied>>()
+    };
+}
+pub(crate) use applied_migrations;
+
+/// The [`Store`](super::Store) methods that every SQL store implements with the same code over
+/// its own statements (`RELEASE_SQL`, `PURGE_SQL`), pool, error classification, `complete_in`,
+/// `claim_impl` and `migrate_on`, all resolved in the module that expands it. `extend` and
+/// `get` come from `returning_store_methods` or stay in the module.
 macro_rules! same_sql_store_methods {
     () => {
         fn claim<'a>(
@@ -240,6 +359,48 @@ macro_rules! same_sql_store_methods {
             })
         }
 
+        fn purge_expired(&self, batch: u32) -> BoxFuture<'_, Result<u64, StoreError>> {
+            Box::pin(async move {
+                self.statements.add(1);
+                let done = sqlx::query(PURGE_SQL)
+                    .bind(self.clock.now().as_millis())
+                    .bind(i64::from(batch))
+                    .execute(&self.pool)
+                    .await
+                    .map_err(classify)?;
+                Ok(done.rows_affected())
+            })
+        }
+
+        fn migrate(&self) -> BoxFuture<'_, Result<(), StoreError>> {
+            Box::pin(async move {
+                // A connection of its own, out of the pool, closed afterwards: the lock with
+                // which `migrate_on` serializes concurrent migrations belongs to the connection.
+                let mut conn = self
+                    .pool
+                    .acquire()
+                    .await
+                    .map_err(|e| migrate_error("cannot connect", e))?
+                    .detach();
+                let result = migrate_on(&mut conn).await;
+                let _ = conn.close().await;
+                result
+            })
+        }
+
+        fn clock(&self) -> &dyn Clock {
+            &*self.clock
+        }
+    };
+}
+pub(crate) use same_sql_store_methods;
+
+/// The [`Store`](super::Store) methods that PostgreSQL and SQLite implement with the same code:
+/// `extend` reads the record's new expiry back with `RETURNING` (`EXTEND_SQL`), and `get` filters
+/// what `select` reads. MySQL has no `RETURNING`, and its `select` also returns the `rev`.
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+macro_rules! returning_store_methods {
+    () => {
         fn extend<'a>(
             &'a self,
             lease: &'a Lease,
@@ -273,26 +434,16 @@ macro_rules! same_sql_store_methods {
             })
         }
 
-        fn purge_expired(&self, batch: u32) -> BoxFuture<'_, Result<u64, StoreError>> {
+        fn get<'a>(
+            &'a self,
+            key: &'a ScopedKey,
+        ) -> BoxFuture<'a, Result<Option<Record>, StoreError>> {
             Box::pin(async move {
-                self.statements.add(1);
-                let done = sqlx::query(PURGE_SQL)
-                    .bind(self.clock.now().as_millis())
-                    .bind(i64::from(batch))
-                    .execute(&self.pool)
-                    .await
-                    .map_err(classify)?;
-                Ok(done.rows_affected())
+                let now = self.clock.now();
+                Ok(self.select(key).await?.filter(|r| !r.is_expired(now)))
             })
-        }
-
-        fn migrate(&self) -> BoxFuture<'_, Result<(), StoreError>> {
-            Box::pin(self.migrate_impl())
-        }
-
-        fn clock(&self) -> &dyn Clock {
-            &*self.clock
         }
     };
 }
-pub(crate) use same_sql_store_methods;
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+pub(crate) use returning_store_methods;

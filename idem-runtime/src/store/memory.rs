@@ -1,12 +1,13 @@
 //! [`MemoryStore`]: the sharded in-process store, for tests and single-process services.
 
+use core::ops::ControlFlow;
 use core::time::Duration;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::{
-    BoxFuture, Claim, ClaimRequest, Clock, Completion, Found, Lease, Record, RecordState,
-    ScopedKey, Store, StoreError, SystemClock, new_operation_id,
+    BoxFuture, Claim, ClaimRequest, Clock, Completion, Lease, Record, RecordState, ScopedKey,
+    Store, StoreError, SystemClock, new_operation_id,
 };
 
 /// Number of shards (a power of two); the first byte of the key hash picks one.
@@ -83,24 +84,15 @@ impl MemoryStore {
         let (fence, operation_id, took_over, created_at, expire_at) =
             match shard.get(req.key.hash()) {
                 None => (1, new_operation_id()?, false, now, expire_at),
-                Some(r) => match r.decide(&req.request_hash, now) {
-                    Found::Completed => return Ok(Claim::Completed(r.clone())),
-                    Found::InProgress {
-                        request_hash,
-                        retry_after,
-                    } => {
-                        return Ok(Claim::InProgress {
-                            request_hash,
-                            retry_after,
-                        });
-                    }
+                Some(r) => match r.decide(&req.request_hash, now).settle(r, Record::clone) {
+                    ControlFlow::Break(answer) => return Ok(answer),
                     // Expired: logically absent, a new operation replaces it (S21); the fence
                     // still grows so that a zombie of the old record stays fenced out.
-                    Found::Claimable if r.is_expired(now) => {
+                    ControlFlow::Continue(r) if r.is_expired(now) => {
                         (r.fence + 1, new_operation_id()?, false, now, expire_at)
                     }
                     // Expired lease of the same request: take over (S23).
-                    Found::Claimable => (
+                    ControlFlow::Continue(r) => (
                         r.fence + 1,
                         r.operation_id.clone(),
                         true,

@@ -44,6 +44,7 @@
 
 use core::fmt;
 use core::future::Future;
+use core::ops::ControlFlow;
 use core::pin::Pin;
 use core::time::Duration;
 
@@ -379,6 +380,29 @@ pub(crate) enum Found {
         request_hash: RequestHash,
         retry_after: Duration,
     },
+}
+
+impl Found {
+    /// Settles a claim that found `record`: `Break` with the claim's answer when it may not take
+    /// the record (a replay of the snapshot, which `snapshot` makes from `record`, or "in
+    /// progress"), `Continue` with `record` when it may (S21, S23).
+    pub(crate) fn settle<R>(
+        self,
+        record: R,
+        snapshot: impl FnOnce(R) -> Record,
+    ) -> ControlFlow<Claim, R> {
+        match self {
+            Found::Claimable => ControlFlow::Continue(record),
+            Found::Completed => ControlFlow::Break(Claim::Completed(snapshot(record))),
+            Found::InProgress {
+                request_hash,
+                retry_after,
+            } => ControlFlow::Break(Claim::InProgress {
+                request_hash,
+                retry_after,
+            }),
+        }
+    }
 }
 
 /// The claim engine's storage: one record per scoped key, claimed atomically through a unique

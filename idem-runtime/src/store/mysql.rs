@@ -35,6 +35,8 @@
 //! never be confused, whether or not the connection reports found rows. Completion, release and
 //! extension match on `fence` and bump `rev` likewise.
 
+use core::convert::identity;
+use core::ops::ControlFlow;
 use core::time::Duration;
 use std::sync::{Arc, LazyLock};
 
@@ -42,14 +44,14 @@ use sqlx::mysql::{MySqlConnection, MySqlDatabaseError, MySqlPool, MySqlPoolOptio
 use sqlx::{Connection, Executor, Row};
 
 use super::codec::{
-    CLAIM_ATTEMPTS, COLUMNS, RawRecord, StatementCounter, contended, encode_headers, fence_param,
-    fenced_unless_one,
+    CLAIM_ATTEMPTS, COLUMNS, RawRecord, StatementCounter, applied_migrations, contended,
+    encode_headers, fence_param, fenced_unless_one,
 };
 use super::error::classify_sqlx;
 use super::migrate::{Applied, migrate_error, pending};
 use super::{
-    BoxFuture, Claim, ClaimRequest, Clock, Completion, Found, Lease, Record, RecordState,
-    ScopedKey, Store, StoreError, SystemClock, Timestamp, new_operation_id,
+    BoxFuture, Claim, ClaimRequest, Clock, Completion, Lease, Record, RecordState, ScopedKey,
+    Store, StoreError, SystemClock, Timestamp, new_operation_id,
 };
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/mysql");
@@ -120,45 +122,13 @@ pub struct MySqlStore {
 }
 
 impl MySqlStore {
-    /// Connects a pool of up to 10 connections to `url`; acquiring a connection gives up after
-    /// 5 s ([`StoreError::Unavailable`]).
-    ///
-    /// # Errors
-    /// [`StoreError::Config`] for a malformed URL; [`StoreError::Unavailable`] when the server
-    /// cannot be reached.
-    pub async fn connect(url: &str) -> Result<Self, StoreError> {
-        let pool = MySqlPoolOptions::new()
-            .max_connections(10)
-            .acquire_timeout(Duration::from_secs(5))
-            .connect(url)
-            .await
-            .map_err(classify)?;
-        Ok(Self::from_pool(pool))
-    }
-
-    /// A store over an existing pool (the application's own, typically).
-    pub fn from_pool(pool: MySqlPool) -> Self {
-        MySqlStore {
-            pool,
-            clock: Arc::new(SystemClock),
-            statements: Arc::default(),
-        }
-    }
-
-    /// Reads `clock` instead of the system clock.
-    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
-        self.clock = clock;
-        self
-    }
-
-    /// The pool.
-    pub fn pool(&self) -> &MySqlPool {
-        &self.pool
-    }
-
-    /// SQL statements sent so far by this store (and its clones); diagnostics.
-    pub fn statement_count(&self) -> u64 {
-        self.statements.get()
+    super::codec::sql_store_inherent_methods! {
+        pool: MySqlPool,
+        connect: MySqlPoolOptions,
+        // `select` also returns the `rev` that the takeover's compare-and-swap checks.
+        decoded: (Record, i64),
+        /// A store over an existing pool (the application's own, typically).
+        fn from_pool;
     }
 
     /// Completes `lease` on `conn`, typically `&mut *tx` of the caller's own
@@ -237,19 +207,13 @@ impl MySqlStore {
             let Some((record, rev)) = self.select(req.key).await? else {
                 continue; // released or purged in between: claim again
             };
-            match record.decide(&req.request_hash, now) {
-                Found::Completed => return Ok(Claim::Completed(record)),
-                Found::InProgress {
-                    request_hash,
-                    retry_after,
-                } => {
-                    return Ok(Claim::InProgress {
-                        request_hash,
-                        retry_after,
-                    });
-                }
-                Found::Claimable => {}
-            }
+            let record = match record
+                .decide(&req.request_hash, now)
+                .settle(record, identity)
+            {
+                ControlFlow::Break(answer) => return Ok(answer),
+                ControlFlow::Continue(record) => record,
+            };
             // Expired: a new operation replaces it. Expired lease: the same operation goes on.
             let (op, took_over, created_at, expire_at) = if record.is_expired(now) {
                 (operation_id.clone(), false, now, expire_at)
@@ -291,33 +255,10 @@ impl MySqlStore {
         }
         Err(contended(req.key.readable()))
     }
-
-    /// The row of `key` (expired or not) and its `rev`.
-    async fn select(&self, key: &ScopedKey) -> Result<Option<(Record, i64)>, StoreError> {
-        self.statements.add(1);
-        let row = sqlx::query(&SELECT_SQL)
-            .bind(&key.hash()[..])
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(classify)?;
-        row.map(|r| decode(&r)).transpose()
-    }
-
-    async fn migrate_impl(&self) -> Result<(), StoreError> {
-        // A connection of its own, out of the pool, closed afterwards: `GET_LOCK` is
-        // session-scoped and serializes concurrent migrations.
-        let mut conn = self
-            .pool
-            .acquire()
-            .await
-            .map_err(|e| migrate_error("cannot connect", e))?
-            .detach();
-        let result = migrate_on(&mut conn).await;
-        let _ = conn.close().await;
-        result
-    }
 }
 
+/// Applies the pending migrations on `conn`, its own connection: `GET_LOCK` is session-scoped
+/// and serializes concurrent migrations.
 async fn migrate_on(conn: &mut MySqlConnection) -> Result<(), StoreError> {
     let locked: Option<i64> = sqlx::query_scalar("SELECT GET_LOCK('idem_migrate', 60)")
         .fetch_one(&mut *conn)
@@ -338,18 +279,7 @@ async fn migrate_on(conn: &mut MySqlConnection) -> Result<(), StoreError> {
         ))
         .await
         .map_err(|e| migrate_error("cannot create idem_sqlx_migrations", e))?;
-    let applied: Vec<Applied> =
-        sqlx::query("SELECT version, checksum, success FROM idem_sqlx_migrations")
-            .fetch_all(&mut *conn)
-            .await
-            .map_err(|e| migrate_error("cannot read idem_sqlx_migrations", e))?
-            .into_iter()
-            .map(|r| Applied {
-                version: r.get(0),
-                checksum: r.get(1),
-                success: r.get(2),
-            })
-            .collect();
+    let applied = applied_migrations!(&mut *conn, "idem_sqlx_migrations");
     for m in pending(&MIGRATOR, &applied)? {
         // DDL commits implicitly in MySQL: record the attempt first, mark it done after, so a
         // migration that died half-way is visible as `success = FALSE` (as sqlx does).
@@ -412,27 +342,8 @@ fn collided_index(message: &str) -> Option<&str> {
 
 /// Decodes a row of `{COLUMNS}`; returns the record and its `rev`.
 fn decode(row: &MySqlRow) -> Result<(Record, i64), StoreError> {
-    let raw = (|| {
-        Ok::<_, sqlx::Error>(RawRecord {
-            idem_key: row.try_get(0)?,
-            request_hash: row.try_get(1)?,
-            state: i64::from(row.try_get::<i8, _>(2)?),
-            operation_id: row.try_get(3)?,
-            fence: row.try_get(4)?,
-            rev: row.try_get(5)?,
-            resp_status: row.try_get::<Option<i16>, _>(6)?.map(i64::from),
-            resp_headers: row.try_get(7)?,
-            resp_body: row.try_get(8)?,
-            biz_no: row.try_get(9)?,
-            locked_at: row.try_get(10)?,
-            lease_until: row.try_get(11)?,
-            expire_at: row.try_get(12)?,
-            created_at: row.try_get(13)?,
-            updated_at: row.try_get(14)?,
-            completed_at: row.try_get(15)?,
-        })
-    })()
-    .map_err(classify)?;
+    // `state` is a `TINYINT`, `resp_status` a `SMALLINT`.
+    let raw = RawRecord::read::<_, i8, i16>(row, 0).map_err(classify)?;
     let rev = raw.rev;
     Ok((raw.into_record()?, rev))
 }
@@ -460,35 +371,7 @@ fn classify(err: sqlx::Error) -> StoreError {
 }
 
 impl Store for MySqlStore {
-    fn claim<'a>(&'a self, req: &'a ClaimRequest<'a>) -> BoxFuture<'a, Result<Claim, StoreError>> {
-        Box::pin(self.claim_impl(req))
-    }
-
-    fn complete<'a>(
-        &'a self,
-        lease: &'a Lease,
-        completion: &'a Completion,
-    ) -> BoxFuture<'a, Result<(), StoreError>> {
-        Box::pin(async move {
-            let mut conn = self.pool.acquire().await.map_err(classify)?;
-            self.complete_in(&mut conn, lease, completion).await
-        })
-    }
-
-    fn release<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<(), StoreError>> {
-        Box::pin(async move {
-            self.statements.add(1);
-            let done = sqlx::query(RELEASE_SQL)
-                .bind(&lease.key.hash()[..])
-                .bind(fence_param(lease.fence)?)
-                .bind(self.clock.now().as_millis())
-                .bind(&lease.operation_id)
-                .execute(&self.pool)
-                .await
-                .map_err(classify)?;
-            fenced_unless_one(done.rows_affected(), lease)
-        })
-    }
+    super::codec::same_sql_store_methods!();
 
     fn extend<'a>(
         &'a self,
@@ -529,27 +412,6 @@ impl Store for MySqlStore {
                 .map(|(r, _)| r)
                 .filter(|r| !r.is_expired(now)))
         })
-    }
-
-    fn purge_expired(&self, batch: u32) -> BoxFuture<'_, Result<u64, StoreError>> {
-        Box::pin(async move {
-            self.statements.add(1);
-            let done = sqlx::query(PURGE_SQL)
-                .bind(self.clock.now().as_millis())
-                .bind(i64::from(batch))
-                .execute(&self.pool)
-                .await
-                .map_err(classify)?;
-            Ok(done.rows_affected())
-        })
-    }
-
-    fn migrate(&self) -> BoxFuture<'_, Result<(), StoreError>> {
-        Box::pin(self.migrate_impl())
-    }
-
-    fn clock(&self) -> &dyn Clock {
-        &*self.clock
     }
 }
 

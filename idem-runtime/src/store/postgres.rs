@@ -37,6 +37,8 @@
 //! Replays are frequent, takeovers rare (a crash, an expired key reused): the rare path pays the
 //! second statement.
 
+use core::convert::identity;
+use core::ops::ControlFlow;
 use core::time::Duration;
 use std::sync::{Arc, LazyLock};
 
@@ -44,14 +46,14 @@ use sqlx::postgres::{PgConnection, PgPool, PgPoolOptions, PgRow};
 use sqlx::{Connection, Executor, Row};
 
 use super::codec::{
-    CLAIM_ATTEMPTS, COLUMNS, RawRecord, StatementCounter, contended, encode_headers, fence_param,
-    fenced_unless_one,
+    CLAIM_ATTEMPTS, COLUMNS, RawRecord, StatementCounter, applied_migrations, contended,
+    encode_headers, fence_param, fenced_unless_one,
 };
 use super::error::classify_sqlx;
 use super::migrate::{Applied, migrate_error, pending};
 use super::{
-    BoxFuture, Claim, ClaimRequest, Clock, Completion, Found, Lease, Record, RecordState,
-    ScopedKey, Store, StoreError, SystemClock, Timestamp, new_operation_id,
+    BoxFuture, Claim, ClaimRequest, Clock, Completion, Lease, Record, RecordState, ScopedKey,
+    Store, StoreError, SystemClock, Timestamp, new_operation_id,
 };
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/postgres");
@@ -161,45 +163,12 @@ pub struct PostgresStore {
 }
 
 impl PostgresStore {
-    /// Connects a pool of up to 10 connections to `url`; acquiring a connection gives up after
-    /// 5 s ([`StoreError::Unavailable`]).
-    ///
-    /// # Errors
-    /// [`StoreError::Config`] for a malformed URL; [`StoreError::Unavailable`] when the server
-    /// cannot be reached.
-    pub async fn connect(url: &str) -> Result<Self, StoreError> {
-        let pool = PgPoolOptions::new()
-            .max_connections(10)
-            .acquire_timeout(Duration::from_secs(5))
-            .connect(url)
-            .await
-            .map_err(classify)?;
-        Ok(Self::from_pool(pool))
-    }
-
-    /// A store over an existing pool (the application's own, typically).
-    pub fn from_pool(pool: PgPool) -> Self {
-        PostgresStore {
-            pool,
-            clock: Arc::new(SystemClock),
-            statements: Arc::default(),
-        }
-    }
-
-    /// Reads `clock` instead of the system clock.
-    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
-        self.clock = clock;
-        self
-    }
-
-    /// The pool.
-    pub fn pool(&self) -> &PgPool {
-        &self.pool
-    }
-
-    /// SQL statements sent so far by this store (and its clones); diagnostics.
-    pub fn statement_count(&self) -> u64 {
-        self.statements.get()
+    super::codec::sql_store_inherent_methods! {
+        pool: PgPool,
+        connect: PgPoolOptions,
+        decoded: Record,
+        /// A store over an existing pool (the application's own, typically).
+        fn from_pool;
     }
 
     /// Completes `lease` on `conn`, typically `&mut *tx` of the caller's own
@@ -288,18 +257,11 @@ impl PostgresStore {
             let claimed: bool = row.try_get(0).map_err(classify)?;
             let record = decode(&row)?;
             if !claimed {
-                match record.decide(&req.request_hash, now) {
-                    Found::Completed => return Ok(Claim::Completed(record)),
-                    Found::InProgress {
-                        request_hash,
-                        retry_after,
-                    } => {
-                        return Ok(Claim::InProgress {
-                            request_hash,
-                            retry_after,
-                        });
-                    }
-                    Found::Claimable => {}
+                if let ControlFlow::Break(answer) = record
+                    .decide(&req.request_hash, now)
+                    .settle(record, identity)
+                {
+                    return Ok(answer);
                 }
                 self.statements.add(1);
                 let Some(row) = bind(&TAKEOVER_SQL)
@@ -346,22 +308,10 @@ impl PostgresStore {
             expire_at: record.expire_at,
         }
     }
-
-    async fn migrate_impl(&self) -> Result<(), StoreError> {
-        // A connection of its own, out of the pool, closed afterwards: the advisory lock is
-        // session-scoped and serializes concurrent migrations.
-        let mut conn = self
-            .pool
-            .acquire()
-            .await
-            .map_err(|e| migrate_error("cannot connect", e))?
-            .detach();
-        let result = migrate_on(&mut conn).await;
-        let _ = conn.close().await;
-        result
-    }
 }
 
+/// Applies the pending migrations on `conn`, its own connection: the advisory lock is
+/// session-scoped and serializes concurrent migrations.
 async fn migrate_on(conn: &mut PgConnection) -> Result<(), StoreError> {
     sqlx::query("SELECT pg_advisory_lock($1)")
         .bind(MIGRATION_LOCK)
@@ -378,18 +328,7 @@ async fn migrate_on(conn: &mut PgConnection) -> Result<(), StoreError> {
         ))
         .await
         .map_err(|e| migrate_error("cannot create schema `idem` and its history table", e))?;
-    let applied: Vec<Applied> =
-        sqlx::query("SELECT version, checksum, success FROM idem._sqlx_migrations")
-            .fetch_all(&mut *conn)
-            .await
-            .map_err(|e| migrate_error("cannot read idem._sqlx_migrations", e))?
-            .into_iter()
-            .map(|r| Applied {
-                version: r.get(0),
-                checksum: r.get(1),
-                success: r.get(2),
-            })
-            .collect();
+    let applied = applied_migrations!(&mut *conn, "idem._sqlx_migrations");
     for m in pending(&MIGRATOR, &applied)? {
         let started = std::time::Instant::now();
         let mut tx = conn
@@ -426,28 +365,10 @@ async fn migrate_on(conn: &mut PgConnection) -> Result<(), StoreError> {
 
 /// Decodes a row of `claimed, {COLUMNS}`.
 fn decode(row: &PgRow) -> Result<Record, StoreError> {
-    let raw = (|| {
-        Ok::<_, sqlx::Error>(RawRecord {
-            idem_key: row.try_get(1)?,
-            request_hash: row.try_get(2)?,
-            state: i64::from(row.try_get::<i16, _>(3)?),
-            operation_id: row.try_get(4)?,
-            fence: row.try_get(5)?,
-            rev: row.try_get(6)?,
-            resp_status: row.try_get::<Option<i16>, _>(7)?.map(i64::from),
-            resp_headers: row.try_get(8)?,
-            resp_body: row.try_get(9)?,
-            biz_no: row.try_get(10)?,
-            locked_at: row.try_get(11)?,
-            lease_until: row.try_get(12)?,
-            expire_at: row.try_get(13)?,
-            created_at: row.try_get(14)?,
-            updated_at: row.try_get(15)?,
-            completed_at: row.try_get(16)?,
-        })
-    })()
-    .map_err(classify)?;
-    raw.into_record()
+    // `state` and `resp_status` are `SMALLINT`s.
+    RawRecord::read::<_, i16, i16>(row, 1)
+        .map_err(classify)?
+        .into_record()
 }
 
 /// Transient SQLSTATEs: connection exceptions (08), serialization failure (40001), deadlock
@@ -470,20 +391,5 @@ fn classify(err: sqlx::Error) -> StoreError {
 
 impl Store for PostgresStore {
     super::codec::same_sql_store_methods!();
-
-    fn get<'a>(&'a self, key: &'a ScopedKey) -> BoxFuture<'a, Result<Option<Record>, StoreError>> {
-        Box::pin(async move {
-            let now = self.clock.now();
-            self.statements.add(1);
-            let row = sqlx::query(&SELECT_SQL)
-                .bind(&key.hash()[..])
-                .fetch_optional(&self.pool)
-                .await
-                .map_err(classify)?;
-            Ok(row
-                .map(|r| decode(&r))
-                .transpose()?
-                .filter(|r| !r.is_expired(now)))
-        })
-    }
+    super::codec::returning_store_methods!();
 }

@@ -23,6 +23,8 @@
 //! readers never wait) at the price of a third statement on every fresh request; with one
 //! writer at a time either way, the store keeps the claim-first order of the other backends.
 
+use core::convert::identity;
+use core::ops::ControlFlow;
 use core::time::Duration;
 use std::path::Path;
 use std::sync::{Arc, LazyLock};
@@ -34,14 +36,14 @@ use sqlx::sqlite::{
 use sqlx::{Connection, Executor, Row};
 
 use super::codec::{
-    CLAIM_ATTEMPTS, COLUMNS, RawRecord, StatementCounter, contended, encode_headers, fence_param,
-    fenced_unless_one,
+    CLAIM_ATTEMPTS, COLUMNS, RawRecord, StatementCounter, applied_migrations, contended,
+    encode_headers, fence_param, fenced_unless_one,
 };
 use super::error::classify_sqlx;
 use super::migrate::{Applied, migrate_error, pending};
 use super::{
-    BoxFuture, Claim, ClaimRequest, Clock, Completion, Found, Lease, Record, ScopedKey, Store,
-    StoreError, SystemClock, Timestamp, new_operation_id,
+    BoxFuture, Claim, ClaimRequest, Clock, Completion, Lease, Record, ScopedKey, Store, StoreError,
+    SystemClock, Timestamp, new_operation_id,
 };
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/sqlite");
@@ -156,29 +158,11 @@ impl SqliteStore {
         Ok(Self::from_pool(pool))
     }
 
-    /// A store over an existing pool (set WAL and a busy timeout on it).
-    pub fn from_pool(pool: SqlitePool) -> Self {
-        SqliteStore {
-            pool,
-            clock: Arc::new(SystemClock),
-            statements: Arc::default(),
-        }
-    }
-
-    /// Reads `clock` instead of the system clock.
-    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
-        self.clock = clock;
-        self
-    }
-
-    /// The pool.
-    pub fn pool(&self) -> &SqlitePool {
-        &self.pool
-    }
-
-    /// SQL statements sent so far by this store (and its clones); diagnostics.
-    pub fn statement_count(&self) -> u64 {
-        self.statements.get()
+    super::codec::sql_store_inherent_methods! {
+        pool: SqlitePool,
+        decoded: Record,
+        /// A store over an existing pool (set WAL and a busy timeout on it).
+        fn from_pool;
     }
 
     /// Completes `lease` on `conn`, typically `&mut *tx` of the caller's own
@@ -256,49 +240,20 @@ impl SqliteStore {
             let Some(record) = self.select(req.key).await? else {
                 continue; // purged or released in between: claim again
             };
-            match record.decide(&req.request_hash, now) {
-                Found::Completed => return Ok(Claim::Completed(record)),
-                Found::InProgress {
-                    request_hash,
-                    retry_after,
-                } => {
-                    return Ok(Claim::InProgress {
-                        request_hash,
-                        retry_after,
-                    });
-                }
-                Found::Claimable => continue, // it expired in between: claim again
+            if let ControlFlow::Break(answer) = record
+                .decide(&req.request_hash, now)
+                .settle(record, identity)
+            {
+                return Ok(answer);
             }
+            // It expired in between: claim again.
         }
         Err(contended(req.key.readable()))
     }
-
-    /// The row of `key`, expired or not.
-    async fn select(&self, key: &ScopedKey) -> Result<Option<Record>, StoreError> {
-        self.statements.add(1);
-        let row = sqlx::query(&SELECT_SQL)
-            .bind(&key.hash()[..])
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(classify)?;
-        row.map(|r| decode(&r)).transpose()
-    }
-
-    async fn migrate_impl(&self) -> Result<(), StoreError> {
-        // A connection of its own, out of the pool: `BEGIN IMMEDIATE` takes the write lock at
-        // once, so two processes migrating together run one after the other.
-        let mut conn = self
-            .pool
-            .acquire()
-            .await
-            .map_err(|e| migrate_error("cannot connect", e))?
-            .detach();
-        let result = migrate_on(&mut conn).await;
-        let _ = conn.close().await;
-        result
-    }
 }
 
+/// Applies the pending migrations on `conn`, its own connection: `BEGIN IMMEDIATE` takes the
+/// write lock at once, so two processes migrating together run one after the other.
 async fn migrate_on(conn: &mut SqliteConnection) -> Result<(), StoreError> {
     (&mut *conn)
         .execute(sqlx::raw_sql("BEGIN IMMEDIATE"))
@@ -313,18 +268,7 @@ async fn migrate_on(conn: &mut SqliteConnection) -> Result<(), StoreError> {
         ))
         .await
         .map_err(|e| migrate_error("cannot create idem_sqlx_migrations", e))?;
-    let applied: Vec<Applied> =
-        sqlx::query("SELECT version, checksum, success FROM idem_sqlx_migrations")
-            .fetch_all(&mut *conn)
-            .await
-            .map_err(|e| migrate_error("cannot read idem_sqlx_migrations", e))?
-            .into_iter()
-            .map(|r| Applied {
-                version: r.get(0),
-                checksum: r.get(1),
-                success: r.get(2),
-            })
-            .collect();
+    let applied = applied_migrations!(&mut *conn, "idem_sqlx_migrations");
     for m in pending(&MIGRATOR, &applied)? {
         let started = std::time::Instant::now();
         (&mut *conn)
@@ -353,28 +297,9 @@ async fn migrate_on(conn: &mut SqliteConnection) -> Result<(), StoreError> {
 }
 
 fn decode(row: &SqliteRow) -> Result<Record, StoreError> {
-    let raw = (|| {
-        Ok::<_, sqlx::Error>(RawRecord {
-            idem_key: row.try_get(0)?,
-            request_hash: row.try_get(1)?,
-            state: row.try_get(2)?,
-            operation_id: row.try_get(3)?,
-            fence: row.try_get(4)?,
-            rev: row.try_get(5)?,
-            resp_status: row.try_get(6)?,
-            resp_headers: row.try_get(7)?,
-            resp_body: row.try_get(8)?,
-            biz_no: row.try_get(9)?,
-            locked_at: row.try_get(10)?,
-            lease_until: row.try_get(11)?,
-            expire_at: row.try_get(12)?,
-            created_at: row.try_get(13)?,
-            updated_at: row.try_get(14)?,
-            completed_at: row.try_get(15)?,
-        })
-    })()
-    .map_err(classify)?;
-    raw.into_record()
+    RawRecord::read::<_, i64, i64>(row, 0)
+        .map_err(classify)?
+        .into_record()
 }
 
 /// SQLITE_BUSY (5) and SQLITE_LOCKED (6) with their extended codes are transient.
@@ -392,11 +317,5 @@ fn classify(err: sqlx::Error) -> StoreError {
 
 impl Store for SqliteStore {
     super::codec::same_sql_store_methods!();
-
-    fn get<'a>(&'a self, key: &'a ScopedKey) -> BoxFuture<'a, Result<Option<Record>, StoreError>> {
-        Box::pin(async move {
-            let now = self.clock.now();
-            Ok(self.select(key).await?.filter(|r| !r.is_expired(now)))
-        })
-    }
+    super::codec::returning_store_methods!();
 }
