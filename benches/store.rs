@@ -7,6 +7,7 @@
 //! machine hits both alike; the table reports medians over the rounds. Not criterion:
 //! what matters here is the ratio of two interleaved measurements, printed as a Markdown table.
 
+use std::convert::Infallible;
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -18,11 +19,14 @@ use idem::store::{
     SqliteStore, Store,
 };
 use sha2::{Digest, Sha256};
-use sqlx::Row;
+use sqlx::{MySqlPool, PgPool, Row, SqlitePool};
 
 const ROUNDS: usize = 15;
 const LEASE: Duration = Duration::from_secs(30);
 const TTL: Duration = Duration::from_secs(3600);
+
+/// The operation id the baseline binds (idem draws a random one).
+const OPERATION_ID: &str = "00000000-0000-4000-8000-000000000000";
 
 static N: AtomicU64 = AtomicU64::new(0);
 
@@ -59,12 +63,17 @@ fn raw(client: &str) -> Raw {
         key_hash: Sha256::digest(client.as_bytes()).to_vec(),
         readable: format!("t:u:POST /payments:{client}"),
         request_hex: "ab".repeat(32),
-        operation_id: "00000000-0000-4000-8000-000000000000".to_owned(),
+        operation_id: OPERATION_ID.to_owned(),
     }
 }
 
+/// `client`'s key, as idem scopes it.
+fn key(client: &str) -> ScopedKey {
+    ScopedKey::new("t", "u", "POST /payments", client).unwrap()
+}
+
 async fn idem_claim_complete(store: &dyn Store, client: &str) {
-    let key = ScopedKey::new("t", "u", "POST /payments", client).unwrap();
+    let key = key(client);
     let req = ClaimRequest::new(&key, RequestHash::of_bytes(b"{}"), LEASE, TTL);
     let Claim::Acquired(lease) = store.claim(&req).await.unwrap() else {
         panic!("not acquired")
@@ -74,7 +83,7 @@ async fn idem_claim_complete(store: &dyn Store, client: &str) {
 }
 
 async fn idem_replay(store: &dyn Store, client: &str) {
-    let key = ScopedKey::new("t", "u", "POST /payments", client).unwrap();
+    let key = key(client);
     let req = ClaimRequest::new(&key, RequestHash::of_bytes(b"{}"), LEASE, TTL);
     let Claim::Completed(rec) = store.claim(&req).await.unwrap() else {
         panic!("not completed")
@@ -144,239 +153,353 @@ async fn completed(store: &dyn Store, label: &str, count: usize) -> Vec<String> 
     keys
 }
 
+/// The hand-written sqlx side of one backend: the very statements its store runs
+/// (`idem::store::<backend>::sql`), bound and decoded by hand. One implementation per backend,
+/// because the statements, their parameters and their column types differ; the measurement
+/// around them ([`bench`]) is the same for all.
+trait Baseline: Replay {
+    /// `claim + complete` of a fresh key labelled `label`, precomputed as [`Raw`]. The key is made
+    /// here, not by the caller, so that it is timed as idem's is.
+    async fn claim_complete(&self, label: &str);
+}
+
+/// The hand-written side of a replay of `client`'s completed record: decodes what a replay needs.
+trait Replay: Clone {
+    async fn replay(&self, client: &str);
+}
+
+/// No baseline (memory: there is no SQL to write by hand). Never made: it only names the type
+/// of a `None`.
+impl Baseline for Infallible {
+    async fn claim_complete(&self, _: &str) {
+        match *self {}
+    }
+}
+
+impl Replay for Infallible {
+    async fn replay(&self, _: &str) {
+        match *self {}
+    }
+}
+
+/// Measures `claim + complete` and `replay` of one backend (`n` operations a round) through
+/// `store` and, when there is one, against `base`, and prints their two rows, named by `paths`.
+/// `label` prefixes the keys. Returns the keys of the completed records the replays read.
+async fn bench<S, B>(
+    backend: &str,
+    paths: [&str; 2],
+    label: &str,
+    n: usize,
+    store: &S,
+    base: Option<&B>,
+) -> Arc<Vec<String>>
+where
+    S: Store + Clone,
+    B: Baseline,
+{
+    let (cc, cc_raw) = (format!("{label}-cc"), format!("{label}-cc-raw"));
+    let (cc, cc_raw) = (cc.as_str(), cc_raw.as_str());
+    let idem = |_: usize| {
+        let store = store.clone();
+        async move { idem_claim_complete(&store, &fresh(cc)).await }
+    };
+    let hand = base.map(|base| {
+        move |_: usize| {
+            let base = base.clone();
+            async move { base.claim_complete(cc_raw).await }
+        }
+    });
+    let (idem, hand) = against(n, idem, hand).await;
+    row(backend, paths[0], idem, hand);
+
+    let keys = Arc::new(completed(store, &format!("{label}-rp"), 50).await);
+    let (idem, hand) = replays(n, store, &keys, base).await;
+    row(backend, paths[1], idem, hand);
+    keys
+}
+
+/// [`pair`] of idem's replays of the completed `keys` in turn against `base`'s (`None`: against
+/// nothing, whose time is not reported).
+async fn replays<S, B>(
+    n: usize,
+    store: &S,
+    keys: &Arc<Vec<String>>,
+    base: Option<&B>,
+) -> (f64, Option<f64>)
+where
+    S: Store + Clone,
+    B: Replay,
+{
+    let idem = |i: usize| {
+        let (store, keys) = (store.clone(), keys.clone());
+        async move { idem_replay(&store, &keys[i % keys.len()]).await }
+    };
+    let hand = base.map(|base| {
+        move |i: usize| {
+            let (base, keys) = (base.clone(), keys.clone());
+            async move { base.replay(&keys[i % keys.len()]).await }
+        }
+    });
+    against(n, idem, hand).await
+}
+
+/// [`pair`] of `a` against `b` or, without one, against nothing: `async {}`, whose time is not
+/// reported (rather than a `None` checked on every operation).
+async fn against<A, B, FA, FB>(n: usize, a: A, b: Option<B>) -> (f64, Option<f64>)
+where
+    A: FnMut(usize) -> FA,
+    B: FnMut(usize) -> FB,
+    FA: Future<Output = ()>,
+    FB: Future<Output = ()>,
+{
+    match b {
+        Some(b) => {
+            let (a, b) = pair(n, a, b).await;
+            (a, Some(b))
+        }
+        None => (pair(n, a, |_| async {}).await.0, None),
+    }
+}
+
+/// Binds a claim's parameters: the first seven of every backend's claim statement, in the same
+/// order (MariaDB's `INSERT` takes two more). `claim!(sql, r, now)` binds those of a [`Raw`] `r`.
+macro_rules! claim {
+    ($sql:expr, $r:ident, $now:expr) => {
+        claim!(
+            $sql,
+            &$r.key_hash,
+            &$r.readable,
+            &$r.request_hex,
+            &$r.operation_id,
+            $now
+        )
+    };
+    ($sql:expr, $hash:expr, $readable:expr, $request:expr, $operation_id:expr, $now:expr) => {
+        sqlx::query($sql)
+            .bind($hash)
+            .bind($readable)
+            .bind($request)
+            .bind($operation_id)
+            .bind($now)
+            .bind($now + 30_000)
+            .bind($now + 3_600_000)
+    };
+}
+
+/// Binds PostgreSQL's and SQLite's `COMPLETE` (same parameters; outcome and status are `$int`):
+/// a `Completed` 201 with the snapshot idem stores for [`body`].
+macro_rules! complete {
+    ($sql:expr, $int:ty, $hash:expr, $fence:expr, $now:expr, $operation_id:expr) => {
+        sqlx::query($sql)
+            .bind($hash)
+            .bind($fence)
+            .bind::<$int>(1)
+            .bind::<$int>(201)
+            .bind(vec![1u8, 0, 0, 0, 0])
+            .bind(body())
+            .bind(Some("PAY-1"))
+            .bind(None::<i64>)
+            .bind($now)
+            .bind($operation_id)
+    };
+}
+
+/// Decodes what a replay needs from a record `$row` whose stored request hash is column
+/// `$first`: the hash (422 check), state and snapshot, as the backend's types. True when the
+/// snapshot is the completed 201.
+macro_rules! replayed {
+    ($row:expr, $first:expr, $state:ty, $status:ty) => {{
+        let row = &$row;
+        let _hash: String = row.get($first);
+        let _state: $state = row.get($first + 1);
+        let status: Option<$status> = row.get($first + 5);
+        let _headers: Option<Vec<u8>> = row.get($first + 6);
+        let body: Option<Vec<u8>> = row.get($first + 7);
+        let _biz_no: Option<String> = row.get($first + 8);
+        status == Some(201) && body.is_some()
+    }};
+}
+
+#[derive(Clone)]
+struct Postgres(PgPool);
+
+impl Baseline for Postgres {
+    async fn claim_complete(&self, label: &str) {
+        let r = raw(&fresh(label));
+        let now = now_ms();
+        let sql = idem::store::postgres::sql::claim();
+        let row = claim!(sql, r, now).fetch_one(&self.0).await.unwrap();
+        let claimed: bool = row.get(0);
+        let fence: i64 = row.get(5);
+        assert!(claimed);
+        let sql = idem::store::postgres::sql::COMPLETE;
+        let done = complete!(sql, i16, &r.key_hash, fence, now, &r.operation_id)
+            .execute(&self.0)
+            .await
+            .unwrap();
+        assert_eq!(done.rows_affected(), 1);
+    }
+}
+
+impl Replay for Postgres {
+    async fn replay(&self, client: &str) {
+        let key = key(client);
+        let now = now_ms();
+        let (hash, readable) = (&key.hash()[..], key.readable());
+        let request = RequestHash::of_bytes(b"{}").to_string();
+        let sql = idem::store::postgres::sql::claim();
+        let row = claim!(sql, hash, readable, request, OPERATION_ID, now)
+            .fetch_one(&self.0)
+            .await
+            .unwrap();
+        let claimed: bool = row.get(0);
+        let replayed = replayed!(row, 2, i16, i16);
+        assert!(!claimed && replayed);
+    }
+}
+
+/// What the claim form costs a PostgreSQL replay: `ON CONFLICT DO UPDATE` locks the row even when
+/// it updates nothing. Reference: a plain `SELECT` of the same row (which could not claim).
+#[derive(Clone)]
+struct PgSelect(PgPool);
+
+impl Replay for PgSelect {
+    async fn replay(&self, client: &str) {
+        let key = key(client);
+        let row = sqlx::query(
+            "SELECT request_hash, state, resp_status, resp_headers, resp_body, biz_no \
+             FROM idem.idempotency_records WHERE key_hash = $1",
+        )
+        .bind(&key.hash()[..])
+        .fetch_one(&self.0)
+        .await
+        .unwrap();
+        let status: Option<i16> = row.get(2);
+        assert_eq!(status, Some(201));
+    }
+}
+
+#[derive(Clone)]
+struct MySql(MySqlPool);
+
+impl Baseline for MySql {
+    async fn claim_complete(&self, label: &str) {
+        let r = raw(&fresh(label));
+        let now = now_ms();
+        let sql = idem::store::mysql::sql::INSERT;
+        claim!(sql, r, now)
+            .bind(now)
+            .bind(now)
+            .execute(&self.0)
+            .await
+            .unwrap();
+        let done = sqlx::query(idem::store::mysql::sql::COMPLETE)
+            .bind(1i16)
+            .bind(201i16)
+            .bind(vec![1u8, 0, 0, 0, 0])
+            .bind(body())
+            .bind(Some("PAY-1"))
+            .bind(None::<i64>)
+            .bind(now)
+            .bind(now)
+            .bind(&r.key_hash)
+            .bind(1i64)
+            .bind(now)
+            .bind(&r.operation_id)
+            .execute(&self.0)
+            .await
+            .unwrap();
+        assert_eq!(done.rows_affected(), 1);
+    }
+}
+
+impl Replay for MySql {
+    async fn replay(&self, client: &str) {
+        let key = key(client);
+        let now = now_ms();
+        let (hash, readable) = (&key.hash()[..], key.readable());
+        let request = RequestHash::of_bytes(b"{}").to_string();
+        let sql = idem::store::mysql::sql::INSERT;
+        let err = claim!(sql, hash, readable, request, OPERATION_ID, now)
+            .bind(now)
+            .bind(now)
+            .execute(&self.0)
+            .await
+            .unwrap_err();
+        let db = err.as_database_error().unwrap();
+        assert_eq!(db.code().as_deref(), Some("23000"));
+        let row = sqlx::query(idem::store::mysql::sql::select())
+            .bind(hash)
+            .fetch_one(&self.0)
+            .await
+            .unwrap();
+        assert!(replayed!(row, 1, i8, i16));
+    }
+}
+
+#[derive(Clone)]
+struct Sqlite(SqlitePool);
+
+impl Baseline for Sqlite {
+    async fn claim_complete(&self, label: &str) {
+        let r = raw(&fresh(label));
+        let now = now_ms();
+        let sql = idem::store::sqlite::sql::CLAIM;
+        let row = claim!(sql, r, now).fetch_one(&self.0).await.unwrap();
+        let fence: i64 = row.get(0);
+        let sql = idem::store::sqlite::sql::COMPLETE;
+        let done = complete!(sql, i64, &r.key_hash, fence, now, &r.operation_id)
+            .execute(&self.0)
+            .await
+            .unwrap();
+        assert_eq!(done.rows_affected(), 1);
+    }
+}
+
+impl Replay for Sqlite {
+    async fn replay(&self, client: &str) {
+        let key = key(client);
+        let now = now_ms();
+        let (hash, readable) = (&key.hash()[..], key.readable());
+        let request = RequestHash::of_bytes(b"{}").to_string();
+        let sql = idem::store::sqlite::sql::CLAIM;
+        let claimed = claim!(sql, hash, readable, request, OPERATION_ID, now)
+            .fetch_optional(&self.0)
+            .await
+            .unwrap();
+        assert!(claimed.is_none());
+        let row = sqlx::query(idem::store::sqlite::sql::select())
+            .bind(hash)
+            .fetch_one(&self.0)
+            .await
+            .unwrap();
+        assert!(replayed!(row, 1, i64, i64));
+    }
+}
+
+/// The rows of a backend with a hand-written baseline: how many statements each path takes.
+const CC: &str = "claim + complete (2 statements)";
+/// A replay where the claim does not return the row (SQLite, MariaDB): claim, then select.
+const RP2: &str = "replay (2 statements)";
+
 async fn bench_postgres(url: &str) {
     let store = PostgresStore::connect(url).await.unwrap();
     store.migrate().await.unwrap();
-    let pool = store.pool().clone();
     let n = 200;
-    let (idem, base) = pair(
-        n,
-        |_| {
-            let store = store.clone();
-            async move { idem_claim_complete(&store, &fresh("pg-cc")).await }
-        },
-        |_| {
-            let pool = pool.clone();
-            async move {
-                let r = raw(&fresh("pg-cc-raw"));
-                let now = now_ms();
-                let row = sqlx::query(idem::store::postgres::sql::claim())
-                    .bind(&r.key_hash)
-                    .bind(&r.readable)
-                    .bind(&r.request_hex)
-                    .bind(&r.operation_id)
-                    .bind(now)
-                    .bind(now + 30_000)
-                    .bind(now + 3_600_000)
-                    .fetch_one(&pool)
-                    .await
-                    .unwrap();
-                let claimed: bool = row.get(0);
-                let fence: i64 = row.get(5);
-                assert!(claimed);
-                let done = sqlx::query(idem::store::postgres::sql::COMPLETE)
-                    .bind(&r.key_hash)
-                    .bind(fence)
-                    .bind(1i16)
-                    .bind(201i16)
-                    .bind(vec![1u8, 0, 0, 0, 0])
-                    .bind(body())
-                    .bind(Some("PAY-1"))
-                    .bind(None::<i64>)
-                    .bind(now)
-                    .bind(&r.operation_id)
-                    .execute(&pool)
-                    .await
-                    .unwrap();
-                assert_eq!(done.rows_affected(), 1);
-            }
-        },
-    )
-    .await;
-    row(
-        "PostgreSQL",
-        "claim + complete (2 statements)",
-        idem,
-        Some(base),
-    );
-
-    let keys = Arc::new(completed(&store, "pg-rp", 50).await);
-    let (idem, base) = pair(
-        n,
-        |i| {
-            let (store, keys) = (store.clone(), keys.clone());
-            async move { idem_replay(&store, &keys[i % keys.len()]).await }
-        },
-        |i| {
-            let (pool, keys) = (pool.clone(), keys.clone());
-            async move {
-                let key =
-                    ScopedKey::new("t", "u", "POST /payments", &keys[i % keys.len()]).unwrap();
-                let now = now_ms();
-                let row = sqlx::query(idem::store::postgres::sql::claim())
-                    .bind(&key.hash()[..])
-                    .bind(key.readable())
-                    .bind(RequestHash::of_bytes(b"{}").to_string())
-                    .bind("00000000-0000-4000-8000-000000000000")
-                    .bind(now)
-                    .bind(now + 30_000)
-                    .bind(now + 3_600_000)
-                    .fetch_one(&pool)
-                    .await
-                    .unwrap();
-                let claimed: bool = row.get(0);
-                // What a replay needs: the stored hash (422 check), state and snapshot.
-                let _hash: String = row.get(2);
-                let _state: i16 = row.get(3);
-                let status: Option<i16> = row.get(7);
-                let _headers: Option<Vec<u8>> = row.get(8);
-                let body: Option<Vec<u8>> = row.get(9);
-                let _biz_no: Option<String> = row.get(10);
-                assert!(!claimed && status == Some(201) && body.is_some());
-            }
-        },
-    )
-    .await;
-    row("PostgreSQL", "replay (1 statement)", idem, Some(base));
-
-    // What the claim form costs a replay: `ON CONFLICT DO UPDATE` locks the row even when it
-    // updates nothing. Reference: a plain `SELECT` of the same row (which could not claim).
-    let (idem, base) = pair(
-        n,
-        |i| {
-            let (store, keys) = (store.clone(), keys.clone());
-            async move { idem_replay(&store, &keys[i % keys.len()]).await }
-        },
-        |i| {
-            let (pool, keys) = (pool.clone(), keys.clone());
-            async move {
-                let key =
-                    ScopedKey::new("t", "u", "POST /payments", &keys[i % keys.len()]).unwrap();
-                let row = sqlx::query(
-                    "SELECT request_hash, state, resp_status, resp_headers, resp_body, biz_no \
-                     FROM idem.idempotency_records WHERE key_hash = $1",
-                )
-                .bind(&key.hash()[..])
-                .fetch_one(&pool)
-                .await
-                .unwrap();
-                let status: Option<i16> = row.get(2);
-                assert_eq!(status, Some(201));
-            }
-        },
-    )
-    .await;
-    row(
-        "PostgreSQL",
-        "replay vs a plain `SELECT` of the row (not a claim)",
-        idem,
-        Some(base),
-    );
+    let base = Postgres(store.pool().clone());
+    let paths = [CC, "replay (1 statement)"];
+    let keys = bench("PostgreSQL", paths, "pg", n, &store, Some(&base)).await;
+    let select = PgSelect(store.pool().clone());
+    let (idem, base) = replays(n, &store, &keys, Some(&select)).await;
+    let path = "replay vs a plain `SELECT` of the row (not a claim)";
+    row("PostgreSQL", path, idem, base);
 }
 
 async fn bench_mysql(url: &str) {
     let store = MySqlStore::connect(url).await.unwrap();
     store.migrate().await.unwrap();
-    let pool = store.pool().clone();
-    let n = 200;
-    let (idem, base) = pair(
-        n,
-        |_| {
-            let store = store.clone();
-            async move { idem_claim_complete(&store, &fresh("my-cc")).await }
-        },
-        |_| {
-            let pool = pool.clone();
-            async move {
-                let r = raw(&fresh("my-cc-raw"));
-                let now = now_ms();
-                sqlx::query(idem::store::mysql::sql::INSERT)
-                    .bind(&r.key_hash)
-                    .bind(&r.readable)
-                    .bind(&r.request_hex)
-                    .bind(&r.operation_id)
-                    .bind(now)
-                    .bind(now + 30_000)
-                    .bind(now + 3_600_000)
-                    .bind(now)
-                    .bind(now)
-                    .execute(&pool)
-                    .await
-                    .unwrap();
-                let done = sqlx::query(idem::store::mysql::sql::COMPLETE)
-                    .bind(1i16)
-                    .bind(201i16)
-                    .bind(vec![1u8, 0, 0, 0, 0])
-                    .bind(body())
-                    .bind(Some("PAY-1"))
-                    .bind(None::<i64>)
-                    .bind(now)
-                    .bind(now)
-                    .bind(&r.key_hash)
-                    .bind(1i64)
-                    .bind(now)
-                    .bind(&r.operation_id)
-                    .execute(&pool)
-                    .await
-                    .unwrap();
-                assert_eq!(done.rows_affected(), 1);
-            }
-        },
-    )
-    .await;
-    row(
-        "MariaDB",
-        "claim + complete (2 statements)",
-        idem,
-        Some(base),
-    );
-
-    let keys = Arc::new(completed(&store, "my-rp", 50).await);
-    let (idem, base) = pair(
-        n,
-        |i| {
-            let (store, keys) = (store.clone(), keys.clone());
-            async move { idem_replay(&store, &keys[i % keys.len()]).await }
-        },
-        |i| {
-            let (pool, keys) = (pool.clone(), keys.clone());
-            async move {
-                let key =
-                    ScopedKey::new("t", "u", "POST /payments", &keys[i % keys.len()]).unwrap();
-                let now = now_ms();
-                let err = sqlx::query(idem::store::mysql::sql::INSERT)
-                    .bind(&key.hash()[..])
-                    .bind(key.readable())
-                    .bind(RequestHash::of_bytes(b"{}").to_string())
-                    .bind("00000000-0000-4000-8000-000000000000")
-                    .bind(now)
-                    .bind(now + 30_000)
-                    .bind(now + 3_600_000)
-                    .bind(now)
-                    .bind(now)
-                    .execute(&pool)
-                    .await
-                    .unwrap_err();
-                let db = err.as_database_error().unwrap();
-                assert_eq!(db.code().as_deref(), Some("23000"));
-                let row = sqlx::query(idem::store::mysql::sql::select())
-                    .bind(&key.hash()[..])
-                    .fetch_one(&pool)
-                    .await
-                    .unwrap();
-                // What a replay needs: the stored hash (422 check), state and snapshot.
-                let _hash: String = row.get(1);
-                let _state: i8 = row.get(2);
-                let status: Option<i16> = row.get(6);
-                let _headers: Option<Vec<u8>> = row.get(7);
-                let body: Option<Vec<u8>> = row.get(8);
-                let _biz_no: Option<String> = row.get(9);
-                assert!(status == Some(201) && body.is_some());
-            }
-        },
-    )
-    .await;
-    row("MariaDB", "replay (2 statements)", idem, Some(base));
+    let base = MySql(store.pool().clone());
+    bench("MariaDB", [CC, RP2], "my", 200, &store, Some(&base)).await;
 }
 
 async fn bench_sqlite() {
@@ -385,126 +508,14 @@ async fn bench_sqlite() {
         .await
         .unwrap();
     store.migrate().await.unwrap();
-    let pool = store.pool().clone();
-    let n = 500;
-    let (idem, base) = pair(
-        n,
-        |_| {
-            let store = store.clone();
-            async move { idem_claim_complete(&store, &fresh("sq-cc")).await }
-        },
-        |_| {
-            let pool = pool.clone();
-            async move {
-                let r = raw(&fresh("sq-cc-raw"));
-                let now = now_ms();
-                let row = sqlx::query(idem::store::sqlite::sql::CLAIM)
-                    .bind(&r.key_hash)
-                    .bind(&r.readable)
-                    .bind(&r.request_hex)
-                    .bind(&r.operation_id)
-                    .bind(now)
-                    .bind(now + 30_000)
-                    .bind(now + 3_600_000)
-                    .fetch_one(&pool)
-                    .await
-                    .unwrap();
-                let fence: i64 = row.get(0);
-                let done = sqlx::query(idem::store::sqlite::sql::COMPLETE)
-                    .bind(&r.key_hash)
-                    .bind(fence)
-                    .bind(1i64)
-                    .bind(201i64)
-                    .bind(vec![1u8, 0, 0, 0, 0])
-                    .bind(body())
-                    .bind(Some("PAY-1"))
-                    .bind(None::<i64>)
-                    .bind(now)
-                    .bind(&r.operation_id)
-                    .execute(&pool)
-                    .await
-                    .unwrap();
-                assert_eq!(done.rows_affected(), 1);
-            }
-        },
-    )
-    .await;
-    row(
-        "SQLite",
-        "claim + complete (2 statements)",
-        idem,
-        Some(base),
-    );
-
-    let keys = Arc::new(completed(&store, "sq-rp", 50).await);
-    let (idem, base) = pair(
-        n,
-        |i| {
-            let (store, keys) = (store.clone(), keys.clone());
-            async move { idem_replay(&store, &keys[i % keys.len()]).await }
-        },
-        |i| {
-            let (pool, keys) = (pool.clone(), keys.clone());
-            async move {
-                let key =
-                    ScopedKey::new("t", "u", "POST /payments", &keys[i % keys.len()]).unwrap();
-                let now = now_ms();
-                let claimed = sqlx::query(idem::store::sqlite::sql::CLAIM)
-                    .bind(&key.hash()[..])
-                    .bind(key.readable())
-                    .bind(RequestHash::of_bytes(b"{}").to_string())
-                    .bind("00000000-0000-4000-8000-000000000000")
-                    .bind(now)
-                    .bind(now + 30_000)
-                    .bind(now + 3_600_000)
-                    .fetch_optional(&pool)
-                    .await
-                    .unwrap();
-                assert!(claimed.is_none());
-                let row = sqlx::query(idem::store::sqlite::sql::select())
-                    .bind(&key.hash()[..])
-                    .fetch_one(&pool)
-                    .await
-                    .unwrap();
-                // What a replay needs: the stored hash (422 check), state and snapshot.
-                let _hash: String = row.get(1);
-                let _state: i64 = row.get(2);
-                let status: Option<i64> = row.get(6);
-                let _headers: Option<Vec<u8>> = row.get(7);
-                let body: Option<Vec<u8>> = row.get(8);
-                let _biz_no: Option<String> = row.get(9);
-                assert!(status == Some(201) && body.is_some());
-            }
-        },
-    )
-    .await;
-    row("SQLite", "replay (2 statements)", idem, Some(base));
+    let base = Sqlite(store.pool().clone());
+    bench("SQLite", [CC, RP2], "sq", 500, &store, Some(&base)).await;
 }
 
 async fn bench_memory() {
     let store = MemoryStore::new();
-    let n = 20_000;
-    let (cc, _) = pair(
-        n,
-        |_| {
-            let store = store.clone();
-            async move { idem_claim_complete(&store, &fresh("mem-cc")).await }
-        },
-        |_| async {},
-    )
-    .await;
-    row("memory", "claim + complete", cc, None);
-    let keys = Arc::new(completed(&store, "mem-rp", 50).await);
-    let (rp, _) = pair(
-        n,
-        |i| {
-            let (store, keys) = (store.clone(), keys.clone());
-            async move { idem_replay(&store, &keys[i % keys.len()]).await }
-        },
-        |_| async {},
-    )
-    .await;
-    row("memory", "replay", rp, None);
+    let paths = ["claim + complete", "replay"];
+    bench("memory", paths, "mem", 20_000, &store, None::<&Infallible>).await;
 }
 
 fn main() {
