@@ -115,7 +115,12 @@ impl<'a> CanonicalWriter<'a> {
     /// `true` / `false`.
     #[inline]
     pub fn bool(&mut self, v: bool) {
-        self.raw(if v { b"true" } else { b"false" });
+        // One call per branch, so that each copies a length known at compile time.
+        if v {
+            self.raw(b"true");
+        } else {
+            self.raw(b"false");
+        }
     }
 
     /// A JSON string, quoted and minimally escaped.
@@ -219,8 +224,13 @@ impl<'a> CanonicalWriter<'a> {
     /// the byte order of their names.
     #[inline(always)]
     pub fn member(&mut self, first: &mut bool, name: &str) {
-        let separator: &[u8] = if core::mem::take(first) { b"" } else { b"," };
-        self.quoted(separator, name, b":");
+        // Two calls rather than one with a separator of either length: each copy then has a
+        // length known at compile time.
+        if core::mem::take(first) {
+            self.quoted(b"", name, b":");
+        } else {
+            self.quoted(b",", name, b":");
+        }
     }
 
     /// Like [`CanonicalWriter::member`] with the name already rendered as `"name":`.
@@ -247,7 +257,11 @@ impl<'a> CanonicalWriter<'a> {
     #[doc(hidden)]
     #[inline(always)]
     pub fn close_object(&mut self, first: bool) {
-        self.raw(if first { b"{}" } else { b"}" });
+        if first {
+            self.raw(b"{}");
+        } else {
+            self.raw(b"}");
+        }
     }
 
     /// An array of the items, in order.
@@ -317,7 +331,6 @@ impl<'a> CanonicalWriter<'a> {
     {
         let entries = entries.into_iter();
         let start = self.pos;
-        self.begin_object();
         let mut first = true;
         let mut prev: Option<K> = None;
         for (k, v) in entries.clone() {
@@ -328,12 +341,18 @@ impl<'a> CanonicalWriter<'a> {
                 return self.object_entries_unsorted(start, entries);
             }
             if !v.is_null() {
-                self.member(&mut first, k.as_ref());
+                // `{` or `,` before the name: one byte either way, so one copy of known length.
+                let open: &[u8] = if core::mem::take(&mut first) {
+                    b"{"
+                } else {
+                    b","
+                };
+                self.quoted(open, k.as_ref(), b":");
                 v.write_canonical(self);
             }
             prev = Some(k);
         }
-        self.end_object();
+        self.close_object(first);
     }
 
     /// The slow path of [`CanonicalWriter::object_entries_presorted`]: forgets what was written
