@@ -1,12 +1,19 @@
 //! Fingerprint speed: the derive against its floor and against the alternatives.
 //!
-//! Run: `cargo bench --bench fingerprint` then `scripts/bench-ratios fingerprint` and
-//! `scripts/bench-ratios canonical_text copy_precomputed`
-//! (ratios against `sha256_precomputed`, all measured in the same run; see BENCHMARKS.md).
+//! Run: `cargo bench --bench fingerprint` then `scripts/bench-ratios fingerprint`,
+//! `scripts/bench-ratios canonical_text copy_precomputed` and `scripts/bench-ratios paired`
+//! (see BENCHMARKS.md).
+//!
+//! The groups `fingerprint` and `canonical_text` time each path on its own; on a shared machine
+//! the baseline and the path are measured seconds apart, and their ratio moves with the host's
+//! load. The group `paired` measures ratios directly: each sample alternates blocks of the two
+//! paths it compares and reports `100 ns x (time of the path / time of the baseline)`, so a
+//! figure of 148 ns means 1.48x, measured under the same conditions.
 // `criterion_group!` generates an undocumented `pub fn`.
 #![allow(missing_docs)]
 
 use std::hint::black_box;
+use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use idem::Fingerprint;
@@ -62,5 +69,63 @@ fn bench(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench);
+/// `iters` iterations of `path` and of `baseline`, alternating blocks of 32 (which one goes first
+/// flips every block), reported as `iters x 100 ns x (path / baseline)`.
+fn paired(iters: u64, mut baseline: impl FnMut(), mut path: impl FnMut()) -> Duration {
+    const BLOCK: u64 = 32;
+    let time = |f: &mut dyn FnMut()| {
+        let start = Instant::now();
+        for _ in 0..BLOCK {
+            f();
+        }
+        start.elapsed()
+    };
+    let (mut base, mut measured) = (Duration::ZERO, Duration::ZERO);
+    for block in 0..iters.div_ceil(BLOCK) {
+        if block % 2 == 0 {
+            base += time(&mut baseline);
+            measured += time(&mut path);
+        } else {
+            measured += time(&mut path);
+            base += time(&mut baseline);
+        }
+    }
+    Duration::from_secs_f64(100e-9 * iters as f64 * measured.as_secs_f64() / base.as_secs_f64())
+}
+
+fn bench_paired(c: &mut Criterion) {
+    let req = request();
+    let canonical = req.canonical_json();
+    let spec = spec();
+    let value = serde_json::to_value(&req).expect("serializable");
+    let floor = || {
+        black_box(Sha256::digest(black_box(canonical.as_bytes())));
+    };
+    let derive = || {
+        black_box(black_box(&req).fingerprint());
+    };
+    let runtime = || {
+        black_box(idem::canonical::fingerprint(black_box(&value), &spec).expect("canonical"));
+    };
+    let derive_text = || {
+        black_box(black_box(&req).canonical_json());
+    };
+    let runtime_text = || {
+        black_box(idem::canonical::canonicalize(black_box(&value), &spec).expect("canonical"));
+    };
+
+    let mut g = c.benchmark_group("paired");
+    g.bench_function("derive_vs_sha256_precomputed", |b| {
+        b.iter_custom(|iters| paired(iters, floor, derive))
+    });
+    g.bench_function("runtime_value_vs_derive", |b| {
+        b.iter_custom(|iters| paired(iters, derive, runtime))
+    });
+    g.bench_function("text_runtime_value_vs_derive", |b| {
+        b.iter_custom(|iters| paired(iters, derive_text, runtime_text))
+    });
+    g.finish();
+}
+
+criterion_group!(benches, bench, bench_paired);
 criterion_main!(benches);
