@@ -3,6 +3,8 @@
 //! A number is read as digits and an exponent and written as a plain decimal: no exponent, no
 //! trailing fractional zeros, no trailing `.`, no `+`, `-0` -> `0`. Nothing goes through `f64`.
 
+use core::ops::{Div, Rem};
+
 use super::CanonicalError;
 use super::sink::Sink;
 
@@ -21,30 +23,25 @@ pub(crate) fn write_decimal<O: Sink + ?Sized>(out: &mut O, mantissa: i128, scale
     // library call).
     match u64::try_from(mantissa.unsigned_abs()) {
         Ok(small) => write_unsigned_decimal(out, small, scale),
-        Err(_) => write_wide_decimal(out, mantissa.unsigned_abs(), scale),
+        Err(_) => write_unsigned_decimal(out, mantissa.unsigned_abs(), scale),
     }
 }
 
+/// Appends `m * 10^-scale` for an unsigned `m` (`u64` or `u128`).
 #[inline]
-fn write_unsigned_decimal<O: Sink + ?Sized>(out: &mut O, mut m: u64, mut scale: u32) {
-    while scale > 0 && m % 10 == 0 {
-        m /= 10;
+fn write_unsigned_decimal<O, M>(out: &mut O, mut m: M, mut scale: u32)
+where
+    O: Sink + ?Sized,
+    M: itoa::Integer + Copy + PartialEq + From<u8> + Rem<Output = M> + Div<Output = M>,
+{
+    let (zero, ten) = (M::from(0), M::from(10));
+    while scale > 0 && m % ten == zero {
+        m = m / ten;
         scale -= 1;
     }
     let mut buf = itoa::Buffer::new();
-    let digits = buf.format(m).as_bytes();
     // `0` (and `-0`, whose sign was written above only if the mantissa was negative, which a
     // zero mantissa is not) has no fraction left: `scale` is 0 once the zeros are stripped.
-    split_at_point(out, digits, scale as usize);
-}
-
-#[cold]
-fn write_wide_decimal<O: Sink + ?Sized>(out: &mut O, mut m: u128, mut scale: u32) {
-    while scale > 0 && m % 10 == 0 {
-        m /= 10;
-        scale -= 1;
-    }
-    let mut buf = itoa::Buffer::new();
     split_at_point(out, buf.format(m).as_bytes(), scale as usize);
 }
 
