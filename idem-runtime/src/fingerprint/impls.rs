@@ -194,6 +194,7 @@ impl<K: AsRef<str>, V: Canonical, S> Canonical for HashMap<K, V, S> {
 }
 
 impl<K: AsRef<str>, V: Canonical> Canonical for BTreeMap<K, V> {
+    #[inline]
     fn write_canonical(&self, w: &mut CanonicalWriter<'_>) {
         // `String`'s order is byte order: no sorting (and no allocation) for the usual keys.
         w.object_entries_presorted(self.iter().map(|(k, v)| (k.as_ref(), v)));

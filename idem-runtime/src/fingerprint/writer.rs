@@ -163,6 +163,7 @@ impl<'a> CanonicalWriter<'a> {
     }
 
     /// A decimal `mantissa * 10^-scale`, canonical (no trailing fractional zeros, `-0` -> `0`).
+    #[inline]
     pub fn decimal(&mut self, mantissa: i128, scale: u32) {
         number::write_decimal(self, mantissa, scale);
     }
@@ -322,6 +323,7 @@ impl<'a> CanonicalWriter<'a> {
     /// already (a `BTreeMap` with string keys, a `serde_json::Map`): they are written in one pass
     /// that checks the order as it goes; only if it finds two names out of order is the object
     /// written again by [`CanonicalWriter::object_entries`].
+    #[inline]
     pub(crate) fn object_entries_presorted<'v, K, V, I>(&mut self, entries: I)
     where
         K: AsRef<str>,
