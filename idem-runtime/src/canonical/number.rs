@@ -46,7 +46,9 @@ where
 }
 
 /// Appends `digits` (no trailing zero unless `frac` is 0) with a decimal point `frac` digits
-/// from the right.
+/// from the right: [`place_point`] for one slice of digits, which the derive's decimals take
+/// often enough to measure (writing them through `place_point` costs ~50 more instructions per
+/// fingerprint, `scripts/bench-instructions`).
 #[inline(always)]
 fn split_at_point<O: Sink + ?Sized>(out: &mut O, digits: &[u8], frac: usize) {
     if frac == 0 {

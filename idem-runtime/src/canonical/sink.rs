@@ -8,10 +8,7 @@ pub(crate) trait Sink {
     fn put(&mut self, bytes: &[u8]);
 
     /// Appends one byte.
-    #[inline]
-    fn put_byte(&mut self, b: u8) {
-        self.put(&[b]);
-    }
+    fn put_byte(&mut self, b: u8);
 
     /// Appends `n` copies of `b`.
     fn put_repeat(&mut self, b: u8, n: usize);

@@ -310,13 +310,11 @@ impl<'a> CanonicalWriter<'a> {
     {
         let mut entries: Vec<(K, &V)> = entries.into_iter().filter(|(_, v)| !v.is_null()).collect();
         entries.sort_unstable_by(|a, b| a.0.as_ref().as_bytes().cmp(b.0.as_ref().as_bytes()));
-        self.begin_object();
         let mut first = true;
         for (k, v) in entries {
-            self.member(&mut first, k.as_ref());
-            v.write_canonical(self);
+            self.entry(&mut first, k.as_ref(), v);
         }
-        self.end_object();
+        self.close_object(first);
     }
 
     /// Like [`CanonicalWriter::object_entries`] for entries that usually come sorted by name
@@ -343,18 +341,21 @@ impl<'a> CanonicalWriter<'a> {
                 return self.object_entries_unsorted(start, entries);
             }
             if !v.is_null() {
-                // `{` or `,` before the name: one byte either way, so one copy of known length.
-                let open: &[u8] = if core::mem::take(&mut first) {
-                    b"{"
-                } else {
-                    b","
-                };
-                self.quoted(open, k.as_ref(), b":");
-                v.write_canonical(self);
+                self.entry(&mut first, k.as_ref(), v);
             }
             prev = Some(k);
         }
         self.close_object(first);
+    }
+
+    /// One member of an object written at run time: `{` (the first) or `,`, the quoted name, `:`
+    /// and the value. The object ends with [`CanonicalWriter::close_object`].
+    #[inline(always)]
+    fn entry<V: Canonical + ?Sized>(&mut self, first: &mut bool, name: &str, value: &V) {
+        // `{` or `,` before the name: one byte either way, so one copy of known length.
+        let open: &[u8] = if core::mem::take(first) { b"{" } else { b"," };
+        self.quoted(open, name, b":");
+        value.write_canonical(self);
     }
 
     /// The slow path of [`CanonicalWriter::object_entries_presorted`]: forgets what was written
