@@ -17,7 +17,7 @@ use axum::response::Response;
 use axum::routing::post;
 use axum::{Json as AxumJson, Router};
 use http_body_util::BodyExt;
-use idem::engine::scoped_key;
+use idem::engine::{ScopePart, scoped_key};
 use idem::http::{IdemContext, Json, KeySource, run, run_latest};
 use idem::store::{Claim, ClaimRequest, ManualClock, MemoryStore, SqliteStore, Store};
 use idem::{Contract, Fingerprint, HandlerConfig, Idem, RequestHash, Snapshot, operation_id};
@@ -217,22 +217,38 @@ fn tenant(cx: &IdemContext) -> String {
     idem::engine::write_scope_part(&cx.header("x-tenant"))
 }
 
+/// The payment handler under `cfg`, its keys scoped by tenant or not.
+async fn create_payment_with(
+    cfg: &'static HandlerConfig,
+    by_tenant: bool,
+    cx: IdemContext,
+    app: App,
+    req: CreatePayment,
+) -> Response {
+    let hash = req.fingerprint();
+    let tenant = if by_tenant {
+        tenant(&cx)
+    } else {
+        String::new()
+    };
+    let scope: &[&dyn ScopePart] = if by_tenant { &[&tenant] } else { &[] };
+    run(
+        cx,
+        cfg,
+        KeySource::Header("Idempotency-Key"),
+        scope,
+        hash,
+        payment(app, req),
+    )
+    .await
+}
+
 async fn create_payment(
     cx: IdemContext,
     State(app): State<App>,
     Json(req): Json<CreatePayment>,
 ) -> Response {
-    let hash = req.fingerprint();
-    let tenant = tenant(&cx);
-    run(
-        cx,
-        &CREATE,
-        KeySource::Header("Idempotency-Key"),
-        &[&tenant],
-        hash,
-        payment(app, req),
-    )
-    .await
+    create_payment_with(&CREATE, true, cx, app, req).await
 }
 
 async fn create_payment_fail_open(
@@ -240,17 +256,7 @@ async fn create_payment_fail_open(
     State(app): State<App>,
     Json(req): Json<CreatePayment>,
 ) -> Response {
-    let hash = req.fingerprint();
-    let tenant = tenant(&cx);
-    run(
-        cx,
-        &CREATE_OPEN,
-        KeySource::Header("Idempotency-Key"),
-        &[&tenant],
-        hash,
-        payment(app, req),
-    )
-    .await
+    create_payment_with(&CREATE_OPEN, true, cx, app, req).await
 }
 
 async fn create_payment_short_ttl(
@@ -258,16 +264,7 @@ async fn create_payment_short_ttl(
     State(app): State<App>,
     Json(req): Json<CreatePayment>,
 ) -> Response {
-    let hash = req.fingerprint();
-    run(
-        cx,
-        &CREATE_SHORT,
-        KeySource::Header("Idempotency-Key"),
-        &[],
-        hash,
-        payment(app, req),
-    )
-    .await
+    create_payment_with(&CREATE_SHORT, false, cx, app, req).await
 }
 
 // latest_state: orders
