@@ -48,6 +48,24 @@ macro_rules! on_pool {
 }
 
 /// `?` -> `$1`, `$2`, .. (the queries below have no `?` inside literals).
+/// `row` once `inserted` went through; when the insert hit the unique index on `operation_id`
+/// (the operation ran before, S23), the row `table` already holds for that operation.
+macro_rules! row_of_operation {
+    ($db:expr, $table:literal, $row:expr, $inserted:expr) => {
+        match $inserted {
+            Ok(()) => Ok($row.clone()),
+            Err(e) if is_unique_violation(&e) => {
+                let sql = concat!("SELECT * FROM ", $table, " WHERE operation_id = ?");
+                on_pool!($db, sql, |pool, q| sqlx::query_as(q)
+                    .bind(&$row.operation_id)
+                    .fetch_one(pool)
+                    .await)
+            }
+            Err(e) => Err(e),
+        }
+    };
+}
+
 #[cfg(feature = "postgres")]
 fn dollar_placeholders(sql: &str) -> String {
     let mut out = String::with_capacity(sql.len() + 8);
@@ -171,17 +189,7 @@ impl Db {
             .execute(pool)
             .await
             .map(drop));
-        match inserted {
-            Ok(()) => Ok(row.clone()),
-            Err(e) if is_unique_violation(&e) => {
-                let sql = "SELECT * FROM payments WHERE operation_id = ?";
-                on_pool!(self, sql, |pool, q| sqlx::query_as(q)
-                    .bind(&row.operation_id)
-                    .fetch_one(pool)
-                    .await)
-            }
-            Err(e) => Err(e),
-        }
+        row_of_operation!(self, "payments", row, inserted)
     }
 
     /// The payment `payment_id`.
@@ -206,17 +214,7 @@ impl Db {
             .execute(pool)
             .await
             .map(drop));
-        match inserted {
-            Ok(()) => Ok(row.clone()),
-            Err(e) if is_unique_violation(&e) => {
-                let sql = "SELECT * FROM refunds WHERE operation_id = ?";
-                on_pool!(self, sql, |pool, q| sqlx::query_as(q)
-                    .bind(&row.operation_id)
-                    .fetch_one(pool)
-                    .await)
-            }
-            Err(e) => Err(e),
-        }
+        row_of_operation!(self, "refunds", row, inserted)
     }
 
     /// The refund `refund_id`.
@@ -240,17 +238,7 @@ impl Db {
             .execute(pool)
             .await
             .map(drop));
-        match inserted {
-            Ok(()) => Ok(row.clone()),
-            Err(e) if is_unique_violation(&e) => {
-                let sql = "SELECT * FROM events WHERE operation_id = ?";
-                on_pool!(self, sql, |pool, q| sqlx::query_as(q)
-                    .bind(&row.operation_id)
-                    .fetch_one(pool)
-                    .await)
-            }
-            Err(e) => Err(e),
-        }
+        row_of_operation!(self, "events", row, inserted)
     }
 
     /// Rows in `payments`, `refunds` and `events`.
