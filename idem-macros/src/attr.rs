@@ -160,3 +160,37 @@ fn parse_serialize_str(meta: &ParseNestedMeta<'_>) -> syn::Result<Option<LitStr>
     })?;
     Ok(serialize)
 }
+
+/// Runs `f` on every option of every `#[name(..)]` in `attrs`, recording malformed ones; `false`
+/// if one was. `on` says where the attribute stands (`"a field"`, `"a struct"`, ..), and a bare
+/// `#[name]` is answered with `field_example` on a field, `#[name(crate = "::idem")]` elsewhere.
+pub(crate) fn for_each_meta(
+    cx: &Ctxt,
+    attrs: &[syn::Attribute],
+    name: Symbol,
+    on: &str,
+    field_example: &str,
+    mut f: impl FnMut(&ParseNestedMeta<'_>) -> syn::Result<()>,
+) -> bool {
+    let mut ok = true;
+    for attr in attrs.iter().filter(|a| a.path() == name) {
+        if !matches!(attr.meta, syn::Meta::List(_)) {
+            let example = if on == "a field" {
+                field_example.to_owned()
+            } else {
+                format!("`#[{name}(crate = \"::idem\")]`")
+            };
+            cx.error_spanned_by(
+                attr,
+                format!("`#[{name}]` needs options in parentheses on {on}, e.g. {example}"),
+            );
+            ok = false;
+            continue;
+        }
+        if let Err(err) = attr.parse_nested_meta(|meta| f(&meta)) {
+            cx.syn_error(err);
+            ok = false;
+        }
+    }
+    ok
+}

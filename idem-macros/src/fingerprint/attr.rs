@@ -8,8 +8,8 @@ use syn::meta::ParseNestedMeta;
 use syn::{LitStr, Token};
 
 use crate::attr::{
-    for_each_serde_meta, parse_crate_value, parse_rename_rule, parse_serialize_name, path_text,
-    skip_value,
+    for_each_meta, for_each_serde_meta, parse_crate_value, parse_rename_rule, parse_serialize_name,
+    path_text, skip_value,
 };
 use crate::case::RenameRule;
 use crate::ctxt::Ctxt;
@@ -254,35 +254,14 @@ impl Field {
     }
 }
 
-/// Runs `f` on every option of every `#[fingerprint(..)]` in `attrs`, recording malformed ones;
-/// `false` if one was.
+/// [`for_each_meta`] over the `#[fingerprint(..)]` attributes.
 fn for_each_fingerprint_meta(
     cx: &Ctxt,
     attrs: &[syn::Attribute],
     on: &str,
-    mut f: impl FnMut(&ParseNestedMeta<'_>) -> syn::Result<()>,
+    f: impl FnMut(&ParseNestedMeta<'_>) -> syn::Result<()>,
 ) -> bool {
-    let mut ok = true;
-    for attr in attrs.iter().filter(|a| a.path() == FINGERPRINT) {
-        if !matches!(attr.meta, syn::Meta::List(_)) {
-            let example = if on == "a field" {
-                "`#[fingerprint(env)]`"
-            } else {
-                "`#[fingerprint(crate = \"::idem\")]`"
-            };
-            cx.error_spanned_by(
-                attr,
-                format!("`#[fingerprint]` needs options in parentheses on {on}, e.g. {example}"),
-            );
-            ok = false;
-            continue;
-        }
-        if let Err(err) = attr.parse_nested_meta(|meta| f(&meta)) {
-            cx.syn_error(err);
-            ok = false;
-        }
-    }
-    ok
+    for_each_meta(cx, attrs, FINGERPRINT, on, "`#[fingerprint(env)]`", f)
 }
 
 fn unknown_key(cx: &Ctxt, meta: &ParseNestedMeta<'_>, expected: &str) {

@@ -6,8 +6,8 @@ use syn::ext::IdentExt;
 use syn::meta::ParseNestedMeta;
 
 use crate::attr::{
-    for_each_serde_meta, parse_crate_value, parse_rename_rule, parse_serialize_name, path_text,
-    skip_value,
+    for_each_meta, for_each_serde_meta, parse_crate_value, parse_rename_rule, parse_serialize_name,
+    path_text, skip_value,
 };
 use crate::case::RenameRule;
 use crate::ctxt::Ctxt;
@@ -259,33 +259,12 @@ fn biz_no_wire_name(cx: &Ctxt, field: &syn::Field, ident: &syn::Ident, rule: Ren
     rename.unwrap_or_else(|| rule.apply_to_field(&ident.unraw().to_string()))
 }
 
-/// Runs `f` on every option of every `#[snapshot(..)]` in `attrs`, recording malformed ones;
-/// `false` if one was.
+/// [`for_each_meta`] over the `#[snapshot(..)]` attributes.
 fn for_each_snapshot_meta(
     cx: &Ctxt,
     attrs: &[syn::Attribute],
     on: &str,
-    mut f: impl FnMut(&ParseNestedMeta<'_>) -> syn::Result<()>,
+    f: impl FnMut(&ParseNestedMeta<'_>) -> syn::Result<()>,
 ) -> bool {
-    let mut ok = true;
-    for attr in attrs.iter().filter(|a| a.path() == SNAPSHOT) {
-        if !matches!(attr.meta, syn::Meta::List(_)) {
-            let example = if on == "a field" {
-                "`#[snapshot(biz_no)]`"
-            } else {
-                "`#[snapshot(crate = \"::idem\")]`"
-            };
-            cx.error_spanned_by(
-                attr,
-                format!("`#[snapshot]` needs options in parentheses on {on}, e.g. {example}"),
-            );
-            ok = false;
-            continue;
-        }
-        if let Err(err) = attr.parse_nested_meta(|meta| f(&meta)) {
-            cx.syn_error(err);
-            ok = false;
-        }
-    }
-    ok
+    for_each_meta(cx, attrs, SNAPSHOT, on, "`#[snapshot(biz_no)]`", f)
 }
