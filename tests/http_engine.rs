@@ -5,7 +5,7 @@
 //! the servers; under `CI=true` they must be).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -31,20 +31,9 @@ struct Fixture {
     _dir: Option<tempfile::TempDir>,
 }
 
-fn server_url(var: &str) -> Option<String> {
-    match std::env::var(var) {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ if std::env::var("CI").as_deref() == Ok("true") => panic!(
-            "{var} is not set and CI=true: run the tests through scripts/test, which starts the servers"
-        ),
-        _ => {
-            eprintln!(
-                "note: {var} is not set, skipping this test (scripts/test starts the servers)"
-            );
-            None
-        }
-    }
-}
+#[path = "common/servers.rs"]
+mod servers;
+use servers::{server_url, unique};
 
 async fn memory() -> Option<Fixture> {
     let clock = Arc::new(ManualClock::starting_now());
@@ -89,20 +78,6 @@ async fn mysql() -> Option<Fixture> {
         clock,
         _dir: None,
     })
-}
-
-/// A client key no other test (nor an earlier run against the same server) uses.
-fn unique(label: &str) -> String {
-    static N: AtomicU64 = AtomicU64::new(0);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    format!(
-        "{label}-{}-{nanos}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    )
 }
 
 // ---------------------------------------------------------------- the application

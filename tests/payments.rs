@@ -7,7 +7,6 @@
 //! own, with the idempotency table in it.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -22,34 +21,9 @@ use payments::Config;
 
 // ---------------------------------------------------------------- fixtures
 
-fn server_url(var: &str) -> Option<String> {
-    match std::env::var(var) {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ if std::env::var("CI").as_deref() == Ok("true") => panic!(
-            "{var} is not set and CI=true: run the tests through scripts/test, which starts the servers"
-        ),
-        _ => {
-            eprintln!(
-                "note: {var} is not set, skipping this test (scripts/test starts the servers)"
-            );
-            None
-        }
-    }
-}
-
-/// A name no other test (nor an earlier run against the same server) uses.
-fn unique(label: &str) -> String {
-    static N: AtomicU64 = AtomicU64::new(0);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    format!(
-        "{label}_{}_{nanos}_{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    )
-}
+#[path = "common/servers.rs"]
+mod servers;
+use servers::{server_url, unique};
 
 #[derive(Clone, Copy)]
 enum Backend {
