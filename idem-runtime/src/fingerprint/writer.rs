@@ -94,7 +94,7 @@ impl<'a> CanonicalWriter<'a> {
         let pos = self.pos;
         // Short texts of a length unknown at compile time (digits, mostly) are copied in words
         // rather than by a call to `memcpy`; known lengths fold to plain stores either way.
-        match self.buf.get_mut(pos..pos + canonical.len()) {
+        match self.buf[pos..].get_mut(..canonical.len()) {
             Some(dst) => text::copy(canonical, dst),
             None => text::copy(canonical, self.room(canonical.len())),
         }
@@ -134,9 +134,13 @@ impl<'a> CanonicalWriter<'a> {
     fn quoted(&mut self, before: &[u8], s: &str, after: &[u8]) {
         let bytes = s.as_bytes();
         let (b, n, a) = (before.len(), bytes.len(), after.len());
-        let len = b + n + a + 2;
+        // A string's length is at most `isize::MAX`: saying so lets the compiler drop the
+        // overflow checks of the splits below.
+        let Some(len) = n.checked_add(b + a + 2) else {
+            unreachable!("a string is shorter than the address space")
+        };
         let pos = self.pos;
-        let dst = match self.buf.get_mut(pos..pos + len) {
+        let dst = match self.buf[pos..].get_mut(..len) {
             Some(dst) => dst,
             None => self.room(len),
         };
