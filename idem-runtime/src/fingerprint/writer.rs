@@ -73,19 +73,64 @@ impl<'a> CanonicalWriter<'a> {
     fn room(&mut self, n: usize) -> &mut [u8] {
         let pos = self.pos;
         if self.buf.len() < pos + n {
-            self.grow(n);
+            self.out_of_line(pos, |w| w.grow(n));
         }
         &mut self.buf[pos..pos + n]
     }
 
-    #[cold]
-    #[inline(never)]
+    #[inline(always)]
     fn grow(&mut self, n: usize) {
         // Initialize the vector's whole allocation at once (up to a page beyond the text), so
         // that growing is rare; beyond the allocation, `resize` grows it geometrically.
         let needed = self.pos + n;
         let room = self.buf.capacity().min(self.pos + 4096).max(needed);
         self.buf.resize(room, 0);
+    }
+
+    /// Runs a slow path (`write`, from position `from`) in a function of its own that is never
+    /// inlined, handing it the buffer by value: the writer's address is never passed to a call,
+    /// so that a writer over a lent buffer ([`CanonicalWriter::lend_buffer`]) stays in
+    /// registers.
+    #[inline(always)]
+    fn out_of_line(&mut self, from: usize, write: impl FnOnce(&mut CanonicalWriter<'_>)) {
+        let (buf, end) = cold_write(core::mem::take(self.buf), from, write);
+        *self.buf = buf;
+        self.pos = end;
+    }
+
+    /// Moves the buffer and the position out of this writer, for
+    /// [`CanonicalWriter::over_lent`]; [`CanonicalWriter::return_buffer`] puts them back.
+    ///
+    /// Generated code writes a struct through a writer over a buffer held in a local of its
+    /// own function: the compiler then keeps the buffer's pointer and length and the position
+    /// in registers, where through `&mut Vec` it reloads them after every write (it cannot tell
+    /// that the bytes written do not overlap the vector). Slow paths run through
+    /// [`CanonicalWriter::out_of_line`], so that the local's address is never passed to a call.
+    #[doc(hidden)]
+    #[inline(always)]
+    pub fn lend_buffer(&mut self) -> (Vec<u8>, usize) {
+        (core::mem::take(self.buf), self.pos)
+    }
+
+    /// A writer over a buffer lent by [`CanonicalWriter::lend_buffer`], from `pos` (at most
+    /// `buf.len()`).
+    #[doc(hidden)]
+    #[inline(always)]
+    pub fn over_lent(buf: &'a mut Vec<u8>, pos: usize) -> Self {
+        CanonicalWriter {
+            buf,
+            pos,
+            trim: false,
+        }
+    }
+
+    /// Takes back the buffer of [`CanonicalWriter::lend_buffer`], with the text written up to
+    /// `pos`.
+    #[doc(hidden)]
+    #[inline(always)]
+    pub fn return_buffer(&mut self, buf: Vec<u8>, pos: usize) {
+        *self.buf = buf;
+        self.pos = pos;
     }
 
     /// Appends bytes that are already canonical JSON (no check is made).
@@ -153,8 +198,7 @@ impl<'a> CanonicalWriter<'a> {
             tail[1..].copy_from_slice(after);
             self.pos = pos + len;
         } else {
-            self.pos = pos + b;
-            text::write_with_escapes(self, bytes);
+            self.out_of_line(pos + b, |w| text::write_with_escapes(w, bytes));
             self.raw(after);
         }
     }
@@ -342,7 +386,8 @@ impl<'a> CanonicalWriter<'a> {
                 .as_ref()
                 .is_some_and(|p| p.as_ref().as_bytes() >= k.as_ref().as_bytes())
             {
-                return self.object_entries_unsorted(start, entries);
+                // Out of order: write the object again from `start`, sorted.
+                return self.out_of_line(start, |w| w.object_entries(entries));
             }
             if !v.is_null() {
                 self.entry(&mut first, k.as_ref(), v);
@@ -360,22 +405,6 @@ impl<'a> CanonicalWriter<'a> {
         let open: &[u8] = if core::mem::take(first) { b"{" } else { b"," };
         self.quoted(open, name, b":");
         value.write_canonical(self);
-    }
-
-    /// The slow path of [`CanonicalWriter::object_entries_presorted`]: forgets what was written
-    /// since `start` and sorts the entries.
-    #[cold]
-    #[inline(never)]
-    fn object_entries_unsorted<'v, K, V>(
-        &mut self,
-        start: usize,
-        entries: impl IntoIterator<Item = (K, &'v V)>,
-    ) where
-        K: AsRef<str>,
-        V: Canonical + 'v,
-    {
-        self.rewind(start);
-        self.object_entries(entries);
     }
 
     /// The bytes written so far to the underlying buffer (including what it held before this
@@ -399,6 +428,26 @@ impl<'a> CanonicalWriter<'a> {
     }
 }
 
+/// [`CanonicalWriter::out_of_line`]'s function: runs `write` on `buf` from `pos` and returns the
+/// buffer and the new position.
+#[cold]
+#[inline(never)]
+fn cold_write(
+    mut buf: Vec<u8>,
+    pos: usize,
+    write: impl FnOnce(&mut CanonicalWriter<'_>),
+) -> (Vec<u8>, usize) {
+    let mut w = CanonicalWriter {
+        buf: &mut buf,
+        pos,
+        trim: false,
+    };
+    write(&mut w);
+    let end = w.pos;
+    drop(w);
+    (buf, end)
+}
+
 impl Sink for CanonicalWriter<'_> {
     #[inline(always)]
     fn put(&mut self, bytes: &[u8]) {
@@ -410,6 +459,7 @@ impl Sink for CanonicalWriter<'_> {
         self.byte(b);
     }
 
+    #[inline(always)]
     fn put_repeat(&mut self, b: u8, n: usize) {
         self.room(n).fill(b);
         self.pos += n;
