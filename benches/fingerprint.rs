@@ -9,13 +9,6 @@
 //! load. The group `paired` measures ratios directly: each sample alternates blocks of the two
 //! paths it compares and reports `100 ns x (time of the path / time of the baseline)`, so a
 //! figure of 148 ns means 1.48x, measured under the same conditions.
-//!
-//! The `paired` benchmarks ending in `_latency` chain the calls: each call's input is reached
-//! through the previous call's result, so that a call starts only once the one before it has
-//! finished, as when a server fingerprints a request and then waits for the hash to look up the
-//! key. Without the chain the CPU overlaps successive independent calls, which helps SHA-256
-//! alone (its rounds are one long dependency chain, leaving room for the next message's) more
-//! than it helps the derive.
 // `criterion_group!` generates an undocumented `pub fn`.
 #![allow(missing_docs)]
 
@@ -121,27 +114,9 @@ fn bench_paired(c: &mut Criterion) {
         black_box(idem::canonical::canonicalize(black_box(&value), &spec).expect("canonical"));
     };
 
-    // The chained forms: the input is found at an index computed from the previous result
-    // times a zero the compiler cannot see, which makes each call wait for the one before it.
-    let zero = black_box(0usize);
-    let requests = [request()];
-    let mut last_floor = 0usize;
-    let mut floor_latency = || {
-        let digest = Sha256::digest(&canonical.as_bytes()[last_floor * zero..]);
-        last_floor = usize::from(digest[0]);
-    };
-    let mut last_derive = 0usize;
-    let mut derive_latency = || {
-        let hash = requests[last_derive * zero].fingerprint();
-        last_derive = usize::from(hash.as_bytes()[0]);
-    };
-
     let mut g = c.benchmark_group("paired");
     g.bench_function("derive_vs_sha256_precomputed", |b| {
         b.iter_custom(|iters| paired(iters, floor, derive))
-    });
-    g.bench_function("derive_vs_sha256_precomputed_latency", |b| {
-        b.iter_custom(|iters| paired(iters, &mut floor_latency, &mut derive_latency))
     });
     g.bench_function("runtime_value_vs_derive", |b| {
         b.iter_custom(|iters| paired(iters, derive, runtime))
