@@ -384,7 +384,7 @@ impl<'a> CanonicalWriter<'a> {
         for (k, v) in entries.clone() {
             if prev
                 .as_ref()
-                .is_some_and(|p| p.as_ref().as_bytes() >= k.as_ref().as_bytes())
+                .is_some_and(|p| !sorts_before(p.as_ref().as_bytes(), k.as_ref().as_bytes()))
             {
                 // Out of order: write the object again from `start`, sorted.
                 return self.out_of_line(start, |w| w.object_entries(entries));
@@ -426,6 +426,29 @@ impl<'a> CanonicalWriter<'a> {
     pub fn rewind(&mut self, pos: usize) {
         self.pos = self.pos.min(pos);
     }
+}
+
+/// Whether `a` sorts strictly before `b` in byte order: `a < b`, compared inline (eight bytes at
+/// a time) rather than by a call to `memcmp`, which would make the caller save and reload its
+/// registers around it; map keys are short.
+#[inline(always)]
+fn sorts_before(a: &[u8], b: &[u8]) -> bool {
+    let (mut a_rest, mut b_rest) = (a, b);
+    while let (Some((wa, ra)), Some((wb, rb))) = (
+        a_rest.split_first_chunk::<8>(),
+        b_rest.split_first_chunk::<8>(),
+    ) {
+        if wa != wb {
+            return u64::from_be_bytes(*wa) < u64::from_be_bytes(*wb);
+        }
+        (a_rest, b_rest) = (ra, rb);
+    }
+    for (x, y) in a_rest.iter().zip(b_rest) {
+        if x != y {
+            return x < y;
+        }
+    }
+    a_rest.len() < b_rest.len()
 }
 
 /// [`CanonicalWriter::out_of_line`]'s function: runs `write` on `buf` from `pos` and returns the
@@ -554,6 +577,36 @@ mod tests {
         let mut out = b"x".to_vec();
         map.write_canonical(&mut CanonicalWriter::new(&mut out));
         assert_eq!(out, br#"x{"a":1,"b":2,"c":3}"#);
+    }
+
+    #[test]
+    fn keys_compare_in_byte_order() {
+        let words = [
+            "",
+            "a",
+            "b",
+            "ab",
+            "abc",
+            "abcdefgh",
+            "abcdefgi",
+            "abcdefgh0",
+            "abcdefghij",
+            "abcdefghijklmnopq",
+            "abcdefghijklmnopr",
+            "channel",
+            "campaign",
+            "é",
+            "z\u{7f}",
+        ];
+        for a in words {
+            for b in words {
+                assert_eq!(
+                    super::sorts_before(a.as_bytes(), b.as_bytes()),
+                    a.as_bytes() < b.as_bytes(),
+                    "{a:?} < {b:?}"
+                );
+            }
+        }
     }
 
     #[test]
