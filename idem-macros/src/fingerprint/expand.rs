@@ -380,10 +380,19 @@ fn object(
         if let Some(is_null) = null_check(p, field, &value) {
             conditions.push(quote!(!#is_null));
         }
-        let write = write_value(p, field, &value);
-        let member = quote! {
-            __idem_w.open_member(&mut __idem_first, #open, #next);
-            #write
+        let member = match field.writer() {
+            // The value's own impl writes the name with it (strings: with one check for room).
+            Writer::Canonical => {
+                let f = qualified(p, field, "Canonical", "write_member");
+                quote!(#f(#value, __idem_w, &mut __idem_first, #open, #next);)
+            }
+            _ => {
+                let write = write_value(p, field, &value);
+                quote! {
+                    __idem_w.open_member(&mut __idem_first, #open, #next);
+                    #write
+                }
+            }
         };
         if conditions.is_empty() {
             member

@@ -52,6 +52,16 @@ impl Canonical for str {
     fn write_canonical(&self, w: &mut CanonicalWriter<'_>) {
         w.str(self);
     }
+    #[inline(always)]
+    fn write_member(
+        &self,
+        w: &mut CanonicalWriter<'_>,
+        first: &mut bool,
+        open: &[u8],
+        next: &[u8],
+    ) {
+        w.string_member(first, open, next, self);
+    }
     fn value_spec() -> ValueSpec {
         ValueSpec::Any
     }
@@ -61,6 +71,16 @@ impl Canonical for String {
     #[inline(always)]
     fn write_canonical(&self, w: &mut CanonicalWriter<'_>) {
         w.str(self);
+    }
+    #[inline(always)]
+    fn write_member(
+        &self,
+        w: &mut CanonicalWriter<'_>,
+        first: &mut bool,
+        open: &[u8],
+        next: &[u8],
+    ) {
+        w.string_member(first, open, next, self);
     }
     fn value_spec() -> ValueSpec {
         ValueSpec::Any
@@ -94,6 +114,22 @@ impl<T: Canonical> Canonical for Option<T> {
             None => true,
         }
     }
+    #[inline(always)]
+    fn write_member(
+        &self,
+        w: &mut CanonicalWriter<'_>,
+        first: &mut bool,
+        open: &[u8],
+        next: &[u8],
+    ) {
+        match self {
+            Some(v) => v.write_member(w, first, open, next),
+            None => {
+                w.open_member(first, open, next);
+                w.null();
+            }
+        }
+    }
     fn value_spec() -> ValueSpec {
         T::value_spec()
     }
@@ -110,6 +146,16 @@ macro_rules! deref_impls {
             #[inline]
             fn is_null(&self) -> bool {
                 (**self).is_null()
+            }
+            #[inline(always)]
+            fn write_member(
+                &self,
+                w: &mut CanonicalWriter<'_>,
+                first: &mut bool,
+                open: &[u8],
+                next: &[u8],
+            ) {
+                (**self).write_member(w, first, open, next)
             }
             fn value_spec() -> ValueSpec {
                 T::value_spec()
@@ -132,6 +178,16 @@ impl<T: Canonical + ToOwned + ?Sized> Canonical for Cow<'_, T> {
     }
     fn is_null(&self) -> bool {
         (**self).is_null()
+    }
+    #[inline(always)]
+    fn write_member(
+        &self,
+        w: &mut CanonicalWriter<'_>,
+        first: &mut bool,
+        open: &[u8],
+        next: &[u8],
+    ) {
+        (**self).write_member(w, first, open, next)
     }
     fn value_spec() -> ValueSpec {
         T::value_spec()

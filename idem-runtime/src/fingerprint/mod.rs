@@ -45,6 +45,23 @@ pub trait Canonical {
     /// The run-time spec that canonicalizes `serde_json::to_value(self)` to the same bytes.
     #[doc(hidden)]
     fn value_spec() -> ValueSpec;
+
+    /// Writes `self` as the value of an object member whose name generated code rendered at
+    /// compile time: `open` (`{"name":`) if `*first` (then set to `false`), else `next`
+    /// (`,"name":`), then the value. Strings override it to write name and value with one check
+    /// for room.
+    #[doc(hidden)]
+    #[inline(always)]
+    fn write_member(
+        &self,
+        w: &mut CanonicalWriter<'_>,
+        first: &mut bool,
+        open: &[u8],
+        next: &[u8],
+    ) {
+        w.open_member(first, open, next);
+        self.write_canonical(w);
+    }
 }
 
 /// A request type whose identity is a whitelist of its fields, hashed with SHA-256 over their

@@ -301,6 +301,14 @@ impl<'a> CanonicalWriter<'a> {
         self.raw(if core::mem::take(first) { open } else { next });
     }
 
+    /// [`CanonicalWriter::open_member`] followed by the string `s`, with one check for room
+    /// (`open` and `next` have the same length, so the copy's length is known at compile time).
+    #[doc(hidden)]
+    #[inline(always)]
+    pub fn string_member(&mut self, first: &mut bool, open: &[u8], next: &[u8], s: &str) {
+        self.quoted(if core::mem::take(first) { open } else { next }, s, b"");
+    }
+
     /// Ends an object opened by [`CanonicalWriter::open_member`]: `}`, or `{}` when no member
     /// was written (`first` is still `true`).
     #[doc(hidden)]
@@ -577,6 +585,23 @@ mod tests {
         let mut out = b"x".to_vec();
         map.write_canonical(&mut CanonicalWriter::new(&mut out));
         assert_eq!(out, br#"x{"a":1,"b":2,"c":3}"#);
+    }
+
+    #[test]
+    fn string_members_write_their_name_and_value_escaped_or_not() {
+        let mut out = Vec::new();
+        let mut w = CanonicalWriter::new(&mut out);
+        let mut first = true;
+        "a\"b\n".write_member(&mut w, &mut first, br#"{"k":"#, br#","k":"#);
+        Some(String::from("x")).write_member(&mut w, &mut first, br#"{"l":"#, br#","l":"#);
+        std::borrow::Cow::Borrowed("é").write_member(&mut w, &mut first, br#"{"m":"#, br#","m":"#);
+        7u8.write_member(&mut w, &mut first, br#"{"n":"#, br#","n":"#);
+        w.close_object(first);
+        drop(w);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            r#"{"k":"a\"b\n","l":"x","m":"é","n":7}"#
+        );
     }
 
     #[test]
