@@ -62,6 +62,10 @@ impl Canonical for str {
     ) {
         w.string_member(first, open, next, self);
     }
+    #[inline(always)]
+    fn write_entry(&self, w: &mut CanonicalWriter<'_>, open: &[u8], name: &str) {
+        w.quoted_pair(open, name, b":", self);
+    }
     fn value_spec() -> ValueSpec {
         ValueSpec::Any
     }
@@ -81,6 +85,10 @@ impl Canonical for String {
         next: &[u8],
     ) {
         w.string_member(first, open, next, self);
+    }
+    #[inline(always)]
+    fn write_entry(&self, w: &mut CanonicalWriter<'_>, open: &[u8], name: &str) {
+        w.quoted_pair(open, name, b":", self);
     }
     fn value_spec() -> ValueSpec {
         ValueSpec::Any
@@ -130,6 +138,16 @@ impl<T: Canonical> Canonical for Option<T> {
             }
         }
     }
+    #[inline(always)]
+    fn write_entry(&self, w: &mut CanonicalWriter<'_>, open: &[u8], name: &str) {
+        match self {
+            Some(v) => v.write_entry(w, open, name),
+            None => {
+                w.quoted(open, name, b":");
+                w.null();
+            }
+        }
+    }
     fn value_spec() -> ValueSpec {
         T::value_spec()
     }
@@ -156,6 +174,10 @@ macro_rules! deref_impls {
                 next: &[u8],
             ) {
                 (**self).write_member(w, first, open, next)
+            }
+            #[inline(always)]
+            fn write_entry(&self, w: &mut CanonicalWriter<'_>, open: &[u8], name: &str) {
+                (**self).write_entry(w, open, name)
             }
             fn value_spec() -> ValueSpec {
                 T::value_spec()
@@ -188,6 +210,10 @@ impl<T: Canonical + ToOwned + ?Sized> Canonical for Cow<'_, T> {
         next: &[u8],
     ) {
         (**self).write_member(w, first, open, next)
+    }
+    #[inline(always)]
+    fn write_entry(&self, w: &mut CanonicalWriter<'_>, open: &[u8], name: &str) {
+        (**self).write_entry(w, open, name)
     }
     fn value_spec() -> ValueSpec {
         T::value_spec()

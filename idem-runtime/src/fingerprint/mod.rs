@@ -62,6 +62,16 @@ pub trait Canonical {
         w.open_member(first, open, next);
         self.write_canonical(w);
     }
+
+    /// Writes `self` as the value of an object member named at run time (a map's entry): `open`
+    /// (`{` or `,`), `"name":`, then the value. Strings override it to write the whole entry
+    /// with one check for room.
+    #[doc(hidden)]
+    #[inline(always)]
+    fn write_entry(&self, w: &mut CanonicalWriter<'_>, open: &[u8], name: &str) {
+        w.quoted(open, name, b":");
+        self.write_canonical(w);
+    }
 }
 
 /// A request type whose identity is a whitelist of its fields, hashed with SHA-256 over their

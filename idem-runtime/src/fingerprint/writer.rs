@@ -176,7 +176,7 @@ impl<'a> CanonicalWriter<'a> {
 
     /// `before`, then `s` as a JSON string, then `after`, with one check for room.
     #[inline(always)]
-    fn quoted(&mut self, before: &[u8], s: &str, after: &[u8]) {
+    pub(crate) fn quoted(&mut self, before: &[u8], s: &str, after: &[u8]) {
         let bytes = s.as_bytes();
         let (b, n, a) = (before.len(), bytes.len(), after.len());
         // A string's length is at most `isize::MAX`: saying so lets the compiler drop the
@@ -200,6 +200,45 @@ impl<'a> CanonicalWriter<'a> {
         } else {
             self.out_of_line(pos + b, |w| text::write_with_escapes(w, bytes));
             self.raw(after);
+        }
+    }
+
+    /// `before`, `s1` as a JSON string, `mid`, then `s2` as a JSON string (`,"key":"value"`),
+    /// with one check for room.
+    #[inline(always)]
+    pub(crate) fn quoted_pair(&mut self, before: &[u8], s1: &str, mid: &[u8], s2: &str) {
+        let (x, y) = (s1.as_bytes(), s2.as_bytes());
+        let (b, m) = (before.len(), mid.len());
+        // As in `quoted`: two strings fit in the address space.
+        let Some(len) = x
+            .len()
+            .checked_add(y.len())
+            .and_then(|n| n.checked_add(b + m + 4))
+        else {
+            unreachable!("two strings are shorter than the address space")
+        };
+        let pos = self.pos;
+        let dst = match self.buf[pos..].get_mut(..len) {
+            Some(dst) => dst,
+            None => self.room(len),
+        };
+        let (head, rest) = dst.split_at_mut(b + 1);
+        let (first, rest) = rest.split_at_mut(x.len());
+        let (middle, rest) = rest.split_at_mut(m + 2);
+        let (second, tail) = rest.split_at_mut(y.len());
+        head[..b].copy_from_slice(before);
+        head[b] = b'"';
+        middle[0] = b'"';
+        middle[1..=m].copy_from_slice(mid);
+        middle[m + 1] = b'"';
+        tail[0] = b'"';
+        if text::copy_unescaped(x, first) | text::copy_unescaped(y, second) == 0 {
+            self.pos = pos + len;
+        } else {
+            self.out_of_line(pos, |w| {
+                w.quoted(before, s1, mid);
+                w.str(s2);
+            });
         }
     }
 
@@ -411,8 +450,7 @@ impl<'a> CanonicalWriter<'a> {
     fn entry<V: Canonical + ?Sized>(&mut self, first: &mut bool, name: &str, value: &V) {
         // `{` or `,` before the name: one byte either way, so one copy of known length.
         let open: &[u8] = if core::mem::take(first) { b"{" } else { b"," };
-        self.quoted(open, name, b":");
-        value.write_canonical(self);
+        value.write_entry(self, open, name);
     }
 
     /// The bytes written so far to the underlying buffer (including what it held before this
@@ -602,6 +640,30 @@ mod tests {
             String::from_utf8(out).unwrap(),
             r#"{"k":"a\"b\n","l":"x","m":"é","n":7}"#
         );
+    }
+
+    #[test]
+    fn map_entries_of_strings_escape_their_keys_and_values() {
+        for (key, value) in [
+            ("k", "v"),
+            ("k\"", "v"),
+            ("k", "v\n"),
+            ("\\k", "\u{1}v"),
+            ("", ""),
+        ] {
+            let map = BTreeMap::from([
+                ("a".to_owned(), value.to_owned()),
+                (key.to_owned(), value.to_owned()),
+            ]);
+            let mut out = Vec::new();
+            map.write_canonical(&mut CanonicalWriter::new(&mut out));
+            let want = serde_json::to_string(&map).unwrap();
+            assert_eq!(String::from_utf8(out).unwrap(), want, "{key:?}: {value:?}");
+        }
+        let options = BTreeMap::from([("a", Some("x")), ("b", None), ("c", Some("y\t"))]);
+        let mut out = Vec::new();
+        options.write_canonical(&mut CanonicalWriter::new(&mut out));
+        assert_eq!(out, br#"{"a":"x","c":"y\t"}"#);
     }
 
     #[test]
