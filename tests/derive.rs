@@ -430,6 +430,45 @@ fn generics_and_borrowed_fields() {
     assert_canonical(&g, r#"{"items":[1,2.5],"label":"l"}"#);
 }
 
+fn write_or_panic(v: &u64, w: &mut CanonicalWriter<'_>) {
+    assert!(*v != 0, "a writer that panics");
+    w.integer(*v);
+}
+
+/// Generated code writes through a buffer it borrows from the writer: a panic in the middle
+/// (here in a `with` function) gives the caller's buffer back as it was, and the per-thread
+/// scratch buffer of `fingerprint()` keeps working.
+#[test]
+fn a_panicking_writer_gives_the_buffer_back() {
+    #[derive(Fingerprint)]
+    struct Pay {
+        amount: u64,
+        #[fingerprint(with = write_or_panic)]
+        check: u64,
+        note: String,
+    }
+    let bad = Pay {
+        amount: 1,
+        check: 0,
+        note: "n".into(),
+    };
+    let mut out = b"kept".to_vec();
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        bad.write_canonical(&mut CanonicalWriter::new(&mut out));
+    }));
+    assert!(caught.is_err());
+    assert_eq!(out, b"kept");
+    assert!(std::panic::catch_unwind(|| bad.fingerprint()).is_err());
+    let good = Pay { check: 7, ..bad };
+    assert_eq!(
+        good.fingerprint(),
+        RequestHash::of_bytes(br#"{"amount":1,"check":7,"note":"n"}"#)
+    );
+    let mut out = b"kept".to_vec();
+    good.write_canonical(&mut CanonicalWriter::new(&mut out));
+    assert_eq!(out, br#"kept{"amount":1,"check":7,"note":"n"}"#);
+}
+
 #[derive(Fingerprint)]
 enum Never {}
 

@@ -145,7 +145,7 @@ fn canonical_body(cont: &Container<'_>, p: &Paths) -> TokenStream {
     // An empty enum's `match *self {}` never returns: nothing to write, no writer to lend.
     let write = match &cont.data {
         Data::Enum(variants) if variants.is_empty() => write,
-        _ => in_local_writer(pv, &write),
+        _ => in_local_writer(&write),
     };
     let is_null = is_null.map(|expr| {
         quote! {
@@ -173,16 +173,16 @@ fn canonical_body(cont: &Container<'_>, p: &Paths) -> TokenStream {
 /// into a local of the generated function for the time of the writes: its pointer, length and
 /// the position then stay in registers, where a buffer reached through `&mut` is reloaded after
 /// every write (the compiler cannot tell that the text's bytes do not overlap it).
-fn in_local_writer(pv: &TokenStream, write: &TokenStream) -> TokenStream {
+fn in_local_writer(write: &TokenStream) -> TokenStream {
     quote! {
-        let (mut __idem_buf, __idem_pos) = __idem_w.lend_buffer();
+        let mut __idem_lent = __idem_w.lend();
         let __idem_end = {
-            let mut __idem_local = #pv::CanonicalWriter::over_lent(&mut __idem_buf, __idem_pos);
+            let mut __idem_local = __idem_lent.writer();
             let __idem_w = &mut __idem_local;
             #write
             __idem_w.position()
         };
-        __idem_w.return_buffer(__idem_buf, __idem_end);
+        __idem_lent.finish(__idem_end);
     }
 }
 
@@ -206,7 +206,7 @@ fn fingerprint_body(cont: &Container<'_>, p: &Paths) -> TokenStream {
     } else {
         quote!(_)
     };
-    let write = in_local_writer(pv, &object(p, fields, &self_access, true));
+    let write = in_local_writer(&object(p, fields, &self_access, true));
     quote! {
         type Fields = #name;
         const FIELDS: #name = #value;

@@ -89,7 +89,7 @@ impl<'a> CanonicalWriter<'a> {
 
     /// Runs a slow path (`write`, from position `from`) in a function of its own that is never
     /// inlined, handing it the buffer by value: the writer's address is never passed to a call,
-    /// so that a writer over a lent buffer ([`CanonicalWriter::lend_buffer`]) stays in
+    /// so that a writer over a lent buffer ([`CanonicalWriter::lend`]) stays in
     /// registers.
     #[inline(always)]
     fn out_of_line(&mut self, from: usize, write: impl FnOnce(&mut CanonicalWriter<'_>)) {
@@ -98,39 +98,21 @@ impl<'a> CanonicalWriter<'a> {
         self.pos = end;
     }
 
-    /// Moves the buffer and the position out of this writer, for
-    /// [`CanonicalWriter::over_lent`]; [`CanonicalWriter::return_buffer`] puts them back.
-    ///
-    /// Generated code writes a struct through a writer over a buffer held in a local of its
-    /// own function: the compiler then keeps the buffer's pointer and length and the position
-    /// in registers, where through `&mut Vec` it reloads them after every write (it cannot tell
-    /// that the bytes written do not overlap the vector). Slow paths run through
+    /// Lends this writer's buffer to generated code, which writes a struct through
+    /// [`Lent::writer`], a writer over a buffer held in a local of its own function: the
+    /// compiler then keeps the buffer's pointer and length and the position in registers, where
+    /// through `&mut Vec` it reloads them after every write (it cannot tell that the bytes
+    /// written do not overlap the vector). Slow paths run through
     /// [`CanonicalWriter::out_of_line`], so that the local's address is never passed to a call.
+    /// The buffer comes back when the [`Lent`] is dropped, also when a panic unwinds.
     #[doc(hidden)]
     #[inline(always)]
-    pub fn lend_buffer(&mut self) -> (Vec<u8>, usize) {
-        (core::mem::take(self.buf), self.pos)
-    }
-
-    /// A writer over a buffer lent by [`CanonicalWriter::lend_buffer`], from `pos` (at most
-    /// `buf.len()`).
-    #[doc(hidden)]
-    #[inline(always)]
-    pub fn over_lent(buf: &'a mut Vec<u8>, pos: usize) -> Self {
-        CanonicalWriter {
-            buf,
-            pos,
-            trim: false,
+    pub fn lend(&mut self) -> Lent<'_, 'a> {
+        Lent {
+            buf: core::mem::take(self.buf),
+            pos: self.pos,
+            owner: self,
         }
-    }
-
-    /// Takes back the buffer of [`CanonicalWriter::lend_buffer`], with the text written up to
-    /// `pos`.
-    #[doc(hidden)]
-    #[inline(always)]
-    pub fn return_buffer(&mut self, buf: Vec<u8>, pos: usize) {
-        *self.buf = buf;
-        self.pos = pos;
     }
 
     /// Appends bytes that are already canonical JSON (no check is made).
@@ -495,6 +477,41 @@ fn sorts_before(a: &[u8], b: &[u8]) -> bool {
         }
     }
     a_rest.len() < b_rest.len()
+}
+
+/// A writer's buffer lent by [`CanonicalWriter::lend`]: written through [`Lent::writer`], given
+/// back (with the text written up to the position passed to [`Lent::finish`]) when dropped.
+#[doc(hidden)]
+pub struct Lent<'w, 'a> {
+    owner: &'w mut CanonicalWriter<'a>,
+    buf: Vec<u8>,
+    pos: usize,
+}
+
+impl Lent<'_, '_> {
+    /// A writer over the lent buffer, from the owner's position.
+    #[inline(always)]
+    pub fn writer(&mut self) -> CanonicalWriter<'_> {
+        CanonicalWriter {
+            buf: &mut self.buf,
+            pos: self.pos,
+            trim: false,
+        }
+    }
+
+    /// Gives the buffer back, with the text written up to `pos`.
+    #[inline(always)]
+    pub fn finish(mut self, pos: usize) {
+        self.pos = pos;
+    }
+}
+
+impl Drop for Lent<'_, '_> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        *self.owner.buf = core::mem::take(&mut self.buf);
+        self.owner.pos = self.pos;
+    }
 }
 
 /// [`CanonicalWriter::out_of_line`]'s function: runs `write` on `buf` from `pos` and returns the
