@@ -430,6 +430,32 @@ fn generics_and_borrowed_fields() {
     assert_canonical(&g, r#"{"items":[1,2.5],"label":"l"}"#);
 }
 
+#[derive(Fingerprint, Serialize)]
+struct WithTuple {
+    ids: (u64, String, Option<Decimal>, Option<String>),
+}
+
+/// Tuples are arrays (serde's form), nulls kept in place; scalars, strings, sequences and JSON
+/// values are fingerprints of their own canonical text, so that `#[idempotent]` can hash a path
+/// parameter or a body that is not a struct.
+#[test]
+fn tuples_and_whole_values() {
+    assert_canonical(
+        &WithTuple {
+            ids: (7, "a\"b".into(), Some(dec!(1.50)), None),
+        },
+        r#"{"ids":[7,"a\"b",1.5,null]}"#,
+    );
+    let hash = |text: &str| RequestHash::of_bytes(text.as_bytes());
+    assert_eq!((7u64, "x".to_owned()).fingerprint(), hash(r#"[7,"x"]"#));
+    assert_eq!("pay_1".to_owned().fingerprint(), hash(r#""pay_1""#));
+    assert_eq!(42u32.fingerprint(), hash("42"));
+    assert_eq!(vec![dec!(1.0), dec!(0.50)].fingerprint(), hash("[1,0.5]"));
+    let body = serde_json::json!({"b": 1.0, "a": null, "c": [true]});
+    assert_eq!(body.fingerprint(), hash(r#"{"b":1,"c":[true]}"#));
+    assert_eq!(body.canonical_json(), r#"{"b":1,"c":[true]}"#);
+}
+
 fn write_or_panic(v: &u64, w: &mut CanonicalWriter<'_>) {
     assert!(*v != 0, "a writer that panics");
     w.integer(*v);

@@ -3,14 +3,15 @@
 //! `Idempotent-Replayed: true`, another payload under the same key is a 422, the operation id is
 //! readable in the handler, `headers = [..]` widens the replayed headers, the scope separates
 //! tenants; `latest_state` replays the current state through `lookup`, `suppress_only` a body
-//! with the business number only.
+//! with the business number only; a path parameter and a JSON body that is not a struct
+//! (`Json<Vec<Value>>`) are fingerprinted whole, without a wrapper type.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use axum::body::Body;
-use axum::extract::{FromRef, FromRequestParts, State};
+use axum::extract::{FromRef, FromRequestParts, Path, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, Request, StatusCode};
 use axum::response::Response;
@@ -198,6 +199,43 @@ async fn cancel_order(State(app): State<App>, Json(req): Json<PlaceOrder>) -> Js
     })
 }
 
+#[derive(serde::Serialize, Snapshot)]
+struct Receipt {
+    #[snapshot(biz_no)]
+    receipt_no: String,
+    of: Value,
+}
+
+/// No body: the path parameter is the request (the same key on another payment is a 422).
+#[idempotent(scope = [tenant.0], fingerprint(arg = payment_id))]
+async fn capture_payment(
+    State(app): State<App>,
+    tenant: Tenant,
+    Path(payment_id): Path<String>,
+) -> Json<Receipt> {
+    let n = app.runs.fetch_add(1, Ordering::SeqCst) + 1;
+    let _ = tenant;
+    Json(Receipt {
+        receipt_no: format!("cap-{n}"),
+        of: Value::String(payment_id),
+    })
+}
+
+/// A JSON array body, fingerprinted whole by the canonical rules.
+#[idempotent(scope = [tenant.0])]
+async fn import_batch(
+    State(app): State<App>,
+    tenant: Tenant,
+    Json(batch): Json<Vec<Value>>,
+) -> Json<Receipt> {
+    let n = app.runs.fetch_add(1, Ordering::SeqCst) + 1;
+    let _ = tenant;
+    Json(Receipt {
+        receipt_no: format!("imp-{n}"),
+        of: Value::Array(batch),
+    })
+}
+
 fn router(idem: Idem) -> (Router, Arc<AtomicU32>) {
     let (router, runs, _) = router_with_orders(idem);
     (router, runs)
@@ -223,6 +261,8 @@ fn router_with_orders(
         .route("/payments-default", post(create_payment_default_headers))
         .route("/orders", post(place_order))
         .route("/orders/cancel", post(cancel_order))
+        .route("/payments/{payment_id}/capture", post(capture_payment))
+        .route("/imports", post(import_batch))
         .with_state(app);
     (router, runs, orders)
 }
@@ -260,7 +300,8 @@ async fn suite(idem: Idem) {
     scope_separates_tenants(idem.clone()).await;
     headers_widen_the_whitelist(idem.clone()).await;
     latest_state_renders_the_current_state(idem.clone()).await;
-    suppress_only_answers_the_business_number(idem).await;
+    suppress_only_answers_the_business_number(idem.clone()).await;
+    whole_values_are_fingerprints(idem).await;
 }
 
 async fn runs_once_and_replays(idem: Idem) {
@@ -393,6 +434,42 @@ async fn suppress_only_answers_the_business_number(idem: Idem) {
     assert!(replayed(&headers));
     assert_eq!(again, json!({"order_no": "c-1-lamp"}));
     assert_eq!(runs.load(Ordering::SeqCst), 1);
+}
+
+async fn whole_values_are_fingerprints(idem: Idem) {
+    let (router, runs) = router(idem);
+    let capture = |id: &str| format!("/payments/{id}/capture");
+    let (status, headers, first) =
+        send(&router, &capture("p1"), "acme", "k-cap", json!(null)).await;
+    assert_eq!(status, StatusCode::OK, "{first}");
+    assert!(!replayed(&headers));
+    let (status, headers, again) =
+        send(&router, &capture("p1"), "acme", "k-cap", json!(null)).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(replayed(&headers));
+    assert_eq!(again, first);
+    // The same key for another payment is another request, not a replay of the first capture.
+    let (status, _, problem) = send(&router, &capture("p2"), "acme", "k-cap", json!(null)).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{problem}");
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+
+    let batch = json!([{"sku": "a", "qty": 1.50}, {"qty": 2, "sku": "b"}]);
+    let (status, _, first) = send(&router, "/imports", "acme", "k-imp", batch).await;
+    assert_eq!(status, StatusCode::OK, "{first}");
+    // The same array written otherwise (member order, `2.0` for `2`) is the same request.
+    let same = json!([{"qty": 1.5, "sku": "a"}, {"sku": "b", "qty": 2.0}]);
+    let (status, headers, again) = send(&router, "/imports", "acme", "k-imp", same).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(replayed(&headers));
+    assert_eq!(again, first);
+    let reordered = json!([{"sku": "b", "qty": 2}, {"sku": "a", "qty": 1.5}]);
+    let (status, _, _) = send(&router, "/imports", "acme", "k-imp", reordered).await;
+    assert_eq!(
+        status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "an array keeps its order"
+    );
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

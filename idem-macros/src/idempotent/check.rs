@@ -282,7 +282,7 @@ fn target(cx: &Ctxt, args: &Args, sig: &syn::Signature, form: &Form<'_>) -> Opti
                     cx.error_spanned_by(
                         &sig.ident,
                         format!(
-                            "`{}` has no `Json<T>` argument for `#[idempotent]` to fingerprint: name the argument whose value identifies the operation with `fingerprint(arg = name)`; its type must implement `idem::Fingerprint`",
+                            "`{}` has no `Json<T>` argument for `#[idempotent]` to fingerprint: name the argument whose value identifies the operation with `fingerprint(arg = name)`, e.g. a path parameter (`Path(id): Path<Uuid>` and `fingerprint(arg = id)`); its type must implement `idem::Fingerprint`",
                             sig.ident.unraw()
                         ),
                     );

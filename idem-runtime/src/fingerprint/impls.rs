@@ -220,6 +220,34 @@ impl<T: Canonical + ToOwned + ?Sized> Canonical for Cow<'_, T> {
     }
 }
 
+/// Tuples are arrays, as serde writes them: `(1, "a")` is `[1,"a"]`.
+macro_rules! tuples {
+    ($(($($t:ident $i:tt),+))*) => {$(
+        impl<$($t: Canonical),+> Canonical for ($($t,)+) {
+            fn write_canonical(&self, w: &mut CanonicalWriter<'_>) {
+                w.raw(b"[");
+                let mut first = true;
+                $(
+                    if !core::mem::take(&mut first) {
+                        w.raw(b",");
+                    }
+                    self.$i.write_canonical(w);
+                )+
+                w.raw(b"]");
+            }
+            fn value_spec() -> ValueSpec {
+                ValueSpec::Tuple(vec![$($t::value_spec()),+])
+            }
+        }
+    )*};
+}
+tuples! {
+    (A 0)
+    (A 0, B 1)
+    (A 0, B 1, C 2)
+    (A 0, B 1, C 2, D 3)
+}
+
 impl<T: Canonical> Canonical for [T] {
     fn write_canonical(&self, w: &mut CanonicalWriter<'_>) {
         w.array(self);

@@ -9,6 +9,7 @@ mod foreign;
 mod hash;
 mod impls;
 mod subset;
+mod whole;
 mod writer;
 
 pub use hash::{ParseRequestHashError, RequestHash};
@@ -19,8 +20,8 @@ use crate::canonical::ValueSpec;
 
 /// A value with a canonical JSON form (see `docs/fingerprint.md`).
 ///
-/// Implemented for integers, `bool`, strings, `Option`, `Vec`, slices, arrays, maps with string
-/// keys, sets, `serde_json::{Value, Map, Number}`, `rust_decimal::Decimal` (feature `decimal`),
+/// Implemented for integers, `bool`, strings, `Option`, tuples (as arrays), `Vec`, slices,
+/// arrays, maps with string keys, sets, `serde_json::{Value, Map, Number}`, `rust_decimal::Decimal` (feature `decimal`),
 /// `uuid::Uuid` (feature `uuid`), chrono's `DateTime<Tz>` and `NaiveDate` (feature `chrono`),
 /// time's `OffsetDateTime`, `UtcDateTime` and `Date` (feature `time`), and every type that derives
 /// [`Fingerprint`]. `f32`/`f64` are deliberately **not** implemented: a binary float has
@@ -78,10 +79,18 @@ pub trait Canonical {
 /// canonical JSON form.
 ///
 /// Derive it; the attributes are documented on [`idem::Fingerprint`](../../idem/derive.Fingerprint.html).
+/// Values that are not structs are fingerprinted whole (their canonical text): integers, `bool`,
+/// `char`, strings, tuples of up to four [`Canonical`] values, `Vec`, slices, arrays, sets, maps
+/// with string keys, `serde_json::{Value, Map}` and the feature types (`Decimal`, `Uuid`, the
+/// chrono and time timestamps) — a path parameter or a JSON array body needs no wrapper type.
 ///
 /// ```
-/// # use idem_runtime as idem;
-/// // (the derive lives in the `idem` facade crate; see its documentation for examples)
+/// use idem_runtime::{Fingerprint, RequestHash};
+/// // A path parameter pair, and a JSON body that is not a struct.
+/// let ids = ("acct_1".to_owned(), 42u64);
+/// assert_eq!(ids.fingerprint(), RequestHash::of_bytes(br#"["acct_1",42]"#));
+/// let body = serde_json::json!([{"qty": 2.0, "sku": "a"}]);
+/// assert_eq!(body.canonical_json(), r#"[{"qty":2,"sku":"a"}]"#);
 /// ```
 pub trait Fingerprint: Canonical {
     /// One [`FieldRef`] per named field, so that `#[idempotent(fingerprint(fields = [..]))]` can
