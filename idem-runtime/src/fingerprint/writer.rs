@@ -89,8 +89,7 @@ impl<'a> CanonicalWriter<'a> {
 
     /// Runs a slow path (`write`, from position `from`) in a function of its own that is never
     /// inlined, handing it the buffer by value: the writer's address is never passed to a call,
-    /// so that a writer over a lent buffer ([`CanonicalWriter::lend`]) stays in
-    /// registers.
+    /// so that a writer over a lent buffer ([`CanonicalWriter::lend`]) stays in registers.
     #[inline(always)]
     fn out_of_line(&mut self, from: usize, write: impl FnOnce(&mut CanonicalWriter<'_>)) {
         let (buf, end) = cold_write(core::mem::take(self.buf), from, write);
