@@ -145,9 +145,10 @@ fn bench_paired(c: &mut Criterion) {
     g.bench_function("text_runtime_value_vs_derive", |b| {
         b.iter_custom(|iters| paired(iters, derive_text, runtime_text))
     });
-    g.bench_function("control_integer_work_plus_sha256_vs_sha256_precomputed", |b| {
-        b.iter_custom(|iters| paired(iters, floor, integer_work))
-    });
+    g.bench_function(
+        "control_integer_work_plus_sha256_vs_sha256_precomputed",
+        |b| b.iter_custom(|iters| paired(iters, floor, integer_work)),
+    );
     g.finish();
 }
 
