@@ -45,6 +45,18 @@ pub use idem_runtime::{
 /// );
 /// ```
 ///
+/// Values that are not structs are fingerprinted whole — strings, integers, `Uuid`, `Decimal`,
+/// timestamps, tuples of them, `Vec`, maps and `serde_json::Value` — so that `#[idempotent]` can
+/// hash a path parameter or a JSON array body:
+///
+/// ```
+/// use idem::Fingerprint;
+/// assert_eq!(
+///     ("acct_1".to_owned(), 42u64).fingerprint(),
+///     idem::RequestHash::of_bytes(br#"["acct_1",42]"#),
+/// );
+/// ```
+///
 /// [`fingerprint`]: Fingerprint::fingerprint
 /// [`fingerprint_fields`]: Fingerprint::fingerprint_fields
 pub use idem_runtime::Fingerprint;
