@@ -47,53 +47,36 @@ impl Canonical for char {
     }
 }
 
-impl Canonical for str {
-    #[inline(always)]
-    fn write_canonical(&self, w: &mut CanonicalWriter<'_>) {
-        w.str(self);
-    }
-    #[inline(always)]
-    fn write_member(
-        &self,
-        w: &mut CanonicalWriter<'_>,
-        first: &mut bool,
-        open: &[u8],
-        next: &[u8],
-    ) {
-        w.string_member(first, open, next, self);
-    }
-    #[inline(always)]
-    fn write_entry(&self, w: &mut CanonicalWriter<'_>, open: &[u8], name: &str) {
-        w.quoted_pair(open, name, b":", self);
-    }
-    fn value_spec() -> ValueSpec {
-        ValueSpec::Any
-    }
+/// Strings write a member's name, or a map entry's key, together with their value, with one check
+/// for room.
+macro_rules! strings {
+    ($($t:ty)*) => {$(
+        impl Canonical for $t {
+            #[inline(always)]
+            fn write_canonical(&self, w: &mut CanonicalWriter<'_>) {
+                w.str(self);
+            }
+            #[inline(always)]
+            fn write_member(
+                &self,
+                w: &mut CanonicalWriter<'_>,
+                first: &mut bool,
+                open: &[u8],
+                next: &[u8],
+            ) {
+                w.string_member(first, open, next, self);
+            }
+            #[inline(always)]
+            fn write_entry(&self, w: &mut CanonicalWriter<'_>, open: &[u8], name: &str) {
+                w.quoted_pair(open, name, b":", self);
+            }
+            fn value_spec() -> ValueSpec {
+                ValueSpec::Any
+            }
+        }
+    )*};
 }
-
-impl Canonical for String {
-    #[inline(always)]
-    fn write_canonical(&self, w: &mut CanonicalWriter<'_>) {
-        w.str(self);
-    }
-    #[inline(always)]
-    fn write_member(
-        &self,
-        w: &mut CanonicalWriter<'_>,
-        first: &mut bool,
-        open: &[u8],
-        next: &[u8],
-    ) {
-        w.string_member(first, open, next, self);
-    }
-    #[inline(always)]
-    fn write_entry(&self, w: &mut CanonicalWriter<'_>, open: &[u8], name: &str) {
-        w.quoted_pair(open, name, b":", self);
-    }
-    fn value_spec() -> ValueSpec {
-        ValueSpec::Any
-    }
-}
+strings!(str String);
 
 impl Canonical for () {
     fn write_canonical(&self, w: &mut CanonicalWriter<'_>) {
@@ -191,33 +174,7 @@ deref_impls! {
     [T: Canonical + ?Sized] Box<T>;
     [T: Canonical + ?Sized] Rc<T>;
     [T: Canonical + ?Sized] Arc<T>;
-}
-
-impl<T: Canonical + ToOwned + ?Sized> Canonical for Cow<'_, T> {
-    #[inline]
-    fn write_canonical(&self, w: &mut CanonicalWriter<'_>) {
-        (**self).write_canonical(w)
-    }
-    fn is_null(&self) -> bool {
-        (**self).is_null()
-    }
-    #[inline(always)]
-    fn write_member(
-        &self,
-        w: &mut CanonicalWriter<'_>,
-        first: &mut bool,
-        open: &[u8],
-        next: &[u8],
-    ) {
-        (**self).write_member(w, first, open, next)
-    }
-    #[inline(always)]
-    fn write_entry(&self, w: &mut CanonicalWriter<'_>, open: &[u8], name: &str) {
-        (**self).write_entry(w, open, name)
-    }
-    fn value_spec() -> ValueSpec {
-        T::value_spec()
-    }
+    [T: Canonical + ToOwned + ?Sized] Cow<'_, T>;
 }
 
 /// Tuples are arrays, as serde writes them: `(1, "a")` is `[1,"a"]`.
