@@ -359,6 +359,21 @@ macro_rules! same_sql_store_methods {
             })
         }
 
+        fn abandon<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<(), StoreError>> {
+            Box::pin(async move {
+                self.statements.add(1);
+                let done = sqlx::query(ABANDON_SQL)
+                    .bind(&lease.key.hash()[..])
+                    .bind(fence_param(lease.fence)?)
+                    .bind(self.clock.now().as_millis())
+                    .bind(&lease.operation_id)
+                    .execute(&self.pool)
+                    .await
+                    .map_err(classify)?;
+                fenced_unless_one(done.rows_affected(), lease)
+            })
+        }
+
         fn purge_expired(&self, batch: u32) -> BoxFuture<'_, Result<u64, StoreError>> {
             Box::pin(async move {
                 self.statements.add(1);

@@ -198,6 +198,17 @@ impl Store for MemoryStore {
         })
     }
 
+    fn abandon<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async move {
+            self.with_owned(lease, |shard, now| {
+                if let Some(r) = shard.get_mut(lease.key.hash()) {
+                    r.lease_until = r.lease_until.min(now);
+                    r.updated_at = now;
+                }
+            })
+        })
+    }
+
     fn extend<'a>(
         &'a self,
         lease: &'a Lease,

@@ -442,6 +442,18 @@ pub trait Store: Send + Sync + fmt::Debug {
     /// [`StoreError::FencedOut`] when the lease no longer owns it.
     fn release<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<(), StoreError>>;
 
+    /// Ends the lease at once but keeps the record: still processing, same fence, same operation
+    /// id. The next claim with the same request hash takes it over immediately (`took_over`,
+    /// fence + 1, the **same** operation id), instead of waiting for the lease to run out or
+    /// starting a new operation.
+    ///
+    /// This is what the engine does with an attempt whose handler started but did not finish
+    /// (the request future was dropped, the handler panicked or timed out, the response failed):
+    /// its effects may exist under its operation id, so the record must not be deleted
+    /// ([`Store::release`] would let a retry start a *new* operation). [`StoreError::FencedOut`]
+    /// when the lease no longer owns the record (completed, taken over, released).
+    fn abandon<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<(), StoreError>>;
+
     /// Renews the lease of a long handler: the lease then ends `by` from now (and the record
     /// lives at least that long). Returns the renewed lease (same fence).
     fn extend<'a>(

@@ -84,6 +84,14 @@ const COMPLETE_SQL: &str = "UPDATE idem_idempotency_records SET \
 const RELEASE_SQL: &str = "DELETE FROM idem_idempotency_records \
     WHERE key_hash = ? AND fence = ? AND state = 0 AND expire_at > ? AND operation_id = ?";
 
+/// Ends the lease at once, keeping the record and its operation id (`Store::abandon`). The
+/// parameters come in the order the other stores bind them (key hash, fence, now, operation id),
+/// named once by a derived table.
+const ABANDON_SQL: &str = "UPDATE idem_idempotency_records AS r \
+    JOIN (SELECT ? AS k, ? AS f, ? AS now, ? AS op) AS p ON r.key_hash = p.k \
+    SET r.lease_until = LEAST(r.lease_until, p.now), r.updated_at = p.now, r.rev = r.rev + 1 \
+    WHERE r.fence = p.f AND r.state = 0 AND r.operation_id = p.op";
+
 const EXTEND_SQL: &str = "UPDATE idem_idempotency_records SET \
       lease_until = ?, expire_at = GREATEST(expire_at, ?), updated_at = ?, rev = rev + 1 \
     WHERE key_hash = ? AND fence = ? AND state = 0 AND expire_at > ? AND operation_id = ?";

@@ -116,6 +116,11 @@ const COMPLETE_SQL: &str = "UPDATE idem.idempotency_records SET \
 const RELEASE_SQL: &str = "DELETE FROM idem.idempotency_records \
     WHERE key_hash = $1 AND fence = $2 AND state = 0 AND expire_at > $3 AND operation_id = $4";
 
+/// Ends the lease at once, keeping the record and its operation id (`Store::abandon`).
+const ABANDON_SQL: &str = "UPDATE idem.idempotency_records SET \
+      lease_until = LEAST(lease_until, $3), updated_at = $3, rev = rev + 1 \
+    WHERE key_hash = $1 AND fence = $2 AND state = 0 AND operation_id = $4";
+
 const EXTEND_SQL: &str = "UPDATE idem.idempotency_records SET \
       lease_until = $3, expire_at = GREATEST(expire_at, $3), updated_at = $4, rev = rev + 1 \
     WHERE key_hash = $1 AND fence = $2 AND state = 0 AND expire_at > $4 AND operation_id = $5 \
