@@ -101,7 +101,8 @@ impl Warehouse {
     }
 }
 
-/// Ships `msg`'s order at most once per message id, for 7 days.
+/// Ships `msg`'s order once per message id, for 7 days: a redelivery gets the stored result, and
+/// a redelivery after a crash ships under the same operation id, which the carrier deduplicates.
 #[idempotent(
     store = idem,
     key = msg.message_id,

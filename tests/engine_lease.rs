@@ -137,13 +137,10 @@ async fn superseded_attempt_is_answered_but_not_stored() {
     // Let the first attempt's lease renewal find out, then let it finish.
     tokio::time::sleep(Duration::from_millis(100)).await;
     release_first.send(()).unwrap();
+    // The superseded attempt's caller is told what is stored (the second attempt's result),
+    // never something that contradicts it.
     let first = first.await.unwrap().unwrap();
-    assert!(
-        first.starts_with("first "),
-        "the zombie still gets its own answer"
-    );
-    // Same operation id across the takeover (S22/S23).
-    assert_eq!(first["first ".len()..], second["second ".len()..]);
+    assert_eq!(first, second);
     // Only the second result was stored.
     let replay = run_once::<String, Status, _>(&idem, &FENCED, "k-fenced", &[], hash, async {
         Ok("third".to_owned())
@@ -162,7 +159,47 @@ async fn superseded_attempt_is_answered_but_not_stored() {
     assert!(dropped[0].contains("fenced out") && dropped[0].contains("k-fenced"));
 }
 
-static OUTAGE: HandlerConfig = HandlerConfig::new("tests::outage");
+#[tokio::test(flavor = "current_thread")]
+async fn superseded_attempt_while_the_takeover_runs_answers_409() {
+    let clock = Arc::new(ManualClock::starting_now());
+    let idem = Idem::new(MemoryStore::with_clock(clock.clone()));
+    let hash = RequestHash::of_bytes(b"fenced-409");
+    let (release_first, wait_first) = tokio::sync::oneshot::channel::<()>();
+    let (release_second, wait_second) = tokio::sync::oneshot::channel::<()>();
+    let first = tokio::spawn({
+        let idem = idem.clone();
+        async move {
+            run_once::<String, Status, _>(&idem, &FENCED, "k-fenced-409", &[], hash, async move {
+                let _ = wait_first.await;
+                Ok("first".to_owned())
+            })
+            .await
+        }
+    });
+    tokio::task::yield_now().await;
+    clock.advance(Duration::from_secs(1));
+    let second = tokio::spawn({
+        let idem = idem.clone();
+        async move {
+            run_once::<String, Status, _>(&idem, &FENCED, "k-fenced-409", &[], hash, async move {
+                let _ = wait_second.await;
+                Ok("second".to_owned())
+            })
+            .await
+        }
+    });
+    // The first attempt finishes while the second still runs: it cannot store, and answers what
+    // a retry sees now — in progress.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    release_first.send(()).unwrap();
+    assert_eq!(first.await.unwrap(), Err(Status(409)));
+    release_second.send(()).unwrap();
+    assert_eq!(second.await.unwrap().unwrap(), "second");
+}
+
+// A short lease: the completion is retried while the lease is held, then given up.
+static OUTAGE: HandlerConfig =
+    HandlerConfig::new("tests::outage").lease(Duration::from_millis(300));
 
 #[tokio::test(flavor = "current_thread")]
 async fn a_result_the_store_cannot_take_is_answered_and_reported() {
@@ -197,13 +234,15 @@ async fn a_result_the_store_cannot_take_is_answered_and_reported() {
 static PANICS: HandlerConfig = HandlerConfig::new("tests::panics");
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_panicking_handler_releases_its_lease() {
+async fn a_panicking_handler_ends_its_lease_and_keeps_its_operation() {
     let idem = Idem::new(MemoryStore::new());
     let hash = RequestHash::of_bytes(b"panic");
+    let first_op = Arc::new(std::sync::Mutex::new(None::<String>));
     let crashed = tokio::spawn({
-        let idem = idem.clone();
+        let (idem, first_op) = (idem.clone(), first_op.clone());
         async move {
-            run_once::<String, Status, _>(&idem, &PANICS, "k-panic", &[], hash, async {
+            run_once::<String, Status, _>(&idem, &PANICS, "k-panic", &[], hash, async move {
+                *first_op.lock().unwrap() = Some(operation_id().unwrap().to_string());
                 panic!("handler bug")
             })
             .await
@@ -211,19 +250,209 @@ async fn a_panicking_handler_releases_its_lease() {
     })
     .await;
     assert!(crashed.unwrap_err().is_panic());
+    let first_op = first_op
+        .lock()
+        .unwrap()
+        .clone()
+        .expect("the handler started");
+    // The record is abandoned in the background: the retry takes it over long before the 30 s
+    // lease would have run out, under the same operation id.
     for _ in 0..200 {
-        let retry = run_once::<String, Status, _>(&idem, &PANICS, "k-panic", &[], hash, async {
-            Ok("ran".to_owned())
-        })
-        .await;
+        let retry =
+            run_once::<(String, bool), Status, _>(&idem, &PANICS, "k-panic", &[], hash, async {
+                let op = operation_id().unwrap();
+                Ok((op.to_string(), op.took_over()))
+            })
+            .await;
         match retry {
-            Ok(s) => {
-                assert_eq!(s, "ran");
+            Ok((op, took_over)) => {
+                assert_eq!(op, first_op);
+                assert!(took_over);
                 return;
             }
             Err(Status(409)) => tokio::time::sleep(Duration::from_millis(5)).await,
             Err(other) => panic!("{other:?}"),
         }
     }
-    panic!("the panicked attempt's lease was not released");
+    panic!("the panicked attempt's lease was not ended");
+}
+
+// ---------------------------------------------------------------- completions under real faults
+
+#[path = "common/servers.rs"]
+mod servers;
+
+static FAULT: HandlerConfig = HandlerConfig::new("tests::fault");
+
+/// Runs `f` once under `FAULT` for key `key`; the handler calls `fault` just before it returns,
+/// so that the completion meets the fault. Then checks that the result was stored anyway (a
+/// replay returns it without running the handler) and that the store's refusal was retried.
+async fn completion_survives<F, Fut>(idem: &Idem, key: &str, fault: F)
+where
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    let events = Events::default();
+    let _events = tracing::subscriber::set_default(events.clone());
+    let hash = RequestHash::of_bytes(b"fault");
+    let runs = Arc::new(AtomicUsize::new(0));
+    let first = run_once::<String, Status, _>(idem, &FAULT, key, &[], hash, {
+        let runs = runs.clone();
+        async move {
+            runs.fetch_add(1, Ordering::SeqCst);
+            fault().await;
+            Ok("done".to_owned())
+        }
+    })
+    .await;
+    assert_eq!(first.unwrap(), "done");
+    let retried = events.matching("storing the result failed for the moment");
+    assert!(
+        !retried.is_empty(),
+        "the fault never reached the completion"
+    );
+    assert!(events.matching("result not stored").is_empty());
+    let replay = run_once::<String, Status, _>(idem, &FAULT, key, &[], hash, async {
+        Ok("ran again".to_owned())
+    })
+    .await;
+    assert_eq!(replay.unwrap(), "done", "the completion was not stored");
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+}
+
+/// The hash of `key`'s record, as the stores key it.
+fn key_hash(key: &str) -> Vec<u8> {
+    idem::engine::scoped_key(FAULT.operation, &[], key)
+        .unwrap()
+        .hash()
+        .to_vec()
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn sqlite_completion_outlasts_a_writer_holding_the_lock() {
+    use sqlx::Connection as _;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("idem.db");
+    let options = SqliteStore::options(&path).busy_timeout(Duration::from_millis(50));
+    let store = SqliteStore::connect_with(options).await.unwrap();
+    store.migrate().await.unwrap();
+    // Another process's writer, on a connection of its own.
+    let mut writer = sqlx::SqliteConnection::connect_with(&SqliteStore::options(&path))
+        .await
+        .unwrap();
+    completion_survives(&Idem::new(store), "k-sqlite-busy", move || async move {
+        sqlx::query("BEGIN IMMEDIATE")
+            .execute(&mut writer)
+            .await
+            .unwrap();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(400)).await;
+            sqlx::query("COMMIT").execute(&mut writer).await.unwrap();
+        });
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn postgres_completion_outlasts_a_locked_row() {
+    use sqlx::Connection as _;
+    let Some(url) = servers::server_url("IDEM_TEST_POSTGRES_URL") else {
+        return;
+    };
+    // The store gives up on a lock after 100 ms (55P03, transient).
+    let options: sqlx::postgres::PgConnectOptions = url.parse().unwrap();
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .connect_with(options.options([("lock_timeout", "100ms")]))
+        .await
+        .unwrap();
+    let store = idem::PostgresStore::from_pool(pool);
+    store.migrate().await.unwrap();
+    let key = servers::unique("pg-locked");
+    let hash = key_hash(&key);
+    let mut other = sqlx::PgConnection::connect(&url).await.unwrap();
+    completion_survives(&Idem::new(store), &key, move || async move {
+        sqlx::query("BEGIN").execute(&mut other).await.unwrap();
+        sqlx::query("SELECT 1 FROM idem.idempotency_records WHERE key_hash = $1 FOR UPDATE")
+            .bind(hash)
+            .execute(&mut other)
+            .await
+            .unwrap();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(400)).await;
+            sqlx::query("COMMIT").execute(&mut other).await.unwrap();
+        });
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn postgres_completion_outlasts_a_terminated_backend() {
+    use sqlx::Connection as _;
+    let Some(url) = servers::server_url("IDEM_TEST_POSTGRES_URL") else {
+        return;
+    };
+    let name = servers::unique("idem_terminated");
+    let options: sqlx::postgres::PgConnectOptions = url.parse().unwrap();
+    // One connection, not pinged before use: the completion meets the terminated backend.
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .test_before_acquire(false)
+        .connect_with(options.application_name(&name))
+        .await
+        .unwrap();
+    let store = idem::PostgresStore::from_pool(pool);
+    store.migrate().await.unwrap();
+    let mut admin = sqlx::PgConnection::connect(&url).await.unwrap();
+    let key = servers::unique("pg-terminated");
+    completion_survives(&Idem::new(store), &key, move || async move {
+        let killed: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+             WHERE application_name = $1) t",
+        )
+        .bind(&name)
+        .fetch_one(&mut admin)
+        .await
+        .unwrap();
+        assert_eq!(killed, 1, "the store's connection was not found");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn mysql_completion_outlasts_a_lock_wait_timeout() {
+    use sqlx::Connection as _;
+    use sqlx::Executor as _;
+    let Some(url) = servers::server_url("IDEM_TEST_MYSQL_URL") else {
+        return;
+    };
+    // The store gives up waiting for a row lock after 1 s (error 1205, transient).
+    let pool = sqlx::mysql::MySqlPoolOptions::new()
+        .after_connect(|conn, _| {
+            Box::pin(async move {
+                conn.execute("SET SESSION innodb_lock_wait_timeout = 1")
+                    .await
+                    .map(drop)
+            })
+        })
+        .connect(&url)
+        .await
+        .unwrap();
+    let store = idem::MySqlStore::from_pool(pool);
+    store.migrate().await.unwrap();
+    let key = servers::unique("my-locked");
+    let hash = key_hash(&key);
+    let mut other = sqlx::MySqlConnection::connect(&url).await.unwrap();
+    completion_survives(&Idem::new(store), &key, move || async move {
+        sqlx::query("BEGIN").execute(&mut other).await.unwrap();
+        sqlx::query("SELECT 1 FROM idem_idempotency_records WHERE key_hash = ? FOR UPDATE")
+            .bind(hash)
+            .execute(&mut other)
+            .await
+            .unwrap();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(1500)).await;
+            sqlx::query("COMMIT").execute(&mut other).await.unwrap();
+        });
+    })
+    .await;
 }

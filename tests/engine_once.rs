@@ -236,28 +236,142 @@ async fn unreadable_stored_result_is_a_snapshot_error() {
     assert_eq!(read.unwrap_err().0, 503);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn dropped_future_releases_the_claim() {
-    let c = Consumer::new(Arc::new(MemoryStore::new()));
+/// The first attempt's operation id, recorded by the handler, and whether it took over.
+#[derive(Clone, Default)]
+struct Ops(Arc<std::sync::Mutex<Vec<(String, bool)>>>);
+
+impl Ops {
+    fn record(&self) {
+        let op = operation_id().unwrap();
+        self.0
+            .lock()
+            .unwrap()
+            .push((op.to_string(), op.took_over()));
+    }
+
+    fn seen(&self) -> Vec<(String, bool)> {
+        self.0.lock().unwrap().clone()
+    }
+}
+
+async fn attempt(
+    idem: &Idem,
+    cfg: &'static HandlerConfig,
+    ops: &Ops,
+    sleep: Duration,
+) -> Result<u8, JobError> {
+    attempt_key(idem, cfg, "m-gone", ops, sleep).await
+}
+
+async fn attempt_key(
+    idem: &Idem,
+    cfg: &'static HandlerConfig,
+    key: &str,
+    ops: &Ops,
+    sleep: Duration,
+) -> Result<u8, JobError> {
+    let ops = ops.clone();
+    run_once(
+        idem,
+        cfg,
+        key,
+        &[&"w"],
+        RequestHash::of_bytes(b"g"),
+        async move {
+            ops.record();
+            tokio::time::sleep(sleep).await;
+            Ok(1)
+        },
+    )
+    .await
+}
+
+/// Retries until the answer is not `409` (the abandoned record is handed to a takeover in the
+/// background).
+async fn retry(idem: &Idem, cfg: &'static HandlerConfig, ops: &Ops) -> Result<u8, JobError> {
+    for _ in 0..300 {
+        match attempt(idem, cfg, ops, Duration::ZERO).await {
+            Err(JobError::Idempotency(409, _)) => {
+                tokio::time::sleep(Duration::from_millis(10)).await
+            }
+            other => return other,
+        }
+    }
+    panic!("still 409 after 3 s: the first attempt's lease was not ended");
+}
+
+async fn dropped_future_keeps_the_operation(store: Arc<dyn Store>) {
+    let idem = Idem::from_arc(store);
+    let ops = Ops::default();
     let gone = tokio::time::timeout(
         Duration::from_millis(100),
-        c.ship(&SHIP, "m-gone", "sku-1", 10_000),
+        attempt(&idem, &SHIP, &ops, Duration::from_secs(10)),
     )
     .await;
     assert!(gone.is_err());
-    for _ in 0..200 {
-        match c.ship(&SHIP, "m-gone", "sku-1", 0).await {
-            Ok(_) => {
-                assert_eq!(c.runs(), 2);
-                return;
-            }
-            Err(JobError::Idempotency(409, _)) => {
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-            Err(other) => panic!("{other:?}"),
-        }
-    }
-    panic!("the claim of the dropped future was not released");
+    assert_eq!(retry(&idem, &SHIP, &ops).await, Ok(1));
+    let seen = ops.seen();
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert_eq!(
+        seen[0].0, seen[1].0,
+        "the redelivery continues the same operation"
+    );
+    assert!(
+        !seen[0].1 && seen[1].1,
+        "the redelivery took the operation over: {seen:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_dropped_future_keeps_the_operation() {
+    dropped_future_keeps_the_operation(Arc::new(MemoryStore::new())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_dropped_future_keeps_the_operation() {
+    let (store, _dir) = sqlite_store().await;
+    dropped_future_keeps_the_operation(store).await;
+}
+
+static HUNG: HandlerConfig = HandlerConfig::new("tests::hung")
+    .ttl(Duration::from_millis(400))
+    .lease(Duration::from_millis(100))
+    .timeout(Duration::from_millis(600));
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hung_handler_is_stopped_and_the_retry_continues() {
+    let (store, _dir) = sqlite_store().await;
+    let idem = Idem::from_arc(store);
+    let ops = Ops::default();
+    // Hangs far beyond its timeout: stopped, answered 503 timed-out.
+    let hung = attempt(&idem, &HUNG, &ops, Duration::from_secs(3600)).await;
+    assert_eq!(
+        hung,
+        Err(JobError::Idempotency(503, problem::TIMED_OUT.into()))
+    );
+    // The retry continues the same operation at once.
+    assert_eq!(retry(&idem, &HUNG, &ops).await, Ok(1));
+    let seen = ops.seen();
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert_eq!(seen[0].0, seen[1].0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hung_handler_does_not_keep_its_record_alive() {
+    let (store, _dir) = sqlite_store().await;
+    let idem = Idem::from_arc(store.clone());
+    let ops = Ops::default();
+    let hung = attempt_key(&idem, &HUNG, "m-hung", &ops, Duration::from_secs(3600)).await;
+    assert_eq!(
+        hung,
+        Err(JobError::Idempotency(503, problem::TIMED_OUT.into()))
+    );
+    // The lease renewals stopped with the handler, so the record's expiry stays within what the
+    // TTL promised from the claim plus the handler's timeout and one lease (here 700 ms); past
+    // that it is logically absent instead of answering 409 forever.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let key = idem::engine::scoped_key(HUNG.operation, &[&"w"], "m-hung").unwrap();
+    assert_eq!(store.get(&key).await.unwrap().map(|r| r.expire_at), None);
 }
 
 #[tokio::test]

@@ -117,6 +117,8 @@ impl App {
             .route("/payments", post(create_payment))
             .route("/payments/open", post(create_payment_fail_open))
             .route("/payments/short", post(create_payment_short_ttl))
+            .route("/payments/suppressed", post(create_payment_suppressed))
+            .route("/payments/timeout", post(create_payment_timeout))
             .route("/orders", post(place_order))
             .route("/refunds", post(create_refund))
             .route("/reports", post(create_report))
@@ -158,6 +160,11 @@ static CREATE: HandlerConfig = HandlerConfig::new("tests::create_payment")
 static CREATE_OPEN: HandlerConfig = HandlerConfig::new("tests::create_payment").fail_open(true);
 static CREATE_SHORT: HandlerConfig =
     HandlerConfig::new("tests::create_payment_short").ttl(Duration::from_secs(60));
+static CREATE_SUPPRESSED: HandlerConfig =
+    HandlerConfig::new("tests::create_payment_suppressed").contract(Contract::SuppressOnly);
+static CREATE_TIMEOUT: HandlerConfig = HandlerConfig::new("tests::create_payment_timeout")
+    .lease(Duration::from_secs(30))
+    .timeout(Duration::from_millis(300));
 
 async fn payment(app: App, req: CreatePayment) -> PaymentResponse {
     app.hits.fetch_add(1, Ordering::SeqCst);
@@ -240,6 +247,22 @@ async fn create_payment_short_ttl(
     Json(req): Json<CreatePayment>,
 ) -> Response {
     create_payment_with(&CREATE_SHORT, false, cx, app, req).await
+}
+
+async fn create_payment_suppressed(
+    cx: IdemContext,
+    State(app): State<App>,
+    Json(req): Json<CreatePayment>,
+) -> Response {
+    create_payment_with(&CREATE_SUPPRESSED, false, cx, app, req).await
+}
+
+async fn create_payment_timeout(
+    cx: IdemContext,
+    State(app): State<App>,
+    Json(req): Json<CreatePayment>,
+) -> Response {
+    create_payment_with(&CREATE_TIMEOUT, false, cx, app, req).await
 }
 
 // latest_state: orders
@@ -491,7 +514,10 @@ every_backend!(
     operation_id_is_stable_across_a_takeover,
     same_key_in_two_tenants_is_two_operations,
     ttl_expiry_runs_afresh,
-    dropped_handler_releases_the_lease,
+    dropped_request_keeps_its_operation,
+    client_disconnecting_over_tcp_keeps_its_operation,
+    server_error_under_suppress_only_keeps_its_operation,
+    hung_handler_times_out_and_the_retry_continues,
 );
 
 async fn missing_key_is_400(fx: &Fixture) {
@@ -870,11 +896,25 @@ async fn ttl_expiry_runs_afresh(fx: &Fixture) {
     assert_eq!(app.hits(), 2);
 }
 
-async fn dropped_handler_releases_the_lease(fx: &Fixture) {
+/// Sends `req` again until it is not `409` (the abandoned record is released to a takeover in
+/// the background, a few milliseconds after the first request ended).
+async fn retry_past_409(app: &App, req: impl Fn() -> Request<Body>) -> (StatusCode, Vec<u8>) {
+    for _ in 0..300 {
+        let (status, _, body) = send(app, req()).await;
+        if status != StatusCode::CONFLICT {
+            return (status, body);
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("still 409 after 3 s: the first attempt's lease was not ended");
+}
+
+async fn dropped_request_keeps_its_operation(fx: &Fixture) {
     let app = App::new(fx.store.clone());
     let key = unique("gone");
     let slow = r#"{"amount":100,"currency":"EUR","sleep_ms":10000}"#;
-    // The client goes away: the request future is dropped while the handler sleeps.
+    // The client goes away (or a timeout layer fires): the request future is dropped while the
+    // handler sleeps, after it started its work under its operation id.
     let gone = tokio::time::timeout(
         Duration::from_millis(200),
         send(&app, post_json("/payments", Some(&key), slow)),
@@ -882,18 +922,103 @@ async fn dropped_handler_releases_the_lease(fx: &Fixture) {
     .await;
     assert!(gone.is_err());
     assert_eq!(app.hits(), 1);
-    // The lease is released in the background: a retry runs (no 409 for the 30 s lease).
+    // The record is kept and its lease ended: the retry takes it over at once (no 409 for the
+    // 30 s lease) and continues the same operation.
     let fast = r#"{"amount":100,"currency":"EUR"}"#;
-    for _ in 0..200 {
-        let (status, _, _) = send(&app, post_json("/payments", Some(&key), fast)).await;
-        if status == StatusCode::CREATED {
-            assert_eq!(app.hits(), 2);
-            return;
-        }
-        assert_eq!(status, StatusCode::CONFLICT);
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("the lease of the dropped handler was not released");
+    let (status, body) = retry_past_409(&app, || post_json("/payments", Some(&key), fast)).await;
+    assert_eq!(status, StatusCode::CREATED);
+    let ops = app.seen_ops.lock().unwrap().clone();
+    assert_eq!(ops.len(), 2, "{ops:?}");
+    assert_eq!(
+        ops[0], ops[1],
+        "the retry must run under the first attempt's operation id"
+    );
+    assert_eq!(json(&body)["operation_id"], ops[0].as_str());
+}
+
+async fn client_disconnecting_over_tcp_keeps_its_operation(fx: &Fixture) {
+    use tokio::io::AsyncWriteExt;
+    let app = App::new(fx.store.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(axum::serve(listener, app.router()).into_future());
+    let key = unique("tcp");
+    let slow = r#"{"amount":100,"currency":"EUR","sleep_ms":10000}"#;
+    let mut client = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let request = format!(
+        "POST /payments HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\n\
+         idempotency-key: {key}\r\ncontent-length: {}\r\n\r\n{slow}",
+        slow.len()
+    );
+    client.write_all(request.as_bytes()).await.unwrap();
+    wait_for_hits(&app, 1).await;
+    // The client hangs up mid-handler; the server notices and drops the request.
+    drop(client);
+    let fast = r#"{"amount":100,"currency":"EUR"}"#;
+    let (status, body) = retry_past_409(&app, || post_json("/payments", Some(&key), fast)).await;
+    assert_eq!(status, StatusCode::CREATED);
+    let ops = app.seen_ops.lock().unwrap().clone();
+    assert_eq!(ops.len(), 2, "the retry ran the handler again: {ops:?}");
+    assert_eq!(ops[0], ops[1]);
+    assert_eq!(json(&body)["operation_id"], ops[0].as_str());
+    server.abort();
+}
+
+async fn server_error_under_suppress_only_keeps_its_operation(fx: &Fixture) {
+    let app = App::new(fx.store.clone());
+    let key = unique("suppressed-500");
+    let failing = r#"{"amount":500,"currency":"EUR"}"#;
+    let (status, _, _) = send(&app, post_json("/payments/suppressed", Some(&key), failing)).await;
+    assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
+    // Not stored (suppress_only keeps successes only) but not forgotten: the retry runs again,
+    // at once, under the same operation id; part of the work may have been done.
+    let (status, _, _) = send(&app, post_json("/payments/suppressed", Some(&key), failing)).await;
+    assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
+    let ops = app.seen_ops.lock().unwrap().clone();
+    assert_eq!(ops.len(), 2, "{ops:?}");
+    assert_eq!(ops[0], ops[1]);
+    // Another payload under the key is still refused: the operation is not over.
+    let other = r#"{"amount":7,"currency":"EUR"}"#;
+    let (status, headers, body) =
+        send(&app, post_json("/payments/suppressed", Some(&key), other)).await;
+    problem(
+        status,
+        &headers,
+        &body,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "key-reused",
+    );
+}
+
+async fn hung_handler_times_out_and_the_retry_continues(fx: &Fixture) {
+    let app = App::new(fx.store.clone());
+    let key = unique("hung");
+    let hung = r#"{"amount":100,"currency":"EUR","sleep_ms":60000}"#;
+    let started = std::time::Instant::now();
+    let (status, headers, body) =
+        send(&app, post_json("/payments/timeout", Some(&key), hung)).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "stopped at its timeout"
+    );
+    let p = problem(
+        status,
+        &headers,
+        &body,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "timed-out",
+    );
+    assert_eq!(retry_after(&headers), 1);
+    assert_eq!(p["retry_after"], 1);
+    // The retry takes the operation over at once, under the same operation id.
+    let fast = r#"{"amount":100,"currency":"EUR"}"#;
+    let (status, body) =
+        retry_past_409(&app, || post_json("/payments/timeout", Some(&key), fast)).await;
+    assert_eq!(status, StatusCode::CREATED);
+    let ops = app.seen_ops.lock().unwrap().clone();
+    assert_eq!(ops.len(), 2, "{ops:?}");
+    assert_eq!(ops[0], ops[1]);
+    assert_eq!(json(&body)["operation_id"], ops[0].as_str());
 }
 
 // ---------------------------------------------------------------- store unavailable (real)

@@ -6,7 +6,7 @@ use proc_macro2::TokenStream;
 use quote::quote;
 use syn::Ident;
 
-use super::attr::{Contract, Source};
+use super::attr::{Contract, Lit, Source};
 use super::duration::Millis;
 
 /// How the function is called.
@@ -42,8 +42,12 @@ pub(crate) struct Plan<'a> {
     pub(crate) fields: Option<&'a [Ident]>,
     pub(crate) key: Key<'a>,
     pub(crate) scope: &'a [Source],
-    pub(crate) ttl: Millis,
-    pub(crate) lease: Millis,
+    /// `ttl = ".."`; `None` takes the runtime's default.
+    pub(crate) ttl: Option<&'a Lit<Millis>>,
+    /// `lease = ".."`; `None` takes the runtime's default.
+    pub(crate) lease: Option<&'a Lit<Millis>>,
+    /// `timeout = ".."`; `None` takes the runtime's default (derived from the lease).
+    pub(crate) timeout: Option<&'a Lit<Millis>>,
     pub(crate) operation: Option<&'a syn::LitStr>,
     pub(crate) headers: &'a [String],
     pub(crate) fail_open: bool,

@@ -23,6 +23,7 @@ const KEYS: &[(Symbol, &str)] = &[
     (FINGERPRINT, "fingerprint(fields = [amount, currency])"),
     (TTL, "ttl = \"7d\""),
     (LEASE, "lease = \"30s\""),
+    (TIMEOUT, "timeout = \"2m\""),
     (CONTRACT, "contract = \"exact_replay\""),
     (LOOKUP, "lookup = find_payment"),
     (STORE, "store = self.idem"),
@@ -82,6 +83,7 @@ pub(crate) struct Args {
     pub(crate) fingerprint: Attr<Option<FingerprintArg>>,
     pub(crate) ttl: Attr<Option<Lit<Millis>>>,
     pub(crate) lease: Attr<Option<Lit<Millis>>>,
+    pub(crate) timeout: Attr<Option<Lit<Millis>>>,
     pub(crate) contract: Attr<Option<Lit<Contract>>>,
     pub(crate) lookup: Attr<Option<syn::Expr>>,
     pub(crate) store: Attr<Option<syn::Expr>>,
@@ -105,6 +107,7 @@ impl Args {
             fingerprint: Attr::none(WHAT, FINGERPRINT),
             ttl: Attr::none(WHAT, TTL),
             lease: Attr::none(WHAT, LEASE),
+            timeout: Attr::none(WHAT, TIMEOUT),
             contract: Attr::none(WHAT, CONTRACT),
             lookup: Attr::none(WHAT, LOOKUP),
             store: Attr::none(WHAT, STORE),
@@ -198,12 +201,14 @@ impl Args {
                 let value = parse_scope(cx, input)?;
                 self.scope.set(cx, key, value);
             }
-            s if s == TTL || s == LEASE => {
+            s if s == TTL || s == LEASE || s == TIMEOUT => {
                 let value = parse_duration(cx, symbol, input)?;
                 let attr = if s == TTL {
                     &mut self.ttl
-                } else {
+                } else if s == LEASE {
                     &mut self.lease
+                } else {
+                    &mut self.timeout
                 };
                 attr.set(cx, key, value);
             }

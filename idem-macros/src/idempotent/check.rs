@@ -8,13 +8,7 @@ use syn::spanned::Spanned;
 
 use super::ast::{self, Form, Key, NotBound, Plan, Target};
 use super::attr::{Args, Contract, Source};
-use super::duration::Millis;
 use crate::ctxt::Ctxt;
-
-/// `ttl` unless given: ordinary writes are retried for days (contract S20).
-pub(crate) const DEFAULT_TTL: Millis = Millis(7 * 86_400_000);
-/// `lease` unless given.
-pub(crate) const DEFAULT_LEASE: Millis = Millis(30_000);
 
 /// Checks `args` against `item`; the plan, if every part needed to build one is valid (errors
 /// may have been recorded all the same: `cx.check()` decides).
@@ -32,7 +26,7 @@ pub(crate) fn plan<'a>(cx: &Ctxt, args: &'a Args, item: &'a syn::ItemFn) -> Opti
         Form::Consumer { .. } => check_consumer(cx, args, sig),
     }
     check_lookup(cx, args, &form);
-    let (ttl, lease) = durations(cx, args);
+    check_durations(cx, args);
     let target = target(cx, args, sig, &form);
 
     let key = match args.key.get() {
@@ -56,6 +50,9 @@ pub(crate) fn plan<'a>(cx: &Ctxt, args: &'a Args, item: &'a syn::ItemFn) -> Opti
         || args.max_snapshot_bytes.get().is_some_and(Option::is_none)
         || args.krate.get().is_some_and(Option::is_none)
         || args.contract.get().is_some_and(Option::is_none)
+        || args.ttl.get().is_some_and(Option::is_none)
+        || args.lease.get().is_some_and(Option::is_none)
+        || args.timeout.get().is_some_and(Option::is_none)
     {
         return None;
     }
@@ -67,8 +64,9 @@ pub(crate) fn plan<'a>(cx: &Ctxt, args: &'a Args, item: &'a syn::ItemFn) -> Opti
         fields,
         key,
         scope,
-        ttl: ttl?,
-        lease: lease?,
+        ttl: args.ttl.valid(),
+        lease: args.lease.valid(),
+        timeout: args.timeout.valid(),
         operation: args.operation.valid(),
         headers: args.headers.valid().map_or(&[], Vec::as_slice),
         fail_open: args.fail_open.valid().copied().unwrap_or(false),
@@ -208,38 +206,22 @@ fn check_lookup(cx: &Ctxt, args: &Args, form: &Form<'_>) {
     }
 }
 
-/// The ttl and the lease (defaults for keys not given), the lease shorter than the ttl.
-fn durations(cx: &Ctxt, args: &Args) -> (Option<Millis>, Option<Millis>) {
-    let ttl = match args.ttl.get() {
-        Some(given) => given.as_ref().map(|l| l.value),
-        None => Some(DEFAULT_TTL),
+/// The lease shorter than the ttl, when both are given. With one of them left to the runtime's
+/// default, the generated code checks it at compile time (`HandlerConfig::assert_valid` in a
+/// constant), so that the defaults live in one place, the runtime.
+fn check_durations(cx: &Ctxt, args: &Args) {
+    let (Some(ttl), Some(lease)) = (args.ttl.valid(), args.lease.valid()) else {
+        return;
     };
-    let lease = match args.lease.get() {
-        Some(given) => given.as_ref().map(|l| l.value),
-        None => Some(DEFAULT_LEASE),
-    };
-    if let (Some(t), Some(l)) = (ttl, lease)
-        && l >= t
-    {
-        let (ttl_text, lease_text) = (t.display(), l.display());
-        match (args.lease.valid(), args.ttl.valid()) {
-            (Some(lease), ttl) => cx.error_spanned_by(
-                &lease.lit,
-                format!(
-                    "the lease (`{lease_text}`) must be shorter than the ttl (`{ttl_text}`{}): the lease bounds one run of the handler, the ttl how long retries are recognized; shorten `lease` or lengthen `ttl`",
-                    if ttl.is_some() { "" } else { ", the default" }
-                ),
+    if lease.value >= ttl.value {
+        let (ttl_text, lease_text) = (ttl.value.display(), lease.value.display());
+        cx.error_spanned_by(
+            &lease.lit,
+            format!(
+                "the lease (`{lease_text}`) must be shorter than the ttl (`{ttl_text}`): the lease bounds how long a crashed attempt blocks retries, the ttl how long retries are recognized; shorten `lease` or lengthen `ttl`"
             ),
-            (None, Some(ttl)) => cx.error_spanned_by(
-                &ttl.lit,
-                format!(
-                    "the ttl (`{ttl_text}`) must be longer than the lease (`{lease_text}`, the default): retries are recognized for the ttl, and one run of the handler may take the lease; lengthen `ttl`, or set a shorter `lease`"
-                ),
-            ),
-            (None, None) => {}
-        }
+        );
     }
-    (ttl, lease)
 }
 
 /// The argument fingerprinted: `fingerprint(arg = name)`, else the `Json<T>` body (axum) or the

@@ -47,10 +47,14 @@ impl DurationError {
                 format!("`{key}` cannot be negative (`{text}`): {EXAMPLES}")
             }
             DurationError::Zero => {
-                let why = if key == "lease" {
-                    "a zero lease would let every retry take over a handler that is still running"
-                } else {
-                    "a zero ttl would forget every key at once, so no retry would ever be recognized"
+                let why = match key {
+                    "lease" => {
+                        "a zero lease would let every retry take over a handler that is still running"
+                    }
+                    "timeout" => "a zero timeout would stop every handler before it starts",
+                    _ => {
+                        "a zero ttl would forget every key at once, so no retry would ever be recognized"
+                    }
                 };
                 format!("`{key} = \"{text}\"` is zero: {why}; {EXAMPLES}")
             }

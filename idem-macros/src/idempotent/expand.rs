@@ -135,7 +135,9 @@ fn return_span(sig: &syn::Signature) -> Span {
     }
 }
 
-/// `static __IDEM_CONFIG: HandlerConfig = ..;`.
+/// `static __IDEM_CONFIG: HandlerConfig = ..;`: the keys given, over the runtime's defaults
+/// (`HandlerConfig::new`), checked at compile time by `HandlerConfig::assert_valid` — at the
+/// duration the user wrote, if any, since a default cannot be wrong on its own.
 fn config(plan: &Plan<'_>, pv: &TokenStream) -> TokenStream {
     let operation = match plan.operation {
         Some(lit) => quote!(#lit),
@@ -144,8 +146,18 @@ fn config(plan: &Plan<'_>, pv: &TokenStream) -> TokenStream {
             quote!(::core::concat!(::core::module_path!(), #suffix))
         }
     };
-    let ttl = plan.ttl.to_tokens(pv);
-    let lease = plan.lease.to_tokens(pv);
+    let ttl = plan.ttl.map(|t| {
+        let value = t.value.to_tokens(pv);
+        quote!(ttl: #value,)
+    });
+    let lease = plan.lease.map(|l| {
+        let value = l.value.to_tokens(pv);
+        quote!(lease: #value,)
+    });
+    let timeout = plan.timeout.map(|t| {
+        let value = t.value.to_tokens(pv);
+        quote!(timeout: ::core::option::Option::Some(#value),)
+    });
     let contract = match plan.contract {
         Contract::ExactReplay => quote!(ExactReplay),
         Contract::LatestState => quote!(LatestState),
@@ -157,16 +169,27 @@ fn config(plan: &Plan<'_>, pv: &TokenStream) -> TokenStream {
         Some(expr) => quote!(::core::option::Option::Some(#expr)),
         None => quote!(::core::option::Option::None),
     };
+    let check_span = plan
+        .lease
+        .or(plan.ttl)
+        .or(plan.timeout)
+        .map_or_else(Span::call_site, |l| l.lit.span());
+    let check = quote_spanned! {check_span=>
+        const _: () = __IDEM_CONFIG_VALUE.assert_valid();
+    };
     quote! {
-        static __IDEM_CONFIG: #pv::HandlerConfig = #pv::HandlerConfig {
-            operation: #operation,
-            ttl: #ttl,
-            lease: #lease,
+        const __IDEM_CONFIG_VALUE: #pv::HandlerConfig = #pv::HandlerConfig {
+            #ttl
+            #lease
+            #timeout
             contract: #pv::Contract::#contract,
             replay_headers: &[#(#headers),*],
             fail_open: #fail_open,
             max_snapshot_bytes: #max,
+            ..#pv::HandlerConfig::new(#operation)
         };
+        #check
+        static __IDEM_CONFIG: #pv::HandlerConfig = __IDEM_CONFIG_VALUE;
     }
 }
 

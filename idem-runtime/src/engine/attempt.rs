@@ -1,130 +1,111 @@
-//! The claim step and one [`Attempt`]: running the handler under its lease (operation id in scope,
-//! lease extended in the background), then completing or releasing it, and releasing it when the
-//! attempt is dropped before either (client gone, panic).
+//! One [`Attempt`]: the handler running under its lease — operation id in scope, lease renewed in
+//! the background, stopped at its timeout — and the settlement of its record afterwards: the
+//! completion retried while the lease is held, the record abandoned (never deleted) when the
+//! attempt ends without a result.
 
 use core::convert::Infallible;
 use core::future::Future;
 use core::time::Duration;
 use std::sync::Arc;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use super::config::Idem;
+use tokio::time::Instant;
+
 use super::error::IdempotencyError;
+use super::flow::{Begin, Front, Settlement, Terms, answer};
 use super::operation::{OperationId, with_operation};
-use crate::fingerprint::RequestHash;
-use crate::store::{
-    Claim, ClaimRequest, Completion, DEFAULT_RETRY_AFTER, Lease, Record, ScopedKey, Store,
-    StoreError,
-};
+use crate::store::{Claim, Completion, Lease, RecordState, Store, StoreError};
 
-/// The durations and failure mode of one claim.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Terms {
-    pub lease: Duration,
-    pub ttl: Duration,
-    pub fail_open: bool,
-}
-
-/// What the claim decided.
-#[derive(Debug)]
-pub(crate) enum Begin {
-    /// Fresh (or taken over): run the handler.
-    Run(Attempt),
-    /// A stored snapshot of the same request: replay it.
-    Replay(Record),
-    /// Answer with this error; the handler does not run.
-    Reject(IdempotencyError),
-    /// The store is unavailable and the handler fails open: run it without protection.
-    Unprotected,
-}
-
-/// Claims `key` for a request hashing to `hash`.
-///
-/// * `Completed` with another request hash, and `InProgress` with another request hash (an
-///   expired lease of another request is never taken over), are `KeyReused` (422, S7);
-/// * `InProgress` with the same hash is `InProgress` (409 + `Retry-After`, S8);
-/// * any store error is `Unavailable` (503 + `Retry-After`: the error's own wait, 1 s by default),
-///   unless the handler fails open. A non-transient error (a missing table, a corrupt row) is
-///   answered the same way: the client cannot fix it, and a 500 would invite endless retries (S9).
-pub(crate) async fn begin(
-    idem: &Idem,
-    key: &ScopedKey,
-    client_key: &str,
-    hash: RequestHash,
-    terms: Terms,
-) -> Begin {
-    let req = ClaimRequest::new(key, hash, terms.lease, terms.ttl);
-    let reused = || {
-        Begin::Reject(IdempotencyError::KeyReused {
-            idempotency_key: client_key.to_owned(),
-        })
-    };
-    match idem.store().claim(&req).await {
-        Ok(Claim::Acquired(lease)) => Begin::Run(Attempt::new(idem.store().clone(), lease, terms)),
-        Ok(Claim::Completed(record)) if record.request_hash == hash => Begin::Replay(record),
-        Ok(Claim::Completed(_)) => reused(),
-        Ok(Claim::InProgress {
-            request_hash,
-            retry_after,
-        }) if request_hash == hash => Begin::Reject(IdempotencyError::InProgress { retry_after }),
-        Ok(Claim::InProgress { .. }) => reused(),
-        Err(e) if terms.fail_open => {
-            tracing::warn!(
-                target: "idem",
-                key = key.readable(),
-                error = %e,
-                "idempotency store unavailable; the handler fails open and runs unprotected"
-            );
-            Begin::Unprotected
-        }
-        Err(e) => {
-            tracing::warn!(
-                target: "idem",
-                key = key.readable(),
-                error = %e,
-                "idempotency store unavailable; answering 503 with Retry-After"
-            );
-            Begin::Reject(IdempotencyError::Unavailable {
-                retry_after: e.retry_after().unwrap_or(DEFAULT_RETRY_AFTER),
-            })
-        }
-    }
-}
+/// First wait before a completion the store refused for the moment is sent again; it doubles up
+/// to [`MAX_COMPLETION_BACKOFF`].
+const FIRST_COMPLETION_BACKOFF: Duration = Duration::from_millis(20);
+/// Longest wait between two tries of a completion.
+const MAX_COMPLETION_BACKOFF: Duration = Duration::from_secs(1);
 
 /// A claimed key: the handler runs under its lease.
 ///
-/// Dropped while still armed (the handler future was dropped because the client went away, or it
-/// panicked), it releases the lease on the current tokio runtime, so a retry runs at once. Outside
-/// a tokio runtime nothing can be spawned: the lease then simply expires.
+/// Dropped before its record was settled (the request future was dropped because the client went
+/// away or a timeout layer fired, the handler panicked, the response body failed), it
+/// **abandons** the record on the current tokio runtime: the record stays, processing, with its
+/// operation id, and its lease ends at once, so the next retry takes it over immediately and
+/// continues the same operation (S22) — it is never deleted, because the handler may have done
+/// part of its work under that operation id. Outside a tokio runtime nothing can be spawned: the
+/// lease then runs out on its own, with the same result a lease later.
 #[derive(Debug)]
 pub(crate) struct Attempt {
     store: Arc<dyn Store>,
     lease: Lease,
-    lease_len: Duration,
+    terms: Terms,
+    /// The record still needs settling: abandon it on drop.
     armed: bool,
-    fenced: Arc<AtomicBool>,
+    held: Arc<Held>,
+}
+
+/// What the lease keeper knows about the lease, shared with the attempt.
+#[derive(Debug)]
+struct Held {
+    /// A renewal was refused: another attempt took the operation over (or the record is gone).
+    fenced: AtomicBool,
+    /// The lease cannot have ended before this instant (measured before the claim or the last
+    /// renewal was sent, plus the lease's length).
+    until: Mutex<Instant>,
+}
+
+impl Held {
+    fn until(&self) -> Instant {
+        *self.until.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn renewed(&self, until: Instant) {
+        let mut held = self.until.lock().unwrap_or_else(|p| p.into_inner());
+        *held = (*held).max(until);
+    }
 }
 
 impl Attempt {
-    fn new(store: Arc<dyn Store>, lease: Lease, terms: Terms) -> Self {
+    pub(crate) fn new(store: Arc<dyn Store>, lease: Lease, terms: Terms, sent: Instant) -> Self {
+        let held = Held {
+            fenced: AtomicBool::new(false),
+            until: Mutex::new(sent + terms.lease),
+        };
         Attempt {
             store,
             lease,
-            lease_len: terms.lease,
+            terms,
             armed: true,
-            fenced: Arc::new(AtomicBool::new(false)),
+            held: Arc::new(held),
         }
     }
 
     /// The operation id handed to the handler.
-    pub(crate) fn operation(&self) -> OperationId {
+    fn operation(&self) -> OperationId {
         OperationId::new(&self.lease.operation_id, self.lease.took_over, true)
     }
 
-    /// Runs `handler` with the operation id in scope, extending the lease every `lease / 2`
-    /// while it runs (on a tokio runtime). A lease lost meanwhile (fenced out by a takeover)
-    /// marks the attempt: its result will not be stored.
-    pub(crate) async fn run<F: Future>(&self, handler: F) -> F::Output {
+    /// Runs `handler` and settles the record through `front`; the lease is renewed every
+    /// `lease / 2` meanwhile, from the handler's first poll until the record is settled.
+    ///
+    /// * The handler runs with the operation id in scope, in an `idempotent` span, for at most
+    ///   the timeout: then its future is dropped, the record abandoned, and the caller gets
+    ///   [`IdempotencyError::TimedOut`].
+    /// * A completion refused by the store for the moment is retried with backoff while the
+    ///   lease is held; a completion that cannot be stored leaves the record processing, and a
+    ///   retry takes it over once the lease ends, under the same operation id.
+    /// * An attempt superseded meanwhile (fenced out: its lease ran out and a retry took the
+    ///   operation over) stores nothing and answers what a retry would see — the stored result of
+    ///   the attempt that took over, or `409` while it runs — so that its client is never told
+    ///   something that contradicts the record.
+    pub(crate) async fn drive<Fr, H>(
+        mut self,
+        mut front: Fr,
+        handler: H,
+        client_key: &str,
+    ) -> Fr::Answer
+    where
+        Fr: Front,
+        H: Future<Output = Fr::Out> + Send,
+    {
         use tracing::Instrument as _;
         let span = tracing::info_span!(
             target: "idem",
@@ -136,26 +117,168 @@ impl Attempt {
         );
         let handler = with_operation(self.operation(), handler).instrument(span);
         if tokio::runtime::Handle::try_current().is_err() {
-            return handler.await;
+            // No timer, no background renewal: run it, settle once.
+            let out = handler.await;
+            let (settlement, answer) = front.settle(out).await;
+            let _ = self.carry_out(settlement).await;
+            return answer;
         }
-        let extender = extend_lease(
+        let keeper = keep_lease(
             self.store.clone(),
             self.lease.clone(),
-            self.lease_len,
-            self.fenced.clone(),
+            self.terms.lease,
+            self.held.clone(),
         );
-        tokio::pin!(handler);
-        tokio::pin!(extender);
-        tokio::select! {
+        tokio::pin!(keeper);
+        let timeout = self.terms.timeout;
+        // The handler's future is dropped at the end of this statement, before the record is
+        // abandoned when it timed out.
+        let out = tokio::select! {
             biased;
-            out = &mut handler => out,
-            never = &mut extender => match never {},
+            out = tokio::time::timeout(timeout, handler) => out,
+            never = &mut keeper => match never {},
+        };
+        let Ok(out) = out else {
+            self.timed_out(timeout).await;
+            return front.reject(
+                IdempotencyError::TimedOut { after: timeout },
+                Some(client_key),
+            );
+        };
+        let settle = async {
+            let (settlement, answer) = front.settle(out).await;
+            let stored = self.carry_out(settlement).await;
+            (stored, answer)
+        };
+        let (stored, answer) = tokio::select! {
+            biased;
+            done = settle => done,
+            never = &mut keeper => match never {},
+        };
+        match stored {
+            Err(StoreError::FencedOut { .. }) => self.superseded(front, answer, client_key).await,
+            _ => answer,
+        }
+    }
+
+    /// Stores, releases or abandons the record.
+    async fn carry_out(&mut self, settlement: Settlement) -> Result<(), StoreError> {
+        let (what, result) = match settlement {
+            Settlement::Store(completion) => {
+                ("result not stored", self.complete(&completion).await)
+            }
+            Settlement::Release => ("record not released", self.release().await),
+            Settlement::Abandon => ("lease not ended", self.abandon().await),
+        };
+        if let Err(e) = &result {
+            self.report(what, e);
+        }
+        result
+    }
+
+    /// Stores the snapshot, retrying what the store refuses for the moment (a busy database, a
+    /// deadlock victim, a dropped connection, a pool timeout) with doubling waits for as long as
+    /// the lease is held. The store accepts the completion whenever fence and operation id are
+    /// still the record's, so a late completion nobody superseded is never lost.
+    async fn complete(&mut self, completion: &Completion) -> Result<(), StoreError> {
+        let mut wait = FIRST_COMPLETION_BACKOFF;
+        let result = loop {
+            if self.fenced_out() {
+                break Err(self.fenced_error());
+            }
+            match self.store.complete(&self.lease, completion).await {
+                Err(e) if e.is_transient() && self.may_retry(wait) => {
+                    tracing::debug!(
+                        target: "idem",
+                        key = self.lease.key.readable(),
+                        error = %e,
+                        "storing the result failed for the moment; trying again"
+                    );
+                    tokio::time::sleep(wait).await;
+                    wait = (wait * 2).min(MAX_COMPLETION_BACKOFF);
+                }
+                result => break result,
+            }
+        };
+        // Settled, or left for a takeover: a late abandon could only end the lease earlier.
+        self.armed = false;
+        result
+    }
+
+    /// `true` when the lease is held for longer than `wait` and the runtime has a timer.
+    fn may_retry(&self, wait: Duration) -> bool {
+        tokio::runtime::Handle::try_current().is_ok() && Instant::now() + wait < self.held.until()
+    }
+
+    /// Deletes the record. Only for an outcome the policy declares effect-free (the operation
+    /// never started, S2): a retry then runs as a new operation, under a new operation id, which
+    /// is harmless because nothing was done under the old one.
+    async fn release(&mut self) -> Result<(), StoreError> {
+        let result = if self.fenced_out() {
+            Err(self.fenced_error())
+        } else {
+            self.store.release(&self.lease).await
+        };
+        self.armed = false;
+        result
+    }
+
+    /// Ends the lease, keeping the record and its operation id: the retry takes over at once.
+    async fn abandon(&mut self) -> Result<(), StoreError> {
+        let result = if self.fenced_out() {
+            Err(self.fenced_error())
+        } else {
+            self.store.abandon(&self.lease).await
+        };
+        self.armed = false;
+        result
+    }
+
+    async fn timed_out(&mut self, after: Duration) {
+        tracing::warn!(
+            target: "idem",
+            key = self.lease.key.readable(),
+            operation_id = %self.lease.operation_id,
+            timeout = ?after,
+            "the handler ran past its timeout and was stopped; a retry continues the operation \
+             under the same operation id"
+        );
+        if let Err(e) = self.abandon().await {
+            self.report("lease not ended", &e);
+        }
+    }
+
+    /// The answer of an attempt fenced out while it ran: what a retry of the same request sees
+    /// now, or the attempt's own answer when the record is gone or unreadable (nothing then
+    /// contradicts it).
+    async fn superseded<Fr: Front>(
+        &self,
+        front: Fr,
+        own: Fr::Answer,
+        client_key: &str,
+    ) -> Fr::Answer {
+        let record = match self.store.get(&self.lease.key).await {
+            Ok(Some(record)) => record,
+            _ => return own,
+        };
+        let now_claim = match record.state {
+            // Another attempt holds it: at most a lease until it finishes or can be taken over.
+            RecordState::Processing => Claim::InProgress {
+                request_hash: record.request_hash,
+                retry_after: self.terms.lease,
+            },
+            RecordState::Completed | RecordState::FailedStored => Claim::Completed(record),
+        };
+        match answer(now_claim, self.lease.request_hash, client_key) {
+            Begin::Replay(record) => front.replay(record).await,
+            Begin::Reject(e) => front.reject(e, Some(client_key)),
+            Begin::Run(_) | Begin::Unprotected => own,
         }
     }
 
     /// `true` once a takeover fenced this attempt out.
-    pub(crate) fn fenced_out(&self) -> bool {
-        self.fenced.load(Ordering::SeqCst)
+    fn fenced_out(&self) -> bool {
+        self.held.fenced.load(Ordering::SeqCst)
     }
 
     fn fenced_error(&self) -> StoreError {
@@ -163,40 +286,6 @@ impl Attempt {
             key: self.lease.key.readable().to_owned(),
             fence: self.lease.fence,
         }
-    }
-
-    /// Stores the snapshot and ends the lease. Stays armed until the store answered, so that a
-    /// future dropped mid-way still releases (harmless if the completion went through: the
-    /// release is then fenced out).
-    ///
-    /// The caller's answer does not depend on the outcome, so a completion that fails is
-    /// reported as a `tracing` event (target `idem`): the handler ran, its result was returned,
-    /// and what a retry will see is said in the event.
-    pub(crate) async fn complete(&mut self, completion: &Completion) -> Result<(), StoreError> {
-        let result = if self.fenced_out() {
-            Err(self.fenced_error())
-        } else {
-            self.store.complete(&self.lease, completion).await
-        };
-        self.armed = false;
-        if let Err(e) = &result {
-            self.report("result not stored", e);
-        }
-        result
-    }
-
-    /// Deletes the record: nothing was saved, a retry with the same key runs.
-    pub(crate) async fn release(&mut self) -> Result<(), StoreError> {
-        let result = if self.fenced_out() {
-            Err(self.fenced_error())
-        } else {
-            self.store.release(&self.lease).await
-        };
-        self.armed = false;
-        if let Err(e) = &result {
-            self.report("lease not released", e);
-        }
-        result
     }
 
     fn report(&self, what: &str, e: &StoreError) {
@@ -207,16 +296,17 @@ impl Attempt {
                 key,
                 %operation_id,
                 fence = self.lease.fence,
-                "{what}: the lease expired while the handler ran and a retry took the operation \
-                 over (fenced out); the attempt that took over stores its own result"
+                "{what}: the lease ran out while the handler ran and a retry took the operation \
+                 over (fenced out); the attempt that took over stores its own result, and this \
+                 attempt answers what that retry sees"
             ),
             e => tracing::error!(
                 target: "idem",
                 key,
                 %operation_id,
                 error = %e,
-                "{what}: {e}; the record stays in progress until its lease expires, then a retry \
-                 runs the operation again (it reuses the operation id)"
+                "{what}: {e}; the record stays in progress until its lease ends, then a retry \
+                 continues the operation under the same operation id"
             ),
         }
     }
@@ -227,31 +317,49 @@ impl Drop for Attempt {
         if !self.armed || self.fenced_out() {
             return;
         }
+        // The handler may have started, and done part of its work under the operation id: keep
+        // the record (never delete it here) and end the lease so that the retry continues at
+        // once. Fenced by fence + operation id, so it cannot touch a record that was completed
+        // meanwhile or that another attempt holds.
         if let Ok(handle) = tokio::runtime::Handle::try_current() {
             let store = self.store.clone();
             let lease = self.lease.clone();
             handle.spawn(async move {
-                // Fenced out or unavailable: the lease expires on its own.
-                let _ = store.release(&lease).await;
+                if let Err(e) = store.abandon(&lease).await
+                    && !matches!(e, StoreError::FencedOut { .. })
+                {
+                    tracing::warn!(
+                        target: "idem",
+                        key = lease.key.readable(),
+                        operation_id = %lease.operation_id,
+                        error = %e,
+                        "the request ended before its result was stored, and its lease could \
+                         not be ended: a retry continues the operation once the lease runs out"
+                    );
+                }
             });
         }
     }
 }
 
-/// Renews `lease` by `lease_len` every `lease_len / 2` (at least every millisecond), forever; a
-/// fenced-out renewal sets `fenced` and stops renewing. Transient failures are retried at the next
-/// tick.
-async fn extend_lease(
+/// Renews `lease` by `lease_len` every `lease_len / 2` (at least every millisecond) until dropped;
+/// a refused renewal (fenced out) sets `held.fenced` and stops renewing. A renewal that fails for
+/// the moment is retried at the next tick.
+async fn keep_lease(
     store: Arc<dyn Store>,
     mut lease: Lease,
     lease_len: Duration,
-    fenced: Arc<AtomicBool>,
+    held: Arc<Held>,
 ) -> Infallible {
     let period = (lease_len / 2).max(Duration::from_millis(1));
     loop {
         tokio::time::sleep(period).await;
+        let sent = Instant::now();
         match store.extend(&lease, lease_len).await {
-            Ok(renewed) => lease = renewed,
+            Ok(renewed) => {
+                lease = renewed;
+                held.renewed(sent + lease_len);
+            }
             Err(StoreError::FencedOut { .. }) => {
                 tracing::warn!(
                     target: "idem",
@@ -261,7 +369,7 @@ async fn extend_lease(
                     "lease lost while the handler runs: a retry took the operation over; this \
                      attempt's result will not be stored"
                 );
-                fenced.store(true, Ordering::SeqCst);
+                held.fenced.store(true, Ordering::SeqCst);
                 return core::future::pending().await;
             }
             Err(e) => tracing::debug!(

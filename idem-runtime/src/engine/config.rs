@@ -77,9 +77,16 @@ pub struct HandlerConfig {
     /// How long the guarantee lasts, counted from the claim (S19): after it a reuse of the key is
     /// a new request.
     pub ttl: Duration,
-    /// How long the handler may run before a retry may take the record over (S23). The engine
-    /// extends it in the background every `lease / 2` while the handler runs.
+    /// How long a retry waits before it may take over an attempt that stopped renewing its
+    /// lease (a crashed process, S23). The engine renews it in the background every `lease / 2`
+    /// while the handler runs and while its result is stored, so it bounds how long a crash
+    /// blocks retries (`409`), not how long the handler may run ([`HandlerConfig::timeout`]).
     pub lease: Duration,
+    /// The longest a handler may run: then its future is dropped, the record keeps its
+    /// operation id with its lease ended (a retry takes it over at once and runs under the same
+    /// operation id), and the caller gets `503 timed-out` + `Retry-After`. `None` takes
+    /// [`default_timeout`] of the lease (4 leases).
+    pub timeout: Option<Duration>,
     /// What a replay returns.
     pub contract: Contract,
     /// Response headers kept in the snapshot besides `content-type` and `location` (lowercase
@@ -95,10 +102,31 @@ pub struct HandlerConfig {
     pub max_snapshot_bytes: Option<usize>,
 }
 
+/// The TTL unless one is given (`#[idempotent]`, [`HandlerConfig::new`], the tower layer): 7
+/// days, the retention of ordinary writes (contract S20).
+pub const DEFAULT_TTL: Duration = Duration::from_secs(7 * 86_400);
+
+/// The lease unless one is given: 30 seconds.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+
+/// The handler timeout unless one is given: 4 leases (2 minutes with the default lease). The
+/// lease is chosen from the handler's longest run time (S23), so four of them leave a handler
+/// ample room while a hung one still ends, and with it the renewal of its lease and expiry.
+///
+/// ```
+/// use core::time::Duration;
+/// use idem_runtime::engine::default_timeout;
+/// assert_eq!(default_timeout(Duration::from_secs(30)), Duration::from_secs(120));
+/// ```
+pub const fn default_timeout(lease: Duration) -> Duration {
+    lease.saturating_mul(4)
+}
+
 impl HandlerConfig {
-    /// Defaults: a TTL of 7 days (ordinary writes, contract S20; the same default as
-    /// `#[idempotent]`), a lease of 30 seconds, [`Contract::ExactReplay`], no extra
-    /// headers, fail closed, the handle's snapshot size.
+    /// Defaults: a TTL of [`DEFAULT_TTL`] (7 days, ordinary writes, contract S20), a lease of
+    /// [`DEFAULT_LEASE`] (30 seconds), a timeout of 4 leases ([`default_timeout`]),
+    /// [`Contract::ExactReplay`], no extra headers, fail closed, the handle's snapshot size.
+    /// `#[idempotent]` and the tower layer start from the same defaults.
     ///
     /// ```
     /// use core::time::Duration;
@@ -106,16 +134,62 @@ impl HandlerConfig {
     /// const C: HandlerConfig = HandlerConfig::new("op");
     /// assert_eq!(C.ttl, Duration::from_secs(7 * 86_400));
     /// assert_eq!(C.lease, Duration::from_secs(30));
+    /// assert_eq!(C.handler_timeout(), Duration::from_secs(120));
     /// ```
     pub const fn new(operation: &'static str) -> Self {
         HandlerConfig {
             operation,
-            ttl: Duration::from_secs(7 * 86_400),
-            lease: Duration::from_secs(30),
+            ttl: DEFAULT_TTL,
+            lease: DEFAULT_LEASE,
+            timeout: None,
             contract: Contract::ExactReplay,
             replay_headers: &[],
             fail_open: false,
             max_snapshot_bytes: None,
+        }
+    }
+
+    /// The timeout in force: [`HandlerConfig::timeout`], or [`default_timeout`] of the lease.
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use idem_runtime::engine::HandlerConfig;
+    /// let c = HandlerConfig::new("op").lease(Duration::from_secs(5));
+    /// assert_eq!(c.handler_timeout(), Duration::from_secs(20));
+    /// assert_eq!(c.timeout(Duration::from_secs(3)).handler_timeout(), Duration::from_secs(3));
+    /// ```
+    pub const fn handler_timeout(&self) -> Duration {
+        match self.timeout {
+            Some(t) => t,
+            None => default_timeout(self.lease),
+        }
+    }
+
+    /// Checks, at compile time where the configuration is a constant (what `#[idempotent]`
+    /// generates), that the durations make sense: a positive lease shorter than the ttl, a
+    /// positive timeout.
+    ///
+    /// # Panics
+    /// With a message that says what to change.
+    ///
+    /// ```
+    /// use idem_runtime::engine::HandlerConfig;
+    /// const _: () = HandlerConfig::new("op").assert_valid();
+    /// ```
+    pub const fn assert_valid(&self) {
+        assert!(
+            self.lease.as_millis() >= 1,
+            "the lease must be at least 1 ms: set `lease` to more than the handler's usual run time"
+        );
+        assert!(
+            self.lease.as_millis() < self.ttl.as_millis(),
+            "the lease must be shorter than the ttl (7 days unless `ttl` is set): the lease bounds how long a crashed attempt blocks retries, the ttl how long retries are recognized; shorten `lease` or lengthen `ttl`"
+        );
+        if let Some(t) = self.timeout {
+            assert!(
+                t.as_millis() >= 1,
+                "the timeout must be at least 1 ms: set `timeout` to the longest the handler may run"
+            );
         }
     }
 
@@ -142,6 +216,20 @@ impl HandlerConfig {
     #[must_use]
     pub const fn lease(mut self, lease: Duration) -> Self {
         self.lease = lease;
+        self
+    }
+
+    /// Sets [`HandlerConfig::timeout`].
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use idem_runtime::engine::HandlerConfig;
+    /// let c = HandlerConfig::new("op").timeout(Duration::from_secs(10));
+    /// assert_eq!(c.timeout, Some(Duration::from_secs(10)));
+    /// ```
+    #[must_use]
+    pub const fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
         self
     }
 

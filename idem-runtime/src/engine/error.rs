@@ -145,12 +145,18 @@ pub enum IdempotencyError {
     /// `snapshot-unreadable`; retrying helps only once the record expires.
     #[error("the stored result of this operation cannot be read or written: {0}")]
     Snapshot(#[from] serde_json::Error),
-    /// The lease was taken over while the handler ran: its result was not stored (`409`,
-    /// `in-progress`).
+    /// The handler ran longer than its timeout and was stopped (`503` + `Retry-After`,
+    /// `timed-out`). Its operation may be partly done: the record keeps its operation id with
+    /// its lease ended, so a retry with the same key takes it over at once and continues the
+    /// same operation (S22).
     #[error(
-        "this attempt lost its lease to a newer attempt of the same operation: its result was not stored"
+        "the request with this idempotency key did not finish within {} s and was stopped; it may be partly done: retry with the same key, which continues the same operation",
+        retry_secs(*.after)
     )]
-    FencedOut,
+    TimedOut {
+        /// The timeout that ran out.
+        after: Duration,
+    },
 }
 
 fn retry_secs(d: Duration) -> u64 {
@@ -171,21 +177,27 @@ impl IdempotencyError {
             | IdempotencyError::InvalidKey(_)
             | IdempotencyError::Fingerprint(_) => 400,
             IdempotencyError::KeyReused { .. } => 422,
-            IdempotencyError::InProgress { .. } | IdempotencyError::FencedOut => 409,
+            IdempotencyError::InProgress { .. } => 409,
             IdempotencyError::BodyTooLarge { .. } => 413,
-            IdempotencyError::Unavailable { .. } | IdempotencyError::Snapshot(_) => 503,
+            IdempotencyError::Unavailable { .. }
+            | IdempotencyError::Snapshot(_)
+            | IdempotencyError::TimedOut { .. } => 503,
         }
     }
 
     /// The `Retry-After` to send, in whole seconds rounded up (at least 1): for `409`
-    /// (in progress) and `503` (store unavailable).
+    /// (in progress), `503` (store unavailable) and `503` (timed out: 1 s, the record is free to
+    /// take over at once).
     ///
     /// ```
     /// use core::time::Duration;
     /// use idem_runtime::engine::IdempotencyError;
     /// let e = IdempotencyError::Unavailable { retry_after: Duration::from_millis(10) };
     /// assert_eq!(e.retry_after(), Some(Duration::from_secs(1)));
-    /// assert_eq!(IdempotencyError::FencedOut.retry_after(), None);
+    /// let t = IdempotencyError::TimedOut { after: Duration::from_secs(120) };
+    /// assert_eq!(t.retry_after(), Some(Duration::from_secs(1)));
+    /// let k = IdempotencyError::KeyReused { idempotency_key: "k".into() };
+    /// assert_eq!(k.retry_after(), None);
     /// ```
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
@@ -193,6 +205,7 @@ impl IdempotencyError {
             | IdempotencyError::Unavailable { retry_after } => {
                 Some(Duration::from_secs(retry_secs(*retry_after)))
             }
+            IdempotencyError::TimedOut { .. } => Some(Duration::from_secs(1)),
             _ => None,
         }
     }
@@ -209,9 +222,8 @@ impl IdempotencyError {
             IdempotencyError::MissingKey { .. } => problem::MISSING_KEY,
             IdempotencyError::InvalidKey(_) => problem::INVALID_KEY,
             IdempotencyError::KeyReused { .. } => problem::KEY_REUSED,
-            IdempotencyError::InProgress { .. } | IdempotencyError::FencedOut => {
-                problem::IN_PROGRESS
-            }
+            IdempotencyError::InProgress { .. } => problem::IN_PROGRESS,
+            IdempotencyError::TimedOut { .. } => problem::TIMED_OUT,
             IdempotencyError::Unavailable { .. } => problem::STORE_UNAVAILABLE,
             IdempotencyError::Fingerprint(_) => problem::REQUEST_NOT_FINGERPRINTABLE,
             IdempotencyError::BodyTooLarge { .. } => problem::BODY_TOO_LARGE,
@@ -238,7 +250,7 @@ impl IdempotencyError {
             IdempotencyError::InvalidKey(_) => "Invalid idempotency key",
             IdempotencyError::KeyReused { .. } => "Idempotency key reused with a different request",
             IdempotencyError::InProgress { .. } => "Request with this idempotency key in progress",
-            IdempotencyError::FencedOut => "Attempt superseded",
+            IdempotencyError::TimedOut { .. } => "Request timed out",
             IdempotencyError::Unavailable { .. } => "Idempotency store unavailable",
             IdempotencyError::Fingerprint(_) => "Request cannot be fingerprinted",
             IdempotencyError::BodyTooLarge { .. } => "Request body too large",

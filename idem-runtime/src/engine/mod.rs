@@ -13,8 +13,19 @@
 //!    `422` (S7); a live lease is `409` + `Retry-After` (S8); an unreachable store is `503` +
 //!    `Retry-After` and the handler does not run (unless [`HandlerConfig::fail_open`]);
 //! 4. the response is classified by an [`OutcomePolicy`] ([`DefaultPolicy`]): stored for replay,
-//!    stored as a terminal failure, or released so that a corrected retry runs (S2);
-//! 5. a handler future dropped before it finished (client gone, panic) releases its lease.
+//!    stored as a terminal failure, released so that a corrected retry runs as a new operation
+//!    (S2: only for outcomes that guarantee the operation never started), or abandoned;
+//! 5. once the handler has started, its record is never deleted and its operation id never
+//!    changes until a result is stored or the TTL ends: an attempt that ends without a result
+//!    (the request future dropped because the client went away, a panic, the handler's timeout,
+//!    a failed response body) **abandons** the record — it keeps its operation id and its lease
+//!    ends at once — so the next retry takes it over immediately and continues the same
+//!    operation, which effects keyed on the operation id deduplicate (S22).
+//!
+//! What this promises is one stored result per key and one operation id per operation, not that
+//! the handler body runs at most once: after a crash, a cancellation or a timeout the handler
+//! may run again, always under the same operation id. `docs/storage.md` ("Failure points") says
+//! what a retry sees after a failure at each step.
 //!
 //! ```
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
@@ -56,6 +67,7 @@
 mod attempt;
 mod config;
 mod error;
+mod flow;
 mod key;
 mod once;
 mod operation;
@@ -64,15 +76,15 @@ pub mod problem;
 mod scope;
 mod snapshot;
 
-#[cfg(feature = "axum")]
-pub(crate) use attempt::{Attempt, Begin, Terms, begin};
-pub use config::{AsIdem, Contract, DEFAULT_MAX_SNAPSHOT_BYTES, HandlerConfig, Idem};
+pub use config::{
+    AsIdem, Contract, DEFAULT_LEASE, DEFAULT_MAX_SNAPSHOT_BYTES, DEFAULT_TTL, HandlerConfig, Idem,
+    default_timeout,
+};
 pub use error::{IdempotencyError, InvalidKey};
+pub(crate) use flow::{Front, Settlement, Terms, execute};
 pub use key::{parse_header_key, validate_key};
 pub use once::run_once;
 pub use operation::{OperationId, operation_id};
-#[cfg(feature = "axum")]
-pub(crate) use operation::{fresh_operation_id, with_operation};
 pub use policy::{DefaultPolicy, Disposition, OutcomePolicy};
 pub use scope::{ScopePart, scoped_key, write_scope_part};
 pub use snapshot::Snapshot;

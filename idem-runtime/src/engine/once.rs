@@ -1,20 +1,20 @@
 //! [`run_once`]: the framework-free form, for queue consumers and any `async fn -> Result<T, E>`.
 
 use core::future::Future;
+use core::marker::PhantomData;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::attempt::{Begin, Terms, begin};
 use super::config::{HandlerConfig, Idem};
 use super::error::IdempotencyError;
-use super::operation::{fresh_operation_id, with_operation};
+use super::flow::{Front, Settlement, Terms, execute};
 use super::scope::{ScopePart, scoped_key};
 use crate::fingerprint::RequestHash;
-use crate::store::Completion;
+use crate::store::{Completion, Record};
 
-/// Runs `f` at most once per key (and scope) within the TTL; every later call with the same key
-/// and request hash returns the **stored** `Result` without running `f`.
+/// Runs `f` for a key (and scope) until one result is stored; every later call with the same key
+/// and request hash within the TTL returns the **stored** `Result` without running `f`.
 ///
 /// This is what `#[idempotent(store = .., key = msg.id, ..)]` generates on a plain
 /// `async fn .. -> Result<T, E>` (a queue consumer, a cron job, a webhook processor):
@@ -23,7 +23,8 @@ use crate::store::Completion;
 ///   [`OutcomePolicy`](super::OutcomePolicy));
 /// * `Err(e)` is classified as status `500`: under the [`DefaultPolicy`](super::DefaultPolicy) it
 ///   is stored as a terminal failure under `exact_replay` (a redelivery gets the same `Err`), and
-///   released under the other contracts (a redelivery runs `f` again);
+///   abandoned under the other contracts (a redelivery runs `f` again, under the same operation
+///   id);
 /// * the result is stored as JSON (`{"Ok": ..}` / `{"Err": ..}`, serde's form of `Result`), whole:
 ///   the snapshot size limit does not apply;
 /// * a replay returns the stored result whatever the contract;
@@ -36,9 +37,13 @@ use crate::store::Completion;
 /// The key is taken as it is (no sf-string unquoting): 1 to 255 characters, no control
 /// characters. The key is scoped by `cfg.operation` and `scope` like an HTTP key.
 ///
-/// Cancellation: dropping the returned future before `f` finished releases the claim (on a tokio
-/// runtime), so a redelivery runs `f`. A result that cannot be serialized is returned but not
-/// stored (the claim is released).
+/// `f` may run more than once for one key — after a crash, a cancellation or its timeout
+/// ([`HandlerConfig::timeout`]: then `Err(IdempotencyError::TimedOut)`) — but always under the
+/// same operation id ([`operation_id`](super::operation_id)): dropping the returned future
+/// before the result was stored keeps the record and ends its lease (on a tokio runtime), so the
+/// redelivery takes it over at once and runs `f` under that id. Deduplicate effects outside the
+/// store on it (S22). A result that cannot be serialized is returned but not stored (the record
+/// is abandoned likewise).
 ///
 /// The returned future borrows nothing from the arguments: `key` and `scope` are read when
 /// `run_once` is called, so `f` may move the message they came from.
@@ -85,43 +90,62 @@ pub fn run_once<T, E, F>(
 ) -> impl Future<Output = Result<T, E>> + use<T, E, F>
 where
     F: Future<Output = Result<T, E>> + Send,
-    T: Serialize + DeserializeOwned,
-    E: Serialize + DeserializeOwned + From<IdempotencyError>,
+    T: Serialize + DeserializeOwned + Send,
+    E: Serialize + DeserializeOwned + From<IdempotencyError> + Send,
 {
-    let scoped = scoped_key(cfg.operation, scope, key);
+    let key = scoped_key(cfg.operation, scope, key)
+        .map(|scoped| (scoped, key.to_owned()))
+        .map_err(IdempotencyError::from);
     let idem = idem.clone();
-    let client_key = key.to_owned();
     async move {
-        let scoped = scoped.map_err(|e| E::from(e.into()))?;
-        let terms = Terms {
-            lease: cfg.lease,
-            ttl: cfg.ttl,
-            fail_open: cfg.fail_open,
+        let front = Once {
+            idem: &idem,
+            cfg,
+            _result: PhantomData,
         };
-        let mut attempt = match begin(&idem, &scoped, &client_key, hash, terms).await {
-            Begin::Run(attempt) => attempt,
-            Begin::Replay(record) => {
-                return serde_json::from_slice::<Result<T, E>>(&record.body)
-                    .map_err(|e| E::from(IdempotencyError::Snapshot(e)))?;
-            }
-            Begin::Reject(e) => return Err(E::from(e)),
-            Begin::Unprotected => return with_operation(fresh_operation_id(), f).await,
+        execute(&idem, Terms::of(cfg), key, hash, front, f).await
+    }
+}
+
+/// The front of [`run_once`]: results stored as serde's JSON of `Result<T, E>`.
+struct Once<'a, T, E> {
+    idem: &'a Idem,
+    cfg: &'static HandlerConfig,
+    _result: PhantomData<fn() -> (T, E)>,
+}
+
+impl<T, E> Front for Once<'_, T, E>
+where
+    T: Serialize + DeserializeOwned + Send,
+    E: Serialize + DeserializeOwned + From<IdempotencyError> + Send,
+{
+    type Out = Result<T, E>;
+    type Answer = Result<T, E>;
+
+    fn reject(&self, error: IdempotencyError, _client_key: Option<&str>) -> Result<T, E> {
+        Err(E::from(error))
+    }
+
+    async fn replay(self, record: Record) -> Result<T, E> {
+        serde_json::from_slice::<Result<T, E>>(&record.body)
+            .map_err(|e| E::from(IdempotencyError::Snapshot(e)))?
+    }
+
+    fn unprotected(self, out: Result<T, E>) -> Result<T, E> {
+        out
+    }
+
+    async fn settle(&mut self, out: Result<T, E>) -> (Settlement, Result<T, E>) {
+        let status = if out.is_ok() { 200 } else { 500 };
+        let disposition = self.idem.policy().classify(self.cfg.contract, status);
+        let settlement = match disposition.outcome() {
+            Some(outcome) => match serde_json::to_vec(&out) {
+                Ok(body) => Settlement::Store(Completion::new(outcome, status, body)),
+                // Still this call's answer; the redelivery continues the operation.
+                Err(_) => Settlement::Abandon,
+            },
+            None => Settlement::without_result(disposition),
         };
-        let result = attempt.run(f).await;
-        let status = if result.is_ok() { 200 } else { 500 };
-        let outcome = idem.policy().classify(cfg.contract, status).outcome();
-        match outcome.map(|o| (o, serde_json::to_vec(&result))) {
-            Some((outcome, Ok(body))) => {
-                // Not stored (fenced out, store down): the result is still this call's answer;
-                // the lease expires and a redelivery runs `f` again.
-                let _ = attempt
-                    .complete(&Completion::new(outcome, status, body))
-                    .await;
-            }
-            None | Some((_, Err(_))) => {
-                let _ = attempt.release().await;
-            }
-        }
-        result
+        (settlement, out)
     }
 }

@@ -1,5 +1,6 @@
-//! [`OutcomePolicy`]: which handler responses are final (stored and replayed) and which mean
-//! "the operation never started" (released, so a corrected retry runs).
+//! [`OutcomePolicy`]: which handler responses are final (stored and replayed), which mean "the
+//! operation never started" (released, so a corrected retry runs as a new operation), and which
+//! are neither (abandoned: a retry continues the same operation under the same operation id).
 
 use core::fmt;
 
@@ -13,6 +14,7 @@ use crate::store::Outcome;
 /// use idem_runtime::store::Outcome;
 /// assert_eq!(Disposition::StoreAsFailure.outcome(), Some(Outcome::FailedStored));
 /// assert_eq!(Disposition::Release.outcome(), None);
+/// assert_eq!(Disposition::Abandon.outcome(), None);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Disposition {
@@ -21,9 +23,16 @@ pub enum Disposition {
     /// Final but a failure (a 500 under `exact_replay`, Stripe's rule): stored as
     /// failed-but-stored and replayed.
     StoreAsFailure,
-    /// Not final, nothing saved: the claim is released so that a retry with the same key runs
-    /// (S2: "validation failed, nothing saved").
+    /// Not final, and the operation never started — nothing was done, nothing is saved: the
+    /// record is deleted so that a corrected retry with the same key runs as a new operation
+    /// (S2: "validation failed, nothing saved"). Only for responses that guarantee no side
+    /// effect: a retry gets a *new* operation id.
     Release,
+    /// Not final, but the operation may have started (a server error under a contract that
+    /// stores only successes): the record keeps its operation id, its lease ends at once, and
+    /// the next retry takes it over and runs the handler again under the **same** operation id,
+    /// so effects keyed on it deduplicate (S22).
+    Abandon,
 }
 
 impl Disposition {
@@ -38,7 +47,7 @@ impl Disposition {
         match self {
             Disposition::Store => Some(Outcome::Completed),
             Disposition::StoreAsFailure => Some(Outcome::FailedStored),
-            Disposition::Release => None,
+            Disposition::Release | Disposition::Abandon => None,
         }
     }
 }
@@ -74,12 +83,14 @@ pub trait OutcomePolicy: Send + Sync + fmt::Debug {
 /// | 2xx, 3xx | store | store |
 /// | 400, 401, 403, 404, 422 (validation: the operation never started) | release | release |
 /// | 408, 409, 425, 429 (transient: try again) | release | release |
-/// | other 4xx | store as failure | release |
-/// | 5xx | store as failure (Stripe keeps 500s) | release |
-/// | 1xx (not a final response) | release | release |
+/// | other 4xx (the request was refused) | store as failure | release |
+/// | 5xx | store as failure (Stripe keeps 500s) | abandon |
+/// | 1xx, non-standard codes (not a final response) | store as failure (600-999), abandon | abandon |
 ///
 /// Under `latest_state` and `suppress_only` only successes are stored: a replay of those
-/// contracts is built from the business number, which a failure does not have.
+/// contracts is built from the business number, which a failure does not have. A `5xx` there
+/// may come after part of the work was done, so it is abandoned, not released: the retry runs
+/// again under the same operation id (S22) instead of starting a new operation.
 ///
 /// ```
 /// use idem_runtime::engine::{Contract::*, DefaultPolicy, Disposition::*, OutcomePolicy};
@@ -89,7 +100,8 @@ pub trait OutcomePolicy: Send + Sync + fmt::Debug {
 /// assert_eq!(p.classify(ExactReplay, 429), Release);
 /// assert_eq!(p.classify(ExactReplay, 402), StoreAsFailure);
 /// assert_eq!(p.classify(ExactReplay, 500), StoreAsFailure);
-/// assert_eq!(p.classify(SuppressOnly, 500), Release);
+/// assert_eq!(p.classify(SuppressOnly, 500), Abandon);
+/// assert_eq!(p.classify(SuppressOnly, 402), Release);
 /// assert_eq!(p.classify(LatestState, 200), Store);
 /// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -104,11 +116,12 @@ impl OutcomePolicy for DefaultPolicy {
             400 | 401 | 403 | 404 | 422 => Disposition::Release,
             // Transient: Request Timeout, Conflict, Too Early, Too Many Requests.
             408 | 409 | 425 | 429 => Disposition::Release,
-            400..=599 if exact => Disposition::StoreAsFailure,
-            // Anything else (1xx, non-standard codes >= 600 unless exact_replay, failures under
-            // the other contracts) is not final.
-            600..=999 if exact => Disposition::StoreAsFailure,
-            _ => Disposition::Release,
+            400..=999 if exact => Disposition::StoreAsFailure,
+            // A refusal: the operation did not run.
+            400..=499 => Disposition::Release,
+            // Server errors under the other contracts, 1xx, non-standard codes: not final, and
+            // part of the work may be done: the retry continues the same operation.
+            _ => Disposition::Abandon,
         }
     }
 }

@@ -35,6 +35,9 @@ pub const REQUEST_NOT_FINGERPRINTABLE: &str =
     "https://idem.dev/problems/request-not-fingerprintable";
 /// `413`: the body exceeds the tower layer's limit.
 pub const BODY_TOO_LARGE: &str = "https://idem.dev/problems/body-too-large";
+/// `503` + `Retry-After`: the handler ran past its timeout and was stopped; a retry with the
+/// same key continues the same operation.
+pub const TIMED_OUT: &str = "https://idem.dev/problems/timed-out";
 /// `503`: a stored result cannot be read back (framework-free `run_once` only).
 pub const SNAPSHOT_UNREADABLE: &str = "https://idem.dev/problems/snapshot-unreadable";
 /// `400` / `415` / `413`: the `idem::http::Json` extractor could not read the body. A `400`, not

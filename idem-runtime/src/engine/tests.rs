@@ -274,15 +274,24 @@ fn default_policy_table() {
             assert_eq!(p.classify(c, status), Store, "{status} {c}");
         }
     }
-    for status in [400, 401, 403, 404, 422, 408, 409, 425, 429, 100] {
+    for status in [400, 401, 403, 404, 422, 408, 409, 425, 429] {
         for c in [ExactReplay, LatestState, SuppressOnly] {
             assert_eq!(p.classify(c, status), Release, "{status} {c}");
         }
     }
-    for status in [402, 405, 410, 451, 500, 502, 503, 504] {
+    for status in [402, 405, 410, 451] {
         assert_eq!(p.classify(ExactReplay, status), StoreAsFailure, "{status}");
         assert_eq!(p.classify(LatestState, status), Release, "{status}");
         assert_eq!(p.classify(SuppressOnly, status), Release, "{status}");
+    }
+    // A server error may come after part of the work: the retry continues the operation.
+    for status in [500, 502, 503, 504, 600] {
+        assert_eq!(p.classify(ExactReplay, status), StoreAsFailure, "{status}");
+        assert_eq!(p.classify(LatestState, status), Abandon, "{status}");
+        assert_eq!(p.classify(SuppressOnly, status), Abandon, "{status}");
+    }
+    for c in [ExactReplay, LatestState, SuppressOnly] {
+        assert_eq!(p.classify(c, 100), Abandon, "{c}");
     }
 }
 

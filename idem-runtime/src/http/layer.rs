@@ -3,6 +3,7 @@
 
 use core::fmt;
 use core::future::Future;
+use core::marker::PhantomData;
 use core::pin::Pin;
 use core::task::{Context, Poll};
 use core::time::Duration;
@@ -24,11 +25,11 @@ use super::{IDEMPOTENCY_KEY, Problem};
 use crate::canonical::{Canonicalizer, Spec, ValueSpec};
 use crate::engine::problem::INVALID_BODY;
 use crate::engine::{
-    Begin, Contract, Idem, IdempotencyError, ScopePart, Terms, begin, fresh_operation_id,
-    scoped_key, with_operation,
+    Contract, DEFAULT_LEASE, DEFAULT_TTL, Front, Idem, IdempotencyError, ScopePart, Settlement,
+    Terms, default_timeout, execute, scoped_key,
 };
 use crate::fingerprint::Fingerprint;
-use crate::store::BoxError;
+use crate::store::{BoxError, Record};
 
 /// Default largest request body the layer reads: 1 MiB.
 pub const DEFAULT_BODY_LIMIT: usize = 1024 * 1024;
@@ -44,6 +45,7 @@ struct Config {
     contract: Contract,
     ttl: Duration,
     lease: Duration,
+    timeout: Option<Duration>,
     fail_open: bool,
     replay_headers: Vec<String>,
     body_limit: usize,
@@ -63,6 +65,7 @@ impl Clone for Config {
             contract: self.contract,
             ttl: self.ttl,
             lease: self.lease,
+            timeout: self.timeout,
             fail_open: self.fail_open,
             replay_headers: self.replay_headers.clone(),
             body_limit: self.body_limit,
@@ -144,7 +147,8 @@ impl fmt::Debug for IdempotencyLayer {
 
 impl IdempotencyLayer {
     /// A layer over `idem` fingerprinting request bodies under `spec`. Defaults: key header
-    /// `Idempotency-Key`, `exact_replay`, TTL 7 days, lease 30 s, fail closed, 1 MiB bodies,
+    /// `Idempotency-Key`, `exact_replay`, the TTL, lease and timeout of `#[idempotent]`
+    /// ([`DEFAULT_TTL`] 7 days, [`DEFAULT_LEASE`] 30 s, 4 leases), fail closed, 1 MiB bodies,
     /// business number in the response's `"id"` member, no scope.
     ///
     /// ```
@@ -164,8 +168,9 @@ impl IdempotencyLayer {
                 header: IDEMPOTENCY_KEY.to_owned(),
                 operation: None,
                 contract: Contract::ExactReplay,
-                ttl: Duration::from_secs(7 * 86_400),
-                lease: Duration::from_secs(30),
+                ttl: DEFAULT_TTL,
+                lease: DEFAULT_LEASE,
+                timeout: None,
                 fail_open: false,
                 replay_headers: Vec::new(),
                 body_limit: DEFAULT_BODY_LIMIT,
@@ -273,6 +278,20 @@ impl IdempotencyLayer {
     #[must_use]
     pub fn lease(self, lease: Duration) -> Self {
         self.edit(|c| c.lease = lease)
+    }
+
+    /// The longest a request may run inside the wrapped service (default: 4 leases, see
+    /// [`default_timeout`](crate::engine::default_timeout)); then it is stopped, its record kept
+    /// for a retry to continue the same operation, and the client gets `503 timed-out`.
+    ///
+    /// ```
+    /// # use idem_runtime::{Spec, engine::Idem, http::IdempotencyLayer};
+    /// # let layer = IdempotencyLayer::new(Idem::new(idem_runtime::store::MemoryStore::new()), Spec::new());
+    /// let layer = layer.timeout(std::time::Duration::from_secs(60));
+    /// ```
+    #[must_use]
+    pub fn timeout(self, timeout: Duration) -> Self {
+        self.edit(|c| c.timeout = Some(timeout))
     }
 
     /// Run requests unprotected when the store is unavailable (`Idempotency-Status:
@@ -473,6 +492,8 @@ async fn handle<S, B, ResBody>(
 ) -> Result<Response, S::Error>
 where
     S: Service<Request<Body>, Response = http::Response<ResBody>>,
+    S::Future: Send,
+    S::Error: Send,
     B: http_body::Body<Data = Bytes> + Send + 'static,
     B::Error: Into<BoxError>,
     ResBody: http_body::Body<Data = Bytes> + Send + 'static,
@@ -511,52 +532,78 @@ where
         Some(op) => op.clone(),
         None => format!("{} {}", parts.method, parts.uri.path()),
     };
-    let scoped = match scoped_key(&operation, &scope, &client_key) {
-        Ok(scoped) => scoped,
-        Err(e) => return Ok(problem_response(&e.into(), None)),
-    };
+    let key = scoped_key(&operation, &scope, &client_key)
+        .map(|scoped| (scoped, client_key))
+        .map_err(IdempotencyError::from);
     let req = Request::from_parts(parts, Body::from(bytes));
     let terms = Terms {
         lease: config.lease,
         ttl: config.ttl,
+        timeout: config.timeout.unwrap_or(default_timeout(config.lease)),
         fail_open: config.fail_open,
     };
-    let mut attempt = match begin(&config.idem, &scoped, &client_key, hash, terms).await {
-        Begin::Run(attempt) => attempt,
-        Begin::Reject(e) => return Ok(problem_response(&e, Some(&client_key))),
-        Begin::Replay(record) => {
-            return Ok(match config.contract {
-                Contract::SuppressOnly => suppressed_replay(record, &config.biz_no_field),
-                Contract::ExactReplay | Contract::LatestState => exact_replay(record),
-            });
-        }
-        Begin::Unprotected => {
-            let resp = with_operation(fresh_operation_id(), inner.call(req)).await?;
-            let mut resp = resp.map(Body::new);
-            mark_unprotected(&mut resp);
-            return Ok(resp);
-        }
+    let front = Layered {
+        config: &config,
+        _out: PhantomData,
     };
-    let resp = match attempt.run(inner.call(req)).await {
-        Ok(resp) => resp.map(Body::new),
-        Err(e) => {
-            // The service failed without a response: nothing to store, a retry runs again.
-            let _ = attempt.release().await;
-            return Err(e);
-        }
-    };
-    let disposition = config
-        .idem
-        .policy()
-        .classify(config.contract, resp.status().as_u16());
-    let terms = SnapshotTerms {
-        replay_headers: &config.replay_headers,
-        limit: config
-            .max_snapshot_bytes
-            .unwrap_or(config.idem.snapshot_limit()),
-        biz_no_field: &config.biz_no_field,
-        biz_no_from_body: true,
-        key_fields: Vec::new(),
-    };
-    Ok(settle(&mut attempt, disposition, resp, None, &terms).await)
+    execute(&config.idem, terms, key, hash, front, inner.call(req)).await
+}
+
+/// The front of [`Idempotency`]: responses of the wrapped service, business number read from the
+/// JSON body.
+struct Layered<'a, E, ResBody> {
+    config: &'a Config,
+    _out: PhantomData<fn() -> (E, ResBody)>,
+}
+
+impl<E, ResBody> Front for Layered<'_, E, ResBody>
+where
+    E: Send,
+    ResBody: http_body::Body<Data = Bytes> + Send + 'static,
+    ResBody::Error: Into<BoxError>,
+{
+    type Out = Result<http::Response<ResBody>, E>;
+    type Answer = Result<Response, E>;
+
+    fn reject(&self, error: IdempotencyError, client_key: Option<&str>) -> Self::Answer {
+        Ok(problem_response(&error, client_key))
+    }
+
+    async fn replay(self, record: Record) -> Self::Answer {
+        Ok(match self.config.contract {
+            Contract::SuppressOnly => suppressed_replay(record, &self.config.biz_no_field),
+            Contract::ExactReplay | Contract::LatestState => exact_replay(record),
+        })
+    }
+
+    fn unprotected(self, out: Self::Out) -> Self::Answer {
+        let mut resp = out?.map(Body::new);
+        mark_unprotected(&mut resp);
+        Ok(resp)
+    }
+
+    async fn settle(&mut self, out: Self::Out) -> (Settlement, Self::Answer) {
+        let resp = match out {
+            Ok(resp) => resp.map(Body::new),
+            // The service failed without a response after it started: a retry continues the
+            // operation.
+            Err(e) => return (Settlement::Abandon, Err(e)),
+        };
+        let config = self.config;
+        let disposition = config
+            .idem
+            .policy()
+            .classify(config.contract, resp.status().as_u16());
+        let terms = SnapshotTerms {
+            replay_headers: &config.replay_headers,
+            limit: config
+                .max_snapshot_bytes
+                .unwrap_or(config.idem.snapshot_limit()),
+            biz_no_field: &config.biz_no_field,
+            biz_no_from_body: true,
+            key_fields: Vec::new(),
+        };
+        let (settlement, resp) = settle(disposition, resp, None, &terms).await;
+        (settlement, Ok(resp))
+    }
 }

@@ -10,7 +10,7 @@ use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use super::body::{Captured, capture, read_rest, rejoin};
 use super::{IDEMPOTENCY_STATUS, IDEMPOTENT_REPLAYED, IDEMPOTENT_SNAPSHOT};
 use crate::engine::problem::{self, Problem};
-use crate::engine::{Attempt, Disposition, IdempotencyError, biz_no_body, key_fields_body};
+use crate::engine::{Disposition, IdempotencyError, Settlement, biz_no_body, key_fields_body};
 use crate::store::{Completion, Record, RecordState};
 
 /// Response headers never stored nor replayed, even if listed in `replay_headers`: credentials,
@@ -159,30 +159,32 @@ pub(crate) struct SnapshotTerms<'a, H> {
     pub key_fields: Vec<(&'static str, serde_json::Value)>,
 }
 
-/// Stores (or releases) a fresh response according to `disposition` and returns it to the first
-/// caller. Failing to store does not change the caller's answer: the record stays processing
-/// until its lease expires, and a retry then runs again (`docs/http.md`, "Completion failures").
+/// What becomes of a fresh response's record according to `disposition`, and the response
+/// returned to the first caller: its snapshot to store, a release (the operation never started),
+/// or an abandon — also when the response body fails while it is read, since the handler ran.
+/// Failing to store does not change the caller's answer (`docs/http.md`, "Completion
+/// failures").
 pub(crate) async fn settle<H: AsRef<str>>(
-    attempt: &mut Attempt,
     disposition: Disposition,
     resp: Response,
     biz_no: Option<String>,
     terms: &SnapshotTerms<'_, H>,
-) -> Response {
+) -> (Settlement, Response) {
     let Some(outcome) = disposition.outcome() else {
-        let _ = attempt.release().await;
-        return resp;
+        return (Settlement::without_result(disposition), resp);
     };
     let (parts, body) = resp.into_parts();
     let status = parts.status.as_u16();
     let headers = snapshot_headers(&parts.headers, terms.replay_headers);
-    let completion = |body: Vec<u8>, headers, biz_no: Option<String>| Completion {
-        outcome,
-        status,
-        headers,
-        body,
-        biz_no,
-        expire_at: None,
+    let store = |body: Vec<u8>, headers, biz_no: Option<String>| {
+        Settlement::Store(Completion {
+            outcome,
+            status,
+            headers,
+            body,
+            biz_no,
+            expire_at: None,
+        })
     };
     let from_body = |bytes: &Bytes| {
         if terms.biz_no_from_body {
@@ -194,25 +196,24 @@ pub(crate) async fn settle<H: AsRef<str>>(
     let whole = match capture(body, terms.limit).await {
         Captured::Whole(bytes) => {
             let biz_no = biz_no.or_else(|| from_body(&bytes));
-            let _ = attempt
-                .complete(&completion(bytes.to_vec(), headers, biz_no))
-                .await;
-            return Response::from_parts(parts, Body::from(bytes));
+            let settlement = store(bytes.to_vec(), headers, biz_no);
+            return (settlement, Response::from_parts(parts, Body::from(bytes)));
         }
         Captured::Failed { prefix, error } => {
-            let _ = attempt.release().await;
-            return Response::from_parts(parts, rejoin(prefix, None, Some(error)));
+            let resp = Response::from_parts(parts, rejoin(prefix, None, Some(error)));
+            return (Settlement::Abandon, resp);
         }
         Captured::Over { prefix, rest } => match biz_no {
             Some(biz_no) => {
-                let _ = attempt
-                    .complete(&completion(
-                        key_fields_body(terms.biz_no_field, &biz_no, &terms.key_fields),
-                        truncated_headers(headers),
-                        Some(biz_no),
-                    ))
-                    .await;
-                return Response::from_parts(parts, rejoin(prefix, Some(rest), None));
+                let settlement = store(
+                    key_fields_body(terms.biz_no_field, &biz_no, &terms.key_fields),
+                    truncated_headers(headers),
+                    Some(biz_no),
+                );
+                return (
+                    settlement,
+                    Response::from_parts(parts, rejoin(prefix, Some(rest), None)),
+                );
             }
             None => read_rest(prefix, rest).await,
         },
@@ -220,24 +221,23 @@ pub(crate) async fn settle<H: AsRef<str>>(
     // Over the limit and no business number known yet: the body was read whole.
     match whole {
         Ok(bytes) => {
-            let stored = match from_body(&bytes) {
-                Some(biz_no) => completion(
+            let settlement = match from_body(&bytes) {
+                Some(biz_no) => store(
                     key_fields_body(terms.biz_no_field, &biz_no, &terms.key_fields),
                     truncated_headers(headers),
                     Some(biz_no),
                 ),
                 // No business number to rebuild it from: stored whole rather than degraded to a
                 // bare "ok" (S12).
-                None => completion(bytes.to_vec(), headers, None),
+                None => store(bytes.to_vec(), headers, None),
             };
-            let _ = attempt.complete(&stored).await;
-            Response::from_parts(parts, Body::from(bytes))
+            (settlement, Response::from_parts(parts, Body::from(bytes)))
         }
         Err(Captured::Failed { prefix, error }) => {
-            let _ = attempt.release().await;
-            Response::from_parts(parts, rejoin(prefix, None, Some(error)))
+            let resp = Response::from_parts(parts, rejoin(prefix, None, Some(error)));
+            (Settlement::Abandon, resp)
         }
-        Err(_) => unreachable_response(),
+        Err(_) => (Settlement::Abandon, unreachable_response()),
     }
 }
 

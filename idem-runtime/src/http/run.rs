@@ -1,6 +1,7 @@
 //! [`run`] and [`run_latest`]: the body of every `#[idempotent]` axum handler.
 
 use core::future::Future;
+use core::marker::PhantomData;
 
 use axum::response::{IntoResponse, Response};
 use http::StatusCode;
@@ -12,13 +13,13 @@ use super::respond::{
 };
 use super::snapshot::IntoSnapshot;
 use crate::engine::{
-    Attempt, Begin, Contract, HandlerConfig, Idem, ScopePart, Terms, begin, fresh_operation_id,
-    with_operation,
+    Contract, Front, HandlerConfig, Idem, IdempotencyError, ScopePart, Settlement, Terms, execute,
 };
 use crate::fingerprint::RequestHash;
 use crate::store::{Record, RecordState};
 
-/// Runs an `exact_replay` or `suppress_only` handler at most once per key (and scope).
+/// Runs an `exact_replay` or `suppress_only` handler for a key (and scope) until one result is
+/// stored, and replays that result to every later request with the key.
 ///
 /// `hash` must be computed **before** the handler runs (a handler that mutates its input must not
 /// change what was claimed). The steps and the answers, all problem+json (`docs/http.md`):
@@ -27,7 +28,8 @@ use crate::store::{Record, RecordState};
 /// |---|---|
 /// | key missing | `400` `missing-key` |
 /// | key empty, > 255 characters, control characters, neither sf-string nor bare | `400` `invalid-key` |
-/// | fresh key (or an expired lease of the same request taken over) | the handler runs; its response is stored, stored as a failure or released per the [`OutcomePolicy`](crate::engine::OutcomePolicy) |
+/// | fresh key (or an ended lease of the same request taken over) | the handler runs; its response is stored, stored as a failure, released or abandoned per the [`OutcomePolicy`](crate::engine::OutcomePolicy) |
+/// | the handler runs past its timeout | `503` `timed-out` + `Retry-After`; the record is kept with its operation id for the retry |
 /// | completed, same request hash | replay, `Idempotent-Replayed: true` (exact: stored status, whitelisted headers, body; suppress_only: `200` + `{"<biz_no_field>": "<biz_no>"}`) |
 /// | completed or processing, other request hash | `422` `key-reused` |
 /// | processing, same request hash | `409` `in-progress` + `Retry-After` |
@@ -83,28 +85,23 @@ pub fn run<R, F>(
 ) -> impl Future<Output = Response> + use<R, F>
 where
     F: Future<Output = R> + Send,
-    R: IntoSnapshot,
+    R: IntoSnapshot + Send,
 {
-    let prepared = cx.key(key, cfg.operation, scope);
+    let key = cx.key(key, cfg.operation, scope);
     async move {
-        let (scoped, client_key) = match prepared {
-            Ok(k) => k,
-            Err(e) => return problem_response(&e, None),
+        let front = Handler {
+            idem: cx.idem(),
+            cfg,
+            lookup: NoLookup,
+            _out: PhantomData::<fn() -> R>,
         };
-        match begin(cx.idem(), &scoped, &client_key, hash, terms(cfg)).await {
-            Begin::Reject(e) => problem_response(&e, Some(&client_key)),
-            Begin::Replay(record) => match cfg.contract {
-                Contract::SuppressOnly => suppressed_replay(record, R::biz_no_field()),
-                Contract::ExactReplay | Contract::LatestState => exact_replay(record),
-            },
-            Begin::Unprotected => unprotected(handler).await,
-            Begin::Run(attempt) => fresh(attempt, cx.idem(), cfg, handler).await,
-        }
+        execute(cx.idem(), Terms::of(cfg), key, hash, front, handler).await
     }
 }
 
-/// Runs a `latest_state` handler at most once per key (and scope); a replay answers with the
-/// **current** state of the operation: `lookup(biz_no)` with the stored business number.
+/// Runs a `latest_state` handler for a key (and scope) until one result is stored; a replay
+/// answers with the **current** state of the operation: `lookup(biz_no)` with the stored
+/// business number.
 ///
 /// Everything else is as in [`run`]. A replay whose `lookup` answers 2xx is sent as `200`; any
 /// other status of `lookup` (the resource is gone: `404`) is sent as it is. Both carry
@@ -167,31 +164,107 @@ pub fn run_latest<R, F, L, LF, LR>(
 ) -> impl Future<Output = Response> + use<R, F, L, LF, LR>
 where
     F: Future<Output = R> + Send,
-    R: IntoSnapshot,
-    L: FnOnce(String) -> LF,
-    LF: Future<Output = LR>,
+    R: IntoSnapshot + Send,
+    L: FnOnce(String) -> LF + Send,
+    LF: Future<Output = LR> + Send,
     LR: IntoResponse,
 {
-    let prepared = cx.key(key, cfg.operation, scope);
+    let key = cx.key(key, cfg.operation, scope);
     async move {
-        let (scoped, client_key) = match prepared {
-            Ok(k) => k,
-            Err(e) => return problem_response(&e, None),
+        let front = Handler {
+            idem: cx.idem(),
+            cfg,
+            lookup: Lookup(lookup),
+            _out: PhantomData::<fn() -> R>,
         };
-        match begin(cx.idem(), &scoped, &client_key, hash, terms(cfg)).await {
-            Begin::Reject(e) => problem_response(&e, Some(&client_key)),
-            Begin::Replay(record) => latest_replay(record, lookup).await,
-            Begin::Unprotected => unprotected(handler).await,
-            Begin::Run(attempt) => fresh(attempt, cx.idem(), cfg, handler).await,
+        execute(cx.idem(), Terms::of(cfg), key, hash, front, handler).await
+    }
+}
+
+/// How a handler's replays are built: exactly (or suppressed), or through a lookup of the
+/// current state.
+trait Replayer: Send {
+    fn replay(
+        self,
+        record: Record,
+        contract: Contract,
+        biz_no_field: &'static str,
+    ) -> impl Future<Output = Response> + Send;
+}
+
+/// `run`: stored responses only.
+struct NoLookup;
+
+impl Replayer for NoLookup {
+    async fn replay(self, record: Record, contract: Contract, field: &'static str) -> Response {
+        match contract {
+            Contract::SuppressOnly => suppressed_replay(record, field),
+            Contract::ExactReplay | Contract::LatestState => exact_replay(record),
         }
     }
 }
 
-fn terms(cfg: &HandlerConfig) -> Terms {
-    Terms {
-        lease: cfg.lease,
-        ttl: cfg.ttl,
-        fail_open: cfg.fail_open,
+/// `run_latest`: the current state, rendered by the handler's `lookup`.
+struct Lookup<L>(L);
+
+impl<L, LF, LR> Replayer for Lookup<L>
+where
+    L: FnOnce(String) -> LF + Send,
+    LF: Future<Output = LR> + Send,
+    LR: IntoResponse,
+{
+    async fn replay(self, record: Record, _: Contract, _: &'static str) -> Response {
+        latest_replay(record, self.0).await
+    }
+}
+
+/// The front of an `#[idempotent]` axum handler.
+struct Handler<'a, L, R> {
+    idem: &'a Idem,
+    cfg: &'static HandlerConfig,
+    lookup: L,
+    _out: PhantomData<fn() -> R>,
+}
+
+impl<L: Replayer, R: IntoSnapshot + Send> Front for Handler<'_, L, R> {
+    type Out = R;
+    type Answer = Response;
+
+    fn reject(&self, error: IdempotencyError, client_key: Option<&str>) -> Response {
+        problem_response(&error, client_key)
+    }
+
+    async fn replay(self, record: Record) -> Response {
+        self.lookup
+            .replay(record, self.cfg.contract, R::biz_no_field())
+            .await
+    }
+
+    fn unprotected(self, out: R) -> Response {
+        let mut resp = out.into_response();
+        mark_unprotected(&mut resp);
+        resp
+    }
+
+    async fn settle(&mut self, out: R) -> (Settlement, Response) {
+        let biz_no = out.biz_no();
+        let key_fields = out.key_fields();
+        let resp = out.into_response();
+        let disposition = self
+            .idem
+            .policy()
+            .classify(self.cfg.contract, resp.status().as_u16());
+        let terms = SnapshotTerms {
+            replay_headers: self.cfg.replay_headers,
+            limit: self
+                .cfg
+                .max_snapshot_bytes
+                .unwrap_or(self.idem.snapshot_limit()),
+            biz_no_field: R::biz_no_field(),
+            biz_no_from_body: false,
+            key_fields,
+        };
+        settle(disposition, resp, biz_no, &terms).await
     }
 }
 
@@ -211,33 +284,4 @@ where
     }
     mark_replayed(&mut resp);
     resp
-}
-
-async fn unprotected<R: IntoSnapshot, F: Future<Output = R>>(handler: F) -> Response {
-    let mut resp = with_operation(fresh_operation_id(), handler)
-        .await
-        .into_response();
-    mark_unprotected(&mut resp);
-    resp
-}
-
-async fn fresh<R: IntoSnapshot, F: Future<Output = R>>(
-    mut attempt: Attempt,
-    idem: &Idem,
-    cfg: &'static HandlerConfig,
-    handler: F,
-) -> Response {
-    let out = attempt.run(handler).await;
-    let biz_no = out.biz_no();
-    let key_fields = out.key_fields();
-    let resp = out.into_response();
-    let disposition = idem.policy().classify(cfg.contract, resp.status().as_u16());
-    let terms = SnapshotTerms {
-        replay_headers: cfg.replay_headers,
-        limit: cfg.max_snapshot_bytes.unwrap_or(idem.snapshot_limit()),
-        biz_no_field: R::biz_no_field(),
-        biz_no_from_body: false,
-        key_fields,
-    };
-    settle(&mut attempt, disposition, resp, biz_no, &terms).await
 }

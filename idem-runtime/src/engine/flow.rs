@@ -1,0 +1,205 @@
+//! The one flow every front goes through — claim, run, store or replay — written once:
+//! [`execute`], driven by a [`Front`] for what differs between the axum handlers, the tower layer
+//! and `run_once` (how to answer a rejection, build a replay, encode a result).
+//!
+//! 1. The key is scoped (done by the front, its error passed in) and claimed ([`begin`]).
+//! 2. A stored record of the same request is replayed, a conflict rejected, an unreachable store
+//!    answered `503` (or the handler runs unprotected under `fail_open`).
+//! 3. A claim won runs the handler under its lease ([`Attempt::drive`]): the operation id in
+//!    scope, the lease renewed in the background until the result is stored, the handler stopped
+//!    at its timeout.
+//! 4. The front settles the handler's output into a [`Settlement`] — store it, release the
+//!    record (the operation never started), or abandon it (keep the operation id, end the lease)
+//!    — and the attempt carries it out, retrying a completion the store refused for the moment.
+//!
+//! Once the handler has started, the record is never deleted and its operation id never changes
+//! except through [`Settlement::Release`], which only outcomes the policy declares effect-free
+//! produce; see `docs/storage.md`, "Failure points".
+
+use core::future::Future;
+use core::time::Duration;
+
+use super::attempt::Attempt;
+use super::config::{HandlerConfig, Idem};
+use super::error::IdempotencyError;
+use super::operation::{fresh_operation_id, with_operation};
+use super::policy::Disposition;
+use crate::fingerprint::RequestHash;
+use crate::store::{Claim, ClaimRequest, Completion, DEFAULT_RETRY_AFTER, Record, ScopedKey};
+
+/// The durations and failure mode of one claim: the part of a [`HandlerConfig`] (or of the tower
+/// layer's configuration) the flow reads.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Terms {
+    pub lease: Duration,
+    pub ttl: Duration,
+    pub timeout: Duration,
+    pub fail_open: bool,
+}
+
+impl Terms {
+    pub(crate) const fn of(cfg: &HandlerConfig) -> Terms {
+        Terms {
+            lease: cfg.lease,
+            ttl: cfg.ttl,
+            timeout: cfg.handler_timeout(),
+            fail_open: cfg.fail_open,
+        }
+    }
+}
+
+/// What becomes of a finished attempt's record.
+#[derive(Debug)]
+pub(crate) enum Settlement {
+    /// Store this snapshot (completed or failed-but-stored) for replay.
+    Store(Completion),
+    /// Delete the record: the operation never started (the policy's
+    /// [`Release`](super::Disposition::Release)), so a corrected retry may run as a new
+    /// operation.
+    Release,
+    /// Keep the record and its operation id, end the lease: the outcome is not final and part of
+    /// the work may be done, so the retry continues the same operation.
+    Abandon,
+}
+
+impl Settlement {
+    /// The settlement of a disposition that stores nothing: `Release` stays a release, anything
+    /// else is abandoned.
+    pub(crate) fn without_result(disposition: Disposition) -> Settlement {
+        match disposition {
+            Disposition::Release => Settlement::Release,
+            _ => Settlement::Abandon,
+        }
+    }
+}
+
+/// What differs between the fronts of the engine. `execute` calls exactly one of `reject`,
+/// `replay`, `unprotected` or `settle` (and, for an attempt superseded while it ran, `settle`
+/// followed by `replay` or `reject`).
+pub(crate) trait Front: Send {
+    /// What the handler's future yields.
+    type Out: Send;
+    /// What the caller receives.
+    type Answer: Send;
+
+    /// An idempotency condition answered instead of running the handler; `client_key` once the
+    /// key was valid.
+    fn reject(&self, error: IdempotencyError, client_key: Option<&str>) -> Self::Answer;
+
+    /// A stored record of the same request.
+    fn replay(self, record: Record) -> impl Future<Output = Self::Answer> + Send;
+
+    /// The handler's output when it ran without protection (store unavailable, `fail_open`).
+    fn unprotected(self, out: Self::Out) -> Self::Answer;
+
+    /// The handler's output: what to do with the record, and the answer. Runs while the lease
+    /// is still renewed (reading a response body takes time).
+    fn settle(&mut self, out: Self::Out)
+    -> impl Future<Output = (Settlement, Self::Answer)> + Send;
+}
+
+/// Runs one request through the flow: `key` is the scoped key and the client's key (or why they
+/// are invalid), `hash` the request's fingerprint, computed before the handler runs.
+pub(crate) async fn execute<Fr, H>(
+    idem: &Idem,
+    terms: Terms,
+    key: Result<(ScopedKey, String), IdempotencyError>,
+    hash: RequestHash,
+    front: Fr,
+    handler: H,
+) -> Fr::Answer
+where
+    Fr: Front,
+    H: Future<Output = Fr::Out> + Send,
+{
+    let (scoped, client_key) = match key {
+        Ok(key) => key,
+        Err(e) => return front.reject(e, None),
+    };
+    match begin(idem, &scoped, &client_key, hash, terms).await {
+        Begin::Run(attempt) => attempt.drive(front, handler, &client_key).await,
+        Begin::Replay(record) => front.replay(record).await,
+        Begin::Reject(e) => front.reject(e, Some(&client_key)),
+        Begin::Unprotected => {
+            let out = with_operation(fresh_operation_id(), handler).await;
+            front.unprotected(out)
+        }
+    }
+}
+
+/// What the claim decided.
+#[derive(Debug)]
+pub(crate) enum Begin {
+    /// Fresh (or taken over): run the handler.
+    Run(Attempt),
+    /// A stored snapshot of the same request: replay it.
+    Replay(Record),
+    /// Answer with this error; the handler does not run.
+    Reject(IdempotencyError),
+    /// The store is unavailable and the handler fails open: run it without protection.
+    Unprotected,
+}
+
+/// Claims `key` for a request hashing to `hash`.
+///
+/// * `Completed` with another request hash, and `InProgress` with another request hash (an
+///   expired lease of another request is never taken over), are `KeyReused` (422, S7);
+/// * `InProgress` with the same hash is `InProgress` (409 + `Retry-After`, S8);
+/// * any store error is `Unavailable` (503 + `Retry-After`: the error's own wait, 1 s by default),
+///   unless the handler fails open. A non-transient error (a missing table, a corrupt row) is
+///   answered the same way: the client cannot fix it, and a 500 would invite endless retries (S9).
+pub(crate) async fn begin(
+    idem: &Idem,
+    key: &ScopedKey,
+    client_key: &str,
+    hash: RequestHash,
+    terms: Terms,
+) -> Begin {
+    let req = ClaimRequest::new(key, hash, terms.lease, terms.ttl);
+    // Measured before the claim is sent: the lease cannot end earlier than this plus its length.
+    let sent = tokio::time::Instant::now();
+    match idem.store().claim(&req).await {
+        Ok(Claim::Acquired(lease)) => {
+            Begin::Run(Attempt::new(idem.store().clone(), lease, terms, sent))
+        }
+        Ok(claim) => answer(claim, hash, client_key),
+        Err(e) if terms.fail_open => {
+            tracing::warn!(
+                target: "idem",
+                key = key.readable(),
+                error = %e,
+                "idempotency store unavailable; the handler fails open and runs unprotected"
+            );
+            Begin::Unprotected
+        }
+        Err(e) => {
+            tracing::warn!(
+                target: "idem",
+                key = key.readable(),
+                error = %e,
+                "idempotency store unavailable; answering 503 with Retry-After"
+            );
+            Begin::Reject(IdempotencyError::Unavailable {
+                retry_after: e.retry_after().unwrap_or(DEFAULT_RETRY_AFTER),
+            })
+        }
+    }
+}
+
+/// The answer to a claim that did not acquire the key: what a retry of request `hash` sees.
+pub(crate) fn answer(claim: Claim, hash: RequestHash, client_key: &str) -> Begin {
+    let reused = || {
+        Begin::Reject(IdempotencyError::KeyReused {
+            idempotency_key: client_key.to_owned(),
+        })
+    };
+    match claim {
+        Claim::Completed(record) if record.request_hash == hash => Begin::Replay(record),
+        Claim::InProgress {
+            request_hash,
+            retry_after,
+        } if request_hash == hash => Begin::Reject(IdempotencyError::InProgress { retry_after }),
+        Claim::Completed(_) | Claim::InProgress { .. } => reused(),
+        Claim::Acquired(_) => unreachable!("`answer` is only asked about claims not acquired"),
+    }
+}
