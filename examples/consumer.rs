@@ -106,6 +106,9 @@ impl Warehouse {
 #[idempotent(
     store = idem,
     key = msg.message_id,
+    // Message ids are unique across the producers of this queue.
+    scope = global,
+    operation = "warehouse.ship",
     fingerprint(arg = msg, fields = [order_no, sku, quantity]),
     ttl = "7d",
     lease = "30s",

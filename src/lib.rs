@@ -169,16 +169,38 @@ pub use idem_runtime::store::{
 };
 
 /// Makes an axum handler (or any `async fn .. -> Result<T, E>`) idempotent: the request is
-/// fingerprinted before the body runs, the key is claimed in the store, and the body runs at most
-/// once per key; retries get the stored response (`Idempotent-Replayed: true`), a key reused
-/// with another request gets `422`, a concurrent duplicate `409` + `Retry-After`, an unavailable
-/// store `503` + `Retry-After`. The HTTP behaviour is documented in `docs/http.md`.
+/// fingerprinted before the body runs, the key is claimed in the store, and the body runs until
+/// one result is stored; retries get the stored response (`Idempotent-Replayed: true`), a key
+/// reused with another request gets `422`, a concurrent duplicate `409` + `Retry-After`, an
+/// unavailable store `503` + `Retry-After`. After a crash, a cancellation or a timeout the body
+/// may run again, always under the same [`operation_id`]: deduplicate effects outside the store
+/// on it. The HTTP behaviour is documented in `docs/http.md`.
+///
+/// Every handler says who may share a key: `scope = [..]` with the caller's authenticated
+/// identity (below), `scope = default` for the scope set once on the handle
+/// ([`Idem::with_default_scope`]), or `scope = global`. Without `operation = ".."`, an axum
+/// handler's operation is its method and route (`POST /payments`), which survive renaming the
+/// function.
 ///
 /// ```
 /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
-/// use axum::{Router, body::Body, http::{Request, StatusCode}, routing::post};
+/// use axum::{Router, body::Body, http::{Request, StatusCode, request::Parts}, routing::post};
+/// use axum::extract::FromRequestParts;
 /// use idem::{Fingerprint, Idem, Snapshot, http::Json, idempotent};
 /// use tower::ServiceExt;
+///
+/// /// The authenticated caller. (Here from a header, as behind a gateway that verified the token
+/// /// and sets it; a service that authenticates itself reads its verified session instead.)
+/// struct Caller { tenant_id: String }
+///
+/// impl<S: Send + Sync> FromRequestParts<S> for Caller {
+///     type Rejection = StatusCode;
+///     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, StatusCode> {
+///         let tenant = parts.headers.get("x-gateway-tenant").and_then(|v| v.to_str().ok());
+///         let tenant_id = tenant.ok_or(StatusCode::UNAUTHORIZED)?.to_owned();
+///         Ok(Caller { tenant_id })
+///     }
+/// }
 ///
 /// #[derive(Fingerprint, serde::Deserialize)]
 /// struct CreatePayment {
@@ -193,8 +215,11 @@ pub use idem_runtime::store::{
 ///     amount: rust_decimal::Decimal,
 /// }
 ///
-/// #[idempotent(ttl = "90d", lease = "10s")]
-/// async fn create_payment(Json(req): Json<CreatePayment>) -> (StatusCode, Json<Payment>) {
+/// #[idempotent(scope = [caller.tenant_id], ttl = "90d", lease = "10s")]
+/// async fn create_payment(
+///     caller: Caller,
+///     Json(req): Json<CreatePayment>,
+/// ) -> (StatusCode, Json<Payment>) {
 ///     let op = idem::operation_id().expect("set inside the handler");
 ///     let id = format!("pay_{}", &op.as_str()[..8]);
 ///     (StatusCode::CREATED, Json(Payment { id, amount: req.amount }))
@@ -205,6 +230,7 @@ pub use idem_runtime::store::{
 ///     .with_state(Idem::new(idem::MemoryStore::new()));
 /// let request = |body: &'static str| Request::post("/payments")
 ///     .header("content-type", "application/json")
+///     .header("x-gateway-tenant", "acme")
 ///     .header("idempotency-key", "\"3f1c9a1e-5d0b-4c63-9a55-0c1f2a7b9e10\"")
 ///     .body(Body::from(body))
 ///     .unwrap();
@@ -249,7 +275,14 @@ pub use idem_runtime::store::{
 ///     }
 /// }
 ///
-/// #[idempotent(store = idem, key = msg.message_id, fingerprint(arg = msg), ttl = "30d")]
+/// #[idempotent(
+///     store = idem,
+///     key = msg.message_id,
+///     scope = global, // message ids are unique across the queue's producers
+///     operation = "refunds.issue",
+///     fingerprint(arg = msg),
+///     ttl = "30d",
+/// )]
 /// async fn refund(idem: &Idem, msg: Refund) -> Result<String, RefundError> {
 ///     if msg.amount > 10_000 {
 ///         return Err(RefundError::TooLarge);

@@ -69,7 +69,8 @@ impl Harness {
                 )
             }
         };
-        let layer = IdempotencyLayer::for_type::<CreatePayment>(Idem::from_arc(self.store.clone()));
+        let layer = IdempotencyLayer::for_type::<CreatePayment>(Idem::from_arc(self.store.clone()))
+            .global();
         Router::new()
             .route(
                 "/payments",
@@ -303,7 +304,9 @@ async fn scope_separates_tenants() {
 async fn explicit_spec_from_json() {
     let h = memory().await;
     let spec = Spec::from_json_str(r#"{"amount":"decimal","currency":"any"}"#).unwrap();
-    let layer = IdempotencyLayer::new(Idem::from_arc(h.store.clone()), spec).operation("pay");
+    let layer = IdempotencyLayer::new(Idem::from_arc(h.store.clone()), spec)
+        .operation("pay")
+        .global();
     let hits = h.hits.clone();
     let app = Router::new()
         .route(
@@ -330,4 +333,66 @@ async fn explicit_spec_from_json() {
     assert_eq!((s1, s2), (StatusCode::NO_CONTENT, StatusCode::NO_CONTENT));
     assert_eq!(h2["idempotent-replayed"], "true");
     assert_eq!(h.hits(), 1);
+}
+
+#[test]
+fn a_layer_without_a_scope_does_not_build() {
+    let layer = IdempotencyLayer::new(Idem::new(MemoryStore::new()), Spec::new());
+    let built = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+        Router::<()>::new()
+            .route("/payments", post(|| async { StatusCode::CREATED }))
+            .layer(layer)
+    }));
+    let panic = built.expect_err("a layer without a scope must not build");
+    let message = panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_default();
+    assert!(
+        message.contains("IdempotencyLayer without a scope")
+            && message.contains(".scope(")
+            && message.contains(".global()"),
+        "{message}"
+    );
+}
+
+#[tokio::test]
+async fn the_handles_default_scope_applies() {
+    let h = memory().await;
+    // Set by a gateway that authenticated the caller; a client cannot send it through.
+    let idem = Idem::from_arc(h.store.clone()).with_default_scope(|parts| {
+        let tenant = parts.headers.get("x-gateway-tenant")?.to_str().ok()?;
+        Some(vec![tenant.to_owned()])
+    });
+    let hits = h.hits.clone();
+    let app = Router::new()
+        .route(
+            "/payments",
+            post(move || {
+                let hits = hits.clone();
+                async move {
+                    let n = hits.fetch_add(1, Ordering::SeqCst) + 1;
+                    (StatusCode::CREATED, format!(r#"{{"id":"pay_{n}"}}"#))
+                }
+            }),
+        )
+        .layer(IdempotencyLayer::for_type::<CreatePayment>(idem));
+    let from = |tenant: Option<&str>| {
+        let mut r = req(Some("k-default-scope"), BODY);
+        if let Some(tenant) = tenant {
+            r.headers_mut()
+                .insert("x-gateway-tenant", tenant.parse().unwrap());
+        }
+        r
+    };
+    let (s1, _, b1) = send(&app, from(Some("acme"))).await;
+    let (s2, h2, b2) = send(&app, from(Some("globex"))).await;
+    assert_eq!((s1, s2), (StatusCode::CREATED, StatusCode::CREATED));
+    assert!(h2.get("idempotent-replayed").is_none());
+    assert_ne!(b1, b2);
+    let (status, headers, body) = send(&app, from(None)).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert_eq!(problem_type(&headers, &body), "unscoped");
+    assert_eq!(h.hits(), 2);
 }

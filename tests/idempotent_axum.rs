@@ -165,6 +165,7 @@ async fn find_order(app: App, order_no: String) -> Result<Json<Order>, StatusCod
 }
 
 #[idempotent(
+    scope = default,
     contract = "latest_state",
     lookup = {
         let app = app.clone();
@@ -190,7 +191,7 @@ async fn place_order(
     )
 }
 
-#[idempotent(contract = "suppress_only", fingerprint(arg = req))]
+#[idempotent(scope = global, contract = "suppress_only", fingerprint(arg = req))]
 async fn cancel_order(State(app): State<App>, Json(req): Json<PlaceOrder>) -> Json<Order> {
     let n = app.runs.fetch_add(1, Ordering::SeqCst) + 1;
     Json(Order {
@@ -263,8 +264,36 @@ fn router_with_orders(
         .route("/orders/cancel", post(cancel_order))
         .route("/payments/{payment_id}/capture", post(capture_payment))
         .route("/imports", post(import_batch))
+        .layer(axum::middleware::from_fn(authenticate))
         .with_state(app);
     (router, runs, orders)
+}
+
+/// The identity an authentication middleware attaches to a request.
+#[derive(Clone)]
+struct Caller {
+    tenant: String,
+}
+
+/// A stand-in for real authentication: the caller of a request with `X-Tenant-Id` (and
+/// anonymous without one).
+async fn authenticate(mut req: Request<Body>, next: axum::middleware::Next) -> Response {
+    let tenant = req
+        .headers()
+        .get("x-tenant-id")
+        .and_then(|v| v.to_str().ok());
+    if let Some(tenant) = tenant.map(str::to_owned) {
+        req.extensions_mut().insert(Caller { tenant });
+    }
+    next.run(req).await
+}
+
+/// The handle every router of this suite shares: the default scope is the authenticated caller.
+fn with_caller_scope(idem: Idem) -> Idem {
+    idem.with_default_scope(|parts| {
+        let caller = parts.extensions.get::<Caller>()?;
+        Some(vec![caller.tenant.clone()])
+    })
 }
 
 async fn send(
@@ -295,6 +324,10 @@ fn replayed(headers: &HeaderMap) -> bool {
 
 /// The whole behaviour against one store.
 async fn suite(idem: Idem) {
+    default_scope_is_required_where_asked(idem.clone()).await;
+    let idem = with_caller_scope(idem);
+    operation_is_the_route_not_the_function(idem.clone()).await;
+    default_scope_separates_callers(idem.clone()).await;
     runs_once_and_replays(idem.clone()).await;
     another_payload_is_422(idem.clone()).await;
     scope_separates_tenants(idem.clone()).await;
@@ -302,6 +335,107 @@ async fn suite(idem: Idem) {
     latest_state_renders_the_current_state(idem.clone()).await;
     suppress_only_answers_the_business_number(idem.clone()).await;
     whole_values_are_fingerprints(idem).await;
+}
+
+/// `capture_payment` under another name, in another module: the same operation when mounted on
+/// the same route.
+mod renamed {
+    use super::*;
+
+    #[idempotent(scope = [tenant.0], fingerprint(arg = payment_id))]
+    pub async fn capture_the_payment(
+        State(app): State<App>,
+        tenant: Tenant,
+        Path(payment_id): Path<String>,
+    ) -> Json<Receipt> {
+        let n = app.runs.fetch_add(1, Ordering::SeqCst) + 1;
+        let _ = tenant;
+        Json(Receipt {
+            receipt_no: format!("renamed-{n}"),
+            of: Value::String(payment_id),
+        })
+    }
+}
+
+async fn operation_is_the_route_not_the_function(idem: Idem) {
+    let (router, runs) = router(idem.clone());
+    let path = "/payments/p-route/capture";
+    let (status, _, first) = send(&router, path, "acme", "k-route", json!(null)).await;
+    assert_eq!(status, StatusCode::OK, "{first}");
+    // The next deploy renamed and moved the handler: its operation is still
+    // `POST /payments/{payment_id}/capture`, so the retry is a replay, not a second capture.
+    let app = App {
+        idem: idem.clone(),
+        runs: runs.clone(),
+        orders: Arc::default(),
+    };
+    let redeployed = Router::new()
+        .route(
+            "/payments/{payment_id}/capture",
+            post(renamed::capture_the_payment),
+        )
+        .with_state(app.clone());
+    let (status, headers, again) = send(&redeployed, path, "acme", "k-route", json!(null)).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(replayed(&headers), "{again}");
+    assert_eq!(again, first);
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    // Mounted on another route, the same function is another operation.
+    let moved = Router::new()
+        .route(
+            "/v2/payments/{payment_id}/capture",
+            post(renamed::capture_the_payment),
+        )
+        .with_state(app);
+    let (status, headers, _) = send(
+        &moved,
+        "/v2/payments/p-route/capture",
+        "acme",
+        "k-route",
+        json!(null),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(!replayed(&headers));
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
+}
+
+async fn default_scope_separates_callers(idem: Idem) {
+    let (router, runs) = router(idem);
+    let body = || json!({"sku": "scoped-mug"});
+    let (status, _, acme) = send(&router, "/orders", "acme", "k-default", body()).await;
+    assert_eq!(status, StatusCode::CREATED);
+    // The same key from another caller is another operation (`scope = default`).
+    let (status, headers, globex) = send(&router, "/orders", "globex", "k-default", body()).await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert!(!replayed(&headers));
+    assert_ne!(acme, globex);
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
+    // A request without an identity is refused, never run under a shared key.
+    let request = Request::post("/orders")
+        .header("content-type", "application/json")
+        .header("idempotency-key", "k-default")
+        .body(Body::from(body().to_string()))
+        .unwrap();
+    let response = router.clone().oneshot(request).await.unwrap();
+    assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
+    let bytes = axum::body::to_bytes(response.into_body(), 1 << 20)
+        .await
+        .unwrap();
+    let problem: Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(problem["type"], "https://idem.dev/problems/unscoped");
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
+}
+
+async fn default_scope_is_required_where_asked(idem: Idem) {
+    // A handle without a default scope under a `scope = default` handler: the server's setup is
+    // incomplete; the handler does not run unscoped.
+    let (router, runs) = router(idem);
+    let (status, _, problem) =
+        send(&router, "/orders", "acme", "k-unset", json!({"sku": "x"})).await;
+    assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(problem["type"], "https://idem.dev/problems/misconfigured");
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
 }
 
 async fn runs_once_and_replays(idem: Idem) {

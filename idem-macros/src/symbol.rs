@@ -45,6 +45,10 @@ pub(crate) const MAX_SNAPSHOT_BYTES: Symbol = Symbol("max_snapshot_bytes");
 pub(crate) const FIELDS: Symbol = Symbol("fields");
 pub(crate) const ARG: Symbol = Symbol("arg");
 
+// `scope = global`, `scope = default`.
+pub(crate) const GLOBAL: Symbol = Symbol("global");
+pub(crate) const DEFAULT: Symbol = Symbol("default");
+
 // `header("Name")` in `key = ..` and `scope = [..]`.
 pub(crate) const HEADER: Symbol = Symbol("header");
 

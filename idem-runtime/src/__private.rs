@@ -64,6 +64,11 @@ pub use axum::response::Response;
 
 pub use serde_json;
 
+/// The parts of a default scope as the runtime takes them (`scope = default`).
+pub fn scope_parts(parts: &[String]) -> Vec<&dyn ScopePart> {
+    parts.iter().map(|p| p as &dyn ScopePart).collect()
+}
+
 /// A `#[snapshot(key)]` field as a JSON value (`null` if it does not serialize).
 pub fn json_value<T: serde::Serialize + ?Sized>(value: &T) -> serde_json::Value {
     serde_json::to_value(value).unwrap_or(serde_json::Value::Null)

@@ -6,7 +6,7 @@ use proc_macro2::TokenStream;
 use quote::quote;
 use syn::Ident;
 
-use super::attr::{Contract, Lit, Source};
+use super::attr::{Contract, Lit, Scope, Source};
 use super::duration::Millis;
 
 /// How the function is called.
@@ -41,7 +41,7 @@ pub(crate) struct Plan<'a> {
     /// `fingerprint(fields = [..])`; `None` hashes the whole target.
     pub(crate) fields: Option<&'a [Ident]>,
     pub(crate) key: Key<'a>,
-    pub(crate) scope: &'a [Source],
+    pub(crate) scope: &'a Scope,
     /// `ttl = ".."`; `None` takes the runtime's default.
     pub(crate) ttl: Option<&'a Lit<Millis>>,
     /// `lease = ".."`; `None` takes the runtime's default.

@@ -58,6 +58,16 @@ pub(crate) enum Source {
     Expr(syn::Expr),
 }
 
+/// `scope = ..`: who shares a key space.
+pub(crate) enum Scope {
+    /// `scope = [a, b]`: the parts, evaluated per request.
+    Parts(Vec<Source>),
+    /// `scope = global`: every caller shares the keys.
+    Global,
+    /// `scope = default`: the `Idem` handle's default scope (axum handlers).
+    Default(Ident),
+}
+
 /// `fingerprint(arg = name, fields = [a, b])`.
 pub(crate) struct FingerprintArg {
     pub(crate) arg: Option<Ident>,
@@ -79,7 +89,7 @@ pub(crate) struct Lit<T> {
 /// counts as given (a second one is a duplicate) and checks on its value stay quiet.
 pub(crate) struct Args {
     pub(crate) key: Attr<Option<Source>>,
-    pub(crate) scope: Attr<Option<Vec<Source>>>,
+    pub(crate) scope: Attr<Option<Scope>>,
     pub(crate) fingerprint: Attr<Option<FingerprintArg>>,
     pub(crate) ttl: Attr<Option<Lit<Millis>>>,
     pub(crate) lease: Attr<Option<Lit<Millis>>>,
@@ -310,7 +320,24 @@ fn invalid_header_name(name: &str) -> String {
 }
 
 /// `[a, b, header("X-Tenant-Id")]`.
-fn parse_scope(cx: &Ctxt, input: ParseStream<'_>) -> syn::Result<Option<Vec<Source>>> {
+fn parse_scope(cx: &Ctxt, input: ParseStream<'_>) -> syn::Result<Option<Scope>> {
+    if input.peek(Ident::peek_any) && (input.peek2(Token![,]) || input.peek2(syn::parse::End)) {
+        let word = input.call(Ident::parse_any)?;
+        if word == GLOBAL {
+            return Ok(Some(Scope::Global));
+        }
+        if word == DEFAULT {
+            return Ok(Some(Scope::Default(word)));
+        }
+        cx.error_spanned_by(
+            &word,
+            format!(
+                "write the scope as a list, as in `scope = [{}]`, or `scope = default` (the scope set with `Idem::with_default_scope`), or `scope = global` (every caller shares the keys)",
+                word.unraw()
+            ),
+        );
+        return Ok(None);
+    }
     if !input.peek(syn::token::Bracket) {
         let value: syn::Expr = input.parse()?;
         cx.error_spanned_by(
@@ -328,12 +355,12 @@ fn parse_scope(cx: &Ctxt, input: ParseStream<'_>) -> syn::Result<Option<Vec<Sour
     if parts.is_empty() {
         cx.syn_error(syn::Error::new(
             brackets.span.join(),
-            "`scope = []` names no part: list what separates callers, as in `scope = [auth.tenant_id, auth.user_id]`, or remove `scope`",
+            "`scope = []` names no part: list what separates callers, as in `scope = [auth.tenant_id, auth.user_id]`, or write `scope = global` if every caller shares the keys",
         ));
         return Ok(None);
     }
-    let sources: Vec<Option<Source>> = parts.into_iter().map(|e| source(cx, e)).collect();
-    Ok(sources.into_iter().collect())
+    let sources: Option<Vec<Source>> = parts.into_iter().map(|e| source(cx, e)).collect();
+    Ok(sources.map(Scope::Parts))
 }
 
 /// `(arg = name, fields = [a, b])`.

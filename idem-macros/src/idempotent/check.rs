@@ -7,7 +7,7 @@ use syn::ext::IdentExt;
 use syn::spanned::Spanned;
 
 use super::ast::{self, Form, Key, NotBound, Plan, Target};
-use super::attr::{Args, Contract, Source};
+use super::attr::{Args, Contract, Scope, Source};
 use crate::ctxt::Ctxt;
 
 /// Checks `args` against `item`; the plan, if every part needed to build one is valid (errors
@@ -35,9 +35,18 @@ pub(crate) fn plan<'a>(cx: &Ctxt, args: &'a Args, item: &'a syn::ItemFn) -> Opti
         None => Key::DefaultHeader,
     };
     let scope = match args.scope.get() {
-        Some(Some(parts)) => parts.as_slice(),
+        Some(Some(scope)) => scope,
         Some(None) => return None,
-        None => &[],
+        None => {
+            cx.syn_error(syn::Error::new(
+                proc_macro2::Span::call_site(),
+                match form {
+                    Form::Axum => "`#[idempotent]` needs a `scope`: who may share an idempotency key? Write `scope = [auth.tenant_id, auth.user_id]` with the caller's authenticated identity (an extractor argument), `scope = default` for the scope set once with `Idem::with_default_scope`, or `scope = global` if every caller shares the keys",
+                    Form::Consumer { .. } => "`#[idempotent]` needs a `scope`: who may share an idempotency key? Write `scope = [msg.tenant_id]` with what separates the producers of the messages, or `scope = global` if every producer shares the keys",
+                },
+            ));
+            return None;
+        }
     };
     let fields = match args.fingerprint.get() {
         Some(Some(fp)) => fp.fields.as_ref().map(|f| f.list.as_slice()),
@@ -144,8 +153,26 @@ fn check_consumer(cx: &Ctxt, args: &Args, sig: &syn::Signature) {
         Some(Some(source @ Source::Header { .. })) => no_header(cx, source, "key = msg.id"),
         _ => {}
     }
-    for part in args.scope.valid().into_iter().flatten() {
-        no_header(cx, part, "scope = [msg.tenant_id]");
+    match args.scope.valid() {
+        Some(Scope::Parts(parts)) => {
+            for part in parts {
+                no_header(cx, part, "scope = [msg.tenant_id]");
+            }
+        }
+        Some(Scope::Default(word)) => cx.error_spanned_by(
+            word,
+            "`scope = default` takes the scope that `Idem::with_default_scope` computes from an HTTP request, and a function with `store = ..` has no request: write `scope = [msg.tenant_id]`, or `scope = global`",
+        ),
+        Some(Scope::Global) | None => {}
+    }
+    if !args.operation.is_given() {
+        cx.error_spanned_by(
+            store_key,
+            format!(
+                "a function with `store = ..` has no route to name its operation after, and its path changes when `{}` is renamed or moved (turning redeliveries after the deploy into new operations): name it, as in `operation = \"warehouse.ship\"`",
+                sig.ident.unraw()
+            ),
+        );
     }
     if let Some(headers) = args.headers.key_tokens() {
         cx.error_spanned_by(
@@ -159,17 +186,6 @@ fn check_consumer(cx: &Ctxt, args: &Args, sig: &syn::Signature) {
         cx.error_spanned_by(
             &contract.lit,
             "`latest_state` renders the current state of an HTTP resource with `lookup`; a function with `store = ..` supports `exact_replay` (the stored `Result`, `Err` included) and `suppress_only`",
-        );
-    }
-    if let Some(receiver) = sig.receiver()
-        && !args.operation.is_given()
-    {
-        cx.error_spanned_by(
-            receiver,
-            format!(
-                "`#[idempotent]` names the operation after the function's path, and the type of a method is out of its sight (two `{}` methods in one module would share their records): name it, as in `operation = \"payments.refund\"`",
-                sig.ident.unraw()
-            ),
         );
     }
 }

@@ -13,11 +13,10 @@
 
 use proc_macro2::{Delimiter, Group, Span, TokenStream, TokenTree};
 use quote::{ToTokens, format_ident, quote, quote_spanned};
-use syn::ext::IdentExt;
 use syn::spanned::Spanned;
 
 use super::ast::{Form, Key, Plan};
-use super::attr::{Contract, Source};
+use super::attr::{Contract, Scope, Source};
 use crate::respan::{first_last, respan, spanned_ref};
 
 pub(crate) fn expand(plan: &Plan<'_>) -> TokenStream {
@@ -139,12 +138,11 @@ fn return_span(sig: &syn::Signature) -> Span {
 /// (`HandlerConfig::new`), checked at compile time by `HandlerConfig::assert_valid` — at the
 /// duration the user wrote, if any, since a default cannot be wrong on its own.
 fn config(plan: &Plan<'_>, pv: &TokenStream) -> TokenStream {
-    let operation = match plan.operation {
-        Some(lit) => quote!(#lit),
-        None => {
-            let suffix = format!("::{}", plan.item.sig.ident.unraw());
-            quote!(::core::concat!(::core::module_path!(), #suffix))
-        }
+    // Without `operation = ".."` (axum handlers only; the checks require it elsewhere): the
+    // request's method and matched route, which survive renaming or moving the function.
+    let base = match plan.operation {
+        Some(lit) => quote!(#pv::HandlerConfig::new(#lit)),
+        None => quote!(#pv::HandlerConfig::for_route()),
     };
     let ttl = plan.ttl.map(|t| {
         let value = t.value.to_tokens(pv);
@@ -186,7 +184,7 @@ fn config(plan: &Plan<'_>, pv: &TokenStream) -> TokenStream {
             replay_headers: &[#(#headers),*],
             fail_open: #fail_open,
             max_snapshot_bytes: #max,
-            ..#pv::HandlerConfig::new(#operation)
+            ..#base
         };
         #check
         static __IDEM_CONFIG: #pv::HandlerConfig = __IDEM_CONFIG_VALUE;
@@ -245,34 +243,56 @@ fn key(plan: &Plan<'_>, pv: &TokenStream) -> (TokenStream, TokenStream) {
     }
 }
 
-/// Each scope part rendered into an owned `String` with its own `ScopePart` impl, before the
-/// body moves the arguments it borrows; and the `&[&dyn ScopePart]` passed to the runtime
-/// (`String`'s impl writes its text as is, so the key is the same as with the parts
-/// themselves).
+/// The statements that render the scope, and the `&[&dyn ScopePart]` passed to the runtime.
+///
+/// * `scope = [a, b]`: each part rendered into an owned `String` with its own `ScopePart` impl,
+///   before the body moves the arguments it borrows (`String`'s impl writes its text as is, so
+///   the key is the same as with the parts themselves);
+/// * `scope = default`: the parts of the handle's default scope for this request; a request
+///   without an identity (or a handle without a default scope) is answered at once;
+/// * `scope = global`: no part.
 fn scope(plan: &Plan<'_>, pv: &TokenStream) -> (TokenStream, TokenStream) {
-    let names: Vec<syn::Ident> = (0..plan.scope.len())
-        .map(|i| format_ident!("__idem_scope_{}", i))
-        .collect();
-    let renders = plan.scope.iter().zip(&names).map(|(part, name)| {
-        let value = match part {
-            Source::Header { name, call } => {
-                let (first, _) = first_last(&call.to_token_stream());
-                quote_spanned!(first=> &__idem_cx.header(#name))
-            }
-            Source::Expr(expr) => spanned_ref(expr),
-        };
-        let write = respan(quote!(#pv::ScopePart::write_scope_part), part.span());
-        quote! {
-            let #name: ::std::string::String = {
-                let mut __idem_part = ::std::string::String::new();
-                #write(#value, &mut __idem_part);
-                __idem_part
+    match plan.scope {
+        Scope::Global => (quote!(), quote!(&[])),
+        Scope::Default(word) => {
+            let call = quote_spanned!(word.span()=> __idem_cx.default_scope());
+            let prelude = quote! {
+                let __idem_scope: ::std::vec::Vec<::std::string::String> = match #call {
+                    ::core::result::Result::Ok(__idem_parts) => __idem_parts,
+                    ::core::result::Result::Err(__idem_err) => {
+                        return #pv::axum::response::IntoResponse::into_response(__idem_err);
+                    }
+                };
+                let __idem_scope = #pv::scope_parts(&__idem_scope);
             };
+            (prelude, quote!(&__idem_scope))
         }
-    });
-    let prelude = quote!(#(#renders)*);
-    let arg = quote!(&[#(&#names as &dyn #pv::ScopePart),*]);
-    (prelude, arg)
+        Scope::Parts(parts) => {
+            let names: Vec<syn::Ident> = (0..parts.len())
+                .map(|i| format_ident!("__idem_scope_{}", i))
+                .collect();
+            let renders = parts.iter().zip(&names).map(|(part, name)| {
+                let value = match part {
+                    Source::Header { name, call } => {
+                        let (first, _) = first_last(&call.to_token_stream());
+                        quote_spanned!(first=> &__idem_cx.header(#name))
+                    }
+                    Source::Expr(expr) => spanned_ref(expr),
+                };
+                let write = respan(quote!(#pv::ScopePart::write_scope_part), part.span());
+                quote! {
+                    let #name: ::std::string::String = {
+                        let mut __idem_part = ::std::string::String::new();
+                        #write(#value, &mut __idem_part);
+                        __idem_part
+                    };
+                }
+            });
+            let prelude = quote!(#(#renders)*);
+            let arg = quote!(&[#(&#names as &dyn #pv::ScopePart),*]);
+            (prelude, arg)
+        }
+    }
 }
 
 /// `async move { let __idem_out: R = BODY; __idem_out }`, the "fake return edge": the body's

@@ -70,10 +70,16 @@ impl fmt::Display for Contract {
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HandlerConfig {
-    /// Names the operation inside the scoped key (`tenant:user:operation:client_key`); the
-    /// attribute's default is `module_path!() + "::" + fn name`. Two handlers with different
-    /// operations never share a record, even under the same client key.
-    pub operation: &'static str,
+    /// Names the operation inside the scoped key (`tenant:user:operation:client_key`). Two
+    /// handlers with different operations never share a record, even under the same client key.
+    ///
+    /// `None` (what `#[idempotent]` uses on an axum handler without `operation = ".."`): the
+    /// request's method and axum's matched route template, `"POST /v1/payments/{id}/refunds"` —
+    /// what the contract calls the endpoint, stable when the handler function is renamed or
+    /// moved. Changing the name (or the route) turns retries that arrive after the deploy into new
+    /// operations, so treat it like a public name. [`run_once`](super::run_once) has no route and
+    /// needs a name.
+    pub operation: Option<&'static str>,
     /// How long the guarantee lasts, counted from the claim (S19): after it a reuse of the key is
     /// a new request.
     pub ttl: Duration,
@@ -138,7 +144,7 @@ impl HandlerConfig {
     /// ```
     pub const fn new(operation: &'static str) -> Self {
         HandlerConfig {
-            operation,
+            operation: Some(operation),
             ttl: DEFAULT_TTL,
             lease: DEFAULT_LEASE,
             timeout: None,
@@ -146,6 +152,22 @@ impl HandlerConfig {
             replay_headers: &[],
             fail_open: false,
             max_snapshot_bytes: None,
+        }
+    }
+
+    /// The defaults of [`HandlerConfig::new`] for an HTTP handler whose operation is named after
+    /// its route: the request's method and axum's matched route template (see
+    /// [`HandlerConfig::operation`]).
+    ///
+    /// ```
+    /// use idem_runtime::engine::HandlerConfig;
+    /// static CREATE: HandlerConfig = HandlerConfig::for_route();
+    /// assert_eq!(CREATE.operation, None);
+    /// ```
+    pub const fn for_route() -> Self {
+        HandlerConfig {
+            operation: None,
+            ..HandlerConfig::new("")
         }
     }
 
@@ -307,15 +329,26 @@ pub struct Idem {
     store: Arc<dyn Store>,
     policy: Arc<dyn OutcomePolicy>,
     max_snapshot_bytes: usize,
+    #[cfg(feature = "axum")]
+    default_scope: Option<Arc<DefaultScopeFn>>,
 }
+
+/// The router-wide default scope of [`Idem::with_default_scope`]: the scope parts of a request,
+/// from its head (typically an authentication extension), or `None` when the request carries no
+/// identity to scope by.
+#[cfg(feature = "axum")]
+#[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
+pub type DefaultScopeFn = dyn Fn(&http::request::Parts) -> Option<Vec<String>> + Send + Sync;
 
 impl fmt::Debug for Idem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Idem")
-            .field("store", &self.store)
+        let mut d = f.debug_struct("Idem");
+        d.field("store", &self.store)
             .field("policy", &self.policy)
-            .field("max_snapshot_bytes", &self.max_snapshot_bytes)
-            .finish()
+            .field("max_snapshot_bytes", &self.max_snapshot_bytes);
+        #[cfg(feature = "axum")]
+        d.field("default_scope", &self.default_scope.is_some());
+        d.finish()
     }
 }
 
@@ -346,6 +379,8 @@ impl Idem {
             store,
             policy: Arc::new(DefaultPolicy),
             max_snapshot_bytes: DEFAULT_MAX_SNAPSHOT_BYTES,
+            #[cfg(feature = "axum")]
+            default_scope: None,
         }
     }
 
@@ -383,6 +418,63 @@ impl Idem {
     pub fn max_snapshot_bytes(mut self, n: usize) -> Self {
         self.max_snapshot_bytes = n;
         self
+    }
+
+    /// Sets the router-wide default scope: the scope of every handler that says `scope = default`
+    /// (`#[idempotent]`) and of every [`IdempotencyLayer`](crate::http::IdempotencyLayer) without
+    /// a scope of its own, computed from the request's head — typically the identity an
+    /// authentication middleware put into the request's extensions. A request for which it
+    /// returns `None` (no identity) is refused with `401 unscoped`, never run under a key shared
+    /// with other callers.
+    ///
+    /// Take the scope from an authenticated identity. A client-supplied header
+    /// (`X-Tenant-Id`) is only acceptable behind a gateway that sets it itself: otherwise any
+    /// client can name another tenant and be answered with that tenant's stored responses.
+    ///
+    /// ```
+    /// use idem_runtime::engine::Idem;
+    ///
+    /// #[derive(Clone)]
+    /// struct Caller { tenant: String, user: String } // put there by the auth middleware
+    ///
+    /// let idem = Idem::new(idem_runtime::store::MemoryStore::new())
+    ///     .with_default_scope(|parts| {
+    ///         let caller = parts.extensions.get::<Caller>()?;
+    ///         Some(vec![caller.tenant.clone(), caller.user.clone()])
+    ///     });
+    /// assert!(idem.has_default_scope());
+    /// ```
+    #[cfg(feature = "axum")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
+    #[must_use]
+    pub fn with_default_scope(
+        mut self,
+        f: impl Fn(&http::request::Parts) -> Option<Vec<String>> + Send + Sync + 'static,
+    ) -> Self {
+        self.default_scope = Some(Arc::new(f));
+        self
+    }
+
+    /// `true` once [`Idem::with_default_scope`] set a default scope.
+    ///
+    /// ```
+    /// use idem_runtime::engine::Idem;
+    /// assert!(!Idem::new(idem_runtime::store::MemoryStore::new()).has_default_scope());
+    /// ```
+    #[cfg(feature = "axum")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
+    pub fn has_default_scope(&self) -> bool {
+        self.default_scope.is_some()
+    }
+
+    /// The default scope of a request: `None` when none is configured, `Some(None)` when the
+    /// request has no identity to scope by.
+    #[cfg(feature = "axum")]
+    pub(crate) fn default_scope_of(
+        &self,
+        parts: &http::request::Parts,
+    ) -> Option<Option<Vec<String>>> {
+        self.default_scope.as_ref().map(|f| f(parts))
     }
 
     /// The store.

@@ -157,6 +157,22 @@ pub enum IdempotencyError {
         /// The timeout that ran out.
         after: Duration,
     },
+    /// The endpoint scopes keys by the caller's identity and the request carries none (`401`,
+    /// `unscoped`): the default scope ([`Idem::with_default_scope`]) returned `None`.
+    ///
+    /// [`Idem::with_default_scope`]: super::Idem::with_default_scope
+    #[error(
+        "this endpoint scopes idempotency keys by the caller's identity, and the request carries none: authenticate, then send the request again with the same key"
+    )]
+    Unscoped,
+    /// The server is set up wrongly for this endpoint (`500`, `misconfigured`): e.g. a handler
+    /// with `scope = default` on an [`Idem`](super::Idem) handle without a default scope. Not an
+    /// idempotency condition the client can resolve; the message says what to fix.
+    #[error("the idempotency setup of this endpoint is incomplete: {message}")]
+    Misconfigured {
+        /// What to fix, for the operator.
+        message: &'static str,
+    },
 }
 
 fn retry_secs(d: Duration) -> u64 {
@@ -164,7 +180,9 @@ fn retry_secs(d: Duration) -> u64 {
 }
 
 impl IdempotencyError {
-    /// The HTTP status: 400, 409, 413, 422 or 503. Never 429 or 500 (S9).
+    /// The HTTP status: 400, 401, 409, 413, 422 or 503 — never 429, and never 500 (S9) for an
+    /// idempotency condition. The one `500` is [`IdempotencyError::Misconfigured`], a server set
+    /// up wrongly, which no retry resolves.
     ///
     /// ```
     /// use idem_runtime::engine::IdempotencyError;
@@ -177,6 +195,8 @@ impl IdempotencyError {
             | IdempotencyError::InvalidKey(_)
             | IdempotencyError::Fingerprint(_) => 400,
             IdempotencyError::KeyReused { .. } => 422,
+            IdempotencyError::Unscoped => 401,
+            IdempotencyError::Misconfigured { .. } => 500,
             IdempotencyError::InProgress { .. } => 409,
             IdempotencyError::BodyTooLarge { .. } => 413,
             IdempotencyError::Unavailable { .. }
@@ -224,6 +244,8 @@ impl IdempotencyError {
             IdempotencyError::KeyReused { .. } => problem::KEY_REUSED,
             IdempotencyError::InProgress { .. } => problem::IN_PROGRESS,
             IdempotencyError::TimedOut { .. } => problem::TIMED_OUT,
+            IdempotencyError::Unscoped => problem::UNSCOPED,
+            IdempotencyError::Misconfigured { .. } => problem::MISCONFIGURED,
             IdempotencyError::Unavailable { .. } => problem::STORE_UNAVAILABLE,
             IdempotencyError::Fingerprint(_) => problem::REQUEST_NOT_FINGERPRINTABLE,
             IdempotencyError::BodyTooLarge { .. } => problem::BODY_TOO_LARGE,
@@ -251,6 +273,8 @@ impl IdempotencyError {
             IdempotencyError::KeyReused { .. } => "Idempotency key reused with a different request",
             IdempotencyError::InProgress { .. } => "Request with this idempotency key in progress",
             IdempotencyError::TimedOut { .. } => "Request timed out",
+            IdempotencyError::Unscoped => "Request without an identity to scope its key",
+            IdempotencyError::Misconfigured { .. } => "Idempotency misconfigured",
             IdempotencyError::Unavailable { .. } => "Idempotency store unavailable",
             IdempotencyError::Fingerprint(_) => "Request cannot be fingerprinted",
             IdempotencyError::BodyTooLarge { .. } => "Request body too large",

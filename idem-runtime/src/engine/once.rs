@@ -93,9 +93,14 @@ where
     T: Serialize + DeserializeOwned + Send,
     E: Serialize + DeserializeOwned + From<IdempotencyError> + Send,
 {
-    let key = scoped_key(cfg.operation, scope, key)
-        .map(|scoped| (scoped, key.to_owned()))
-        .map_err(IdempotencyError::from);
+    let key = match cfg.operation {
+        Some(operation) => scoped_key(operation, scope, key)
+            .map(|scoped| (scoped, key.to_owned()))
+            .map_err(IdempotencyError::from),
+        None => Err(IdempotencyError::Misconfigured {
+            message: "`run_once` has no route to name its operation after: build its `HandlerConfig` with `HandlerConfig::new(\"<operation>\")`",
+        }),
+    };
     let idem = idem.clone();
     async move {
         let front = Once {

@@ -38,6 +38,10 @@ pub const BODY_TOO_LARGE: &str = "https://idem.dev/problems/body-too-large";
 /// `503` + `Retry-After`: the handler ran past its timeout and was stopped; a retry with the
 /// same key continues the same operation.
 pub const TIMED_OUT: &str = "https://idem.dev/problems/timed-out";
+/// `401`: the endpoint scopes keys by the caller's identity and the request carries none.
+pub const UNSCOPED: &str = "https://idem.dev/problems/unscoped";
+/// `500`: the server's idempotency setup is incomplete for this endpoint (an operator's fix).
+pub const MISCONFIGURED: &str = "https://idem.dev/problems/misconfigured";
 /// `503`: a stored result cannot be read back (framework-free `run_once` only).
 pub const SNAPSHOT_UNREADABLE: &str = "https://idem.dev/problems/snapshot-unreadable";
 /// `400` / `415` / `413`: the `idem::http::Json` extractor could not read the body. A `400`, not

@@ -145,12 +145,11 @@ impl ScopePart for http::HeaderValue {
     }
 }
 
-/// The [`ScopedKey`] of `client_key` for `operation` under `scope`.
-///
-/// The first part is the tenant, the second the user; with more than two parts, the second and
-/// later parts are each escaped (`%` -> `%25`, `:` -> `%3A`) and joined with `:` into the user
-/// position. For a fixed number of parts (which `#[idempotent]` guarantees per handler) the
-/// mapping is injective: `["a:b", "c"]` and `["a", "b:c"]` are different scopes.
+/// The [`ScopedKey`] of `client_key` for `operation` under `scope`: each part rendered by its
+/// [`ScopePart`] impl, then hashed length-prefixed with the number of parts first
+/// ([`ScopedKey::from_parts`]), so the mapping is injective for any number and content of parts:
+/// `["a:b", "c"]` and `["a", "b:c"]`, `["t"]` and `["t", ""]` are different scopes. An empty
+/// scope is the global one: the key is shared by every caller of the operation.
 ///
 /// # Errors
 /// [`InvalidKey`] when the client key is empty, longer than 255 characters, or has control
@@ -161,8 +160,9 @@ impl ScopePart for http::HeaderValue {
 /// let k = scoped_key("payments::create", &[&"acme", &42u64], "k-1")?;
 /// assert_eq!(k.readable(), "acme:42:payments%3A%3Acreate:k-1");
 /// let k3 = scoped_key("op", &[&"acme", &"u1", &"acct:9"], "k-1")?;
-/// assert_eq!(k3.readable(), "acme:u1%3Aacct%253A9:op:k-1");
+/// assert_eq!(k3.readable(), "acme:u1:acct%3A9:op:k-1");
 /// assert_ne!(scoped_key("op", &[&"a"], "k")?, scoped_key("op", &[&"b"], "k")?);
+/// assert_ne!(scoped_key("op", &[&"t"], "k")?, scoped_key("op", &[&"t", &""], "k")?);
 /// # Ok::<(), idem_runtime::engine::InvalidKey>(())
 /// ```
 pub fn scoped_key(
@@ -170,33 +170,6 @@ pub fn scoped_key(
     scope: &[&dyn ScopePart],
     client_key: &str,
 ) -> Result<ScopedKey, InvalidKey> {
-    let mut tenant = String::new();
-    let mut user = String::new();
-    match scope {
-        [] => {}
-        [t] => t.write_scope_part(&mut tenant),
-        [t, u] => {
-            t.write_scope_part(&mut tenant);
-            u.write_scope_part(&mut user);
-        }
-        [t, rest @ ..] => {
-            t.write_scope_part(&mut tenant);
-            let mut part = String::new();
-            for (i, p) in rest.iter().enumerate() {
-                if i > 0 {
-                    user.push(':');
-                }
-                part.clear();
-                p.write_scope_part(&mut part);
-                for c in part.chars() {
-                    match c {
-                        '%' => user.push_str("%25"),
-                        ':' => user.push_str("%3A"),
-                        c => user.push(c),
-                    }
-                }
-            }
-        }
-    }
-    Ok(ScopedKey::new(&tenant, &user, operation, client_key)?)
+    let parts: Vec<String> = scope.iter().map(|p| write_scope_part(*p)).collect();
+    Ok(ScopedKey::from_parts(&parts, operation, client_key)?)
 }

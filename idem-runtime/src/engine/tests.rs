@@ -296,11 +296,15 @@ fn default_policy_table() {
 }
 
 #[test]
-fn scopes_are_injective_for_a_fixed_arity() {
+fn scopes_are_injective_for_any_arity() {
     let k = |scope: &[&dyn ScopePart]| scoped_key("op", scope, "k").unwrap();
     assert_ne!(k(&[&"a:b", &"c"]), k(&[&"a", &"b:c"]));
     assert_ne!(k(&[&"t", &"a:b", &"c"]), k(&[&"t", &"a", &"b:c"]));
     assert_ne!(k(&[&"t", &"a%3Ab", &"c"]), k(&[&"t", &"a:b", &"c"]));
+    // Different numbers of parts never collide.
+    assert_ne!(k(&[&"t", &"a:b"]), k(&[&"t", &"a", &"b"]));
+    assert_ne!(k(&[&"t"]), k(&[&"t", &""]));
+    assert_ne!(k(&[]), k(&[&""]));
     assert_eq!(k(&[&"t", &None::<&str>]), k(&[&"t", &""]));
     assert_eq!(k(&[&7u32]), k(&[&"7"]));
     assert_ne!(scoped_key("op1", &[], "k"), scoped_key("op2", &[], "k"));

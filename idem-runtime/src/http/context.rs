@@ -2,7 +2,7 @@
 
 use core::convert::Infallible;
 
-use axum::extract::{FromRef, FromRequestParts};
+use axum::extract::{FromRef, FromRequestParts, MatchedPath};
 use http::request::Parts;
 use http::{HeaderMap, HeaderValue, Method};
 
@@ -43,6 +43,8 @@ pub struct IdemContext {
     headers: HeaderMap,
     method: Method,
     path: String,
+    route: Option<String>,
+    default_scope: Option<Option<Vec<String>>>,
 }
 
 impl IdemContext {
@@ -58,10 +60,15 @@ impl IdemContext {
     /// ```
     pub fn new(idem: Idem, parts: &Parts) -> Self {
         IdemContext {
+            default_scope: idem.default_scope_of(parts),
             idem,
             headers: parts.headers.clone(),
             method: parts.method.clone(),
             path: parts.uri.path().to_owned(),
+            route: parts
+                .extensions
+                .get::<MatchedPath>()
+                .map(|m| m.as_str().to_owned()),
         }
     }
 
@@ -114,11 +121,80 @@ impl IdemContext {
         &self.path
     }
 
-    /// The client key of `source` and its scoped form.
+    /// axum's matched route template (`/v1/payments/{id}/refunds`), when the request was routed
+    /// by an axum `Router`.
+    ///
+    /// ```
+    /// # use idem_runtime::{engine::Idem, http::IdemContext};
+    /// let (parts, ()) = http::Request::post("/a").body(()).unwrap().into_parts();
+    /// let cx = IdemContext::new(Idem::new(idem_runtime::store::MemoryStore::new()), &parts);
+    /// assert_eq!(cx.route(), None); // not routed
+    /// ```
+    pub fn route(&self) -> Option<&str> {
+        self.route.as_deref()
+    }
+
+    /// The operation name of a handler without `operation = ".."`: the method and the matched
+    /// route template (`POST /v1/payments/{id}/refunds`), which survive renaming or moving the
+    /// handler; outside an axum `Router`, the method and the request path.
+    ///
+    /// ```
+    /// # use idem_runtime::{engine::Idem, http::IdemContext};
+    /// let (parts, ()) = http::Request::post("/a/b?c=d").body(()).unwrap().into_parts();
+    /// let cx = IdemContext::new(Idem::new(idem_runtime::store::MemoryStore::new()), &parts);
+    /// assert_eq!(cx.route_operation(), "POST /a/b");
+    /// ```
+    pub fn route_operation(&self) -> String {
+        format!(
+            "{} {}",
+            self.method,
+            self.route.as_deref().unwrap_or(&self.path)
+        )
+    }
+
+    /// The scope parts of the router-wide default scope ([`Idem::with_default_scope`]) for this
+    /// request: what `scope = default` uses.
+    ///
+    /// # Errors
+    /// [`IdempotencyError::Unscoped`] (`401`) when the request carries no identity to scope by;
+    /// [`IdempotencyError::Misconfigured`] (`500`, also logged) when the handle has no default
+    /// scope.
+    ///
+    /// ```
+    /// # use idem_runtime::{engine::Idem, http::IdemContext};
+    /// let idem = Idem::new(idem_runtime::store::MemoryStore::new())
+    ///     .with_default_scope(|parts| parts.headers.get("x-gateway-tenant")?.to_str().ok().map(|t| vec![t.to_owned()]));
+    /// let (parts, ()) = http::Request::post("/").header("x-gateway-tenant", "acme").body(()).unwrap().into_parts();
+    /// assert_eq!(IdemContext::new(idem.clone(), &parts).default_scope().unwrap(), ["acme"]);
+    /// let (anonymous, ()) = http::Request::post("/").body(()).unwrap().into_parts();
+    /// assert_eq!(IdemContext::new(idem, &anonymous).default_scope().unwrap_err().status(), 401);
+    /// ```
+    pub fn default_scope(&self) -> Result<Vec<String>, IdempotencyError> {
+        match &self.default_scope {
+            Some(Some(parts)) => Ok(parts.clone()),
+            Some(None) => Err(IdempotencyError::Unscoped),
+            None => {
+                tracing::error!(
+                    target: "idem",
+                    method = %self.method,
+                    path = %self.path,
+                    "a handler with `scope = default` runs on an `Idem` handle without a default \
+                     scope: set one with `Idem::with_default_scope`, or give the handler its own \
+                     `scope = [..]`; answering 500"
+                );
+                Err(IdempotencyError::Misconfigured {
+                    message: "the handler takes the default scope (`scope = default`) and the `Idem` handle has none: set one with `Idem::with_default_scope`",
+                })
+            }
+        }
+    }
+
+    /// The client key of `source` and its scoped form; `operation` `None` names it after the
+    /// route ([`IdemContext::route_operation`]).
     pub(crate) fn key(
         &self,
         source: KeySource<'_>,
-        operation: &str,
+        operation: Option<&str>,
         scope: &[&dyn ScopePart],
     ) -> Result<(ScopedKey, String), IdempotencyError> {
         let client = match source {
@@ -128,7 +204,10 @@ impl IdemContext {
                 value.to_owned()
             }
         };
-        let scoped = scoped_key(operation, scope, &client)?;
+        let scoped = match operation {
+            Some(op) => scoped_key(op, scope, &client)?,
+            None => scoped_key(&self.route_operation(), scope, &client)?,
+        };
         Ok((scoped, client))
     }
 }

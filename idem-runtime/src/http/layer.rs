@@ -51,7 +51,18 @@ struct Config {
     body_limit: usize,
     max_snapshot_bytes: Option<usize>,
     biz_no_field: String,
-    scope: Option<Arc<ScopeFn>>,
+    scope: LayerScope,
+}
+
+/// Where the layer's key scope comes from.
+#[derive(Clone)]
+enum LayerScope {
+    /// Not chosen: the `Idem` handle's default scope, which must then exist.
+    Unset,
+    /// Every caller shares the keys (chosen with `global()`).
+    Global,
+    /// Computed from each request (`scope(..)`).
+    Of(Arc<ScopeFn>),
 }
 
 impl Clone for Config {
@@ -96,7 +107,15 @@ impl Clone for Config {
 /// stored as `{"<biz_no_field>": "<biz_no>"}`.
 ///
 /// The operation (part of the scoped key) is [`operation`](Self::operation) if set, otherwise
-/// `"<METHOD> <path>"` of the request.
+/// `"<METHOD> <path>"` of the request: the request path, not the route template, because the
+/// layer fingerprints only the body, and a path parameter (`/payments/{id}/refunds`) must keep
+/// two resources' keys apart. Name the operation when routes may be renamed.
+///
+/// **Scope.** Keys are scoped per caller: the layer needs [`scope`](Self::scope), the router-wide
+/// default scope of its [`Idem`] handle ([`Idem::with_default_scope`]), or an explicit
+/// [`global`](Self::global) for keys every caller shares. Without any of them, applying the layer
+/// panics at router construction with a message that says what to write: a silently shared key
+/// would let one tenant be answered with another tenant's stored responses.
 ///
 /// ```
 /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
@@ -107,7 +126,8 @@ impl Clone for Config {
 /// use tower::ServiceExt;
 ///
 /// let spec = Spec::from_json_str(r#"{"amount": "decimal", "currency": "any", "client_ip": "env"}"#).unwrap();
-/// let layer = IdempotencyLayer::new(Idem::new(idem_runtime::store::MemoryStore::new()), spec);
+/// let layer = IdempotencyLayer::new(Idem::new(idem_runtime::store::MemoryStore::new()), spec)
+///     .global(); // one client, or keys that are unique across clients
 /// let app: Router = Router::new()
 ///     .route("/payments", post(|| async { (axum::http::StatusCode::CREATED, r#"{"id":"pay_1"}"#) }))
 ///     .layer(layer);
@@ -149,7 +169,8 @@ impl IdempotencyLayer {
     /// A layer over `idem` fingerprinting request bodies under `spec`. Defaults: key header
     /// `Idempotency-Key`, `exact_replay`, the TTL, lease and timeout of `#[idempotent]`
     /// ([`DEFAULT_TTL`] 7 days, [`DEFAULT_LEASE`] 30 s, 4 leases), fail closed, 1 MiB bodies,
-    /// business number in the response's `"id"` member, no scope.
+    /// business number in the response's `"id"` member, the handle's default scope (see
+    /// [`scope`](Self::scope) and [`global`](Self::global)).
     ///
     /// ```
     /// use idem_runtime::{Spec, ValueSpec, engine::Idem, http::IdempotencyLayer};
@@ -176,7 +197,7 @@ impl IdempotencyLayer {
                 body_limit: DEFAULT_BODY_LIMIT,
                 max_snapshot_bytes: None,
                 biz_no_field: "id".to_owned(),
-                scope: None,
+                scope: LayerScope::Unset,
             }),
         }
     }
@@ -377,7 +398,21 @@ impl IdempotencyLayer {
     #[must_use]
     pub fn scope(self, f: impl Fn(&Parts) -> Vec<String> + Send + Sync + 'static) -> Self {
         let f: Arc<ScopeFn> = Arc::new(f);
-        self.edit(|c| c.scope = Some(f))
+        self.edit(|c| c.scope = LayerScope::Of(f))
+    }
+
+    /// Keys shared by every caller: one key space per operation. Right for a single client, or
+    /// keys that are unique across clients by construction; otherwise one caller reusing
+    /// another's key would be answered with the other's stored response.
+    ///
+    /// ```
+    /// # use idem_runtime::{Spec, engine::Idem, http::IdempotencyLayer};
+    /// # let layer = IdempotencyLayer::new(Idem::new(idem_runtime::store::MemoryStore::new()), Spec::new());
+    /// let layer = layer.global();
+    /// ```
+    #[must_use]
+    pub fn global(self) -> Self {
+        self.edit(|c| c.scope = LayerScope::Global)
     }
 
     /// The canonicalizer options (nesting limit, unknown fields).
@@ -397,7 +432,15 @@ impl IdempotencyLayer {
 impl<S> Layer<S> for IdempotencyLayer {
     type Service = Idempotency<S>;
 
+    /// # Panics
+    /// When the layer has no scope: neither [`scope`](IdempotencyLayer::scope) nor
+    /// [`global`](IdempotencyLayer::global), and its `Idem` handle no default scope.
     fn layer(&self, inner: S) -> Idempotency<S> {
+        if matches!(self.config.scope, LayerScope::Unset) && !self.config.idem.has_default_scope() {
+            panic!(
+                "IdempotencyLayer without a scope: its keys would be shared by every caller. Scope them by the caller's identity with `.scope(|parts| ..)` or `Idem::with_default_scope`, or say `.global()` when every caller may share them"
+            );
+        }
         Idempotency {
             inner,
             config: self.config.clone(),
@@ -410,7 +453,7 @@ impl<S> Layer<S> for IdempotencyLayer {
 /// ```
 /// use idem_runtime::{Spec, engine::Idem, http::{Idempotency, IdempotencyLayer}};
 /// use tower::Layer;
-/// let layer = IdempotencyLayer::new(Idem::new(idem_runtime::store::MemoryStore::new()), Spec::new());
+/// let layer = IdempotencyLayer::new(Idem::new(idem_runtime::store::MemoryStore::new()), Spec::new()).global();
 /// let svc: Idempotency<_> = layer.layer(tower::service_fn(|_req: http::Request<axum::body::Body>| async {
 ///     Ok::<_, std::convert::Infallible>(http::Response::new(axum::body::Body::empty()))
 /// }));
@@ -526,15 +569,25 @@ where
         Ok(hash) => hash,
         Err(e) => return Ok(problem_response(&e.into(), Some(&client_key))),
     };
-    let scope: Vec<String> = config.scope.as_ref().map(|f| f(&parts)).unwrap_or_default();
-    let scope: Vec<&dyn ScopePart> = scope.iter().map(|s| s as &dyn ScopePart).collect();
     let operation = match &config.operation {
         Some(op) => op.clone(),
         None => format!("{} {}", parts.method, parts.uri.path()),
     };
-    let key = scoped_key(&operation, &scope, &client_key)
-        .map(|scoped| (scoped, client_key))
-        .map_err(IdempotencyError::from);
+    let scope = match &config.scope {
+        LayerScope::Of(f) => Some(f(&parts)),
+        LayerScope::Global => Some(Vec::new()),
+        // `layer()` checked that the handle has one.
+        LayerScope::Unset => config.idem.default_scope_of(&parts).flatten(),
+    };
+    let key = match scope {
+        Some(scope) => {
+            let scope: Vec<&dyn ScopePart> = scope.iter().map(|s| s as &dyn ScopePart).collect();
+            scoped_key(&operation, &scope, &client_key)
+                .map(|scoped| (scoped, client_key))
+                .map_err(IdempotencyError::from)
+        }
+        None => Err(IdempotencyError::Unscoped),
+    };
     let req = Request::from_parts(parts, Body::from(bytes));
     let terms = Terms {
         lease: config.lease,

@@ -8,23 +8,27 @@ use sha2::{Digest, Sha256};
 pub const MAX_CLIENT_KEY_CHARS: usize = 255;
 
 /// Domain separator hashed before the parts, so a key hash can never equal the hash of some other
-/// idem structure, and so the encoding can be versioned.
-const KEY_HASH_DOMAIN: &[u8] = b"idem.scoped-key.v1\0";
+/// idem structure, and so the encoding can be versioned. v2: any number of scope parts, their
+/// count hashed first (v1 had exactly two, tenant and user).
+const KEY_HASH_DOMAIN: &[u8] = b"idem.scoped-key.v2\0";
 
-/// A client's idempotency key, scoped by tenant, user and operation (S4: `tenant:user:endpoint:
-/// client_key`).
+/// A client's idempotency key, scoped by the caller (tenant, user, ...) and the operation (S4:
+/// `tenant:user:endpoint:client_key`).
 ///
 /// Two identities come out of it:
 ///
-/// * [`ScopedKey::hash`]: SHA-256 of a **length-prefixed** encoding of the four parts. This is the
-///   value of the `key_hash` column that the unique index `uk_idem_key` is built on. The encoding
-///   is injective: tenant `a:b` + user `c` and tenant `a` + user `b:c` have different hashes.
+/// * [`ScopedKey::hash`]: SHA-256 of a **length-prefixed** encoding: the number of scope parts,
+///   then each scope part, the operation and the client key, each as its byte length and its
+///   bytes. This is the value of the `key_hash` column that the unique index `uk_idem_key` is
+///   built on. The encoding is injective for any number and content of parts: tenant `a:b` +
+///   user `c` and tenant `a` + user `b:c` differ, and so do `["t"]` and `["t", ""]`, or
+///   `["t", "a:b"]` and `["t", "a", "b"]`.
 /// * [`ScopedKey::readable`]: the parts joined by `:`, with `%` and `:` percent-escaped inside
-///   each part (`%25`, `%3A`). Also injective, stored beside the hash for operators.
+///   each part (`%25`, `%3A`); the last two are the operation and the client key. Also
+///   injective, stored beside the hash for operators.
 ///
-/// Tenant and user may be empty (a service without tenants or users); the operation names the
-/// endpoint (`POST /payments`). Only the client key is validated, because only it comes from the
-/// client: 1 to 255 characters, no control characters.
+/// Only the client key is validated, because only it comes from the client: 1 to 255
+/// characters, no control characters.
 ///
 /// ```
 /// use idem_runtime::store::ScopedKey;
@@ -36,6 +40,12 @@ const KEY_HASH_DOMAIN: &[u8] = b"idem.scoped-key.v1\0";
 /// let b = ScopedKey::new("a", "b:c", "op", "k")?;
 /// assert_ne!(a.hash(), b.hash());
 /// assert_eq!(a.readable(), "a%3Ab:c:op:k");
+///
+/// // Any number of parts; a global key has none.
+/// let three = ScopedKey::from_parts(&["acme", "u-42", "acct:9"], "op", "k")?;
+/// assert_eq!(three.readable(), "acme:u-42:acct%3A9:op:k");
+/// assert_ne!(ScopedKey::from_parts(&["t"], "op", "k")?, ScopedKey::from_parts(&["t", ""], "op", "k")?);
+/// assert_eq!(ScopedKey::from_parts::<&str>(&[], "op", "k")?.readable(), "op:k");
 /// # Ok::<(), idem_runtime::store::KeyError>(())
 /// ```
 #[derive(Clone, PartialEq, Eq, Hash)]
@@ -71,7 +81,8 @@ pub enum KeyError {
 }
 
 impl ScopedKey {
-    /// Scopes `client_key` to `tenant`, `user` and `operation`.
+    /// Scopes `client_key` to `tenant`, `user` and `operation`: [`ScopedKey::from_parts`] with
+    /// the two parts `[tenant, user]`.
     ///
     /// # Errors
     /// [`KeyError`] when `client_key` is empty, longer than 255 characters, or contains a control
@@ -82,17 +93,39 @@ impl ScopedKey {
         operation: &str,
         client_key: &str,
     ) -> Result<Self, KeyError> {
+        Self::from_parts(&[tenant, user], operation, client_key)
+    }
+
+    /// Scopes `client_key` to the scope parts `scope` (none for a key shared by every caller)
+    /// and `operation`.
+    ///
+    /// # Errors
+    /// [`KeyError`] when `client_key` is empty, longer than 255 characters, or contains a control
+    /// character.
+    pub fn from_parts<S: AsRef<str>>(
+        scope: &[S],
+        operation: &str,
+        client_key: &str,
+    ) -> Result<Self, KeyError> {
         validate_client_key(client_key)?;
-        let parts = [tenant, user, operation, client_key];
+        let parts = || {
+            scope
+                .iter()
+                .map(AsRef::as_ref)
+                .chain([operation, client_key])
+        };
         let mut hasher = Sha256::new();
         hasher.update(KEY_HASH_DOMAIN);
-        for part in parts {
+        hasher.update((scope.len() as u64).to_be_bytes());
+        let mut len = 0;
+        for part in parts() {
             // Length prefix: the parts can contain any byte, the boundaries are never ambiguous.
             hasher.update((part.len() as u64).to_be_bytes());
             hasher.update(part.as_bytes());
+            len += part.len() + 1;
         }
-        let mut readable = String::with_capacity(parts.iter().map(|p| p.len() + 1).sum());
-        for (i, part) in parts.iter().enumerate() {
+        let mut readable = String::with_capacity(len);
+        for (i, part) in parts().enumerate() {
             if i > 0 {
                 readable.push(':');
             }
@@ -109,7 +142,8 @@ impl ScopedKey {
         &self.hash
     }
 
-    /// The operator-readable form: `tenant:user:operation:client_key`, `%` and `:` escaped.
+    /// The operator-readable form: `<scope parts>:operation:client_key`, `%` and `:` escaped
+    /// inside each part.
     pub fn readable(&self) -> &str {
         &self.readable
     }
@@ -189,6 +223,16 @@ mod tests {
     }
 
     #[test]
+    fn the_number_of_parts_counts() {
+        let k = |scope: &[&str]| ScopedKey::from_parts(scope, "op", "k").unwrap();
+        assert_ne!(k(&["t"]), k(&["t", ""]));
+        assert_ne!(k(&[]), k(&[""]));
+        assert_ne!(k(&["t", "a:b"]), k(&["t", "a", "b"]));
+        assert_ne!(k(&["t", "a:b"]).readable(), k(&["t", "a", "b"]).readable());
+        assert_eq!(k(&["t", "u"]), key("t", "u", "op", "k"));
+    }
+
+    #[test]
     fn client_key_validation() {
         assert_eq!(ScopedKey::new("t", "u", "o", ""), Err(KeyError::Empty));
         let long = "é".repeat(256);
@@ -217,8 +261,9 @@ mod tests {
         assert_eq!(hex, PINNED_HASH);
     }
 
-    // SHA-256("idem.scoped-key.v1\0" || for each part: u64 BE length || bytes), checked with Python.
-    const PINNED_HASH: &str = "4b4db5e97db8bc7265569bb18c14b039b871a1ab715bb7a33793728fd99e79e1";
+    // SHA-256("idem.scoped-key.v2\0" || u64 BE number of scope parts || for each part, the
+    // operation and the client key: u64 BE length || bytes), checked with Python.
+    const PINNED_HASH: &str = "4c2d816c9f0ef325ac24606b4d88a9730fafe2d344c2895e6d7ef785129d8f1b";
 
     fn part() -> impl Strategy<Value = String> {
         // Small alphabet full of separators and escape characters, so collisions would show up.
@@ -230,6 +275,17 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn encoding_is_injective_for_any_number_of_parts(
+            a in (proptest::collection::vec(part(), 0..4), part(), client()),
+            b in (proptest::collection::vec(part(), 0..4), part(), client()),
+        ) {
+            let ka = ScopedKey::from_parts(&a.0, &a.1, &a.2).unwrap();
+            let kb = ScopedKey::from_parts(&b.0, &b.1, &b.2).unwrap();
+            prop_assert_eq!(ka.hash() == kb.hash(), a == b);
+            prop_assert_eq!(ka.readable() == kb.readable(), a == b);
+        }
+
         #[test]
         fn encoding_is_injective(
             a in (part(), part(), part(), client()),

@@ -18,7 +18,7 @@ impl From<IdempotencyError> for ShipError {
     }
 }
 
-#[idempotent(store = idem, fingerprint(arg = msg))]
+#[idempotent(store = idem, scope = global, operation = "warehouse.ship", fingerprint(arg = msg))]
 async fn ship(idem: &Idem, msg: Message) -> Result<u64, ShipError> {
     let _ = idem;
     if msg.sku.is_empty() {

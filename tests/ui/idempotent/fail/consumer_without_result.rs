@@ -18,7 +18,7 @@ impl From<IdempotencyError> for ShipError {
     }
 }
 
-#[idempotent(store = idem, key = msg.id)]
+#[idempotent(store = idem, key = msg.id, scope = global, operation = "warehouse.ship")]
 async fn ship(idem: &Idem, msg: Message) -> u64 {
     let _ = idem;
     msg.sku.len() as u64

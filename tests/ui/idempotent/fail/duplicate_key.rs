@@ -14,7 +14,7 @@ struct Payment {
     id: String,
 }
 
-#[idempotent(ttl = "7d", lease = "10s", ttl = "30d")]
+#[idempotent(scope = global, ttl = "7d", lease = "10s", ttl = "30d")]
 async fn create_payment(Json(req): Json<CreatePayment>) -> (StatusCode, Json<Payment>) {
     let id = format!("pay_{}_{}", req.amount, req.currency);
     (StatusCode::CREATED, Json(Payment { id }))

@@ -16,7 +16,7 @@ struct Payment {
     id: String,
 }
 
-#[idempotent(fingerprint(fields = [amount, currency, attempt]))]
+#[idempotent(scope = global, fingerprint(fields = [amount, currency, attempt]))]
 async fn create_payment(Json(req): Json<CreatePayment>) -> (StatusCode, Json<Payment>) {
     let id = format!("pay_{}_{}_{}", req.amount, req.currency, req.attempt);
     (StatusCode::CREATED, Json(Payment { id }))

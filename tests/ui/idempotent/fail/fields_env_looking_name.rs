@@ -16,7 +16,7 @@ struct Payment {
     id: String,
 }
 
-#[idempotent(fingerprint(fields = [amount, client_ip]))]
+#[idempotent(scope = global, fingerprint(fields = [amount, client_ip]))]
 async fn create_payment(Json(req): Json<CreatePayment>) -> (StatusCode, Json<Payment>) {
     let id = format!("pay_{}_{}_{}", req.amount, req.currency, req.client_ip);
     (StatusCode::CREATED, Json(Payment { id }))

@@ -14,7 +14,7 @@ struct Payment {
     id: String,
 }
 
-#[idempotent(fingerprint(fields = [amount, currenc]))]
+#[idempotent(scope = global, fingerprint(fields = [amount, currenc]))]
 async fn create_payment(Json(req): Json<CreatePayment>) -> (StatusCode, Json<Payment>) {
     let id = format!("pay_{}_{}", req.amount, req.currency);
     (StatusCode::CREATED, Json(Payment { id }))

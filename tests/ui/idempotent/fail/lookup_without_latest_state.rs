@@ -14,7 +14,7 @@ struct Payment {
     id: String,
 }
 
-#[idempotent(lookup = find_payment)]
+#[idempotent(scope = global, lookup = find_payment)]
 async fn create_payment(Json(req): Json<CreatePayment>) -> (StatusCode, Json<Payment>) {
     let id = format!("pay_{}_{}", req.amount, req.currency);
     (StatusCode::CREATED, Json(Payment { id }))

@@ -23,7 +23,7 @@ struct Shipper {
 }
 
 impl Shipper {
-    #[idempotent(store = self.idem, key = msg.id)]
+    #[idempotent(store = self.idem, key = msg.id, scope = global)]
     async fn ship(&self, msg: Message) -> Result<u64, ShipError> {
         if msg.sku.is_empty() {
             return Err(ShipError::OutOfStock);

@@ -14,7 +14,7 @@ struct Payment {
     id: String,
 }
 
-#[idempotent]
+#[idempotent(scope = global)]
 async fn create_payment(
     axum::extract::Path(req): axum::extract::Path<CreatePayment>,
 ) -> (StatusCode, Json<Payment>) {

@@ -13,7 +13,7 @@ struct Receipt {
     amount: u64,
 }
 
-#[idempotent]
+#[idempotent(scope = global)]
 async fn create_payment(Json(req): Json<CreatePayment>) -> (StatusCode, Json<Receipt>) {
     let receipt = Receipt {
         id: "pay_1".into(),

@@ -22,7 +22,7 @@ struct Tenant {
     id: (u32, u32),
 }
 
-#[idempotent(store = idem, key = msg.id, scope = [tenant.id])]
+#[idempotent(store = idem, key = msg.id, scope = [tenant.id], operation = "warehouse.ship")]
 async fn ship(idem: &Idem, msg: Message, tenant: Tenant) -> Result<u64, ShipError> {
     let _ = (idem, tenant.id);
     if msg.sku.is_empty() {

@@ -14,7 +14,7 @@ struct Payment {
     id: String,
 }
 
-#[idempotent(ttl = "1.5h")]
+#[idempotent(scope = global, ttl = "1.5h")]
 async fn create_payment(Json(req): Json<CreatePayment>) -> (StatusCode, Json<Payment>) {
     let id = format!("pay_{}_{}", req.amount, req.currency);
     (StatusCode::CREATED, Json(Payment { id }))

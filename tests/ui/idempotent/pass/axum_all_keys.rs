@@ -69,6 +69,7 @@ impl axum::response::IntoResponse for ApiError {
     fingerprint(fields = [amount, currency, customer_id, order_id]),
     ttl = "90d",
     lease = "10s",
+    timeout = "1m",
     contract = "exact_replay",
     operation = "payments.create",
     headers = ["X-Request-Cost"],
@@ -120,6 +121,7 @@ async fn find_order(app: App, order_no: String) -> Result<Json<Order>, StatusCod
 }
 
 #[idem::idempotent(
+    scope = default,
     contract = "latest_state",
     lookup = {
         let app = app.clone();
@@ -141,6 +143,7 @@ async fn place_order(State(app): State<App>, body: Json<PlaceOrder>) -> (StatusC
 /// The key from the path (a client-chosen cancellation id), not from a header.
 #[idem::idempotent(
     key = cancellation_id,
+    scope = global,
     contract = "suppress_only",
     lease = "1500ms",
     ttl = "1h30m"

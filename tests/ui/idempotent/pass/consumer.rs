@@ -46,6 +46,7 @@ impl From<IdempotencyError> for ShipError {
     store = idem,
     key = msg.id,
     scope = [msg.warehouse, "eu"],
+    operation = "warehouse.ship",
     fingerprint(fields = [sku, quantity]),
     ttl = "30d",
     lease = "1m",
@@ -72,8 +73,9 @@ impl Worker {
     #[idempotent(
         store = self.idem,
         key = msg.id.as_str(),
+        scope = global,
         fingerprint(arg = msg),
-        operation = "warehouse.ship",
+        operation = "warehouse.handle",
         contract = "suppress_only",
         fail_open,
     )]

@@ -21,6 +21,7 @@ struct Payment {
 
 #[payments_idem::idempotent(
     crate = "::payments_idem",
+    scope = global,
     headers = ["X-Request-Cost", "etag"],
     fingerprint(fields = [amount]),
 )]

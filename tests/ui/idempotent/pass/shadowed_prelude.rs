@@ -47,7 +47,7 @@ mod shadowing {
         (StatusCode::CREATED, Json(Payment { id }))
     }
 
-    #[idempotent(store = idem, key = key, ttl = "1d")]
+    #[idempotent(store = idem, key = key, scope = global, operation = "payments.consume", ttl = "1d")]
     pub async fn consume(
         idem: ::std::sync::Arc<idem::Idem>,
         req: CreatePayment,
@@ -63,7 +63,7 @@ mod no_prelude {
     use ::axum::Json;
     use ::axum::http::StatusCode;
 
-    #[::idem::idempotent(contract = "suppress_only")]
+    #[::idem::idempotent(scope = default, contract = "suppress_only")]
     pub async fn create(
         Json(req): Json<super::CreatePayment>,
     ) -> (StatusCode, Json<super::Payment>) {
