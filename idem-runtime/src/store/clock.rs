@@ -1,15 +1,24 @@
-//! Time for the stores: [`Timestamp`] (milliseconds since the Unix epoch) from an injectable
-//! [`Clock`].
+//! Time for the stores: [`Timestamp`] (milliseconds since the Unix epoch) and [`Clock`].
 //!
-//! Every store computes "now" on the application server and passes it to the database as a query
-//! parameter; the database's own `NOW()` is never used. Tests move time with [`ManualClock`]
-//! instead of sleeping.
+//! **The database's clock decides.** The SQL stores (`PostgresStore`, `MySqlStore`,
+//! `SqliteStore`) never compare a record with the application's time: every statement that
+//! claims, takes over, extends, completes, abandons, reads or purges computes "now" on the
+//! database server (PostgreSQL `statement_timestamp()`, MariaDB/MySQL `UTC_TIMESTAMP(6)`,
+//! SQLite `julianday('now')`), takes the lease and TTL as durations, and returns the times it
+//! wrote; rows read back carry the server's "now", against which a claim decides. Application
+//! servers whose clocks differ by minutes therefore agree on every lease and every expiry, and
+//! a lease only has to exceed the handler's longest run time.
 //!
-//! **Clock skew.** With several application servers, their clocks must be reasonably synchronized
-//! (NTP). A server whose clock runs ahead sees leases and records expire early; one that runs
-//! behind sees them late. A lease must therefore be longer than the handler's longest run time
-//! *plus* the largest skew between servers, or a peer may take over a lease its holder still
-//! uses (S23: the business table's own unique constraint is the last line of defence).
+//! **Overriding it, for tests.** `with_clock(Arc<dyn Clock>)` on a SQL store makes it decide by
+//! that clock instead (`COALESCE(<clock's time>, <server's now>)` in every statement, the
+//! parameter `NULL` by default), so that tests move time with a [`ManualClock`] instead of
+//! sleeping. In production leave it unset: with it, several instances would again need
+//! synchronized clocks (NTP), and a lease would have to exceed the handler's run time *plus*
+//! the largest skew, or an instance whose clock runs ahead takes over a lease still in use
+//! (S23: fenced, and the business table's own unique constraint is the last line of defence).
+//!
+//! **The memory store** lives in one process and reads its injected [`Clock`] ([`SystemClock`]
+//! by default).
 
 use core::fmt;
 use core::time::Duration;
@@ -102,8 +111,8 @@ pub(crate) fn duration_millis(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
-/// A source of the current time. Stores read it for every operation; inject a [`ManualClock`] in
-/// tests to move time without sleeping.
+/// A source of the current time: the memory store's clock, and the override of a SQL store's
+/// (database) clock in tests. Inject a [`ManualClock`] to move time without sleeping.
 pub trait Clock: Send + Sync + fmt::Debug {
     /// The current time.
     fn now(&self) -> Timestamp;

@@ -64,7 +64,6 @@ pub(crate) struct RawRecord {
     pub operation_id: String,
     pub fence: i64,
     /// Row version (+1 on every write); only the MySQL claim reads it (compare-and-swap).
-    #[allow(dead_code)]
     pub rev: i64,
     pub resp_status: Option<i64>,
     pub resp_headers: Option<Vec<u8>>,
@@ -76,10 +75,14 @@ pub(crate) struct RawRecord {
     pub created_at: i64,
     pub updated_at: i64,
     pub completed_at: Option<i64>,
+    /// The database's "now" when the row was read (or the store's clock override), in the
+    /// column after `record_columns!()`: every decision about the row is taken against it.
+    pub db_now: i64,
 }
 
 impl RawRecord {
-    /// Reads the [`COLUMNS`] of `row`, the first at index `first`. `S` and `T` are the integer
+    /// Reads the `record_columns!()` of `row`, the first at index `first`, and the database's "now"
+    /// right after them. `S` and `T` are the integer
     /// types the backend's columns `state` and `resp_status` decode to.
     pub(crate) fn read<'r, R, S, T>(row: &'r R, first: usize) -> Result<Self, sqlx::Error>
     where
@@ -108,11 +111,21 @@ impl RawRecord {
             created_at: row.try_get(first + 13)?,
             updated_at: row.try_get(first + 14)?,
             completed_at: row.try_get(first + 15)?,
+            db_now: row.try_get(first + 16)?,
         })
     }
 
     /// Validates the row: known state, 64-hex request hash, well-formed headers.
-    pub(crate) fn into_record(self) -> Result<Record, StoreError> {
+    pub(crate) fn into_stored(self) -> Result<Stored, StoreError> {
+        let (rev, now) = (self.rev, Timestamp::from_millis(self.db_now));
+        Ok(Stored {
+            record: self.into_record()?,
+            rev,
+            now,
+        })
+    }
+
+    fn into_record(self) -> Result<Record, StoreError> {
         let key = self.idem_key;
         let bad = |detail: String| StoreError::corrupt(key.clone(), detail);
         let state = RecordState::from_code(self.state)
@@ -159,6 +172,17 @@ impl RawRecord {
     }
 }
 
+/// A record as read from the database, with what the decisions about it need.
+#[derive(Debug)]
+pub(crate) struct Stored {
+    pub record: Record,
+    /// Row version (+1 on every write); the MySQL takeover's compare-and-swap checks it.
+    #[cfg_attr(not(feature = "mysql"), allow(dead_code))]
+    pub rev: i64,
+    /// The database's clock (or the store's override) when the row was read.
+    pub now: Timestamp,
+}
+
 /// Fence as the `BIGINT` column stores it.
 pub(crate) fn fence_param(fence: u64) -> Result<i64, StoreError> {
     i64::try_from(fence).map_err(|_| StoreError::Invalid(format!("fence {fence} out of range")))
@@ -185,14 +209,24 @@ mod tests {
     }
 }
 
-/// The columns every SQL backend reads, in [`RawRecord`] order.
-pub(crate) const COLUMNS: &str = "idem_key, request_hash, state, operation_id, fence, rev, \
-    resp_status, resp_headers, resp_body, biz_no, locked_at, lease_until, expire_at, \
-    created_at, updated_at, completed_at";
+/// The columns every SQL backend reads, in [`RawRecord`] order (a macro, so that statements
+/// can be `concat!`ed at compile time).
+macro_rules! record_columns {
+    () => {
+        "idem_key, request_hash, state, operation_id, fence, rev, \
+         resp_status, resp_headers, resp_body, biz_no, locked_at, lease_until, expire_at, \
+         created_at, updated_at, completed_at"
+    };
+}
+pub(crate) use record_columns;
 
 /// How many times a claim re-runs when the record changed between its statements (a purge, a
 /// concurrent takeover); each retry starts from a fresh read.
 pub(crate) const CLAIM_ATTEMPTS: u32 = 8;
+
+/// How many times one statement (or the purge's short transaction) is sent when the database
+/// rolled it back as a deadlock victim, a serialization failure or a lock wait timeout.
+pub(crate) const STATEMENT_ATTEMPTS: u32 = 4;
 
 /// Counts the SQL statements a store sent (diagnostics; the tests check the documented counts).
 #[derive(Debug, Default)]
@@ -208,20 +242,89 @@ impl StatementCounter {
     }
 }
 
-/// The outcome of a `complete` / `release` / `extend` statement that matched `rows` rows on
-/// `key_hash`, `fence` and `operation_id`: 1 is success, 0 means the lease no longer owns the
-/// record (every such statement also bumps `rev`, so a matched row is always a changed row).
+/// Sends a statement (`send` builds and sends it anew on every call) and counts it. When the
+/// database rolled it back as a deadlock victim or serialization failure (`retryable`), it is
+/// sent again after a short, jittered backoff, up to [`STATEMENT_ATTEMPTS`] times; the last
+/// error is then classified (`Unavailable`). Only statements that run in autocommit (or a
+/// transaction of the store's own, retried whole) go through here: a rolled-back statement had
+/// no effect, so sending it again is safe. Statements in the caller's transaction
+/// (`complete_in`) are never retried, since the database aborted that whole transaction.
+pub(crate) async fn send_retrying<T, Fut>(
+    statements: &StatementCounter,
+    retryable: fn(&sqlx::Error) -> bool,
+    classify: fn(sqlx::Error) -> StoreError,
+    mut send: impl FnMut() -> Fut,
+) -> Result<T, StoreError>
+where
+    Fut: core::future::Future<Output = Result<T, sqlx::Error>>,
+{
+    let mut attempt = 1;
+    loop {
+        statements.add(1);
+        match send().await {
+            Err(e) if attempt < STATEMENT_ATTEMPTS && retryable(&e) => {
+                tokio::time::sleep(backoff(attempt)).await;
+                attempt += 1;
+            }
+            result => return result.map_err(classify),
+        }
+    }
+}
+
+/// The wait before attempt `attempt + 1`: 5 ms, 10 ms, 20 ms, ... each with up to half of it
+/// removed at random, so that two transactions that deadlocked do not collide again in step.
+fn backoff(attempt: u32) -> core::time::Duration {
+    let full = 5u64 << attempt.saturating_sub(1).min(6);
+    let mut b = [0u8; 8];
+    let random = match getrandom::fill(&mut b) {
+        Ok(()) => u64::from_le_bytes(b),
+        Err(_) => 0,
+    };
+    core::time::Duration::from_millis(full - random % (full / 2 + 1))
+}
+
+/// The outcome of a `release` / `abandon` / `extend` statement that matched `rows` rows on
+/// `key_hash`, `fence`, `operation_id` and state processing: 1 is success, 0 means the lease no
+/// longer owns the record (every such statement also bumps `rev`, so a matched row is always a
+/// changed row).
 pub(crate) fn fenced_unless_one(rows: u64, lease: &Lease) -> Result<(), StoreError> {
     match rows {
         1 => Ok(()),
-        0 => Err(StoreError::FencedOut {
-            key: lease.key.readable().to_owned(),
-            fence: lease.fence,
-        }),
+        0 => Err(fenced_out(lease)),
         n => Err(StoreError::Other(
             format!("{n} rows matched one key hash: is the unique index on `key_hash` missing?")
                 .into(),
         )),
+    }
+}
+
+/// The error of a lease that no longer owns its record.
+pub(crate) fn fenced_out(lease: &Lease) -> StoreError {
+    StoreError::FencedOut {
+        key: lease.key.readable().to_owned(),
+        fence: lease.fence,
+    }
+}
+
+/// Settles a completion whose `UPDATE` matched no row, from the record's `(state, fence,
+/// operation_id)` read afterwards: when it is stored (completed or failed-but-stored) under this
+/// lease's fence and operation id, an earlier completion of this very lease landed and only its
+/// acknowledgement was lost (a dropped connection, a retry by the engine): `Ok`, and the stored
+/// snapshot stays as the first completion wrote it. Anything else (taken over, released,
+/// replaced, purged) is [`StoreError::FencedOut`].
+pub(crate) fn completed_earlier(
+    owner: Option<(i64, i64, String)>,
+    lease: &Lease,
+) -> Result<(), StoreError> {
+    match owner {
+        Some((state, fence, operation_id))
+            if state != RecordState::Processing.code() as i64
+                && u64::try_from(fence) == Ok(lease.fence)
+                && operation_id == lease.operation_id =>
+        {
+            Ok(())
+        }
+        _ => Err(fenced_out(lease)),
     }
 }
 
@@ -236,11 +339,17 @@ pub(crate) fn contended(key: &str) -> StoreError {
     }
 }
 
+/// Milliseconds of a duration as a `BIGINT` parameter.
+pub(crate) fn millis_param(d: core::time::Duration) -> i64 {
+    super::clock::duration_millis(d)
+}
+
 /// The inherent methods every SQL store has alike, expanded inside its `impl` block: `connect`
 /// (the server databases, whose pools are configured alike; `connect: <pool options type>`),
 /// `from_pool` (with the rustdoc given at the call site), `with_clock`, `pool`,
-/// `statement_count`, and the private `select`, which reads the row of a key as the module's
-/// `decode` returns it (`decoded: <its type>`).
+/// `statement_count`, and the private `now_param`, `send` (a statement through
+/// [`send_retrying`]) and `select`, which reads the row of a key (`SELECT_SQL`, binding the key
+/// hash and the clock override in that order).
 macro_rules! sql_store_inherent_methods {
     (pool: $pool:ty, connect: $options:ty, $($rest:tt)*) => {
         /// Connects a pool of up to 10 connections to `url`; acquiring a connection gives up after
@@ -261,19 +370,23 @@ macro_rules! sql_store_inherent_methods {
 
         $crate::store::codec::sql_store_inherent_methods!(pool: $pool, $($rest)*);
     };
-    (pool: $pool:ty, decoded: $decoded:ty, $(#[$from_pool_doc:meta])* fn from_pool;) => {
+    (pool: $pool:ty, $(#[$from_pool_doc:meta])* fn from_pool;) => {
         $(#[$from_pool_doc])*
         pub fn from_pool(pool: $pool) -> Self {
             Self {
                 pool,
-                clock: Arc::new(SystemClock),
+                clock: None,
                 statements: Arc::default(),
             }
         }
 
-        /// Reads `clock` instead of the system clock.
+        /// Decides by `clock` instead of the database server's clock: **for tests** (a
+        /// [`ManualClock`](crate::store::ManualClock) moves time without sleeping). Every
+        /// statement then passes `clock`'s time where it would read the server's. In production
+        /// leave it unset: with it, several application instances would need synchronized
+        /// clocks, and a lease would have to exceed the handler's run time plus their skew.
         pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
-            self.clock = clock;
+            self.clock = Some(clock);
             self
         }
 
@@ -287,14 +400,35 @@ macro_rules! sql_store_inherent_methods {
             self.statements.get()
         }
 
-        /// The row of `key`, expired or not.
-        async fn select(&self, key: &ScopedKey) -> Result<Option<$decoded>, StoreError> {
-            self.statements.add(1);
-            let row = sqlx::query(&SELECT_SQL)
-                .bind(&key.hash()[..])
-                .fetch_optional(&self.pool)
-                .await
-                .map_err(classify)?;
+        /// The clock override bound into every statement: `NULL` (the server's clock decides)
+        /// unless [`with_clock`](Self::with_clock) set one.
+        fn now_param(&self) -> Option<i64> {
+            self.clock.as_ref().map(|c| c.now().as_millis())
+        }
+
+        /// Sends a statement, retried when it was a deadlock victim (see
+        /// `codec::send_retrying`), counted, its error classified.
+        async fn send<T, Fut>(&self, send: impl FnMut() -> Fut) -> Result<T, StoreError>
+        where
+            Fut: core::future::Future<Output = Result<T, sqlx::Error>>,
+        {
+            $crate::store::codec::send_retrying(&self.statements, retryable, classify, send).await
+        }
+
+        /// The row of `key`, expired or not, with the database's "now".
+        async fn select(
+            &self,
+            key: &ScopedKey,
+        ) -> Result<Option<$crate::store::codec::Stored>, StoreError> {
+            let now = self.now_param();
+            let row = self
+                .send(|| {
+                    sqlx::query(SELECT_SQL)
+                        .bind(&key.hash()[..])
+                        .bind(now)
+                        .fetch_optional(&self.pool)
+                })
+                .await?;
             row.map(|r| decode(&r)).transpose()
         }
     };
@@ -321,9 +455,10 @@ macro_rules! applied_migrations {
 pub(crate) use applied_migrations;
 
 /// The [`Store`](super::Store) methods that every SQL store implements with the same code over
-/// its own statements (`RELEASE_SQL`, `PURGE_SQL`), pool, error classification, `complete_in`,
-/// `claim_impl` and `migrate_on`, all resolved in the module that expands it. `extend` and
-/// `get` come from `returning_store_methods` or stay in the module.
+/// its own statements (`RELEASE_SQL`, `ABANDON_SQL`, both binding key hash, fence, operation
+/// id and, for `ABANDON_SQL`, the clock override), pool, error classification, `complete_in`,
+/// `claim_impl`, `purge_impl` and `migrate_on`, all resolved in the module that expands it.
+/// `extend` and `get` come from `returning_store_methods` or stay in the module.
 macro_rules! same_sql_store_methods {
     () => {
         fn claim<'a>(
@@ -338,53 +473,50 @@ macro_rules! same_sql_store_methods {
             lease: &'a Lease,
             completion: &'a Completion,
         ) -> BoxFuture<'a, Result<(), StoreError>> {
-            Box::pin(async move {
-                let mut conn = self.pool.acquire().await.map_err(classify)?;
-                self.complete_in(&mut conn, lease, completion).await
-            })
+            Box::pin(self.complete_impl(lease, completion))
         }
 
         fn release<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<(), StoreError>> {
             Box::pin(async move {
-                self.statements.add(1);
-                let done = sqlx::query(RELEASE_SQL)
-                    .bind(&lease.key.hash()[..])
-                    .bind(fence_param(lease.fence)?)
-                    .bind(self.clock.now().as_millis())
-                    .bind(&lease.operation_id)
-                    .execute(&self.pool)
-                    .await
-                    .map_err(classify)?;
+                let fence = fence_param(lease.fence)?;
+                // Deletes the record of an attempt declared effect-free (nothing was saved,
+                // S2): only the lease that owns it (same fence and operation id, still
+                // processing) can, so a record taken over, completed or replaced is never
+                // deleted by a stale lease. No expiry condition: a record nobody superseded
+                // is still this lease's, expired or not.
+                let done = self
+                    .send(|| {
+                        sqlx::query(RELEASE_SQL)
+                            .bind(&lease.key.hash()[..])
+                            .bind(fence)
+                            .bind(&lease.operation_id)
+                            .execute(&self.pool)
+                    })
+                    .await?;
                 fenced_unless_one(done.rows_affected(), lease)
             })
         }
 
         fn abandon<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<(), StoreError>> {
             Box::pin(async move {
-                self.statements.add(1);
-                let done = sqlx::query(ABANDON_SQL)
-                    .bind(&lease.key.hash()[..])
-                    .bind(fence_param(lease.fence)?)
-                    .bind(self.clock.now().as_millis())
-                    .bind(&lease.operation_id)
-                    .execute(&self.pool)
-                    .await
-                    .map_err(classify)?;
+                let fence = fence_param(lease.fence)?;
+                let now = self.now_param();
+                let done = self
+                    .send(|| {
+                        sqlx::query(ABANDON_SQL)
+                            .bind(&lease.key.hash()[..])
+                            .bind(fence)
+                            .bind(&lease.operation_id)
+                            .bind(now)
+                            .execute(&self.pool)
+                    })
+                    .await?;
                 fenced_unless_one(done.rows_affected(), lease)
             })
         }
 
         fn purge_expired(&self, batch: u32) -> BoxFuture<'_, Result<u64, StoreError>> {
-            Box::pin(async move {
-                self.statements.add(1);
-                let done = sqlx::query(PURGE_SQL)
-                    .bind(self.clock.now().as_millis())
-                    .bind(i64::from(batch))
-                    .execute(&self.pool)
-                    .await
-                    .map_err(classify)?;
-                Ok(done.rows_affected())
-            })
+            Box::pin(self.purge_impl(batch))
         }
 
         fn migrate(&self) -> BoxFuture<'_, Result<(), StoreError>> {
@@ -404,15 +536,19 @@ macro_rules! same_sql_store_methods {
         }
 
         fn clock(&self) -> &dyn Clock {
-            &*self.clock
+            match &self.clock {
+                Some(clock) => &**clock,
+                None => &SystemClock,
+            }
         }
     };
 }
 pub(crate) use same_sql_store_methods;
 
 /// The [`Store`](super::Store) methods that PostgreSQL and SQLite implement with the same code:
-/// `extend` reads the record's new expiry back with `RETURNING` (`EXTEND_SQL`), and `get` filters
-/// what `select` reads. MySQL has no `RETURNING`, and its `select` also returns the `rev`.
+/// `extend` reads the renewed lease back with `RETURNING lease_until, expire_at` (`EXTEND_SQL`,
+/// binding key hash, fence, operation id, the lease's length in ms and the clock override), and
+/// `get` filters what `select` reads by the database's "now". MySQL has no `RETURNING`.
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
 macro_rules! returning_store_methods {
     () => {
@@ -422,27 +558,26 @@ macro_rules! returning_store_methods {
             by: Duration,
         ) -> BoxFuture<'a, Result<Lease, StoreError>> {
             Box::pin(async move {
-                let now = self.clock.now();
-                let lease_until = now + by;
-                self.statements.add(1);
-                let row = sqlx::query(EXTEND_SQL)
-                    .bind(&lease.key.hash()[..])
-                    .bind(fence_param(lease.fence)?)
-                    .bind(lease_until.as_millis())
-                    .bind(now.as_millis())
-                    .bind(&lease.operation_id)
-                    .fetch_optional(&self.pool)
-                    .await
-                    .map_err(classify)?;
+                let fence = fence_param(lease.fence)?;
+                let now = self.now_param();
+                let row = self
+                    .send(|| {
+                        sqlx::query(EXTEND_SQL)
+                            .bind(&lease.key.hash()[..])
+                            .bind(fence)
+                            .bind(&lease.operation_id)
+                            .bind(millis_param(by))
+                            .bind(now)
+                            .fetch_optional(&self.pool)
+                    })
+                    .await?;
                 let Some(row) = row else {
-                    return Err(StoreError::FencedOut {
-                        key: lease.key.readable().to_owned(),
-                        fence: lease.fence,
-                    });
+                    return Err(fenced_out(lease));
                 };
-                let expire_at: i64 = row.try_get(0).map_err(classify)?;
+                let lease_until: i64 = row.try_get(0).map_err(classify)?;
+                let expire_at: i64 = row.try_get(1).map_err(classify)?;
                 Ok(Lease {
-                    lease_until,
+                    lease_until: Timestamp::from_millis(lease_until),
                     expire_at: Timestamp::from_millis(expire_at),
                     ..lease.clone()
                 })
@@ -454,8 +589,11 @@ macro_rules! returning_store_methods {
             key: &'a ScopedKey,
         ) -> BoxFuture<'a, Result<Option<Record>, StoreError>> {
             Box::pin(async move {
-                let now = self.clock.now();
-                Ok(self.select(key).await?.filter(|r| !r.is_expired(now)))
+                Ok(self
+                    .select(key)
+                    .await?
+                    .filter(|s| !s.record.is_expired(s.now))
+                    .map(|s| s.record))
             })
         }
     };

@@ -20,8 +20,10 @@ type Shard = HashMap<[u8; 32], Record>;
 /// mutex, held only for a map lookup (never across an `.await`). Records vanish with the process,
 /// so it only suits tests and single-process services.
 ///
-/// Every operation is one critical section on one shard; [`Store::purge_expired`] visits the
-/// shards in turn (a scan: there is no expiry index in memory) and stops after `batch` deletions.
+/// Every operation is one critical section on one shard; [`Store::purge_expired`] scans the
+/// shards in turn (there is no expiry index in memory) and deletes the `batch` oldest expired
+/// records. Its clock is the application's ([`SystemClock`] unless [`MemoryStore::with_clock`]
+/// injects another): one process, one clock.
 ///
 /// ```
 /// use std::sync::Arc;
@@ -132,7 +134,8 @@ impl MemoryStore {
         }))
     }
 
-    /// Runs `f` on the record `lease` still owns (same fence, processing, not expired).
+    /// Runs `f` on the record `lease` still owns: same fence and operation id, still
+    /// processing. No expiry condition: a record nobody superseded is still the lease's.
     fn with_owned<T>(
         &self,
         lease: &Lease,
@@ -141,19 +144,23 @@ impl MemoryStore {
         let now = self.inner.clock.now();
         let mut shard = self.shard(lease.key.hash());
         match shard.get(lease.key.hash()) {
-            Some(r)
-                if r.fence == lease.fence
-                    && r.operation_id == lease.operation_id
-                    && r.state == RecordState::Processing
-                    && !r.is_expired(now) =>
-            {
+            Some(r) if owned_by(r, lease) && r.state == RecordState::Processing => {
                 Ok(f(&mut shard, now))
             }
-            _ => Err(StoreError::FencedOut {
-                key: lease.key.readable().to_owned(),
-                fence: lease.fence,
-            }),
+            _ => Err(fenced_out(lease)),
         }
+    }
+}
+
+/// `true` when `record` carries `lease`'s fence and operation id.
+fn owned_by(record: &Record, lease: &Lease) -> bool {
+    record.fence == lease.fence && record.operation_id == lease.operation_id
+}
+
+fn fenced_out(lease: &Lease) -> StoreError {
+    StoreError::FencedOut {
+        key: lease.key.readable().to_owned(),
+        fence: lease.fence,
     }
 }
 
@@ -175,8 +182,10 @@ impl Store for MemoryStore {
     ) -> BoxFuture<'a, Result<(), StoreError>> {
         Box::pin(async move {
             completion.validate()?;
-            self.with_owned(lease, |shard, now| {
-                if let Some(r) = shard.get_mut(lease.key.hash()) {
+            let now = self.inner.clock.now();
+            let mut shard = self.shard(lease.key.hash());
+            match shard.get_mut(lease.key.hash()) {
+                Some(r) if owned_by(r, lease) && r.state == RecordState::Processing => {
                     r.state = completion.outcome.into();
                     r.status = Some(completion.status);
                     r.headers = completion.headers.clone();
@@ -185,13 +194,19 @@ impl Store for MemoryStore {
                     r.expire_at = completion.expire_at.unwrap_or(r.expire_at);
                     r.updated_at = now;
                     r.completed_at = Some(now);
+                    Ok(())
                 }
-            })
+                // This lease's own completion already landed (a retry): the first one stands.
+                Some(r) if owned_by(r, lease) => Ok(()),
+                _ => Err(fenced_out(lease)),
+            }
         })
     }
 
     fn release<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<(), StoreError>> {
         Box::pin(async move {
+            // Deletes the record of an attempt declared effect-free (S2), and only while this
+            // lease owns it: a record taken over, completed or replaced is never deleted here.
             self.with_owned(lease, |shard, _| {
                 shard.remove(lease.key.hash());
             })
@@ -242,25 +257,29 @@ impl Store for MemoryStore {
 
     fn purge_expired(&self, batch: u32) -> BoxFuture<'_, Result<u64, StoreError>> {
         Box::pin(async move {
+            // Deletes only records whose `expire_at` has passed: logically absent already
+            // (S21). Oldest expiry first, ties by key hash, as on the SQL stores: the expired
+            // records of every shard are listed, sorted, and the first `batch` deleted, each
+            // re-checked under its shard's lock (a claim may have replaced it meanwhile).
             let now = self.inner.clock.now();
-            let mut left = batch as usize;
-            let mut purged = 0u64;
+            let mut expired: Vec<(super::Timestamp, [u8; 32])> = Vec::new();
             for shard in self.inner.shards.iter() {
-                if left == 0 {
-                    break;
+                let shard = lock(shard);
+                expired.extend(
+                    shard
+                        .iter()
+                        .filter(|(_, r)| r.is_expired(now))
+                        .map(|(k, r)| (r.expire_at, *k)),
+                );
+            }
+            expired.sort_unstable();
+            let mut purged = 0u64;
+            for (_, key) in expired.into_iter().take(batch as usize) {
+                let mut shard = self.shard(&key);
+                if shard.get(&key).is_some_and(|r| r.is_expired(now)) {
+                    shard.remove(&key);
+                    purged += 1;
                 }
-                let mut shard = lock(shard);
-                let expired: Vec<[u8; 32]> = shard
-                    .iter()
-                    .filter(|(_, r)| r.is_expired(now))
-                    .map(|(k, _)| *k)
-                    .take(left)
-                    .collect();
-                for k in &expired {
-                    shard.remove(k);
-                }
-                left -= expired.len();
-                purged += expired.len() as u64;
             }
             Ok(purged)
         })

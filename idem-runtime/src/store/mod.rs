@@ -206,9 +206,10 @@ pub enum Claim {
 /// Ownership of a processing record, returned by a successful claim or [`Store::extend`].
 ///
 /// The fencing token `fence` grows with every claim of the record; [`Store::complete`],
-/// [`Store::release`] and [`Store::extend`] succeed only while `fence` and `operation_id` are
-/// still the record's (the operation id also tells apart two records that both start at fence 1,
-/// one released or purged, the other claimed afresh).
+/// [`Store::release`], [`Store::abandon`] and [`Store::extend`] succeed only while `fence` and
+/// `operation_id` are still the record's and it is processing (the operation id also tells apart
+/// two records that both start at fence 1, one released or purged, the other claimed afresh).
+/// Its times are the store's: on the SQL stores the database server computed them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Lease {
     /// The claimed key.
@@ -221,9 +222,9 @@ pub struct Lease {
     /// lease takeovers. Pass it downstream (S22) and keep a unique constraint on it in the
     /// business table (S23).
     pub operation_id: String,
-    /// When the lease ends.
+    /// When the lease ends (by the store's clock: the database's on the SQL stores).
     pub lease_until: Timestamp,
-    /// When the record expires.
+    /// When the record expires (by the store's clock).
     pub expire_at: Timestamp,
     /// `true` when this claim took over the expired lease of an earlier holder of the same
     /// operation: the earlier attempt may have done part of the work (or may still be running).
@@ -243,7 +244,8 @@ pub struct Completion {
     pub body: Vec<u8>,
     /// The business number callers use to query and reconcile (S11).
     pub biz_no: Option<String>,
-    /// A new expiry for the stored snapshot; `None` keeps the one set at claim time.
+    /// A new expiry for the stored snapshot, an absolute time compared with the store's clock
+    /// (the database server's on the SQL stores); `None` keeps the one set at claim time.
     pub expire_at: Option<Timestamp>,
 }
 
@@ -417,8 +419,14 @@ impl Found {
 /// * a processing record whose lease has ended is taken over by the next claim **with the same
 ///   request hash**, with a higher fencing token and the same operation id (S23); a claim with
 ///   another request hash gets [`Claim::InProgress`] (and the engine answers `422`);
-/// * `complete`, `release` and `extend` of a lease whose fence has moved on (or whose record was
-///   released, purged or has expired) fail with [`StoreError::FencedOut`] and change nothing.
+/// * `complete`, `release`, `abandon` and `extend` act only while the lease's fence and
+///   operation id are still the record's and it is processing; a lease whose record was taken
+///   over, released, replaced or purged gets [`StoreError::FencedOut`] and changes nothing. A
+///   lease that ran out, or a record past its `expire_at`, that nobody superseded still
+///   completes: no one else ran, so its result is never dropped;
+/// * time is the store's: the SQL stores decide by the **database server's clock** (the
+///   application servers' clocks never matter; `with_clock` overrides it in tests), the memory
+///   store by its injected [`Clock`].
 ///
 /// The design, the SQL of each backend and its statement counts: `docs/storage.md`.
 #[diagnostic::on_unimplemented(
@@ -429,17 +437,25 @@ pub trait Store: Send + Sync + fmt::Debug {
     /// backend's documentation for its statement counts.
     fn claim<'a>(&'a self, req: &'a ClaimRequest<'a>) -> BoxFuture<'a, Result<Claim, StoreError>>;
 
-    /// Stores the response snapshot and ends the lease, if `lease.fence` is still the record's
-    /// token and the record has not expired; otherwise [`StoreError::FencedOut`] and nothing is
+    /// Stores the response snapshot and ends the lease, if `lease.fence` and
+    /// `lease.operation_id` are still the record's and it is processing, even past its lease or
+    /// `expire_at` (nobody superseded it); otherwise [`StoreError::FencedOut`] and nothing is
     /// written. One short statement (S18).
+    ///
+    /// Idempotent: when the record is already stored under this very lease (fence and operation
+    /// id), an earlier call landed and only its acknowledgement was lost; this returns `Ok` and
+    /// the first snapshot stands. So a completion that failed with a transient error may be
+    /// retried as it is.
     fn complete<'a>(
         &'a self,
         lease: &'a Lease,
         completion: &'a Completion,
     ) -> BoxFuture<'a, Result<(), StoreError>>;
 
-    /// Deletes the processing record, so that a corrected retry runs (nothing was saved, S2).
-    /// [`StoreError::FencedOut`] when the lease no longer owns it.
+    /// Deletes the processing record, so that a corrected retry runs (nothing was saved, S2):
+    /// only for an attempt known to have had no effect, since a retry then starts a *new*
+    /// operation (see [`Store::abandon`] otherwise). [`StoreError::FencedOut`] when the lease no
+    /// longer owns it (same conditions as [`Store::complete`]).
     fn release<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<(), StoreError>>;
 
     /// Ends the lease at once but keeps the record: still processing, same fence, same operation
@@ -454,25 +470,30 @@ pub trait Store: Send + Sync + fmt::Debug {
     /// when the lease no longer owns the record (completed, taken over, released).
     fn abandon<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<(), StoreError>>;
 
-    /// Renews the lease of a long handler: the lease then ends `by` from now (and the record
-    /// lives at least that long). Returns the renewed lease (same fence).
+    /// Renews the lease of a long handler: the lease then ends `by` from now, by the store's
+    /// clock (and the record lives at least that long). Returns the renewed lease (same fence);
+    /// keep it in place of the old one. [`StoreError::FencedOut`] when the lease no longer owns
+    /// the record (same conditions as [`Store::complete`]).
     fn extend<'a>(
         &'a self,
         lease: &'a Lease,
         by: Duration,
     ) -> BoxFuture<'a, Result<Lease, StoreError>>;
 
-    /// The live record of `key`, if any (an expired record is `None`).
+    /// The live record of `key`, if any (a record expired by the store's clock is `None`).
     fn get<'a>(&'a self, key: &'a ScopedKey) -> BoxFuture<'a, Result<Option<Record>, StoreError>>;
 
-    /// Physically deletes at most `batch` expired records, oldest expiry first, using the index
-    /// on `expire_at`; returns how many were deleted. Call it repeatedly (see [`Sweeper`]).
+    /// Physically deletes at most `batch` records expired by the store's clock, oldest expiry
+    /// first (ties by key hash), using the index on `expire_at`; returns how many were deleted.
+    /// Call it repeatedly (see [`Sweeper`]); sweepers on several instances may run at once.
     fn purge_expired(&self, batch: u32) -> BoxFuture<'_, Result<u64, StoreError>>;
 
     /// Creates or upgrades the store's schema (idempotent; a no-op for [`MemoryStore`]).
     fn migrate(&self) -> BoxFuture<'_, Result<(), StoreError>>;
 
-    /// The clock the store reads.
+    /// The application-side clock of the store: the memory store's clock, or the override a
+    /// SQL store was given with `with_clock` ([`SystemClock`] without one, although a SQL store
+    /// then decides by the database server's clock, not by this one).
     fn clock(&self) -> &dyn Clock;
 }
 

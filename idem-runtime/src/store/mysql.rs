@@ -38,14 +38,17 @@
 use core::convert::identity;
 use core::ops::ControlFlow;
 use core::time::Duration;
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 
-use sqlx::mysql::{MySqlConnection, MySqlDatabaseError, MySqlPool, MySqlPoolOptions, MySqlRow};
+use sqlx::mysql::{
+    MySql, MySqlConnection, MySqlDatabaseError, MySqlPool, MySqlPoolOptions, MySqlQueryResult,
+    MySqlRow,
+};
 use sqlx::{Connection, Executor, Row};
 
 use super::codec::{
-    CLAIM_ATTEMPTS, COLUMNS, RawRecord, StatementCounter, applied_migrations, contended,
-    encode_headers, fence_param, fenced_unless_one,
+    CLAIM_ATTEMPTS, RawRecord, StatementCounter, Stored, applied_migrations, completed_earlier,
+    contended, encode_headers, fence_param, fenced_unless_one, millis_param, record_columns,
 };
 use super::error::classify_sqlx;
 use super::migrate::{Applied, migrate_error, pending};
@@ -59,61 +62,180 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/mysql");
 /// MySQL error number of a duplicate key (`ER_DUP_ENTRY`).
 const ER_DUP_ENTRY: u16 = 1062;
 
-/// The claim (S13, S15): a plain insert; the primary key on `key_hash` decides.
-const INSERT_SQL: &str = "INSERT INTO idem_idempotency_records \
-    (key_hash, idem_key, request_hash, state, operation_id, fence, rev, locked_at, lease_until, expire_at, created_at, updated_at) \
-    VALUES (?, ?, ?, 0, ?, 1, 1, ?, ?, ?, ?, ?)";
+/// "Now" in milliseconds since the Unix epoch by the database's clock: `UTC_TIMESTAMP(6)` is
+/// the statement's start, one value wherever the statement reads it, and the difference of two
+/// UTC `DATETIME`s does not depend on the session's time zone (unlike `UNIX_TIMESTAMP(NOW())`).
+/// Its `?` is the store's clock override, `NULL` unless `with_clock` set one (tests); MySQL
+/// parameters are positional, so each occurrence binds it again.
+macro_rules! now {
+    () => {
+        "COALESCE(?, TIMESTAMPDIFF(MICROSECOND, '1970-01-01', UTC_TIMESTAMP(6)) DIV 1000)"
+    };
+}
 
-/// Replacing an expired record (S21) or taking over an expired lease (S23): a compare-and-swap
-/// on the row version read just before.
-const TAKEOVER_SQL: &str = "UPDATE idem_idempotency_records SET \
-      idem_key = ?, request_hash = ?, state = 0, operation_id = ?, fence = fence + 1, rev = rev + 1, \
-      resp_status = NULL, resp_headers = NULL, resp_body = NULL, biz_no = NULL, completed_at = NULL, \
-      locked_at = ?, lease_until = ?, expire_at = ?, created_at = ?, updated_at = ? \
-    WHERE key_hash = ? AND rev = ?";
+/// The claim (S13, S15): a plain insert; the primary key on `key_hash` decides. Every time is
+/// computed from the database's clock, and `updated_at = LAST_INSERT_ID(now)` hands that "now"
+/// back in the OK packet (`last_insert_id`): MySQL has no `RETURNING`, and the lease's deadlines
+/// follow from it without another round trip. Binds: key hash, readable key, request hash,
+/// operation id, then (override, override, lease ms, override, lease ms, TTL ms, override,
+/// override).
+const INSERT_SQL: &str = concat!(
+    "INSERT INTO idem_idempotency_records \
+       (key_hash, idem_key, request_hash, state, operation_id, fence, rev, locked_at, lease_until, expire_at, created_at, updated_at) \
+     VALUES (?, ?, ?, 0, ?, 1, 1, ",
+    now!(),
+    ", ",
+    now!(),
+    " + ?, ",
+    now!(),
+    " + GREATEST(?, ?), ",
+    now!(),
+    ", LAST_INSERT_ID(",
+    now!(),
+    "))"
+);
 
-static SELECT_SQL: LazyLock<String> =
-    LazyLock::new(|| format!("SELECT {COLUMNS} FROM idem_idempotency_records WHERE key_hash = ?"));
+/// Replacing an expired record (S21, a new operation): a compare-and-swap on the row version
+/// read just before, re-checking expiry by the database's clock. Binds: readable key, request
+/// hash, operation id, override, override, lease ms, override, lease-or-TTL ms, override,
+/// override, key hash, rev, override.
+const REPLACE_SQL: &str = concat!(
+    "UPDATE idem_idempotency_records SET \
+       idem_key = ?, request_hash = ?, state = 0, operation_id = ?, fence = fence + 1, rev = rev + 1, \
+       resp_status = NULL, resp_headers = NULL, resp_body = NULL, biz_no = NULL, completed_at = NULL, \
+       locked_at = ",
+    now!(),
+    ", lease_until = ",
+    now!(),
+    " + ?, expire_at = ",
+    now!(),
+    " + ?, \
+       created_at = ",
+    now!(),
+    ", updated_at = LAST_INSERT_ID(",
+    now!(),
+    ") \
+     WHERE key_hash = ? AND rev = ? AND expire_at <= ",
+    now!()
+);
 
-/// Completion (S18): one short statement, only while the lease's fence is the record's (S23).
-const COMPLETE_SQL: &str = "UPDATE idem_idempotency_records SET \
-      state = ?, resp_status = ?, resp_headers = ?, resp_body = ?, biz_no = ?, \
-      expire_at = COALESCE(?, expire_at), updated_at = ?, completed_at = ?, rev = rev + 1 \
-    WHERE key_hash = ? AND fence = ? AND state = 0 AND expire_at > ? AND operation_id = ?";
+/// Taking over an expired lease of the same request (S23, the same operation goes on): a
+/// compare-and-swap on the row version, re-checking by the database's clock that the lease has
+/// ended and the record has not expired. Every expression reads the row's old values only, so
+/// the statement means the same whether MariaDB assigns left to right or simultaneously
+/// (`SIMULTANEOUS_ASSIGNMENT`). Binds: override, override, lease ms, override, lease ms,
+/// override, key hash, rev, override, override, request hash.
+const TAKEOVER_SQL: &str = concat!(
+    "UPDATE idem_idempotency_records SET \
+       fence = fence + 1, rev = rev + 1, locked_at = ",
+    now!(),
+    ", lease_until = ",
+    now!(),
+    " + ?, \
+       expire_at = GREATEST(expire_at, ",
+    now!(),
+    " + ?), updated_at = LAST_INSERT_ID(",
+    now!(),
+    ") \
+     WHERE key_hash = ? AND rev = ? AND state = 0 AND expire_at > ",
+    now!(),
+    " \
+       AND lease_until <= ",
+    now!(),
+    " AND request_hash = ?"
+);
+
+/// The row of a key and the database's "now". Binds: key hash, override (through a derived
+/// table, so that the key comes first as on the other backends).
+const SELECT_SQL: &str = concat!(
+    "SELECT ",
+    record_columns!(),
+    ", p.db_now \
+     FROM (SELECT ? AS k, ",
+    now!(),
+    " AS db_now) AS p \
+     JOIN idem_idempotency_records ON key_hash = p.k"
+);
+
+/// Completion (S18): one short statement, only while the lease's fence and operation id are the
+/// record's and it is processing (S23). No expiry condition: a result nobody superseded is
+/// stored even when it comes after `expire_at`.
+const COMPLETE_SQL: &str = concat!(
+    "UPDATE idem_idempotency_records SET \
+       state = ?, resp_status = ?, resp_headers = ?, resp_body = ?, biz_no = ?, \
+       expire_at = COALESCE(?, expire_at), updated_at = ",
+    now!(),
+    ", completed_at = ",
+    now!(),
+    ", \
+       rev = rev + 1 \
+     WHERE key_hash = ? AND fence = ? AND state = 0 AND operation_id = ?"
+);
+
+/// Who owns a record: read when a completion matched no row (see `completed_earlier`).
+const OWNER_SQL: &str =
+    "SELECT state, fence, operation_id FROM idem_idempotency_records WHERE key_hash = ?";
 
 const RELEASE_SQL: &str = "DELETE FROM idem_idempotency_records \
-    WHERE key_hash = ? AND fence = ? AND state = 0 AND expire_at > ? AND operation_id = ?";
+    WHERE key_hash = ? AND fence = ? AND state = 0 AND operation_id = ?";
 
 /// Ends the lease at once, keeping the record and its operation id (`Store::abandon`). The
-/// parameters come in the order the other stores bind them (key hash, fence, now, operation id),
-/// named once by a derived table.
-const ABANDON_SQL: &str = "UPDATE idem_idempotency_records AS r \
-    JOIN (SELECT ? AS k, ? AS f, ? AS now, ? AS op) AS p ON r.key_hash = p.k \
-    SET r.lease_until = LEAST(r.lease_until, p.now), r.updated_at = p.now, r.rev = r.rev + 1 \
-    WHERE r.fence = p.f AND r.state = 0 AND r.operation_id = p.op";
+/// parameters come in the order the other stores bind them (key hash, fence, operation id,
+/// override), named once by a derived table; each assignment reads only its own column's old
+/// value, so the order in which a multiple-table `UPDATE` assigns does not matter.
+const ABANDON_SQL: &str = concat!(
+    "UPDATE idem_idempotency_records AS r \
+     JOIN (SELECT ? AS k, ? AS f, ? AS op, ",
+    now!(),
+    " AS now) AS p ON r.key_hash = p.k \
+     SET r.lease_until = LEAST(r.lease_until, p.now), r.updated_at = p.now, r.rev = r.rev + 1 \
+     WHERE r.fence = p.f AND r.state = 0 AND r.operation_id = p.op"
+);
 
-const EXTEND_SQL: &str = "UPDATE idem_idempotency_records SET \
-      lease_until = ?, expire_at = GREATEST(expire_at, ?), updated_at = ?, rev = rev + 1 \
-    WHERE key_hash = ? AND fence = ? AND state = 0 AND expire_at > ? AND operation_id = ?";
+/// Renews a lease for `by` ms from now; the record lives at least as long; the statement's
+/// "now" comes back as `last_insert_id`. Binds: override, by, override, by, override, key hash,
+/// fence, operation id.
+const EXTEND_SQL: &str = concat!(
+    "UPDATE idem_idempotency_records SET \
+       lease_until = ",
+    now!(),
+    " + ?, expire_at = GREATEST(expire_at, ",
+    now!(),
+    " + ?), \
+       updated_at = LAST_INSERT_ID(",
+    now!(),
+    "), rev = rev + 1 \
+     WHERE key_hash = ? AND fence = ? AND state = 0 AND operation_id = ?"
+);
 
-/// Purge along `idx_idem_expire_at`, bounded by `LIMIT` (S21).
-const PURGE_SQL: &str = "DELETE FROM idem_idempotency_records \
-    WHERE expire_at <= ? ORDER BY expire_at LIMIT ?";
+/// The purge's first statement, in a short transaction of its own: lock up to `?` expired
+/// records along `idx_idem_expire_at` (InnoDB secondary indexes end with the primary key, so
+/// `(expire_at, key_hash)` is the index order: no sort), skipping those another transaction
+/// holds. Binds: override, batch.
+const PURGE_SELECT_SQL: &str = concat!(
+    "SELECT key_hash FROM idem_idempotency_records WHERE expire_at <= ",
+    now!(),
+    " \
+     ORDER BY expire_at, key_hash LIMIT ? FOR UPDATE SKIP LOCKED"
+);
 
 /// The statements of this store, for the benchmark's hand-written baseline. Not a public API.
 #[doc(hidden)]
 pub mod sql {
-    /// The claim insert.
+    /// The claim insert (see the binds in its documentation in the source).
     pub const INSERT: &str = super::INSERT_SQL;
     /// The completion update.
     pub const COMPLETE: &str = super::COMPLETE_SQL;
-    /// The read of an existing record.
+    /// The read of an existing record (key hash, clock override).
     pub fn select() -> &'static str {
-        &super::SELECT_SQL
+        super::SELECT_SQL
     }
 }
 
-/// A [`Store`] on MariaDB (10.5 or later; tested on 10.11) or MySQL 8.
+/// A [`Store`] on MariaDB (10.6 or later, for `SKIP LOCKED`; tested on 10.11) or MySQL 8.
+///
+/// Every decision about time (is this lease over, has this record expired) is taken by the
+/// database's clock, never the application's (see `docs/storage.md`, "Clocks").
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), idem_runtime::store::StoreError> {
@@ -125,7 +247,7 @@ pub mod sql {
 #[derive(Debug, Clone)]
 pub struct MySqlStore {
     pool: MySqlPool,
-    clock: Arc<dyn Clock>,
+    clock: Option<Arc<dyn Clock>>,
     statements: Arc<StatementCounter>,
 }
 
@@ -133,8 +255,6 @@ impl MySqlStore {
     super::codec::sql_store_inherent_methods! {
         pool: MySqlPool,
         connect: MySqlPoolOptions,
-        // `select` also returns the `rev` that the takeover's compare-and-swap checks.
-        decoded: (Record, i64),
         /// A store over an existing pool (the application's own, typically).
         fn from_pool;
     }
@@ -144,7 +264,9 @@ impl MySqlStore {
     /// not at all). The same single `UPDATE` as [`Store::complete`]; it locks the record until
     /// the caller commits, so keep that transaction short (S18): meanwhile a duplicate claim of
     /// this key waits in its `INSERT` (InnoDB's duplicate check takes a shared lock on the row),
-    /// up to `innodb_lock_wait_timeout`, after which it gets [`StoreError::Unavailable`].
+    /// up to `innodb_lock_wait_timeout`, after which it gets [`StoreError::Unavailable`]. A
+    /// deadlock is not retried here (InnoDB rolled back the caller's transaction): it is
+    /// [`StoreError::Unavailable`], and the caller retries its whole transaction.
     ///
     /// # Errors
     /// [`StoreError::FencedOut`] when the lease no longer owns the record: roll back.
@@ -155,113 +277,264 @@ impl MySqlStore {
         completion: &Completion,
     ) -> Result<(), StoreError> {
         completion.validate()?;
-        let now = self.clock.now().as_millis();
         let headers = encode_headers(&completion.headers);
+        let fence = fence_param(lease.fence)?;
         self.statements.add(1);
-        let done = sqlx::query(COMPLETE_SQL)
-            .bind(RecordState::from(completion.outcome).code())
-            .bind(completion.status as i16)
-            .bind(headers)
-            .bind(&completion.body[..])
-            .bind(completion.biz_no.as_deref())
-            .bind(completion.expire_at.map(Timestamp::as_millis))
-            .bind(now)
-            .bind(now)
-            .bind(&lease.key.hash()[..])
-            .bind(fence_param(lease.fence)?)
-            .bind(now)
-            .bind(&lease.operation_id)
-            .execute(conn)
+        let done = complete_query(lease, fence, completion, &headers, self.now_param())
+            .execute(&mut *conn)
             .await
             .map_err(classify)?;
-        fenced_unless_one(done.rows_affected(), lease)
+        if done.rows_affected() == 1 {
+            return Ok(());
+        }
+        self.statements.add(1);
+        let owner = owner(&mut *conn, lease).await.map_err(classify)?;
+        completed_earlier(owner, lease)
+    }
+
+    async fn complete_impl(
+        &self,
+        lease: &Lease,
+        completion: &Completion,
+    ) -> Result<(), StoreError> {
+        completion.validate()?;
+        let headers = encode_headers(&completion.headers);
+        let (fence, now) = (fence_param(lease.fence)?, self.now_param());
+        let done = self
+            .send(|| complete_query(lease, fence, completion, &headers, now).execute(&self.pool))
+            .await?;
+        if done.rows_affected() == 1 {
+            return Ok(());
+        }
+        let owner = self.send(|| owner(&self.pool, lease)).await?;
+        completed_earlier(owner, lease)
     }
 
     async fn claim_impl(&self, req: &ClaimRequest<'_>) -> Result<Claim, StoreError> {
         req.validate()?;
         let hash = req.request_hash.to_string();
         let operation_id = new_operation_id()?;
+        let (lease_ms, ttl_ms) = (millis_param(req.lease), millis_param(req.ttl));
         for _ in 0..CLAIM_ATTEMPTS {
-            let now = self.clock.now();
-            let (lease_until, expire_at) = req.deadlines(now);
-            self.statements.add(1);
-            let inserted = sqlx::query(INSERT_SQL)
-                .bind(&req.key.hash()[..])
-                .bind(req.key.readable())
-                .bind(&hash)
-                .bind(&operation_id)
-                .bind(now.as_millis())
-                .bind(lease_until.as_millis())
-                .bind(expire_at.as_millis())
-                .bind(now.as_millis())
-                .bind(now.as_millis())
-                .execute(&self.pool)
-                .await;
-            match inserted {
-                Ok(_) => {
+            let now = self.now_param();
+            let inserted = self
+                .send(|| async {
+                    match sqlx::query(INSERT_SQL)
+                        .bind(&req.key.hash()[..])
+                        .bind(req.key.readable())
+                        .bind(&hash)
+                        .bind(&operation_id)
+                        .bind(now)
+                        .bind(now)
+                        .bind(lease_ms)
+                        .bind(now)
+                        .bind(lease_ms)
+                        .bind(ttl_ms)
+                        .bind(now)
+                        .bind(now)
+                        .execute(&self.pool)
+                        .await
+                    {
+                        Ok(done) => Ok(Some(done)),
+                        Err(e) if is_claim_collision(&e) => Ok(None),
+                        Err(e) => Err(e),
+                    }
+                })
+                .await?;
+            if let Some(done) = inserted {
+                let (lease_until, expire_at) = req.deadlines(statement_now(&done)?);
+                return Ok(Claim::Acquired(Lease {
+                    key: req.key.clone(),
+                    request_hash: req.request_hash,
+                    fence: 1,
+                    operation_id,
+                    lease_until,
+                    expire_at,
+                    took_over: false,
+                }));
+            }
+            let Some(stored) = self.select(req.key).await? else {
+                continue; // released or purged in between: claim again
+            };
+            // Decided by the database's clock, read with the row.
+            let record = match stored
+                .record
+                .decide(&req.request_hash, stored.now)
+                .settle(stored.record, identity)
+            {
+                ControlFlow::Break(answer) => return Ok(answer),
+                ControlFlow::Continue(record) => record,
+            };
+            let rev = stored.rev;
+            if record.is_expired(stored.now) {
+                // Expired: logically absent (S21), a new operation replaces it.
+                let expire_ms = lease_ms.max(ttl_ms);
+                let done = self
+                    .send(|| {
+                        sqlx::query(REPLACE_SQL)
+                            .bind(req.key.readable())
+                            .bind(&hash)
+                            .bind(&operation_id)
+                            .bind(now)
+                            .bind(now)
+                            .bind(lease_ms)
+                            .bind(now)
+                            .bind(expire_ms)
+                            .bind(now)
+                            .bind(now)
+                            .bind(&req.key.hash()[..])
+                            .bind(rev)
+                            .bind(now)
+                            .execute(&self.pool)
+                    })
+                    .await?;
+                if done.rows_affected() == 1 {
+                    let (lease_until, expire_at) = req.deadlines(statement_now(&done)?);
                     return Ok(Claim::Acquired(Lease {
                         key: req.key.clone(),
                         request_hash: req.request_hash,
-                        fence: 1,
+                        fence: record.fence + 1,
                         operation_id,
                         lease_until,
                         expire_at,
                         took_over: false,
                     }));
                 }
-                Err(e) if is_claim_collision(&e) => {}
-                Err(e) => return Err(classify(e)),
-            }
-            let Some((record, rev)) = self.select(req.key).await? else {
-                continue; // released or purged in between: claim again
-            };
-            let record = match record
-                .decide(&req.request_hash, now)
-                .settle(record, identity)
-            {
-                ControlFlow::Break(answer) => return Ok(answer),
-                ControlFlow::Continue(record) => record,
-            };
-            // Expired: a new operation replaces it. Expired lease: the same operation goes on.
-            let (op, took_over, created_at, expire_at) = if record.is_expired(now) {
-                (operation_id.clone(), false, now, expire_at)
             } else {
-                (
-                    record.operation_id.clone(),
-                    true,
-                    record.created_at,
-                    record.expire_at.max(lease_until),
-                )
-            };
-            self.statements.add(1);
-            let swapped = sqlx::query(TAKEOVER_SQL)
-                .bind(req.key.readable())
-                .bind(&hash)
-                .bind(&op)
-                .bind(now.as_millis())
-                .bind(lease_until.as_millis())
-                .bind(expire_at.as_millis())
-                .bind(created_at.as_millis())
-                .bind(now.as_millis())
-                .bind(&req.key.hash()[..])
-                .bind(rev)
-                .execute(&self.pool)
-                .await
-                .map_err(classify)?;
-            if swapped.rows_affected() == 1 {
-                return Ok(Claim::Acquired(Lease {
-                    key: req.key.clone(),
-                    request_hash: req.request_hash,
-                    fence: record.fence + 1,
-                    operation_id: op,
-                    lease_until,
-                    expire_at,
-                    took_over,
-                }));
+                // Expired lease of the same request: the same operation goes on (S23).
+                let done = self
+                    .send(|| {
+                        sqlx::query(TAKEOVER_SQL)
+                            .bind(now)
+                            .bind(now)
+                            .bind(lease_ms)
+                            .bind(now)
+                            .bind(lease_ms)
+                            .bind(now)
+                            .bind(&req.key.hash()[..])
+                            .bind(rev)
+                            .bind(now)
+                            .bind(now)
+                            .bind(&hash)
+                            .execute(&self.pool)
+                    })
+                    .await?;
+                if done.rows_affected() == 1 {
+                    let lease_until = statement_now(&done)? + req.lease;
+                    return Ok(Claim::Acquired(Lease {
+                        key: req.key.clone(),
+                        request_hash: req.request_hash,
+                        fence: record.fence + 1,
+                        operation_id: record.operation_id,
+                        lease_until,
+                        // The row is the one read (same `rev`): its expiry, stretched as the
+                        // statement did.
+                        expire_at: record.expire_at.max(lease_until),
+                        took_over: true,
+                    }));
+                }
             }
-            // Another claim or a completion changed the row since it was read: start over.
+            // Another claim, a completion or a purge changed the row since it was read, or its
+            // lease or expiry moved by the database's clock: start over.
         }
         Err(contended(req.key.readable()))
+    }
+
+    /// One batch in a short transaction: `SELECT .. FOR UPDATE SKIP LOCKED` locks up to `batch`
+    /// expired records in index order, skipping any another transaction holds (a claim taking
+    /// one over, another instance's purge), then one `DELETE` of exactly those. Sweepers on
+    /// several instances therefore never wait for one another nor for claims, and take their
+    /// locks in one order: no deadlock between them (one with a claim is retried whole).
+    async fn purge_impl(&self, batch: u32) -> Result<u64, StoreError> {
+        let now = self.now_param();
+        self.send(|| self.purge_once(batch, now)).await
+    }
+
+    async fn purge_once(&self, batch: u32, now: Option<i64>) -> Result<u64, sqlx::Error> {
+        let mut tx = self.pool.begin().await?;
+        let keys: Vec<Vec<u8>> = sqlx::query_scalar(PURGE_SELECT_SQL)
+            .bind(now)
+            .bind(i64::from(batch))
+            .fetch_all(&mut *tx)
+            .await?;
+        let mut purged = 0;
+        // At most 1000 keys per statement (MySQL allows 65 535 parameters).
+        for chunk in keys.chunks(1000) {
+            self.statements.add(1);
+            let sql = format!(
+                concat!(
+                    "DELETE FROM idem_idempotency_records WHERE expire_at <= ",
+                    now!(),
+                    " AND key_hash IN ({})"
+                ),
+                vec!["?"; chunk.len()].join(", ")
+            );
+            // The rows are locked by this transaction since the `SELECT`, so they are still the
+            // expired records it found, logically absent already (S21); the condition is
+            // re-checked all the same. A key whose lock was skipped is not in the list.
+            let mut delete = sqlx::query(&sql).bind(now).persistent(false);
+            for key in chunk {
+                delete = delete.bind(&key[..]);
+            }
+            purged += delete.execute(&mut *tx).await?.rows_affected();
+        }
+        tx.commit().await?;
+        // BEGIN and COMMIT; `send` counted the `SELECT`.
+        self.statements.add(2);
+        Ok(purged)
+    }
+}
+
+/// The completion `UPDATE` of `lease`, bound.
+fn complete_query<'q>(
+    lease: &'q Lease,
+    fence: i64,
+    completion: &'q Completion,
+    headers: &'q [u8],
+    now: Option<i64>,
+) -> sqlx::query::Query<'q, MySql, sqlx::mysql::MySqlArguments> {
+    sqlx::query(COMPLETE_SQL)
+        .bind(RecordState::from(completion.outcome).code())
+        .bind(completion.status as i16)
+        .bind(headers)
+        .bind(&completion.body[..])
+        .bind(completion.biz_no.as_deref())
+        .bind(completion.expire_at.map(Timestamp::as_millis))
+        .bind(now)
+        .bind(now)
+        .bind(&lease.key.hash()[..])
+        .bind(fence)
+        .bind(&lease.operation_id)
+}
+
+/// `(state, fence, operation_id)` of the record of `lease`'s key.
+async fn owner<'e>(
+    exec: impl Executor<'e, Database = MySql>,
+    lease: &Lease,
+) -> Result<Option<(i64, i64, String)>, sqlx::Error> {
+    let row = sqlx::query(OWNER_SQL)
+        .bind(&lease.key.hash()[..])
+        .fetch_optional(exec)
+        .await?;
+    row.map(|r| {
+        Ok((
+            i64::from(r.try_get::<i8, _>(0)?),
+            r.try_get(1)?,
+            r.try_get(2)?,
+        ))
+    })
+    .transpose()
+}
+
+/// The "now" a statement computed and handed back through `LAST_INSERT_ID(now)`.
+fn statement_now(done: &MySqlQueryResult) -> Result<Timestamp, StoreError> {
+    match i64::try_from(done.last_insert_id()) {
+        Ok(ms) if ms > 0 => Ok(Timestamp::from_millis(ms)),
+        _ => Err(StoreError::Other(
+            "the server did not return the statement's time through LAST_INSERT_ID(): \
+             use MariaDB 10.6+ or MySQL 8, without a proxy that rewrites OK packets"
+                .into(),
+        )),
     }
 }
 
@@ -348,12 +621,12 @@ fn collided_index(message: &str) -> Option<&str> {
     Some(&inner[start + 1..])
 }
 
-/// Decodes a row of `{COLUMNS}`; returns the record and its `rev`.
-fn decode(row: &MySqlRow) -> Result<(Record, i64), StoreError> {
+/// Decodes a row of `record_columns!(), now`.
+fn decode(row: &MySqlRow) -> Result<Stored, StoreError> {
     // `state` is a `TINYINT`, `resp_status` a `SMALLINT`.
-    let raw = RawRecord::read::<_, i8, i16>(row, 0).map_err(classify)?;
-    let rev = raw.rev;
-    Ok((raw.into_record()?, rev))
+    RawRecord::read::<_, i8, i16>(row, 0)
+        .map_err(classify)?
+        .into_stored()
 }
 
 /// Transient error numbers: lock wait timeout (1205), deadlock (1213), too many connections
@@ -378,6 +651,14 @@ fn classify(err: sqlx::Error) -> StoreError {
     )
 }
 
+/// A statement (or the purge's transaction) rolled back as a deadlock victim (1213) or after a
+/// lock wait timeout (1205) had no effect and is sent again (`codec::send_retrying`).
+fn retryable(err: &sqlx::Error) -> bool {
+    err.as_database_error()
+        .and_then(|db| db.try_downcast_ref::<MySqlDatabaseError>())
+        .is_some_and(|e| matches!(e.number(), 1205 | 1213))
+}
+
 impl Store for MySqlStore {
     super::codec::same_sql_store_methods!();
 
@@ -387,22 +668,30 @@ impl Store for MySqlStore {
         by: Duration,
     ) -> BoxFuture<'a, Result<Lease, StoreError>> {
         Box::pin(async move {
-            let now = self.clock.now();
-            let lease_until = now + by;
-            self.statements.add(1);
-            let done = sqlx::query(EXTEND_SQL)
-                .bind(lease_until.as_millis())
-                .bind(lease_until.as_millis())
-                .bind(now.as_millis())
-                .bind(&lease.key.hash()[..])
-                .bind(fence_param(lease.fence)?)
-                .bind(now.as_millis())
-                .bind(&lease.operation_id)
-                .execute(&self.pool)
-                .await
-                .map_err(classify)?;
+            let (fence, now, by_ms) = (
+                fence_param(lease.fence)?,
+                self.now_param(),
+                millis_param(by),
+            );
+            let done = self
+                .send(|| {
+                    sqlx::query(EXTEND_SQL)
+                        .bind(now)
+                        .bind(by_ms)
+                        .bind(now)
+                        .bind(by_ms)
+                        .bind(now)
+                        .bind(&lease.key.hash()[..])
+                        .bind(fence)
+                        .bind(&lease.operation_id)
+                        .execute(&self.pool)
+                })
+                .await?;
             fenced_unless_one(done.rows_affected(), lease)?;
-            // Only the holder writes a processing record, so its expiry is the lease's.
+            let lease_until = statement_now(&done)? + by;
+            // Only the holder of this fence writes a processing record, and only this method
+            // raises its expiry: with the latest copy of the lease (the engine's), the record's
+            // expiry was `lease.expire_at`, stretched here to the new lease end.
             Ok(Lease {
                 lease_until,
                 expire_at: lease.expire_at.max(lease_until),
@@ -413,12 +702,11 @@ impl Store for MySqlStore {
 
     fn get<'a>(&'a self, key: &'a ScopedKey) -> BoxFuture<'a, Result<Option<Record>, StoreError>> {
         Box::pin(async move {
-            let now = self.clock.now();
             Ok(self
                 .select(key)
                 .await?
-                .map(|(r, _)| r)
-                .filter(|r| !r.is_expired(now)))
+                .filter(|s| !s.record.is_expired(s.now))
+                .map(|s| s.record))
         })
     }
 }

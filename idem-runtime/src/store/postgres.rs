@@ -40,14 +40,15 @@
 use core::convert::identity;
 use core::ops::ControlFlow;
 use core::time::Duration;
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 
 use sqlx::postgres::{PgConnection, PgPool, PgPoolOptions, PgRow};
-use sqlx::{Connection, Executor, Row};
+use sqlx::{Connection, Executor, Postgres, Row};
 
 use super::codec::{
-    CLAIM_ATTEMPTS, COLUMNS, RawRecord, StatementCounter, applied_migrations, contended,
-    encode_headers, fence_param, fenced_unless_one,
+    CLAIM_ATTEMPTS, RawRecord, StatementCounter, Stored, applied_migrations, completed_earlier,
+    contended, encode_headers, fence_param, fenced_out, fenced_unless_one, millis_param,
+    record_columns,
 };
 use super::error::classify_sqlx;
 use super::migrate::{Applied, migrate_error, pending};
@@ -61,97 +62,203 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/postgres")
 /// Key of the advisory lock that serializes concurrent `migrate()` calls ("idem" in ASCII).
 const MIGRATION_LOCK: i64 = 0x6964_656d;
 
+/// "Now" in milliseconds since the Unix epoch by the database's clock: `statement_timestamp()`,
+/// the start of the current statement, one value wherever the statement reads it (unlike
+/// `clock_timestamp()`), and the statement's own time inside a caller's transaction too (unlike
+/// `now()`, the transaction's start). Parameter `$n` is the store's clock override, `NULL`
+/// unless `with_clock` set one (tests).
+macro_rules! now {
+    ($n:literal) => {
+        concat!(
+            "COALESCE($",
+            $n,
+            "::bigint, floor(extract(epoch FROM statement_timestamp()) * 1000)::bigint)"
+        )
+    };
+}
+
 /// The claim (S13, S14): insert, or return the existing row from the statement's snapshot.
-static CLAIM_SQL: LazyLock<String> = LazyLock::new(|| {
-    format!(
-        "WITH claimed AS ( \
-           INSERT INTO idem.idempotency_records \
-             (key_hash, idem_key, request_hash, state, operation_id, fence, rev, locked_at, lease_until, expire_at, created_at, updated_at) \
-           VALUES ($1, $2, $3, 0, $4, 1, 1, $5, $6, $7, $5, $5) \
-           ON CONFLICT (key_hash) DO NOTHING \
-           RETURNING {COLUMNS} \
-         ) \
-         SELECT TRUE AS claimed, {COLUMNS} FROM claimed \
-         UNION ALL \
-         SELECT FALSE AS claimed, {COLUMNS} FROM idem.idempotency_records \
-          WHERE key_hash = $1 AND NOT EXISTS (SELECT 1 FROM claimed)"
-    )
-});
+/// `$5` is the clock override, `$6` the lease and `$7` the TTL in ms; every column that holds a
+/// time is computed here, from the database's clock. The last column is that "now".
+const CLAIM_SQL: &str = concat!(
+    "WITH claimed AS ( \
+       INSERT INTO idem.idempotency_records \
+         (key_hash, idem_key, request_hash, state, operation_id, fence, rev, locked_at, lease_until, expire_at, created_at, updated_at) \
+       VALUES ($1, $2, $3, 0, $4, 1, 1, ",
+    now!("5"),
+    ", ",
+    now!("5"),
+    " + $6::bigint, ",
+    now!("5"),
+    " + GREATEST($6::bigint, $7::bigint), ",
+    now!("5"),
+    ", ",
+    now!("5"),
+    ") \
+       ON CONFLICT (key_hash) DO NOTHING \
+       RETURNING ",
+    record_columns!(),
+    ", locked_at AS db_now \
+     ) \
+     SELECT TRUE AS claimed, ",
+    record_columns!(),
+    ", db_now FROM claimed \
+     UNION ALL \
+     SELECT FALSE AS claimed, ",
+    record_columns!(),
+    ", ",
+    now!("5"),
+    " FROM idem.idempotency_records \
+      WHERE key_hash = $1 AND NOT EXISTS (SELECT 1 FROM claimed)"
+);
 
 /// Replacing an expired record (S21: a new operation id) or taking over an expired lease of the
-/// same request (S23: same operation id); `$5` is now. The condition is re-checked on the latest
-/// row version, so only one of concurrent takeovers returns a row. `SET` sees the old row.
-static TAKEOVER_SQL: LazyLock<String> = LazyLock::new(|| {
-    format!(
-        "UPDATE idem.idempotency_records AS r SET \
-           idem_key = $2, \
-           request_hash = $3, \
-           state = 0, \
-           operation_id = CASE WHEN r.expire_at <= $5 THEN $4 ELSE r.operation_id END, \
-           fence = r.fence + 1, \
-           rev = r.rev + 1, \
-           resp_status = NULL, resp_headers = NULL, resp_body = NULL, biz_no = NULL, completed_at = NULL, \
-           locked_at = $5, \
-           lease_until = $6, \
-           expire_at = CASE WHEN r.expire_at <= $5 THEN $7 ELSE GREATEST(r.expire_at, $6) END, \
-           created_at = CASE WHEN r.expire_at <= $5 THEN $5 ELSE r.created_at END, \
-           updated_at = $5 \
-         WHERE r.key_hash = $1 \
-           AND (r.expire_at <= $5 \
-                OR (r.state = 0 AND r.lease_until <= $5 AND r.request_hash = $3)) \
-         RETURNING TRUE AS claimed, {COLUMNS}"
-    )
-});
+/// same request (S23: same operation id), with the parameters of [`CLAIM_SQL`]. The condition
+/// is re-checked on the latest row version, so only one of concurrent takeovers returns a row.
+/// `SET` sees the old row.
+const TAKEOVER_SQL: &str = concat!(
+    "UPDATE idem.idempotency_records AS r SET \
+       idem_key = $2, \
+       request_hash = $3, \
+       state = 0, \
+       operation_id = CASE WHEN r.expire_at <= ",
+    now!("5"),
+    " THEN $4 ELSE r.operation_id END, \
+       fence = r.fence + 1, \
+       rev = r.rev + 1, \
+       resp_status = NULL, resp_headers = NULL, resp_body = NULL, biz_no = NULL, completed_at = NULL, \
+       locked_at = ",
+    now!("5"),
+    ", \
+       lease_until = ",
+    now!("5"),
+    " + $6::bigint, \
+       expire_at = CASE WHEN r.expire_at <= ",
+    now!("5"),
+    " \
+         THEN ",
+    now!("5"),
+    " + GREATEST($6::bigint, $7::bigint) \
+         ELSE GREATEST(r.expire_at, ",
+    now!("5"),
+    " + $6::bigint) END, \
+       created_at = CASE WHEN r.expire_at <= ",
+    now!("5"),
+    " THEN ",
+    now!("5"),
+    " ELSE r.created_at END, \
+       updated_at = ",
+    now!("5"),
+    " \
+     WHERE r.key_hash = $1 \
+       AND (r.expire_at <= ",
+    now!("5"),
+    " \
+            OR (r.state = 0 AND r.lease_until <= ",
+    now!("5"),
+    " AND r.request_hash = $3)) \
+     RETURNING TRUE AS claimed, ",
+    record_columns!(),
+    ", ",
+    now!("5")
+);
 
-static SELECT_SQL: LazyLock<String> = LazyLock::new(|| {
-    format!("SELECT FALSE AS claimed, {COLUMNS} FROM idem.idempotency_records WHERE key_hash = $1")
-});
+/// The row of a key and the database's "now" (`$2`: the clock override).
+const SELECT_SQL: &str = concat!(
+    "SELECT FALSE AS claimed, ",
+    record_columns!(),
+    ", ",
+    now!("2"),
+    " FROM idem.idempotency_records WHERE key_hash = $1"
+);
 
-/// Completion (S18): one short statement, only while the lease's fence is the record's (S23).
-const COMPLETE_SQL: &str = "UPDATE idem.idempotency_records SET \
-      state = $3, resp_status = $4, resp_headers = $5, resp_body = $6, biz_no = $7, \
-      expire_at = COALESCE($8, expire_at), updated_at = $9, completed_at = $9, rev = rev + 1 \
-    WHERE key_hash = $1 AND fence = $2 AND state = 0 AND expire_at > $9 AND operation_id = $10";
+/// Completion (S18): one short statement, only while the lease's fence and operation id are the
+/// record's and it is processing (S23). No expiry condition: a result nobody superseded is
+/// stored even when it comes after `expire_at`. `$8` is an absolute expiry for the snapshot (or
+/// `NULL`), `$9` the clock override.
+const COMPLETE_SQL: &str = concat!(
+    "UPDATE idem.idempotency_records SET \
+       state = $3, resp_status = $4, resp_headers = $5, resp_body = $6, biz_no = $7, \
+       expire_at = COALESCE($8, expire_at), updated_at = ",
+    now!("9"),
+    ", completed_at = ",
+    now!("9"),
+    ", \
+       rev = rev + 1 \
+     WHERE key_hash = $1 AND fence = $2 AND state = 0 AND operation_id = $10"
+);
+
+/// Who owns a record: read when a completion matched no row (see `completed_earlier`).
+const OWNER_SQL: &str =
+    "SELECT state, fence, operation_id FROM idem.idempotency_records WHERE key_hash = $1";
 
 const RELEASE_SQL: &str = "DELETE FROM idem.idempotency_records \
-    WHERE key_hash = $1 AND fence = $2 AND state = 0 AND expire_at > $3 AND operation_id = $4";
+    WHERE key_hash = $1 AND fence = $2 AND state = 0 AND operation_id = $3";
 
 /// Ends the lease at once, keeping the record and its operation id (`Store::abandon`).
-const ABANDON_SQL: &str = "UPDATE idem.idempotency_records SET \
-      lease_until = LEAST(lease_until, $3), updated_at = $3, rev = rev + 1 \
-    WHERE key_hash = $1 AND fence = $2 AND state = 0 AND operation_id = $4";
+const ABANDON_SQL: &str = concat!(
+    "UPDATE idem.idempotency_records SET \
+       lease_until = LEAST(lease_until, ",
+    now!("4"),
+    "), updated_at = ",
+    now!("4"),
+    ", rev = rev + 1 \
+     WHERE key_hash = $1 AND fence = $2 AND state = 0 AND operation_id = $3"
+);
 
-const EXTEND_SQL: &str = "UPDATE idem.idempotency_records SET \
-      lease_until = $3, expire_at = GREATEST(expire_at, $3), updated_at = $4, rev = rev + 1 \
-    WHERE key_hash = $1 AND fence = $2 AND state = 0 AND expire_at > $4 AND operation_id = $5 \
-    RETURNING expire_at";
+/// Renews a lease for `$4` ms from now; the record lives at least as long.
+const EXTEND_SQL: &str = concat!(
+    "UPDATE idem.idempotency_records SET \
+       lease_until = ",
+    now!("5"),
+    " + $4::bigint, \
+       expire_at = GREATEST(expire_at, ",
+    now!("5"),
+    " + $4::bigint), \
+       updated_at = ",
+    now!("5"),
+    ", rev = rev + 1 \
+     WHERE key_hash = $1 AND fence = $2 AND state = 0 AND operation_id = $3 \
+     RETURNING lease_until, expire_at"
+);
 
-/// Purge along `idx_idem_expire_at`, bounded by `LIMIT`, skipping rows a claim holds (S21).
-/// The batch is a materialized CTE: as `key_hash IN (SELECT .. LIMIT ..)` the planner may
-/// re-run the subquery and delete more than a batch. The outer condition is re-checked on the
-/// latest row version, so a record replaced by a concurrent claim is never deleted.
-const PURGE_SQL: &str = "WITH batch AS MATERIALIZED ( \
-      SELECT key_hash FROM idem.idempotency_records WHERE expire_at <= $1 \
-      ORDER BY expire_at LIMIT $2 FOR UPDATE SKIP LOCKED) \
-    DELETE FROM idem.idempotency_records r USING batch \
-    WHERE r.key_hash = batch.key_hash AND r.expire_at <= $1";
+/// Purge along `idx_idem_expire_at`, bounded by `LIMIT`, in `(expire_at, key_hash)` order,
+/// skipping rows another transaction holds (S21). The batch is a materialized CTE: as
+/// `key_hash IN (SELECT .. LIMIT ..)` the planner may re-run the subquery and delete more than a
+/// batch. The outer condition is re-checked on the latest row version, so a record replaced by
+/// a concurrent claim is never deleted: only records logically absent (expired by the
+/// database's clock) are.
+const PURGE_SQL: &str = concat!(
+    "WITH batch AS MATERIALIZED ( \
+       SELECT key_hash FROM idem.idempotency_records WHERE expire_at <= ",
+    now!("1"),
+    " \
+       ORDER BY expire_at, key_hash LIMIT $2 FOR UPDATE SKIP LOCKED) \
+     DELETE FROM idem.idempotency_records r USING batch \
+     WHERE r.key_hash = batch.key_hash AND r.expire_at <= ",
+    now!("1")
+);
 
 /// The statements of this store, for the benchmark's hand-written baseline. Not a public API.
 #[doc(hidden)]
 pub mod sql {
-    /// The claim statement (with the read riding along).
+    /// The claim statement (with the read riding along): `$1` key hash, `$2` readable key, `$3`
+    /// request hash, `$4` operation id, `$5` clock override (`NULL`), `$6` lease ms, `$7` TTL ms.
     pub fn claim() -> &'static str {
-        &super::CLAIM_SQL
+        super::CLAIM_SQL
     }
-    /// The takeover of an expired record or lease.
+    /// The takeover of an expired record or lease, with the claim's parameters.
     pub fn takeover() -> &'static str {
-        &super::TAKEOVER_SQL
+        super::TAKEOVER_SQL
     }
     /// The completion update.
     pub const COMPLETE: &str = super::COMPLETE_SQL;
 }
 
 /// A [`Store`] on PostgreSQL (10 or later; tested on 15).
+///
+/// Every decision about time (is this lease over, has this record expired) is taken by the
+/// database's clock, never the application's (see `docs/storage.md`, "Clocks").
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), idem_runtime::store::StoreError> {
@@ -163,7 +270,7 @@ pub mod sql {
 #[derive(Debug, Clone)]
 pub struct PostgresStore {
     pool: PgPool,
-    clock: Arc<dyn Clock>,
+    clock: Option<Arc<dyn Clock>>,
     statements: Arc<StatementCounter>,
 }
 
@@ -171,7 +278,6 @@ impl PostgresStore {
     super::codec::sql_store_inherent_methods! {
         pool: PgPool,
         connect: PgPoolOptions,
-        decoded: Record,
         /// A store over an existing pool (the application's own, typically).
         fn from_pool;
     }
@@ -181,7 +287,9 @@ impl PostgresStore {
     /// not at all). The same single `UPDATE` as [`Store::complete`]; it locks the record until
     /// the caller commits, so keep that transaction short (S18): meanwhile a duplicate claim of
     /// this key waits in its `INSERT` (the unique check waits for the row's open update), and
-    /// answers once the caller commits or rolls back.
+    /// answers once the caller commits or rolls back. A deadlock or serialization failure is not
+    /// retried here (the database aborted the caller's transaction): it is
+    /// [`StoreError::Unavailable`], and the caller retries its whole transaction.
     ///
     /// ```no_run
     /// # async fn demo(store: idem_runtime::store::PostgresStore, lease: idem_runtime::store::Lease,
@@ -205,113 +313,159 @@ impl PostgresStore {
         completion: &Completion,
     ) -> Result<(), StoreError> {
         completion.validate()?;
-        let now = self.clock.now().as_millis();
         let headers = encode_headers(&completion.headers);
         self.statements.add(1);
-        let done = sqlx::query(COMPLETE_SQL)
-            .bind(&lease.key.hash()[..])
-            .bind(fence_param(lease.fence)?)
-            .bind(RecordState::from(completion.outcome).code())
-            .bind(completion.status as i16)
-            .bind(headers)
-            .bind(&completion.body[..])
-            .bind(completion.biz_no.as_deref())
-            .bind(completion.expire_at.map(Timestamp::as_millis))
-            .bind(now)
-            .bind(&lease.operation_id)
-            .execute(conn)
+        let fence = fence_param(lease.fence)?;
+        let done = complete_query(lease, fence, completion, &headers, self.now_param())
+            .execute(&mut *conn)
             .await
             .map_err(classify)?;
-        fenced_unless_one(done.rows_affected(), lease)
+        if done.rows_affected() == 1 {
+            return Ok(());
+        }
+        self.statements.add(1);
+        let owner = owner(&mut *conn, lease).await.map_err(classify)?;
+        completed_earlier(owner, lease)
+    }
+
+    async fn complete_impl(
+        &self,
+        lease: &Lease,
+        completion: &Completion,
+    ) -> Result<(), StoreError> {
+        completion.validate()?;
+        let headers = encode_headers(&completion.headers);
+        let (fence, now) = (fence_param(lease.fence)?, self.now_param());
+        let done = self
+            .send(|| complete_query(lease, fence, completion, &headers, now).execute(&self.pool))
+            .await?;
+        if done.rows_affected() == 1 {
+            return Ok(());
+        }
+        let owner = self.send(|| owner(&self.pool, lease)).await?;
+        completed_earlier(owner, lease)
     }
 
     async fn claim_impl(&self, req: &ClaimRequest<'_>) -> Result<Claim, StoreError> {
         req.validate()?;
         let operation_id = new_operation_id()?;
         let hash = req.request_hash.to_string();
+        let (lease_ms, ttl_ms) = (millis_param(req.lease), millis_param(req.ttl));
         for _ in 0..CLAIM_ATTEMPTS {
-            let now = self.clock.now();
-            let (lease_until, expire_at) = req.deadlines(now);
+            let now = self.now_param();
             let bind = |sql: &'static str| {
                 sqlx::query(sql)
                     .bind(&req.key.hash()[..])
                     .bind(req.key.readable())
                     .bind(&hash)
                     .bind(&operation_id)
-                    .bind(now.as_millis())
-                    .bind(lease_until.as_millis())
-                    .bind(expire_at.as_millis())
+                    .bind(now)
+                    .bind(lease_ms)
+                    .bind(ttl_ms)
             };
-            self.statements.add(1);
-            let mut row = bind(&CLAIM_SQL)
-                .fetch_optional(&self.pool)
-                .await
-                .map_err(classify)?;
-            if row.is_none() {
-                // The conflicting row was committed after this statement's snapshot: read it.
-                self.statements.add(1);
-                row = sqlx::query(&SELECT_SQL)
-                    .bind(&req.key.hash()[..])
-                    .fetch_optional(&self.pool)
-                    .await
-                    .map_err(classify)?;
-            }
-            let Some(row) = row else {
-                continue; // released or purged in between: claim again
-            };
-            let claimed: bool = row.try_get(0).map_err(classify)?;
-            let record = decode(&row)?;
-            if !claimed {
-                if let ControlFlow::Break(answer) = record
-                    .decide(&req.request_hash, now)
-                    .settle(record, identity)
-                {
-                    return Ok(answer);
+            let row = self
+                .send(|| bind(CLAIM_SQL).fetch_optional(&self.pool))
+                .await?;
+            let stored = match row {
+                Some(row) => {
+                    let claimed: bool = row.try_get(0).map_err(classify)?;
+                    let stored = decode(&row)?;
+                    if claimed {
+                        return Ok(Claim::Acquired(lease(req, stored.record, &operation_id)));
+                    }
+                    stored
                 }
-                self.statements.add(1);
-                let Some(row) = bind(&TAKEOVER_SQL)
-                    .fetch_optional(&self.pool)
-                    .await
-                    .map_err(classify)?
-                else {
-                    continue; // another claim was faster, or the row changed: look again
-                };
-                let record = decode(&row)?;
-                return Ok(Claim::Acquired(self.lease(
-                    req,
-                    record,
-                    &operation_id,
-                    lease_until,
-                )));
+                // The conflicting row was committed after this statement's snapshot: read it.
+                None => match self.select(req.key).await? {
+                    Some(stored) => stored,
+                    None => continue, // released or purged in between: claim again
+                },
+            };
+            // Decided by the database's clock, read with the row.
+            if let ControlFlow::Break(answer) = stored
+                .record
+                .decide(&req.request_hash, stored.now)
+                .settle(stored.record, identity)
+            {
+                return Ok(answer);
             }
-            return Ok(Claim::Acquired(self.lease(
-                req,
-                record,
-                &operation_id,
-                lease_until,
-            )));
+            let Some(row) = self
+                .send(|| bind(TAKEOVER_SQL).fetch_optional(&self.pool))
+                .await?
+            else {
+                continue; // another claim was faster, or the row changed: look again
+            };
+            let record = decode(&row)?.record;
+            return Ok(Claim::Acquired(lease(req, record, &operation_id)));
         }
         Err(contended(req.key.readable()))
     }
 
-    /// The lease of a record this claim just wrote.
-    fn lease(
-        &self,
-        req: &ClaimRequest<'_>,
-        record: Record,
-        operation_id: &str,
-        lease_until: Timestamp,
-    ) -> Lease {
-        Lease {
-            key: req.key.clone(),
-            request_hash: req.request_hash,
-            fence: record.fence,
-            // A takeover keeps the operation's id; a fresh or replaced record has ours.
-            took_over: record.operation_id != operation_id,
-            operation_id: record.operation_id,
-            lease_until,
-            expire_at: record.expire_at,
-        }
+    async fn purge_impl(&self, batch: u32) -> Result<u64, StoreError> {
+        let now = self.now_param();
+        let done = self
+            .send(|| {
+                sqlx::query(PURGE_SQL)
+                    .bind(now)
+                    .bind(i64::from(batch))
+                    .execute(&self.pool)
+            })
+            .await?;
+        Ok(done.rows_affected())
+    }
+}
+
+/// The completion `UPDATE` of `lease`, bound.
+fn complete_query<'q>(
+    lease: &'q Lease,
+    fence: i64,
+    completion: &'q Completion,
+    headers: &'q [u8],
+    now: Option<i64>,
+) -> sqlx::query::Query<'q, Postgres, sqlx::postgres::PgArguments> {
+    sqlx::query(COMPLETE_SQL)
+        .bind(&lease.key.hash()[..])
+        .bind(fence)
+        .bind(RecordState::from(completion.outcome).code())
+        .bind(completion.status as i16)
+        .bind(headers)
+        .bind(&completion.body[..])
+        .bind(completion.biz_no.as_deref())
+        .bind(completion.expire_at.map(Timestamp::as_millis))
+        .bind(now)
+        .bind(&lease.operation_id)
+}
+
+/// `(state, fence, operation_id)` of the record of `lease`'s key.
+async fn owner<'e>(
+    exec: impl Executor<'e, Database = Postgres>,
+    lease: &Lease,
+) -> Result<Option<(i64, i64, String)>, sqlx::Error> {
+    let row = sqlx::query(OWNER_SQL)
+        .bind(&lease.key.hash()[..])
+        .fetch_optional(exec)
+        .await?;
+    row.map(|r| {
+        Ok((
+            i64::from(r.try_get::<i16, _>(0)?),
+            r.try_get(1)?,
+            r.try_get(2)?,
+        ))
+    })
+    .transpose()
+}
+
+/// The lease of a record this claim just wrote (every time in it by the database's clock).
+fn lease(req: &ClaimRequest<'_>, record: Record, operation_id: &str) -> Lease {
+    Lease {
+        key: req.key.clone(),
+        request_hash: req.request_hash,
+        fence: record.fence,
+        // A takeover keeps the operation's id; a fresh or replaced record has ours.
+        took_over: record.operation_id != operation_id,
+        operation_id: record.operation_id,
+        lease_until: record.lease_until,
+        expire_at: record.expire_at,
     }
 }
 
@@ -368,17 +522,18 @@ async fn migrate_on(conn: &mut PgConnection) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// Decodes a row of `claimed, {COLUMNS}`.
-fn decode(row: &PgRow) -> Result<Record, StoreError> {
+/// Decodes a row of `claimed, record_columns!(), now`.
+fn decode(row: &PgRow) -> Result<Stored, StoreError> {
     // `state` and `resp_status` are `SMALLINT`s.
     RawRecord::read::<_, i16, i16>(row, 1)
         .map_err(classify)?
-        .into_record()
+        .into_stored()
 }
 
 /// Transient SQLSTATEs: connection exceptions (08), serialization failure (40001), deadlock
-/// (40P01), lock not available (55P03), operator intervention / shutdown (57P), insufficient
-/// resources (53), read-only transaction during a failover (25006).
+/// (40P01), lock not available (55P03, e.g. `lock_timeout`), operator intervention / shutdown /
+/// a terminated backend (57P), insufficient resources (53), read-only transaction during a
+/// failover (25006).
 fn classify(err: sqlx::Error) -> StoreError {
     classify_sqlx(
         err,
@@ -392,6 +547,14 @@ fn classify(err: sqlx::Error) -> StoreError {
         },
         |db| db.code().is_some_and(|c| matches!(&*c, "42P01" | "3F000")),
     )
+}
+
+/// A statement rolled back as a serialization failure (40001) or deadlock victim (40P01) had no
+/// effect and is sent again (`codec::send_retrying`).
+fn retryable(err: &sqlx::Error) -> bool {
+    err.as_database_error()
+        .and_then(|db| db.code())
+        .is_some_and(|c| matches!(&*c, "40001" | "40P01"))
 }
 
 impl Store for PostgresStore {

@@ -27,17 +27,18 @@ use core::convert::identity;
 use core::ops::ControlFlow;
 use core::time::Duration;
 use std::path::Path;
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
     SqliteRow, SqliteSynchronous,
 };
-use sqlx::{Connection, Executor, Row};
+use sqlx::{Connection, Executor, Row, Sqlite};
 
 use super::codec::{
-    CLAIM_ATTEMPTS, COLUMNS, RawRecord, StatementCounter, applied_migrations, contended,
-    encode_headers, fence_param, fenced_unless_one,
+    CLAIM_ATTEMPTS, RawRecord, StatementCounter, Stored, applied_migrations, completed_earlier,
+    contended, encode_headers, fence_param, fenced_out, fenced_unless_one, millis_param,
+    record_columns,
 };
 use super::error::classify_sqlx;
 use super::migrate::{Applied, migrate_error, pending};
@@ -48,64 +49,162 @@ use super::{
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/sqlite");
 
+/// "Now" in milliseconds since the Unix epoch by SQLite's clock (the operating system's, read
+/// by the library: with one file on one host, every process sees the same clock). SQLite keeps
+/// `'now'` fixed for one `sqlite3_step()`, and every statement here does its work in its first
+/// step, so the value is the same wherever a statement reads it; `julianday` counts whole
+/// milliseconds, rounded back exactly. Parameter `?n` is the store's clock override, `NULL`
+/// unless `with_clock` set one (tests).
+macro_rules! now {
+    ($n:literal) => {
+        concat!(
+            "COALESCE(?",
+            $n,
+            ", CAST(round((julianday('now') - 2440587.5) * 86400000) AS INTEGER))"
+        )
+    };
+}
+
 /// The claim (S13, S14): one atomic upsert that inserts a fresh record, or replaces an expired
 /// one (S21), or takes over an expired lease of the same request (S23), and returns the row only
-/// when it claimed. `?5` is now. Unqualified columns in `DO UPDATE` are the existing row's.
-const CLAIM_SQL: &str = "INSERT INTO idem_idempotency_records \
-    (key_hash, idem_key, request_hash, state, operation_id, fence, rev, locked_at, lease_until, expire_at, created_at, updated_at) \
-    VALUES (?1, ?2, ?3, 0, ?4, 1, 1, ?5, ?6, ?7, ?5, ?5) \
-    ON CONFLICT (key_hash) DO UPDATE SET \
-      idem_key = excluded.idem_key, \
-      request_hash = excluded.request_hash, \
-      state = 0, \
-      operation_id = CASE WHEN expire_at <= ?5 THEN excluded.operation_id ELSE operation_id END, \
-      fence = fence + 1, \
-      rev = rev + 1, \
-      resp_status = NULL, resp_headers = NULL, resp_body = NULL, biz_no = NULL, completed_at = NULL, \
-      locked_at = ?5, \
-      lease_until = ?6, \
-      expire_at = CASE WHEN expire_at <= ?5 THEN ?7 ELSE max(expire_at, ?6) END, \
-      created_at = CASE WHEN expire_at <= ?5 THEN ?5 ELSE created_at END, \
-      updated_at = ?5 \
-    WHERE expire_at <= ?5 OR (state = 0 AND lease_until <= ?5 AND request_hash = excluded.request_hash) \
-    RETURNING fence, operation_id, expire_at";
+/// when it claimed. `?5` is the clock override, `?6` the lease and `?7` the TTL in ms.
+/// Unqualified columns in `DO UPDATE` are the existing row's.
+const CLAIM_SQL: &str = concat!(
+    "INSERT INTO idem_idempotency_records \
+       (key_hash, idem_key, request_hash, state, operation_id, fence, rev, locked_at, lease_until, expire_at, created_at, updated_at) \
+     VALUES (?1, ?2, ?3, 0, ?4, 1, 1, ",
+    now!("5"),
+    ", ",
+    now!("5"),
+    " + ?6, ",
+    now!("5"),
+    " + max(?6, ?7), ",
+    now!("5"),
+    ", ",
+    now!("5"),
+    ") \
+     ON CONFLICT (key_hash) DO UPDATE SET \
+       idem_key = excluded.idem_key, \
+       request_hash = excluded.request_hash, \
+       state = 0, \
+       operation_id = CASE WHEN expire_at <= ",
+    now!("5"),
+    " THEN excluded.operation_id ELSE operation_id END, \
+       fence = fence + 1, \
+       rev = rev + 1, \
+       resp_status = NULL, resp_headers = NULL, resp_body = NULL, biz_no = NULL, completed_at = NULL, \
+       locked_at = ",
+    now!("5"),
+    ", \
+       lease_until = ",
+    now!("5"),
+    " + ?6, \
+       expire_at = CASE WHEN expire_at <= ",
+    now!("5"),
+    " THEN ",
+    now!("5"),
+    " + max(?6, ?7) \
+         ELSE max(expire_at, ",
+    now!("5"),
+    " + ?6) END, \
+       created_at = CASE WHEN expire_at <= ",
+    now!("5"),
+    " THEN ",
+    now!("5"),
+    " ELSE created_at END, \
+       updated_at = ",
+    now!("5"),
+    " \
+     WHERE expire_at <= ",
+    now!("5"),
+    " \
+        OR (state = 0 AND lease_until <= ",
+    now!("5"),
+    " AND request_hash = excluded.request_hash) \
+     RETURNING fence, operation_id, lease_until, expire_at"
+);
 
-/// Completion (S18): one short statement, only while the lease's fence is the record's (S23).
-const COMPLETE_SQL: &str = "UPDATE idem_idempotency_records SET \
-      state = ?3, resp_status = ?4, resp_headers = ?5, resp_body = ?6, biz_no = ?7, \
-      expire_at = COALESCE(?8, expire_at), updated_at = ?9, completed_at = ?9, rev = rev + 1 \
-    WHERE key_hash = ?1 AND fence = ?2 AND state = 0 AND expire_at > ?9 AND operation_id = ?10";
+/// Completion (S18): one short statement, only while the lease's fence and operation id are the
+/// record's and it is processing (S23). No expiry condition: a result nobody superseded is
+/// stored even when it comes after `expire_at`. `?8` is an absolute expiry for the snapshot (or
+/// `NULL`), `?9` the clock override.
+const COMPLETE_SQL: &str = concat!(
+    "UPDATE idem_idempotency_records SET \
+       state = ?3, resp_status = ?4, resp_headers = ?5, resp_body = ?6, biz_no = ?7, \
+       expire_at = COALESCE(?8, expire_at), updated_at = ",
+    now!("9"),
+    ", completed_at = ",
+    now!("9"),
+    ", \
+       rev = rev + 1 \
+     WHERE key_hash = ?1 AND fence = ?2 AND state = 0 AND operation_id = ?10"
+);
+
+/// Who owns a record: read when a completion matched no row (see `completed_earlier`).
+const OWNER_SQL: &str =
+    "SELECT state, fence, operation_id FROM idem_idempotency_records WHERE key_hash = ?1";
 
 const RELEASE_SQL: &str = "DELETE FROM idem_idempotency_records \
-    WHERE key_hash = ?1 AND fence = ?2 AND state = 0 AND expire_at > ?3 AND operation_id = ?4";
+    WHERE key_hash = ?1 AND fence = ?2 AND state = 0 AND operation_id = ?3";
 
 /// Ends the lease at once, keeping the record and its operation id (`Store::abandon`).
-const ABANDON_SQL: &str = "UPDATE idem_idempotency_records SET \
-      lease_until = min(lease_until, ?3), updated_at = ?3, rev = rev + 1 \
-    WHERE key_hash = ?1 AND fence = ?2 AND state = 0 AND operation_id = ?4";
+const ABANDON_SQL: &str = concat!(
+    "UPDATE idem_idempotency_records SET \
+       lease_until = min(lease_until, ",
+    now!("4"),
+    "), updated_at = ",
+    now!("4"),
+    ", rev = rev + 1 \
+     WHERE key_hash = ?1 AND fence = ?2 AND state = 0 AND operation_id = ?3"
+);
 
-const EXTEND_SQL: &str = "UPDATE idem_idempotency_records SET \
-      lease_until = ?3, expire_at = max(expire_at, ?3), updated_at = ?4, rev = rev + 1 \
-    WHERE key_hash = ?1 AND fence = ?2 AND state = 0 AND expire_at > ?4 AND operation_id = ?5 \
-    RETURNING expire_at";
+/// Renews a lease for `?4` ms from now; the record lives at least as long.
+const EXTEND_SQL: &str = concat!(
+    "UPDATE idem_idempotency_records SET \
+       lease_until = ",
+    now!("5"),
+    " + ?4, \
+       expire_at = max(expire_at, ",
+    now!("5"),
+    " + ?4), \
+       updated_at = ",
+    now!("5"),
+    ", rev = rev + 1 \
+     WHERE key_hash = ?1 AND fence = ?2 AND state = 0 AND operation_id = ?3 \
+     RETURNING lease_until, expire_at"
+);
 
-/// Purge along `idx_idem_expire_at`, bounded by `LIMIT` (S21).
-const PURGE_SQL: &str = "DELETE FROM idem_idempotency_records WHERE key_hash IN \
-    (SELECT key_hash FROM idem_idempotency_records WHERE expire_at <= ?1 ORDER BY expire_at LIMIT ?2)";
+/// Purge along `idx_idem_expire_at`, bounded by `LIMIT`, in `(expire_at, key_hash)` order
+/// (S21). One statement under SQLite's write lock: the records it deletes are exactly the ones
+/// its subquery found expired by the database's clock (logically absent already).
+const PURGE_SQL: &str = concat!(
+    "DELETE FROM idem_idempotency_records WHERE key_hash IN \
+       (SELECT key_hash FROM idem_idempotency_records WHERE expire_at <= ",
+    now!("1"),
+    " \
+        ORDER BY expire_at, key_hash LIMIT ?2)"
+);
 
-static SELECT_SQL: LazyLock<String> =
-    LazyLock::new(|| format!("SELECT {COLUMNS} FROM idem_idempotency_records WHERE key_hash = ?1"));
+/// The row of a key and the database's "now" (`?2`: the clock override).
+const SELECT_SQL: &str = concat!(
+    "SELECT ",
+    record_columns!(),
+    ", ",
+    now!("2"),
+    " FROM idem_idempotency_records WHERE key_hash = ?1"
+);
 
 /// The statements of this store, for the benchmark's hand-written baseline. Not a public API.
 #[doc(hidden)]
 pub mod sql {
-    /// The claim upsert.
+    /// The claim upsert: `?1` key hash, `?2` readable key, `?3` request hash, `?4` operation id,
+    /// `?5` clock override (`NULL`), `?6` lease ms, `?7` TTL ms.
     pub const CLAIM: &str = super::CLAIM_SQL;
     /// The completion update.
     pub const COMPLETE: &str = super::COMPLETE_SQL;
-    /// The read of an existing record.
+    /// The read of an existing record (`?1` key hash, `?2` clock override).
     pub fn select() -> &'static str {
-        &super::SELECT_SQL
+        super::SELECT_SQL
     }
 }
 
@@ -121,7 +220,7 @@ pub mod sql {
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
     pool: SqlitePool,
-    clock: Arc<dyn Clock>,
+    clock: Option<Arc<dyn Clock>>,
     statements: Arc<StatementCounter>,
 }
 
@@ -165,7 +264,6 @@ impl SqliteStore {
 
     super::codec::sql_store_inherent_methods! {
         pool: SqlitePool,
-        decoded: Record,
         /// A store over an existing pool (set WAL and a busy timeout on it).
         fn from_pool;
     }
@@ -186,68 +284,82 @@ impl SqliteStore {
         completion: &Completion,
     ) -> Result<(), StoreError> {
         completion.validate()?;
-        let now = self.clock.now().as_millis();
         let headers = encode_headers(&completion.headers);
+        let fence = fence_param(lease.fence)?;
         self.statements.add(1);
-        let done = sqlx::query(COMPLETE_SQL)
-            .bind(&lease.key.hash()[..])
-            .bind(fence_param(lease.fence)?)
-            .bind(i64::from(
-                super::RecordState::from(completion.outcome).code(),
-            ))
-            .bind(i64::from(completion.status))
-            .bind(headers)
-            .bind(&completion.body[..])
-            .bind(completion.biz_no.as_deref())
-            .bind(completion.expire_at.map(Timestamp::as_millis))
-            .bind(now)
-            .bind(&lease.operation_id)
-            .execute(conn)
+        let done = complete_query(lease, fence, completion, &headers, self.now_param())
+            .execute(&mut *conn)
             .await
             .map_err(classify)?;
-        fenced_unless_one(done.rows_affected(), lease)
+        if done.rows_affected() == 1 {
+            return Ok(());
+        }
+        self.statements.add(1);
+        let owner = owner(&mut *conn, lease).await.map_err(classify)?;
+        completed_earlier(owner, lease)
+    }
+
+    async fn complete_impl(
+        &self,
+        lease: &Lease,
+        completion: &Completion,
+    ) -> Result<(), StoreError> {
+        completion.validate()?;
+        let headers = encode_headers(&completion.headers);
+        let (fence, now) = (fence_param(lease.fence)?, self.now_param());
+        let done = self
+            .send(|| complete_query(lease, fence, completion, &headers, now).execute(&self.pool))
+            .await?;
+        if done.rows_affected() == 1 {
+            return Ok(());
+        }
+        let owner = self.send(|| owner(&self.pool, lease)).await?;
+        completed_earlier(owner, lease)
     }
 
     async fn claim_impl(&self, req: &ClaimRequest<'_>) -> Result<Claim, StoreError> {
         req.validate()?;
         let operation_id = new_operation_id()?;
+        let hash = req.request_hash.to_string();
+        let (lease_ms, ttl_ms) = (millis_param(req.lease), millis_param(req.ttl));
         for _ in 0..CLAIM_ATTEMPTS {
-            let now = self.clock.now();
-            let (lease_until, expire_at) = req.deadlines(now);
-            let hash = req.request_hash.to_string();
-            self.statements.add(1);
-            let claimed = sqlx::query(CLAIM_SQL)
-                .bind(&req.key.hash()[..])
-                .bind(req.key.readable())
-                .bind(&hash)
-                .bind(&operation_id)
-                .bind(now.as_millis())
-                .bind(lease_until.as_millis())
-                .bind(expire_at.as_millis())
-                .fetch_optional(&self.pool)
-                .await
-                .map_err(classify)?;
+            let now = self.now_param();
+            let claimed = self
+                .send(|| {
+                    sqlx::query(CLAIM_SQL)
+                        .bind(&req.key.hash()[..])
+                        .bind(req.key.readable())
+                        .bind(&hash)
+                        .bind(&operation_id)
+                        .bind(now)
+                        .bind(lease_ms)
+                        .bind(ttl_ms)
+                        .fetch_optional(&self.pool)
+                })
+                .await?;
             if let Some(row) = claimed {
                 let fence: i64 = row.try_get(0).map_err(classify)?;
                 let op: String = row.try_get(1).map_err(classify)?;
-                let expire_at: i64 = row.try_get(2).map_err(classify)?;
+                let lease_until: i64 = row.try_get(2).map_err(classify)?;
+                let expire_at: i64 = row.try_get(3).map_err(classify)?;
                 return Ok(Claim::Acquired(Lease {
                     key: req.key.clone(),
                     request_hash: req.request_hash,
                     fence: u64::try_from(fence).unwrap_or(0),
                     took_over: op != operation_id,
                     operation_id: op,
-                    lease_until,
+                    lease_until: Timestamp::from_millis(lease_until),
                     expire_at: Timestamp::from_millis(expire_at),
                 }));
             }
             // Not claimable when the upsert ran: read what is there.
-            let Some(record) = self.select(req.key).await? else {
+            let Some(stored) = self.select(req.key).await? else {
                 continue; // purged or released in between: claim again
             };
-            if let ControlFlow::Break(answer) = record
-                .decide(&req.request_hash, now)
-                .settle(record, identity)
+            if let ControlFlow::Break(answer) = stored
+                .record
+                .decide(&req.request_hash, stored.now)
+                .settle(stored.record, identity)
             {
                 return Ok(answer);
             }
@@ -255,6 +367,55 @@ impl SqliteStore {
         }
         Err(contended(req.key.readable()))
     }
+
+    async fn purge_impl(&self, batch: u32) -> Result<u64, StoreError> {
+        let now = self.now_param();
+        let done = self
+            .send(|| {
+                sqlx::query(PURGE_SQL)
+                    .bind(now)
+                    .bind(i64::from(batch))
+                    .execute(&self.pool)
+            })
+            .await?;
+        Ok(done.rows_affected())
+    }
+}
+
+/// The completion `UPDATE` of `lease`, bound.
+fn complete_query<'q>(
+    lease: &'q Lease,
+    fence: i64,
+    completion: &'q Completion,
+    headers: &'q [u8],
+    now: Option<i64>,
+) -> sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments<'q>> {
+    sqlx::query(COMPLETE_SQL)
+        .bind(&lease.key.hash()[..])
+        .bind(fence)
+        .bind(i64::from(
+            super::RecordState::from(completion.outcome).code(),
+        ))
+        .bind(i64::from(completion.status))
+        .bind(headers)
+        .bind(&completion.body[..])
+        .bind(completion.biz_no.as_deref())
+        .bind(completion.expire_at.map(Timestamp::as_millis))
+        .bind(now)
+        .bind(&lease.operation_id)
+}
+
+/// `(state, fence, operation_id)` of the record of `lease`'s key.
+async fn owner<'e>(
+    exec: impl Executor<'e, Database = Sqlite>,
+    lease: &Lease,
+) -> Result<Option<(i64, i64, String)>, sqlx::Error> {
+    let row = sqlx::query(OWNER_SQL)
+        .bind(&lease.key.hash()[..])
+        .fetch_optional(exec)
+        .await?;
+    row.map(|r| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?)))
+        .transpose()
 }
 
 /// Applies the pending migrations on `conn`, its own connection: `BEGIN IMMEDIATE` takes the
@@ -301,10 +462,11 @@ async fn migrate_on(conn: &mut SqliteConnection) -> Result<(), StoreError> {
     Ok(())
 }
 
-fn decode(row: &SqliteRow) -> Result<Record, StoreError> {
+/// Decodes a row of `record_columns!(), now`.
+fn decode(row: &SqliteRow) -> Result<Stored, StoreError> {
     RawRecord::read::<_, i64, i64>(row, 0)
         .map_err(classify)?
-        .into_record()
+        .into_stored()
 }
 
 /// SQLITE_BUSY (5) and SQLITE_LOCKED (6) with their extended codes are transient.
@@ -318,6 +480,13 @@ fn classify(err: sqlx::Error) -> StoreError {
         },
         |db| db.message().starts_with("no such table"),
     )
+}
+
+/// SQLite has no deadlocks to retry: writers queue for the database lock in the busy handler
+/// (the busy timeout), and a writer still waiting after it gets `SQLITE_BUSY`, which
+/// `classify` reports as [`StoreError::Unavailable`] without a further wait here.
+fn retryable(_: &sqlx::Error) -> bool {
+    false
 }
 
 impl Store for SqliteStore {

@@ -119,8 +119,13 @@ pub async fn complete_then_replay_byte_identical(f: &Fixture) {
     let rec = f.store.get(&key).await.unwrap().unwrap();
     assert_eq!(rec.state, RecordState::FailedStored);
     assert_eq!((rec.status, rec.expire_at), (Some(500), until));
-    // Completing twice is refused: the lease ended with the first completion.
-    assert_fenced(f.store.complete(&lease, &failed).await);
+    // Completing twice (a retry after a lost acknowledgement) is accepted and changes nothing:
+    // the first completion stands.
+    let other = Completion::new(Outcome::Completed, 201, b"second".to_vec());
+    f.advance(Duration::from_secs(1));
+    f.store.complete(&lease, &other).await.unwrap();
+    let again = f.store.get(&key).await.unwrap().unwrap();
+    assert_eq!(again, rec);
     // Status out of range is refused before touching the store.
     let key = unique_key("bad-status");
     let lease = acquire(&*f.store, &req(&key, h)).await;
