@@ -7,9 +7,11 @@ mod suite;
 mod support;
 
 /// Instantiates every test of [`suite`] for one backend; `$make` builds a fresh
-/// [`support::Fixture`] whose clock starts at the given time (or `None` to skip).
+/// [`support::Fixture`] whose clock starts at the given time (or `None` to skip), `$private`
+/// one whose records no other test sees (a database of its own on the servers), for the tests
+/// that count what a purge deletes.
 macro_rules! store_suite {
-    ($backend:ident, $make:path) => {
+    ($backend:ident, $make:path, $private:path) => {
         mod $backend {
             use idem_runtime::store::{Clock, SystemClock};
 
@@ -26,8 +28,13 @@ macro_rules! store_suite {
                 body_of_one_mib,
                 unicode_keys_of_255_characters,
                 object_safe_and_clock,
+                concurrent_takeovers_one_winner,
+                takeover_races_old_holders_completion,
+                abandon_then_immediate_takeover,
+                completion_past_expire_at_accepted,
+                completion_retried_after_lost_ack,
             );
-            store_suite!(@tests $make, crate::suite::PURGE_EPOCH, purge_in_batches,);
+            store_suite!(@tests $private, SystemClock.now(), purge_in_batches,);
         }
     };
     (@tests $make:path, $start:expr, $($test:ident,)*) => {
@@ -41,7 +48,11 @@ macro_rules! store_suite {
     };
 }
 
-store_suite!(memory, crate::support::memory);
-store_suite!(sqlite, crate::support::sqlite);
-store_suite!(postgres, crate::support::postgres);
-store_suite!(mysql, crate::support::mysql);
+store_suite!(memory, crate::support::memory, crate::support::memory);
+store_suite!(sqlite, crate::support::sqlite, crate::support::sqlite);
+store_suite!(
+    postgres,
+    crate::support::postgres,
+    crate::support::postgres_private
+);
+store_suite!(mysql, crate::support::mysql, crate::support::mysql_private);

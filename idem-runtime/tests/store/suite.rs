@@ -5,14 +5,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use idem_runtime::store::{
-    Claim, ClaimRequest, Completion, Lease, Outcome, RecordState, Store, StoreError, Timestamp,
+    Claim, ClaimRequest, Completion, Lease, Outcome, RecordState, Store, StoreError,
 };
 
 use crate::support::*;
-
-/// Far in the past: the purge test's records expire there, so its purges cannot touch the
-/// records of tests running at the same time against the same server (they live "now").
-pub const PURGE_EPOCH: Timestamp = Timestamp::from_millis(1_000_000_000_000);
 
 async fn acquire(store: &dyn Store, req: &ClaimRequest<'_>) -> Lease {
     match store.claim(req).await.unwrap() {
@@ -300,7 +296,8 @@ pub async fn extend_lease(f: &Fixture) {
 }
 
 pub async fn purge_in_batches(f: &Fixture) {
-    // Runs at PURGE_EPOCH: see its documentation.
+    // The fixture's records are this test's alone (a database of its own on the servers), so
+    // every count below is exact.
     let ttl = Duration::from_secs(60);
     let mut short = Vec::new();
     for i in 0..25 {
@@ -343,7 +340,7 @@ pub async fn purge_in_batches(f: &Fixture) {
         .sweep_once()
         .await
         .unwrap();
-    assert!(swept >= 2, "{swept}"); // more when an earlier, aborted run left records behind
+    assert_eq!(swept, 2, "the re-claimed key and `keep`");
     assert!(f.store.get(&keep).await.unwrap().is_none());
     assert_eq!(f.store.purge_expired(10).await.unwrap(), 0);
 }
@@ -441,4 +438,219 @@ pub async fn object_safe_and_clock(f: &Fixture) {
         store.claim(&bad).await,
         Err(StoreError::Invalid(_))
     ));
+}
+
+/// Two claims race to take over one expired lease: exactly one wins (fence + 1, same
+/// operation), the other sees the winner's live lease.
+pub async fn concurrent_takeovers_one_winner(f: &Fixture) {
+    let lease = Duration::from_secs(5);
+    for round in 0..10 {
+        let key = Arc::new(unique_key("takeover-race"));
+        let h = hash("a");
+        let first = acquire(&*f.store, &ClaimRequest::new(&key, h, lease, TTL)).await;
+        f.advance(lease);
+        let start = Arc::new(tokio::sync::Barrier::new(2));
+        let tasks: Vec<_> = (0..2)
+            .map(|_| {
+                let (store, key, start) = (f.store.clone(), key.clone(), start.clone());
+                tokio::spawn(async move {
+                    start.wait().await;
+                    store.claim(&ClaimRequest::new(&key, h, lease, TTL)).await
+                })
+            })
+            .collect();
+        let mut winners = Vec::new();
+        for t in tasks {
+            match t.await.unwrap() {
+                Ok(Claim::Acquired(l)) => winners.push(l),
+                Ok(Claim::InProgress {
+                    request_hash,
+                    retry_after,
+                }) => {
+                    assert_eq!(request_hash, h);
+                    assert_eq!(
+                        retry_after, lease,
+                        "{}: the winner's fresh lease",
+                        f.backend
+                    );
+                }
+                other => panic!("{}: round {round}: unexpected {other:?}", f.backend),
+            }
+        }
+        assert_eq!(winners.len(), 1, "{}: round {round}: one winner", f.backend);
+        let won = &winners[0];
+        assert!(won.took_over);
+        assert_eq!(won.fence, first.fence + 1);
+        assert_eq!(won.operation_id, first.operation_id);
+        assert_eq!(f.store.get(&key).await.unwrap().unwrap().fence, won.fence);
+    }
+}
+
+/// A takeover races the old holder's late completion: exactly one result is stored. Either the
+/// completion lands first (accepted: nobody had superseded it) and the claim replays it, or the
+/// takeover lands first and the completion is fenced out.
+pub async fn takeover_races_old_holders_completion(f: &Fixture) {
+    let lease = Duration::from_secs(5);
+    let (mut completed_first, mut taken_over_first) = (0, 0);
+    for round in 0..20 {
+        let key = Arc::new(unique_key("takeover-vs-complete"));
+        let h = hash("a");
+        let old = acquire(&*f.store, &ClaimRequest::new(&key, h, lease, TTL)).await;
+        f.advance(lease + Duration::from_secs(1));
+        let start = Arc::new(tokio::sync::Barrier::new(2));
+        let completing = {
+            let (store, start, old) = (f.store.clone(), start.clone(), old.clone());
+            tokio::spawn(async move {
+                start.wait().await;
+                let late = Completion::new(Outcome::Completed, 201, b"old".to_vec());
+                store.complete(&old, &late).await
+            })
+        };
+        let claiming = {
+            let (store, start, key) = (f.store.clone(), start.clone(), key.clone());
+            tokio::spawn(async move {
+                start.wait().await;
+                store.claim(&ClaimRequest::new(&key, h, lease, TTL)).await
+            })
+        };
+        let (completed, claimed) = (completing.await.unwrap(), claiming.await.unwrap().unwrap());
+        let stored_body = match (completed, claimed) {
+            (Ok(()), Claim::Completed(rec)) => {
+                completed_first += 1;
+                assert_eq!(rec.body, b"old");
+                assert_eq!(rec.fence, old.fence);
+                b"old".to_vec()
+            }
+            (Err(StoreError::FencedOut { .. }), Claim::Acquired(new)) => {
+                taken_over_first += 1;
+                assert!(new.took_over);
+                assert_eq!(new.operation_id, old.operation_id);
+                let mine = Completion::new(Outcome::Completed, 201, b"new".to_vec());
+                f.store.complete(&new, &mine).await.unwrap();
+                b"new".to_vec()
+            }
+            (completed, claimed) => panic!(
+                "{}: round {round}: two results or none: complete {completed:?}, claim {claimed:?}",
+                f.backend
+            ),
+        };
+        let rec = f.store.get(&key).await.unwrap().unwrap();
+        assert_eq!(rec.state, RecordState::Completed);
+        assert_eq!(rec.body, stored_body, "{}: round {round}", f.backend);
+    }
+    eprintln!(
+        "{}: completion first {completed_first}, takeover first {taken_over_first}",
+        f.backend
+    );
+}
+
+/// `abandon` ends the lease at once: a claim of the same request takes the record over
+/// immediately, with the same operation id and fence + 1; another request hash still gets
+/// "in progress" (the engine answers 422).
+pub async fn abandon_then_immediate_takeover(f: &Fixture) {
+    let key = unique_key("abandon");
+    let h = hash("a");
+    let first = acquire(&*f.store, &req(&key, h)).await;
+    f.store.abandon(&first).await.unwrap();
+    let rec = f.store.get(&key).await.unwrap().unwrap();
+    assert_eq!(rec.state, RecordState::Processing);
+    assert_eq!(rec.operation_id, first.operation_id);
+    assert_eq!(rec.lease_until, f.now());
+    match f.store.claim(&req(&key, hash("b"))).await.unwrap() {
+        Claim::InProgress {
+            request_hash,
+            retry_after,
+        } => {
+            assert_eq!(request_hash, h);
+            assert_eq!(retry_after, Duration::ZERO);
+        }
+        other => panic!("expected InProgress for another request hash, got {other:?}"),
+    }
+    let second = acquire(&*f.store, &req(&key, h)).await;
+    assert!(second.took_over);
+    assert_eq!(second.fence, first.fence + 1);
+    assert_eq!(second.operation_id, first.operation_id);
+    assert_eq!(second.lease_until, f.now() + LEASE);
+    // The abandoned attempt owns nothing any more.
+    assert_fenced(f.store.abandon(&first).await);
+    assert_fenced(f.store.complete(&first, &snapshot()).await);
+    f.store.complete(&second, &snapshot()).await.unwrap();
+    // A stored record cannot be abandoned.
+    assert_fenced(f.store.abandon(&second).await);
+}
+
+/// A completion after the record's `expire_at` that nobody superseded is stored: no one else
+/// ran, so its result is never dropped.
+pub async fn completion_past_expire_at_accepted(f: &Fixture) {
+    let key = unique_key("late");
+    let h = hash("a");
+    let ttl = Duration::from_secs(10);
+    let lease = acquire(
+        &*f.store,
+        &ClaimRequest::new(&key, h, Duration::from_secs(5), ttl),
+    )
+    .await;
+    f.advance(ttl + Duration::from_secs(5));
+    assert!(
+        f.store.get(&key).await.unwrap().is_none(),
+        "expired: logically absent"
+    );
+    let keep = f.now() + Duration::from_secs(3600);
+    let late = snapshot().with_expire_at(keep);
+    f.store.complete(&lease, &late).await.unwrap();
+    let rec = f
+        .store
+        .get(&key)
+        .await
+        .unwrap()
+        .expect("the late result is stored");
+    assert_eq!(rec.state, RecordState::Completed);
+    assert_eq!((rec.fence, rec.expire_at), (lease.fence, keep));
+    assert_eq!(rec.body, late.body);
+    match f.store.claim(&req(&key, h)).await.unwrap() {
+        Claim::Completed(r) => assert_eq!(r.operation_id, lease.operation_id),
+        other => panic!("expected the late result replayed, got {other:?}"),
+    }
+    // Extending and abandoning past expire_at are accepted alike while nobody superseded it.
+    let key = unique_key("late-extend");
+    let lease = acquire(
+        &*f.store,
+        &ClaimRequest::new(&key, h, Duration::from_secs(5), ttl),
+    )
+    .await;
+    f.advance(ttl + Duration::from_secs(1));
+    let renewed = f
+        .store
+        .extend(&lease, Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert_eq!(renewed.lease_until, f.now() + Duration::from_secs(30));
+    assert_eq!(renewed.expire_at, renewed.lease_until);
+    assert!(f.store.get(&key).await.unwrap().is_some(), "alive again");
+    f.store.abandon(&renewed).await.unwrap();
+}
+
+/// A completion retried after its acknowledgement was lost (the engine retries transient
+/// errors) returns `Ok` and leaves the first completion as it was; a stale lease of the same
+/// key is still fenced out.
+pub async fn completion_retried_after_lost_ack(f: &Fixture) {
+    let key = unique_key("lost-ack");
+    let h = hash("a");
+    let lease = acquire(&*f.store, &req(&key, h)).await;
+    let done = snapshot();
+    f.store.complete(&lease, &done).await.unwrap();
+    let first = f.store.get(&key).await.unwrap().unwrap();
+    f.advance(Duration::from_secs(2));
+    f.store.complete(&lease, &done).await.unwrap();
+    f.store.complete(&lease, &done).await.unwrap();
+    assert_eq!(f.store.get(&key).await.unwrap().unwrap(), first);
+    // Completed by another holder of the same operation: the old lease is not "ours".
+    let key = unique_key("lost-ack-zombie");
+    let short = Duration::from_secs(5);
+    let zombie = acquire(&*f.store, &ClaimRequest::new(&key, h, short, TTL)).await;
+    f.advance(short);
+    let holder = acquire(&*f.store, &ClaimRequest::new(&key, h, short, TTL)).await;
+    f.store.complete(&holder, &done).await.unwrap();
+    assert_fenced(f.store.complete(&zombie, &done).await);
+    f.store.complete(&holder, &done).await.unwrap();
 }

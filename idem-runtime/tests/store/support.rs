@@ -16,7 +16,7 @@ pub struct Fixture {
     pub store: Arc<dyn Store>,
     pub clock: Arc<ManualClock>,
     pub backend: &'static str,
-    pub _guard: Option<tempfile::TempDir>,
+    pub _guard: Option<Box<dyn std::any::Any + Send + Sync>>,
 }
 
 impl Fixture {
@@ -92,7 +92,7 @@ pub async fn sqlite(start: Timestamp) -> Option<Fixture> {
         store: Arc::new(store.with_clock(clock.clone())),
         clock,
         backend: "sqlite",
-        _guard: Some(dir),
+        _guard: Some(Box::new(dir)),
     })
 }
 
@@ -140,4 +140,120 @@ pub async fn mysql_store() -> Option<idem_runtime::store::MySqlStore> {
         .unwrap();
     store.migrate().await.unwrap();
     Some(store)
+}
+
+/// A database of its own on the server of `url` (PostgreSQL or MariaDB), for a test whose
+/// assertions would see other tests' rows (purge counts) or that locks the whole table: its
+/// URL, and a guard that drops it.
+pub async fn private_database(url: &str, label: &str) -> (String, DropDatabase) {
+    use sqlx::Executor;
+    static N: AtomicU64 = AtomicU64::new(0);
+    let name = format!(
+        "idem_{label}_{}_{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    );
+    let (base, _) = url.rsplit_once('/').unwrap();
+    if url.starts_with("postgres") {
+        let mut admin = <sqlx::PgConnection as sqlx::Connection>::connect(url)
+            .await
+            .unwrap();
+        admin
+            .execute(&*format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+            .await
+            .unwrap();
+        admin
+            .execute(&*format!("CREATE DATABASE {name}"))
+            .await
+            .unwrap();
+    } else {
+        let mut admin = <sqlx::MySqlConnection as sqlx::Connection>::connect(url)
+            .await
+            .unwrap();
+        admin
+            .execute(&*format!("DROP DATABASE IF EXISTS {name}"))
+            .await
+            .unwrap();
+        admin
+            .execute(&*format!("CREATE DATABASE {name}"))
+            .await
+            .unwrap();
+    }
+    (
+        format!("{base}/{name}"),
+        DropDatabase {
+            admin_url: url.to_owned(),
+            name,
+        },
+    )
+}
+
+/// Drops a [`private_database`] when the test ends (passed or failed).
+pub struct DropDatabase {
+    admin_url: String,
+    name: String,
+}
+
+impl Drop for DropDatabase {
+    fn drop(&mut self) {
+        let (url, name) = (self.admin_url.clone(), self.name.clone());
+        // Drop runs inside the test's runtime: a thread of its own with a runtime of its own.
+        let _ = std::thread::spawn(move || {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap()
+                .block_on(async move {
+                    use sqlx::Executor;
+                    if url.starts_with("postgres") {
+                        if let Ok(mut c) =
+                            <sqlx::PgConnection as sqlx::Connection>::connect(&url).await
+                        {
+                            let _ = c
+                                .execute(&*format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                                .await;
+                        }
+                    } else if let Ok(mut c) =
+                        <sqlx::MySqlConnection as sqlx::Connection>::connect(&url).await
+                    {
+                        let _ = c.execute(&*format!("DROP DATABASE IF EXISTS {name}")).await;
+                    }
+                })
+        })
+        .join();
+    }
+}
+
+/// A PostgreSQL store in a database of its own, migrated, with a manual clock at `start`.
+pub async fn postgres_private(start: Timestamp) -> Option<Fixture> {
+    let url = server_url("IDEM_TEST_POSTGRES_URL")?;
+    let (url, guard) = private_database(&url, "pg").await;
+    let store = idem_runtime::store::PostgresStore::connect(&url)
+        .await
+        .unwrap();
+    store.migrate().await.unwrap();
+    let clock = Arc::new(ManualClock::new(start));
+    Some(Fixture {
+        store: Arc::new(store.with_clock(clock.clone())),
+        clock,
+        backend: "postgres",
+        _guard: Some(Box::new(guard)),
+    })
+}
+
+/// A MariaDB store in a database of its own, migrated, with a manual clock at `start`.
+pub async fn mysql_private(start: Timestamp) -> Option<Fixture> {
+    let url = server_url("IDEM_TEST_MYSQL_URL")?;
+    let (url, guard) = private_database(&url, "my").await;
+    let store = idem_runtime::store::MySqlStore::connect(&url)
+        .await
+        .unwrap();
+    store.migrate().await.unwrap();
+    let clock = Arc::new(ManualClock::new(start));
+    Some(Fixture {
+        store: Arc::new(store.with_clock(clock.clone())),
+        clock,
+        backend: "mysql",
+        _guard: Some(Box::new(guard)),
+    })
 }
