@@ -3,6 +3,7 @@
 //! `IDEM_TEST_MYSQL_URL`). Tests use unique keys so that they run in parallel on one server.
 
 mod backends;
+mod faults;
 mod skew;
 mod suite;
 mod support;
