@@ -12,7 +12,9 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use idem_runtime::store::{Claim, ClaimRequest, Completion, Lease, Outcome, Store, StoreError};
+use idem_runtime::store::{
+    Claim, ClaimRequest, Completion, Lease, Outcome, ScopedKey, Store, StoreError,
+};
 use support::*;
 
 fn sh(var: &str) -> Option<String> {
@@ -51,16 +53,100 @@ fn assert_unavailable<T: std::fmt::Debug>(r: Result<T, StoreError>, what: &str) 
     }
 }
 
-async fn outage(store: Arc<dyn Store>, stop: &str, start: &str) {
+/// Another connection's open transaction that inserted `key`: a claim of `key` waits for it.
+enum Holder {
+    Pg(sqlx::PgConnection),
+    My(sqlx::MySqlConnection),
+}
+
+const RAW_INSERT: &str = "(key_hash, idem_key, request_hash, state, operation_id, fence, rev, \
+    locked_at, lease_until, expire_at, created_at, updated_at) \
+    VALUES ($1, 'holder', repeat('0', 64), 0, 'holder', 1, 1, 0, 0, 0, 0, 0)";
+
+impl Holder {
+    async fn insert(url: &str, key: &ScopedKey) -> Holder {
+        use sqlx::{Connection, Executor};
+        if url.starts_with("postgres") {
+            let mut c = sqlx::PgConnection::connect(url).await.unwrap();
+            c.execute("BEGIN").await.unwrap();
+            sqlx::query(&format!(
+                "INSERT INTO idem.idempotency_records {RAW_INSERT}"
+            ))
+            .bind(&key.hash()[..])
+            .execute(&mut c)
+            .await
+            .unwrap();
+            Holder::Pg(c)
+        } else {
+            let mut c = sqlx::MySqlConnection::connect(url).await.unwrap();
+            c.execute("BEGIN").await.unwrap();
+            let sql = RAW_INSERT.replace("$1", "?");
+            sqlx::query(&format!("INSERT INTO idem_idempotency_records {sql}"))
+                .bind(&key.hash()[..])
+                .execute(&mut c)
+                .await
+                .unwrap();
+            Holder::My(c)
+        }
+    }
+
+    /// `true` once another session waits for this transaction's locks.
+    async fn is_blocking(&mut self) -> bool {
+        match self {
+            Holder::Pg(c) => {
+                sqlx::query_scalar::<_, i64>(
+                    "SELECT count(*) FROM pg_stat_activity \
+                 WHERE pg_backend_pid() = ANY(pg_blocking_pids(pid))",
+                )
+                .fetch_one(c)
+                .await
+                .unwrap()
+                    > 0
+            }
+            Holder::My(c) => {
+                sqlx::query_scalar::<_, i64>(
+                    "SELECT COUNT(*) FROM information_schema.PROCESSLIST \
+                 WHERE ID <> CONNECTION_ID() AND DB = DATABASE() AND COMMAND = 'Execute' \
+                 AND INFO LIKE 'INSERT INTO idem_idempotency_records%'",
+                )
+                .fetch_one(c)
+                .await
+                .unwrap()
+                    > 0
+            }
+        }
+    }
+}
+
+async fn outage(store: Arc<dyn Store>, url: &str, stop: &str, start: &str) {
     let done = Completion::new(Outcome::Completed, 200, b"paid".to_vec());
     let before = unique_key("outage-before");
     let lease: Lease = match store.claim(&req(&before, hash("a"))).await.unwrap() {
         Claim::Acquired(l) => l,
         other => panic!("{other:?}"),
     };
+    // A claim that reached the server and is running there when it stops: it waits for
+    // another transaction that inserted the same key.
+    let in_flight = unique_key("outage-in-flight");
+    let mut holder = Holder::insert(url, &in_flight).await;
+    let claiming = {
+        let (store, key) = (store.clone(), in_flight.clone());
+        tokio::spawn(async move { store.claim(&req(&key, hash("a"))).await })
+    };
+    let mut waiting = false;
+    for _ in 0..400 {
+        waiting = holder.is_blocking().await;
+        if waiting {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert!(waiting, "the claim never reached the server");
 
     run(stop);
     let mut guard = Restart(Some(start.to_owned()));
+    drop(holder);
+    assert_unavailable(claiming.await.unwrap(), "the claim running at shutdown");
     let during = unique_key("outage-during");
     assert_unavailable(store.claim(&req(&during, hash("a"))).await, "claim");
     assert_unavailable(store.complete(&lease, &done).await, "complete");
@@ -71,7 +157,7 @@ async fn outage(store: Arc<dyn Store>, stop: &str, start: &str) {
     // The pool reconnects by itself; give the server a moment to accept connections.
     let mut recovered = None;
     for _ in 0..100 {
-        match store.claim(&req(&during, hash("a"))).await {
+        match store.claim(&req(&in_flight, hash("a"))).await {
             Ok(claim) => {
                 recovered = Some(claim);
                 break;
@@ -80,11 +166,12 @@ async fn outage(store: Arc<dyn Store>, stop: &str, start: &str) {
             Err(e) => panic!("not transient after restart: {e}"),
         }
     }
-    // The claim that failed during the outage left nothing behind: the key is free.
-    assert!(
-        matches!(recovered, Some(Claim::Acquired(_))),
-        "{recovered:?}"
-    );
+    // The claim that was running when the server stopped left nothing behind (nor did the
+    // other transaction): the key is free, a brand-new record at fence 1.
+    match recovered {
+        Some(Claim::Acquired(l)) => assert!(l.fence == 1 && !l.took_over, "{l:?}"),
+        other => panic!("the interrupted claim left something behind: {other:?}"),
+    }
     // The lease taken before the outage still completes, and replays.
     store.complete(&lease, &done).await.unwrap();
     match store
@@ -113,7 +200,7 @@ async fn postgres_goes_away_and_returns() {
         .unwrap();
     let store = idem_runtime::store::PostgresStore::from_pool(pool);
     store.migrate().await.unwrap();
-    outage(Arc::new(store), &stop, &start).await;
+    outage(Arc::new(store), &url, &stop, &start).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -132,11 +219,12 @@ async fn mysql_goes_away_and_returns() {
         .unwrap();
     let store = idem_runtime::store::MySqlStore::from_pool(pool);
     store.migrate().await.unwrap();
-    outage(Arc::new(store), &stop, &start).await;
+    outage(Arc::new(store), &url, &stop, &start).await;
 }
 
-/// SQLite has no server to stop: it "goes away" when another process holds the database lock
-/// longer than the busy timeout (a long migration, a backup, a stuck writer).
+/// SQLite has no server to stop: it "goes away" for writers when another connection holds the
+/// write lock (`BEGIN IMMEDIATE`: a long migration, a stuck writer) longer than the busy
+/// timeout. Readers go on (WAL).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_locked_then_released() {
     use sqlx::{Connection, Executor};
@@ -157,10 +245,13 @@ async fn sqlite_locked_then_released() {
     let mut locker = sqlx::SqliteConnection::connect(&format!("sqlite://{}", path.display()))
         .await
         .unwrap();
-    locker.execute("BEGIN EXCLUSIVE").await.unwrap();
+    locker.execute("BEGIN IMMEDIATE").await.unwrap();
     let during = unique_key("locked-during");
     assert_unavailable(store.claim(&req(&during, hash("a"))).await, "claim");
     assert_unavailable(store.complete(&lease, &done).await, "complete");
+    assert_unavailable(store.purge_expired(10).await, "purge");
+    // A reader does not wait for the writer.
+    assert!(store.get(&before).await.unwrap().is_some());
     locker.execute("COMMIT").await.unwrap();
     locker.close().await.unwrap();
 
