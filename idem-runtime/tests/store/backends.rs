@@ -109,6 +109,10 @@ async fn mysql_statement_counts() {
 /// Completion inside the caller's transaction: the business write and the snapshot commit
 /// together, or neither does; a zombie's transaction is refused; the business table's own
 /// unique constraint on the operation id stops a taken-over operation from running twice (S23).
+///
+/// The business table (one per run) has a surrogate primary key and the unique constraint
+/// `uk_payment_operation` on `operation_id`: the second payment must be rejected by exactly
+/// that constraint, so the test fails if the table lacked it.
 macro_rules! tx_completion_test {
     ($name:ident, $store:expr, $create:expr, $insert:expr) => {
         #[tokio::test]
@@ -116,13 +120,22 @@ macro_rules! tx_completion_test {
             let Some(store) = $store.await else { return };
             let clock = Arc::new(ManualClock::starting_now());
             let store = store.with_clock(clock.clone());
-            sqlx::query($create).execute(store.pool()).await.unwrap();
+            let table = format!(
+                "idem_test_payments_{}_{}",
+                std::process::id(),
+                idem_runtime::store::Clock::now(&*clock).as_millis()
+            );
+            let insert = format!($insert, t = table);
+            sqlx::query(&format!($create, t = table))
+                .execute(store.pool())
+                .await
+                .unwrap();
 
             // Commit: both land.
             let key = unique_key("tx-commit");
             let lease = acquire(&store, &req(&key, hash("a"))).await;
             let mut tx = store.pool().begin().await.unwrap();
-            sqlx::query($insert)
+            sqlx::query(&insert)
                 .bind(&lease.operation_id)
                 .execute(&mut *tx)
                 .await
@@ -139,7 +152,7 @@ macro_rules! tx_completion_test {
             let key = unique_key("tx-rollback");
             let lease = acquire(&store, &req(&key, hash("a"))).await;
             let mut tx = store.pool().begin().await.unwrap();
-            sqlx::query($insert)
+            sqlx::query(&insert)
                 .bind(&lease.operation_id)
                 .execute(&mut *tx)
                 .await
@@ -161,7 +174,7 @@ macro_rules! tx_completion_test {
             assert_eq!(holder.operation_id, zombie.operation_id);
             // The zombie wrote its business row and committed it without completing (it
             // crashed in between, or completes outside the transaction) ...
-            sqlx::query($insert)
+            sqlx::query(&insert)
                 .bind(&zombie.operation_id)
                 .execute(store.pool())
                 .await
@@ -169,15 +182,32 @@ macro_rules! tx_completion_test {
             // ... so the new holder's business write hits the unique constraint on the
             // operation id instead of paying twice (S23).
             let mut tx = store.pool().begin().await.unwrap();
-            let dup = sqlx::query($insert)
+            let dup = sqlx::query(&insert)
                 .bind(&holder.operation_id)
                 .execute(&mut *tx)
                 .await;
-            assert!(
-                dup.is_err(),
-                "the business table's unique constraint must reject it"
-            );
+            let err = match dup {
+                Err(sqlx::Error::Database(e)) => e,
+                other => {
+                    panic!("the business table's unique constraint must reject it, got {other:?}")
+                }
+            };
+            assert_eq!(err.kind(), sqlx::error::ErrorKind::UniqueViolation, "{err}");
+            let named = err
+                .constraint()
+                .is_some_and(|c| c == "uk_payment_operation")
+                || err.message().contains("uk_payment_operation")
+                || err.message().contains(&format!("{table}.operation_id"));
+            assert!(named, "rejected by another constraint: {err}");
             drop(tx);
+            let payments: i64 = sqlx::query_scalar(&format!(
+                "SELECT COUNT(*) FROM {table} WHERE operation_id = '{}'",
+                zombie.operation_id
+            ))
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+            assert_eq!(payments, 1, "paid once");
             // And a zombie completing inside its transaction is fenced out.
             let mut tx = store.pool().begin().await.unwrap();
             match store.complete_in(&mut tx, &zombie, &done()).await {
@@ -186,6 +216,10 @@ macro_rules! tx_completion_test {
             }
             tx.rollback().await.unwrap();
             store.complete(&holder, &done()).await.unwrap();
+            sqlx::query(&format!("DROP TABLE {table}"))
+                .execute(store.pool())
+                .await
+                .unwrap();
         }
     };
 }
@@ -193,14 +227,16 @@ macro_rules! tx_completion_test {
 tx_completion_test!(
     postgres_complete_in_transaction,
     postgres_store(),
-    "CREATE TABLE IF NOT EXISTS idem_test_payments (operation_id TEXT PRIMARY KEY, amount BIGINT NOT NULL)",
-    "INSERT INTO idem_test_payments (operation_id, amount) VALUES ($1, 100)"
+    "CREATE TABLE {t} (id BIGSERIAL PRIMARY KEY, operation_id TEXT NOT NULL, amount BIGINT NOT NULL, \
+     CONSTRAINT uk_payment_operation UNIQUE (operation_id))",
+    "INSERT INTO {t} (operation_id, amount) VALUES ($1, 100)"
 );
 tx_completion_test!(
     mysql_complete_in_transaction,
     mysql_store(),
-    "CREATE TABLE IF NOT EXISTS idem_test_payments (operation_id VARCHAR(64) PRIMARY KEY, amount BIGINT NOT NULL)",
-    "INSERT INTO idem_test_payments (operation_id, amount) VALUES (?, 100)"
+    "CREATE TABLE {t} (id BIGINT AUTO_INCREMENT PRIMARY KEY, operation_id VARCHAR(64) NOT NULL, \
+     amount BIGINT NOT NULL, UNIQUE KEY uk_payment_operation (operation_id))",
+    "INSERT INTO {t} (operation_id, amount) VALUES (?, 100)"
 );
 tx_completion_test!(
     sqlite_complete_in_transaction,
@@ -208,8 +244,9 @@ tx_completion_test!(
         let dir = Box::leak(Box::new(tempfile::tempdir().unwrap()));
         Some(sqlite_store(&dir.path().join("tx.db")).await)
     },
-    "CREATE TABLE IF NOT EXISTS idem_test_payments (operation_id TEXT PRIMARY KEY, amount INTEGER NOT NULL)",
-    "INSERT INTO idem_test_payments (operation_id, amount) VALUES (?1, 100)"
+    "CREATE TABLE {t} (id INTEGER PRIMARY KEY, operation_id TEXT NOT NULL, amount INTEGER NOT NULL, \
+     CONSTRAINT uk_payment_operation UNIQUE (operation_id))",
+    "INSERT INTO {t} (operation_id, amount) VALUES (?1, 100)"
 );
 
 /// The application's own sqlx migrations and idem's never share a history table.
@@ -381,8 +418,11 @@ async fn sweeper_purges_in_the_background() {
     handle.stop().await;
 }
 
-/// Two processes claim the same 64 keys in one SQLite file: every key has exactly one winner.
+/// Two processes claim the same 300 keys in one SQLite file: every key has exactly one winner.
 /// The child is this test binary again, running only this test with `IDEM_SQLITE_CHILD` set.
+/// Both wait at a barrier (each creates its ready file, then waits for the other's) so that
+/// they really run at once, and each claims the keys in its own shuffled order, so that they
+/// contend all along: both must win some keys, which a late child would not.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_two_processes_one_file() {
     const KEYS: usize = 300;
@@ -391,41 +431,53 @@ async fn sqlite_two_processes_one_file() {
             idem_runtime::store::ScopedKey::new("t", "u", "two-process", &format!("k{i}")).unwrap()
         })
         .collect();
-    // Both processes start claiming at the same wall-clock instant.
-    async fn wait_until(start_at: u128) {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_millis();
-        tokio::time::sleep(Duration::from_millis(start_at.saturating_sub(now) as u64)).await;
+    /// Creates `mine`, then waits (at most ~60 s) until `theirs` exists.
+    async fn barrier(mine: &std::path::Path, theirs: &std::path::Path) {
+        std::fs::write(mine, b"ready").unwrap();
+        for _ in 0..60_000 {
+            if theirs.exists() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        panic!("the other process never reached the barrier");
     }
-    if let Ok(path) = std::env::var("IDEM_SQLITE_CHILD") {
-        let store = SqliteStore::open(&path).await.unwrap();
-        wait_until(
-            std::env::var("IDEM_SQLITE_START_AT")
-                .unwrap()
-                .parse()
-                .unwrap(),
-        )
-        .await;
+    /// The indexes of `n` keys in an order given by `seed` (a multiplicative permutation).
+    fn order(n: usize, seed: usize) -> Vec<usize> {
+        let mut o: Vec<usize> = (0..n).collect();
+        o.sort_by_key(|i| (i * 7919 + seed * 104_729) % 1_000_003 % (n * 3 + seed));
+        o
+    }
+    async fn claim_all(
+        store: &SqliteStore,
+        keys: &[idem_runtime::store::ScopedKey],
+        seed: usize,
+    ) -> Vec<usize> {
         let mut won = Vec::new();
-        for (i, key) in keys.iter().enumerate() {
-            if let Claim::Acquired(lease) = store.claim(&req(key, hash("a"))).await.unwrap() {
+        for i in order(keys.len(), seed) {
+            if let Claim::Acquired(lease) = store.claim(&req(&keys[i], hash("a"))).await.unwrap() {
                 store.complete(&lease, &done()).await.unwrap();
-                won.push(i.to_string());
+                won.push(i);
             }
         }
+        won
+    }
+    if let Ok(path) = std::env::var("IDEM_SQLITE_CHILD") {
+        let path = std::path::PathBuf::from(path);
+        let store = SqliteStore::open(&path).await.unwrap();
+        barrier(
+            &path.with_extension("child"),
+            &path.with_extension("parent"),
+        )
+        .await;
+        let won = claim_all(&store, &keys, 2).await;
+        let won: Vec<String> = won.iter().map(usize::to_string).collect();
         println!("IDEM_CHILD_WON={};", won.join(","));
         return;
     }
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("shared.db");
     sqlite_store(&path).await; // migrated once, before both start
-    let start_at = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis()
-        + 1500;
     let child = tokio::process::Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
@@ -434,18 +486,15 @@ async fn sqlite_two_processes_one_file() {
             "--test-threads=1",
         ])
         .env("IDEM_SQLITE_CHILD", &path)
-        .env("IDEM_SQLITE_START_AT", start_at.to_string())
         .output();
     let parent = async {
         let store = SqliteStore::open(&path).await.unwrap();
-        wait_until(start_at).await;
-        let mut won = Vec::new();
-        for (i, key) in keys.iter().enumerate() {
-            if let Claim::Acquired(lease) = store.claim(&req(key, hash("a"))).await.unwrap() {
-                store.complete(&lease, &done()).await.unwrap();
-                won.push(i);
-            }
-        }
+        barrier(
+            &path.with_extension("parent"),
+            &path.with_extension("child"),
+        )
+        .await;
+        let won = claim_all(&store, &keys, 1).await;
         (store, won)
     };
     let (child, (store, parent_won)) = tokio::join!(child, parent);
@@ -467,6 +516,17 @@ async fn sqlite_two_processes_one_file() {
         .filter(|s| !s.is_empty())
         .map(|s| s.parse().unwrap())
         .collect();
+    eprintln!(
+        "parent won {}, child won {}",
+        parent_won.len(),
+        child_won.len()
+    );
+    assert!(
+        !parent_won.is_empty() && !child_won.is_empty(),
+        "the processes did not contend: parent won {}, child {}",
+        parent_won.len(),
+        child_won.len()
+    );
     let mut all: Vec<usize> = parent_won.iter().chain(&child_won).copied().collect();
     all.sort_unstable();
     assert_eq!(
@@ -480,9 +540,4 @@ async fn sqlite_two_processes_one_file() {
             RecordState::Completed
         );
     }
-    eprintln!(
-        "parent won {}, child won {}",
-        parent_won.len(),
-        child_won.len()
-    );
 }
