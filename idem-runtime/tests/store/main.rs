@@ -4,6 +4,7 @@
 
 mod backends;
 mod faults;
+mod proxy;
 mod skew;
 mod suite;
 mod support;
