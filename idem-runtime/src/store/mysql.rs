@@ -7,11 +7,23 @@
 //! | fresh claim | 1 `INSERT` |
 //! | replay (completed), in progress | 2: `INSERT` (error 1062) + `SELECT` |
 //! | expired record replaced, expired lease taken over | 3: `INSERT` (1062) + `SELECT` + compare-and-swap `UPDATE .. WHERE rev = ?` |
-//! | complete, release, extend | 1 `UPDATE` / `DELETE` / `UPDATE` |
+//! | complete, release, abandon, extend | 1 `UPDATE` / `DELETE` / `UPDATE` / `UPDATE` |
+//! | complete that matched no row (a retry after a lost acknowledgement, or fenced out) | +1 `SELECT` of the owner |
 //! | get | 1 `SELECT` |
-//! | purge_expired | 1 `DELETE .. WHERE expire_at <= ? ORDER BY expire_at LIMIT ?` |
+//! | purge_expired | 4: `BEGIN`, `SELECT .. ORDER BY expire_at, key_hash LIMIT ? FOR UPDATE SKIP LOCKED`, `DELETE .. WHERE key_hash IN (..)`, `COMMIT` |
 //!
-//! So a fresh request costs 2 statements (claim, complete) and a replay 2.
+//! So a fresh request costs 2 statements (claim, complete) and a replay 2. A statement rolled
+//! back as a deadlock victim (1213) or after a lock wait timeout (1205) is sent again, up to 3
+//! times, before [`StoreError::Unavailable`] (the purge retries its whole transaction).
+//!
+//! # Time
+//!
+//! The database's clock decides: every statement computes "now" from `UTC_TIMESTAMP(6)` (UTC
+//! milliseconds, whatever the session's time zone), takes the lease and TTL as durations, and
+//! the writing statements hand their "now" back through `LAST_INSERT_ID(now)` in the OK packet,
+//! from which the lease's times follow without another round trip. Rows read back carry that
+//! "now". [`MySqlStore::with_clock`] overrides it for tests. Minimum versions: MariaDB 10.6,
+//! MySQL 8.0.1 (`SKIP LOCKED`).
 //!
 //! # Why not `INSERT .. ON DUPLICATE KEY UPDATE`
 //!
@@ -30,7 +42,8 @@
 //! would be ambiguous.
 //!
 //! The takeover is instead a compare-and-swap on `rev`, a row version every write increments:
-//! `UPDATE .. WHERE key_hash = ? AND rev = <rev read>`. Because `rev` always changes, an `UPDATE`
+//! `UPDATE .. WHERE key_hash = ? AND rev = <rev read> AND <still claimable by the server's
+//! clock>` (one statement to replace an expired record, another to take over an ended lease). Because `rev` always changes, an `UPDATE`
 //! that matched its row always changed it, so "matched 0 rows" (fenced out) and "no change" can
 //! never be confused, whether or not the connection reports found rows. Completion, release and
 //! extension match on `fence` and bump `rev` likewise.

@@ -8,11 +8,20 @@
 //! | replay (completed), in progress | 1: the same statement; the existing row rides along |
 //! | expired record replaced, expired lease taken over | 2: the claim statement + a conditional `UPDATE .. RETURNING` |
 //! | a concurrent claim committed after the statement's snapshot (rare race) | +1 `SELECT` |
-//! | complete, release, extend | 1 `UPDATE` / `DELETE` / `UPDATE .. RETURNING` |
+//! | complete, release, abandon, extend | 1 `UPDATE` / `DELETE` / `UPDATE` / `UPDATE .. RETURNING` |
+//! | complete that matched no row (a retry after a lost acknowledgement, or fenced out) | +1 `SELECT` of the owner |
 //! | get | 1 `SELECT` |
-//! | purge_expired | 1 `WITH batch AS MATERIALIZED (SELECT .. LIMIT $2 FOR UPDATE SKIP LOCKED) DELETE ..` |
+//! | purge_expired | 1 `WITH batch AS MATERIALIZED (SELECT .. ORDER BY expire_at, key_hash LIMIT $2 FOR UPDATE SKIP LOCKED) DELETE ..` |
 //!
-//! So a fresh request costs 2 statements (claim, complete) and a replay 1.
+//! So a fresh request costs 2 statements (claim, complete) and a replay 1. A statement rolled
+//! back as a deadlock victim or serialization failure (40P01, 40001) is sent again, up to 3
+//! times, before [`StoreError::Unavailable`].
+//!
+//! # Time
+//!
+//! The database's clock decides: every statement computes "now" as `statement_timestamp()` in
+//! milliseconds, takes the lease and TTL as durations, and returns the times it wrote; rows read
+//! back carry that "now". [`PostgresStore::with_clock`] overrides it for tests.
 //!
 //! # The claim statement
 //!

@@ -6,9 +6,14 @@
 //! |---|---|
 //! | fresh claim, expired record replaced, expired lease taken over | 1: `INSERT .. ON CONFLICT (key_hash) DO UPDATE .. WHERE <claimable> RETURNING ..` |
 //! | replay (completed), in progress | 2: the same `INSERT` (no row returned) + `SELECT` |
-//! | complete, release, extend | 1 `UPDATE` / `DELETE` / `UPDATE .. RETURNING` |
+//! | complete, release, abandon, extend | 1 `UPDATE` / `DELETE` / `UPDATE` / `UPDATE .. RETURNING` |
+//! | complete that matched no row (a retry after a lost acknowledgement, or fenced out) | +1 `SELECT` of the owner |
 //! | get | 1 `SELECT` |
-//! | purge_expired | 1 `DELETE .. WHERE key_hash IN (SELECT .. ORDER BY expire_at LIMIT ?)` |
+//! | purge_expired | 1 `DELETE .. WHERE key_hash IN (SELECT .. ORDER BY expire_at, key_hash LIMIT ?)` |
+//!
+//! Time is SQLite's: every statement computes "now" with `julianday('now')` (the clock of the
+//! host the file lives on, the same for every process sharing it), takes the lease and TTL as
+//! durations and returns the times it wrote. [`SqliteStore::with_clock`] overrides it for tests.
 //!
 //! SQLite has no data-modifying CTE, so the read cannot ride along with the claim: a replay costs
 //! two statements. Each statement is its own implicit transaction, committed at once (S18).
