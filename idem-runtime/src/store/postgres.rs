@@ -125,6 +125,11 @@ const CLAIM_SQL: &str = concat!(
 /// same request (S23: same operation id), with the parameters of [`CLAIM_SQL`]. The condition
 /// is re-checked on the latest row version, so only one of concurrent takeovers returns a row.
 /// `SET` sees the old row.
+///
+/// The operation id changes only when the record has expired by the database's clock: it is
+/// logically absent (S21), so this is a new operation, and the old one's zombie (old id, lower
+/// fence) stays fenced out. An ended lease of the same request keeps its id: the operation goes
+/// on, and its effects may already exist under that id (S22, S23).
 const TAKEOVER_SQL: &str = concat!(
     "UPDATE idem.idempotency_records AS r SET \
        idem_key = $2, \

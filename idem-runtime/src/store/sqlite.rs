@@ -73,7 +73,9 @@ macro_rules! now {
 /// The claim (S13, S14): one atomic upsert that inserts a fresh record, or replaces an expired
 /// one (S21), or takes over an expired lease of the same request (S23), and returns the row only
 /// when it claimed. `?5` is the clock override, `?6` the lease and `?7` the TTL in ms.
-/// Unqualified columns in `DO UPDATE` are the existing row's.
+/// Unqualified columns in `DO UPDATE` are the existing row's. The operation id changes only for
+/// a record expired by the database's clock (logically absent, S21: a new operation, whose
+/// predecessor's zombie stays fenced out); an ended lease of the same request keeps it (S23).
 const CLAIM_SQL: &str = concat!(
     "INSERT INTO idem_idempotency_records \
        (key_hash, idem_key, request_hash, state, operation_id, fence, rev, locked_at, lease_until, expire_at, created_at, updated_at) \
