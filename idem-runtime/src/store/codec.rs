@@ -225,7 +225,7 @@ pub(crate) use record_columns;
 pub(crate) const CLAIM_ATTEMPTS: u32 = 8;
 
 /// How many times one statement (or the purge's short transaction) is sent when the database
-/// rolled it back as a deadlock victim, a serialization failure or a lock wait timeout.
+/// rolled it back as a deadlock victim or a serialization failure.
 pub(crate) const STATEMENT_ATTEMPTS: u32 = 4;
 
 /// Counts the SQL statements a store sent (diagnostics; the tests check the documented counts).

@@ -13,8 +13,11 @@
 //! | purge_expired | 4: `BEGIN`, `SELECT .. ORDER BY expire_at, key_hash LIMIT ? FOR UPDATE SKIP LOCKED`, `DELETE .. WHERE key_hash IN (..)`, `COMMIT` |
 //!
 //! So a fresh request costs 2 statements (claim, complete) and a replay 2. A statement rolled
-//! back as a deadlock victim (1213) or after a lock wait timeout (1205) is sent again, up to 3
-//! times, before [`StoreError::Unavailable`] (the purge retries its whole transaction).
+//! back as a deadlock victim (1213) is sent again, up to 3 times, before
+//! [`StoreError::Unavailable`] (the purge retries its whole transaction). A lock wait timeout
+//! (1205) is not retried here: it already waited `innodb_lock_wait_timeout` (50 s by default),
+//! and three more waits would hold the request for minutes; it is `Unavailable` at once (a claim
+//! answers `503`, a completion is retried by the engine while its lease is held).
 //!
 //! # Time
 //!
@@ -664,12 +667,13 @@ fn classify(err: sqlx::Error) -> StoreError {
     )
 }
 
-/// A statement (or the purge's transaction) rolled back as a deadlock victim (1213) or after a
-/// lock wait timeout (1205) had no effect and is sent again (`codec::send_retrying`).
+/// A statement (or the purge's transaction) rolled back as a deadlock victim (1213) had no effect
+/// and is sent again at once (`codec::send_retrying`). Not a lock wait timeout (1205): it already
+/// waited its full timeout.
 fn retryable(err: &sqlx::Error) -> bool {
     err.as_database_error()
         .and_then(|db| db.try_downcast_ref::<MySqlDatabaseError>())
-        .is_some_and(|e| matches!(e.number(), 1205 | 1213))
+        .is_some_and(|e| e.number() == 1213)
 }
 
 impl Store for MySqlStore {
