@@ -456,3 +456,160 @@ async fn mysql_completion_outlasts_a_lock_wait_timeout() {
     })
     .await;
 }
+
+// ---------------------------------------------------------------- dropped while storing
+
+/// The request future is dropped while its completion waits on a lock the test holds (the
+/// client went away at the worst moment). Whether the completion landed or not, the key ends
+/// with one stored result and one operation id: the retry replays it, or takes the abandoned
+/// record over under the same operation id.
+async fn dropped_during_completion<L, LF, U, UF>(idem: Idem, key: &str, lock: L)
+where
+    L: FnOnce() -> LF + Send + 'static,
+    LF: std::future::Future<Output = U> + Send,
+    U: FnOnce() -> UF + Send + 'static,
+    UF: std::future::Future<Output = ()> + Send,
+{
+    let hash = RequestHash::of_bytes(b"dropped-completing");
+    let ops = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let (locked_tx, locked_rx) = tokio::sync::oneshot::channel();
+    let first = tokio::spawn({
+        let (idem, ops, key) = (idem.clone(), ops.clone(), key.to_owned());
+        async move {
+            run_once::<String, Status, _>(&idem, &FAULT, &key, &[], hash, async move {
+                ops.lock()
+                    .unwrap()
+                    .push(operation_id().unwrap().to_string());
+                let unlock = lock().await;
+                let _ = locked_tx.send(unlock);
+                Ok("done".to_owned())
+            })
+            .await
+        }
+    });
+    let unlock = locked_rx.await.expect("the handler took the lock");
+    // The completion is now waiting for the lock: drop the request.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    first.abort();
+    assert!(first.await.unwrap_err().is_cancelled());
+    unlock().await;
+    let mut answer = None;
+    for _ in 0..300 {
+        let ops = ops.clone();
+        let retry = run_once::<String, Status, _>(&idem, &FAULT, key, &[], hash, async move {
+            ops.lock()
+                .unwrap()
+                .push(operation_id().unwrap().to_string());
+            Ok("done".to_owned())
+        })
+        .await;
+        match retry {
+            Err(Status(409)) => tokio::time::sleep(Duration::from_millis(10)).await,
+            other => {
+                answer = Some(other);
+                break;
+            }
+        }
+    }
+    assert_eq!(answer.expect("still 409 after 3 s"), Ok("done".to_owned()));
+    let ops = ops.lock().unwrap().clone();
+    assert!(
+        ops.iter().all(|op| *op == ops[0]),
+        "one operation id: {ops:?}"
+    );
+    // One stored result from now on.
+    let replay = run_once::<String, Status, _>(&idem, &FAULT, key, &[], hash, async {
+        Ok("ran again".to_owned())
+    })
+    .await;
+    assert_eq!(replay, Ok("done".to_owned()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_request_dropped_during_completion() {
+    use sqlx::Connection as _;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("idem.db");
+    let store = SqliteStore::open(&path).await.unwrap();
+    store.migrate().await.unwrap();
+    let writer = sqlx::SqliteConnection::connect_with(&SqliteStore::options(&path))
+        .await
+        .unwrap();
+    let writer = Arc::new(tokio::sync::Mutex::new(writer));
+    dropped_during_completion(Idem::new(store), "k-sqlite-dropped", move || async move {
+        let held = writer.clone();
+        sqlx::query("BEGIN IMMEDIATE")
+            .execute(&mut *writer.lock().await)
+            .await
+            .unwrap();
+        move || async move {
+            sqlx::query("COMMIT")
+                .execute(&mut *held.lock().await)
+                .await
+                .unwrap();
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_request_dropped_during_completion() {
+    use sqlx::Connection as _;
+    let Some(url) = servers::server_url("IDEM_TEST_POSTGRES_URL") else {
+        return;
+    };
+    let store = idem::PostgresStore::connect(&url).await.unwrap();
+    store.migrate().await.unwrap();
+    let key = servers::unique("pg-dropped");
+    let hash = key_hash(&key);
+    let other = sqlx::PgConnection::connect(&url).await.unwrap();
+    let other = Arc::new(tokio::sync::Mutex::new(other));
+    dropped_during_completion(Idem::new(store), &key, move || async move {
+        let held = other.clone();
+        let mut conn = other.lock().await;
+        sqlx::query("BEGIN").execute(&mut *conn).await.unwrap();
+        sqlx::query("SELECT 1 FROM idem.idempotency_records WHERE key_hash = $1 FOR UPDATE")
+            .bind(hash)
+            .execute(&mut *conn)
+            .await
+            .unwrap();
+        move || async move {
+            sqlx::query("COMMIT")
+                .execute(&mut *held.lock().await)
+                .await
+                .unwrap();
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql_request_dropped_during_completion() {
+    use sqlx::Connection as _;
+    let Some(url) = servers::server_url("IDEM_TEST_MYSQL_URL") else {
+        return;
+    };
+    let store = idem::MySqlStore::connect(&url).await.unwrap();
+    store.migrate().await.unwrap();
+    let key = servers::unique("my-dropped");
+    let hash = key_hash(&key);
+    let other = sqlx::MySqlConnection::connect(&url).await.unwrap();
+    let other = Arc::new(tokio::sync::Mutex::new(other));
+    dropped_during_completion(Idem::new(store), &key, move || async move {
+        let held = other.clone();
+        let mut conn = other.lock().await;
+        sqlx::query("BEGIN").execute(&mut *conn).await.unwrap();
+        sqlx::query("SELECT 1 FROM idem_idempotency_records WHERE key_hash = ? FOR UPDATE")
+            .bind(hash)
+            .execute(&mut *conn)
+            .await
+            .unwrap();
+        move || async move {
+            sqlx::query("COMMIT")
+                .execute(&mut *held.lock().await)
+                .await
+                .unwrap();
+        }
+    })
+    .await;
+}
