@@ -393,27 +393,42 @@ async fn postgres_completion_outlasts_a_terminated_backend() {
     };
     let name = servers::unique("idem_terminated");
     let options: sqlx::postgres::PgConnectOptions = url.parse().unwrap();
-    // One connection, not pinged before use: the completion meets the terminated backend.
     let pool = sqlx::postgres::PgPoolOptions::new()
-        .max_connections(1)
-        .test_before_acquire(false)
         .connect_with(options.application_name(&name))
         .await
         .unwrap();
     let store = idem::PostgresStore::from_pool(pool);
     store.migrate().await.unwrap();
-    let mut admin = sqlx::PgConnection::connect(&url).await.unwrap();
     let key = servers::unique("pg-terminated");
+    let hash = key_hash(&key);
+    let mut locker = sqlx::PgConnection::connect(&url).await.unwrap();
+    let mut admin = sqlx::PgConnection::connect(&url).await.unwrap();
     completion_survives(&Idem::new(store), &key, move || async move {
-        let killed: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
-             WHERE application_name = $1) t",
-        )
-        .bind(&name)
-        .fetch_one(&mut admin)
-        .await
-        .unwrap();
-        assert_eq!(killed, 1, "the store's connection was not found");
+        // The completion will wait on this row lock: its backend is then terminated while the
+        // statement runs, a real mid-statement loss of the connection.
+        sqlx::query("BEGIN").execute(&mut locker).await.unwrap();
+        sqlx::query("SELECT 1 FROM idem.idempotency_records WHERE key_hash = $1 FOR UPDATE")
+            .bind(hash)
+            .execute(&mut locker)
+            .await
+            .unwrap();
+        tokio::spawn(async move {
+            loop {
+                let killed: i64 = sqlx::query_scalar(
+                    "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+                     WHERE application_name = $1 AND wait_event_type = 'Lock') t",
+                )
+                .bind(&name)
+                .fetch_one(&mut admin)
+                .await
+                .unwrap();
+                if killed > 0 {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            sqlx::query("COMMIT").execute(&mut locker).await.unwrap();
+        });
     })
     .await;
 }
