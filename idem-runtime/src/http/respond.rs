@@ -55,26 +55,41 @@ pub(crate) fn snapshot_headers<H: AsRef<str>>(
         .collect()
 }
 
+/// `application/problem+json` with the problem's status; a numeric `retry_after` member (whole
+/// seconds) is also sent as the `Retry-After` header, so a client or proxy that reads only
+/// headers waits as long as the body says.
+///
+/// ```
+/// use axum::response::IntoResponse;
+/// use idem_runtime::http::Problem;
+/// let resp = Problem::new("https://example.com/problems/db-down", "Database unavailable", 503, "retry")
+///     .extension("retry_after", 2)
+///     .into_response();
+/// assert_eq!(resp.status(), 503);
+/// assert_eq!(resp.headers()["retry-after"], "2");
+/// assert_eq!(resp.headers()["content-type"], "application/problem+json");
+/// ```
 impl IntoResponse for Problem {
     fn into_response(self) -> Response {
         let status = StatusCode::from_u16(self.status()).unwrap_or(StatusCode::BAD_REQUEST);
+        let retry_after = self.get("retry_after").and_then(serde_json::Value::as_u64);
         let mut resp = (status, self.to_json()).into_response();
         resp.headers_mut().insert(
             CONTENT_TYPE,
             HeaderValue::from_static(problem::CONTENT_TYPE),
         );
+        if let Some(secs) = retry_after {
+            resp.headers_mut()
+                .insert(RETRY_AFTER, HeaderValue::from(secs));
+        }
         resp
     }
 }
 
-/// The problem response of `e`, with `Retry-After` for 409 and 503.
+/// The problem response of `e`, with `Retry-After` for 409 and 503 (from the problem's
+/// `retry_after` member).
 pub(crate) fn problem_response(e: &IdempotencyError, client_key: Option<&str>) -> Response {
-    let mut resp = e.problem(client_key).into_response();
-    if let Some(wait) = e.retry_after() {
-        resp.headers_mut()
-            .insert(RETRY_AFTER, HeaderValue::from(wait.as_secs()));
-    }
-    resp
+    e.problem(client_key).into_response()
 }
 
 /// `application/problem+json`, `Retry-After` on `409` and `503`; see `docs/http.md`.
