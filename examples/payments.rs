@@ -132,16 +132,19 @@ impl Config {
     }
 }
 
-/// The default policy, except that a `503` (our own database failed) is never final: the claim
-/// is released and a retry with the same key runs again. (Under `exact_replay` the default
-/// stores every 5xx, like the simulated processor `500`.)
+/// The default policy, except that a `503` (our own database failed) is never final: the record
+/// is abandoned, and a retry with the same key runs again under the **same** operation id. Not
+/// released: the failed write may have committed after all (its acknowledgement lost), and only
+/// the operation id, on which the business tables are unique, makes the retry find it instead of
+/// charging again. (Under `exact_replay` the default stores every other 5xx, like the simulated
+/// processor `500`.)
 #[derive(Debug)]
 struct RetryDatabaseErrors;
 
 impl OutcomePolicy for RetryDatabaseErrors {
     fn classify(&self, contract: Contract, status: u16) -> Disposition {
         match status {
-            503 => Disposition::Release,
+            503 => Disposition::Abandon,
             _ => DefaultPolicy.classify(contract, status),
         }
     }

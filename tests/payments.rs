@@ -35,7 +35,72 @@ enum Backend {
 
 struct Server {
     addr: SocketAddr,
+    backend: Backend,
+    /// The example's `DATABASE_URL`.
+    url: String,
     _dir: Option<tempfile::TempDir>,
+}
+
+impl Server {
+    /// Runs `sql` on the example's database (the business tables and the idempotency records).
+    async fn exec(&self, sql: &str) {
+        match self.backend {
+            Backend::Sqlite => {
+                let pool = sqlx::SqlitePool::connect(&self.url).await.unwrap();
+                sqlx::query(sql).execute(&pool).await.unwrap();
+                pool.close().await;
+            }
+            Backend::Postgres => {
+                let pool = sqlx::PgPool::connect(&self.url).await.unwrap();
+                sqlx::query(sql).execute(&pool).await.unwrap();
+                pool.close().await;
+            }
+            #[cfg(feature = "mysql")]
+            Backend::Mysql => {
+                let pool = sqlx::MySqlPool::connect(&self.url).await.unwrap();
+                sqlx::query(sql).execute(&pool).await.unwrap();
+                pool.close().await;
+            }
+        }
+    }
+
+    /// The operation id of the idempotency record of client key `key` (unique across tests).
+    async fn operation_id(&self, key: &str) -> String {
+        let pattern = format!("%:{key}");
+        match self.backend {
+            Backend::Sqlite => {
+                let pool = sqlx::SqlitePool::connect(&self.url).await.unwrap();
+                sqlx::query_scalar(
+                    "SELECT operation_id FROM idem_idempotency_records WHERE idem_key LIKE ?1",
+                )
+                .bind(pattern)
+                .fetch_one(&pool)
+                .await
+                .unwrap()
+            }
+            Backend::Postgres => {
+                let pool = sqlx::PgPool::connect(&self.url).await.unwrap();
+                sqlx::query_scalar(
+                    "SELECT operation_id FROM idem.idempotency_records WHERE idem_key LIKE $1",
+                )
+                .bind(pattern)
+                .fetch_one(&pool)
+                .await
+                .unwrap()
+            }
+            #[cfg(feature = "mysql")]
+            Backend::Mysql => {
+                let pool = sqlx::MySqlPool::connect(&self.url).await.unwrap();
+                sqlx::query_scalar(
+                    "SELECT operation_id FROM idem_idempotency_records WHERE idem_key LIKE ?",
+                )
+                .bind(pattern)
+                .fetch_one(&pool)
+                .await
+                .unwrap()
+            }
+        }
+    }
 }
 
 /// A fresh schema for the business tables, as the connection's `search_path`.
@@ -87,7 +152,12 @@ async fn start(backend: Backend, config: Config) -> Option<Server> {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
-    Some(Server { addr, _dir: dir })
+    Some(Server {
+        addr,
+        backend,
+        url,
+        _dir: dir,
+    })
 }
 
 /// Runs the scenario `$name(&Server)` on each backend: tests `$name::sqlite`, `$name::postgres`,
@@ -287,6 +357,30 @@ on_each_backend! {
     scope_headers_separate_tenants;
     reads_and_404s;
     stats_count_business_rows;
+    database_failure_is_503_and_the_retry_continues;
+}
+
+/// The business write fails (its table is gone for a moment): `503` with `Retry-After`, and the
+/// record is kept with its operation id — the retry writes the payment under that same id, the
+/// one the business table is unique on, instead of starting a new operation.
+async fn database_failure_is_503_and_the_retry_continues(s: &Server) {
+    let key = unique("db-down");
+    s.exec("ALTER TABLE payments RENAME TO payments_away").await;
+    let failed = create_payment(s, &key, json!("100.00")).await;
+    s.exec("ALTER TABLE payments_away RENAME TO payments").await;
+    failed.assert_problem(503, "database-unavailable");
+    assert_eq!(failed.header("retry-after"), Some("1"));
+    assert_eq!(failed.json()["retry_after"], 1);
+    let op = s.operation_id(&key).await;
+    let retry = create_payment(s, &key, json!("100.00")).await;
+    assert_eq!(retry.status, 201, "{}", retry.text());
+    assert!(!retry.replayed());
+    assert_eq!(
+        retry.json()["payment_id"],
+        format!("pay_{}", op.replace('-', "")),
+        "the retry continued the first attempt's operation"
+    );
+    assert_eq!(stats(s).await["payments"], 1);
 }
 
 async fn create_and_replay(s: &Server) {

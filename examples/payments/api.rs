@@ -57,8 +57,8 @@ fn not_found(what: &str, id: &str) -> Problem {
     )
 }
 
-/// A database error: the client may retry with the same key (the claim is not stored: a 503 is
-/// released by the default policy).
+/// A database error: the client may retry with the same key after `Retry-After` (the record is
+/// abandoned by the example's policy: the retry continues the same operation).
 fn db_error(e: sqlx::Error) -> Problem {
     problem(
         "database-unavailable",
