@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::time::Instant;
 
 use super::error::IdempotencyError;
-use super::flow::{Begin, Front, Settlement, Terms, answer};
+use super::flow::{Begin, Front, Settlement, Terms, answer, bounded};
 use super::operation::{OperationId, with_operation};
 use crate::store::{Claim, Completion, Lease, RecordState, Store, StoreError};
 
@@ -37,6 +37,8 @@ pub(crate) struct Attempt {
     store: Arc<dyn Store>,
     lease: Lease,
     terms: Terms,
+    /// The longest wait for one answer of the store.
+    wait: Duration,
     /// The record still needs settling: abandon it on drop.
     armed: bool,
     held: Arc<Held>,
@@ -64,7 +66,13 @@ impl Held {
 }
 
 impl Attempt {
-    pub(crate) fn new(store: Arc<dyn Store>, lease: Lease, terms: Terms, sent: Instant) -> Self {
+    pub(crate) fn new(
+        store: Arc<dyn Store>,
+        lease: Lease,
+        terms: Terms,
+        wait: Duration,
+        sent: Instant,
+    ) -> Self {
         let held = Held {
             fenced: AtomicBool::new(false),
             until: Mutex::new(sent + terms.lease),
@@ -73,6 +81,7 @@ impl Attempt {
             store,
             lease,
             terms,
+            wait,
             armed: true,
             held: Arc::new(held),
         }
@@ -123,13 +132,13 @@ impl Attempt {
             let _ = self.carry_out(settlement).await;
             return answer;
         }
-        let keeper = keep_lease(
+        let mut keeper = Box::pin(keep_lease(
             self.store.clone(),
             self.lease.clone(),
             self.terms.lease,
+            self.wait,
             self.held.clone(),
-        );
-        tokio::pin!(keeper);
+        ));
         let timeout = self.terms.timeout;
         // The handler's future is dropped at the end of this statement, before the record is
         // abandoned when it timed out.
@@ -145,15 +154,36 @@ impl Attempt {
                 Some(client_key),
             );
         };
-        let settle = async {
-            let (settlement, answer) = front.settle(out).await;
-            let stored = self.carry_out(settlement).await;
-            (stored, answer)
-        };
-        let (stored, answer) = tokio::select! {
+        let (settlement, answer) = tokio::select! {
             biased;
-            done = settle => done,
+            settled = front.settle(out) => settled,
             never = &mut keeper => match never {},
+        };
+        let stored = match settlement {
+            Settlement::Store(completion) => {
+                let first = tokio::select! {
+                    biased;
+                    first = self.complete_once(&completion) => first,
+                    never = &mut keeper => match never {},
+                };
+                match first {
+                    Err(e) if e.is_transient() && self.may_retry(FIRST_COMPLETION_BACKOFF) => {
+                        // The store refused for the moment: answer now, and keep storing (and
+                        // renewing the lease, so that retries wait with 409) in the background.
+                        self.complete_in_background(completion, keeper, e);
+                        return answer;
+                    }
+                    first => self.settled("result not stored", first),
+                }
+            }
+            Settlement::Release => {
+                let released = self.release().await;
+                self.settled("record not released", released)
+            }
+            Settlement::Abandon => {
+                let abandoned = self.abandon().await;
+                self.settled("lease not ended", abandoned)
+            }
         };
         match stored {
             Err(StoreError::FencedOut { .. }) => self.superseded(front, answer, client_key).await,
@@ -161,32 +191,80 @@ impl Attempt {
         }
     }
 
-    /// Stores, releases or abandons the record.
-    async fn carry_out(&mut self, settlement: Settlement) -> Result<(), StoreError> {
-        let (what, result) = match settlement {
-            Settlement::Store(completion) => {
-                ("result not stored", self.complete(&completion).await)
-            }
-            Settlement::Release => ("record not released", self.release().await),
-            Settlement::Abandon => ("lease not ended", self.abandon().await),
-        };
+    /// Disarms the attempt once its record is settled (or left for a takeover), reporting a
+    /// failure as `what`.
+    fn settled(&mut self, what: &str, result: Result<(), StoreError>) -> Result<(), StoreError> {
+        self.armed = false;
         if let Err(e) = &result {
             self.report(what, e);
         }
         result
     }
 
-    /// Stores the snapshot, retrying what the store refuses for the moment (a busy database, a
-    /// deadlock victim, a dropped connection, a pool timeout) with doubling waits for as long as
-    /// the lease is held. The store accepts the completion whenever fence and operation id are
-    /// still the record's, so a late completion nobody superseded is never lost.
-    async fn complete(&mut self, completion: &Completion) -> Result<(), StoreError> {
-        let mut wait = FIRST_COMPLETION_BACKOFF;
-        let result = loop {
-            if self.fenced_out() {
-                break Err(self.fenced_error());
+    /// Retries the completion `first` refused, on a task of its own that also keeps renewing the
+    /// lease, while the caller gets its answer. Dropped with its runtime, it abandons the record
+    /// like any unsettled attempt.
+    fn complete_in_background<K>(mut self, completion: Completion, mut keeper: K, first: StoreError)
+    where
+        K: Future<Output = Infallible> + Send + Unpin + 'static,
+    {
+        tracing::debug!(
+            target: "idem",
+            key = self.lease.key.readable(),
+            error = %first,
+            "storing the result failed for the moment; answering now and trying again in the \
+             background while the lease is held"
+        );
+        tokio::spawn(async move {
+            let stored = tokio::select! {
+                biased;
+                stored = self.complete(&completion, FIRST_COMPLETION_BACKOFF) => stored,
+                never = &mut keeper => match never {},
+            };
+            let _ = self.settled("result not stored", stored);
+        });
+    }
+
+    /// Stores, releases or abandons the record, without waiting between tries (no timer outside
+    /// a tokio runtime).
+    async fn carry_out(&mut self, settlement: Settlement) -> Result<(), StoreError> {
+        match settlement {
+            Settlement::Store(completion) => {
+                let stored = self.complete_once(&completion).await;
+                self.settled("result not stored", stored)
             }
-            match self.store.complete(&self.lease, completion).await {
+            Settlement::Release => {
+                let released = self.release().await;
+                self.settled("record not released", released)
+            }
+            Settlement::Abandon => {
+                let abandoned = self.abandon().await;
+                self.settled("lease not ended", abandoned)
+            }
+        }
+    }
+
+    /// One try at storing the snapshot (fenced out at once when a renewal already found the lease
+    /// taken over). The store accepts the completion whenever fence and operation id are still
+    /// the record's, so a late completion nobody superseded is never lost.
+    async fn complete_once(&self, completion: &Completion) -> Result<(), StoreError> {
+        if self.fenced_out() {
+            return Err(self.fenced_error());
+        }
+        bounded(self.wait, self.store.complete(&self.lease, completion)).await
+    }
+
+    /// Stores the snapshot, retrying what the store refuses for the moment (a busy database, a
+    /// deadlock victim, a dropped connection, a pool timeout, no answer in time) with doubling
+    /// waits, starting at `wait`, for as long as the lease is held.
+    async fn complete(
+        &self,
+        completion: &Completion,
+        mut wait: Duration,
+    ) -> Result<(), StoreError> {
+        loop {
+            tokio::time::sleep(wait).await;
+            match self.complete_once(completion).await {
                 Err(e) if e.is_transient() && self.may_retry(wait) => {
                     tracing::debug!(
                         target: "idem",
@@ -194,15 +272,11 @@ impl Attempt {
                         error = %e,
                         "storing the result failed for the moment; trying again"
                     );
-                    tokio::time::sleep(wait).await;
                     wait = (wait * 2).min(MAX_COMPLETION_BACKOFF);
                 }
-                result => break result,
+                result => return result,
             }
-        };
-        // Settled, or left for a takeover: a late abandon could only end the lease earlier.
-        self.armed = false;
-        result
+        }
     }
 
     /// `true` when the lease is held for longer than `wait` and the runtime has a timer.
@@ -213,25 +287,19 @@ impl Attempt {
     /// Deletes the record. Only for an outcome the policy declares effect-free (the operation
     /// never started, S2): a retry then runs as a new operation, under a new operation id, which
     /// is harmless because nothing was done under the old one.
-    async fn release(&mut self) -> Result<(), StoreError> {
-        let result = if self.fenced_out() {
-            Err(self.fenced_error())
-        } else {
-            self.store.release(&self.lease).await
-        };
-        self.armed = false;
-        result
+    async fn release(&self) -> Result<(), StoreError> {
+        if self.fenced_out() {
+            return Err(self.fenced_error());
+        }
+        bounded(self.wait, self.store.release(&self.lease)).await
     }
 
     /// Ends the lease, keeping the record and its operation id: the retry takes over at once.
-    async fn abandon(&mut self) -> Result<(), StoreError> {
-        let result = if self.fenced_out() {
-            Err(self.fenced_error())
-        } else {
-            self.store.abandon(&self.lease).await
-        };
-        self.armed = false;
-        result
+    async fn abandon(&self) -> Result<(), StoreError> {
+        if self.fenced_out() {
+            return Err(self.fenced_error());
+        }
+        bounded(self.wait, self.store.abandon(&self.lease)).await
     }
 
     async fn timed_out(&mut self, after: Duration) {
@@ -243,9 +311,8 @@ impl Attempt {
             "the handler ran past its timeout and was stopped; a retry continues the operation \
              under the same operation id"
         );
-        if let Err(e) = self.abandon().await {
-            self.report("lease not ended", &e);
-        }
+        let abandoned = self.abandon().await;
+        let _ = self.settled("lease not ended", abandoned);
     }
 
     /// The answer of an attempt fenced out while it ran: what a retry of the same request sees
@@ -257,7 +324,7 @@ impl Attempt {
         own: Fr::Answer,
         client_key: &str,
     ) -> Fr::Answer {
-        let record = match self.store.get(&self.lease.key).await {
+        let record = match bounded(self.wait, self.store.get(&self.lease.key)).await {
             Ok(Some(record)) => record,
             _ => return own,
         };
@@ -324,8 +391,9 @@ impl Drop for Attempt {
         if let Ok(handle) = tokio::runtime::Handle::try_current() {
             let store = self.store.clone();
             let lease = self.lease.clone();
+            let wait = self.wait;
             handle.spawn(async move {
-                if let Err(e) = store.abandon(&lease).await
+                if let Err(e) = bounded(wait, store.abandon(&lease)).await
                     && !matches!(e, StoreError::FencedOut { .. })
                 {
                     tracing::warn!(
@@ -349,13 +417,14 @@ async fn keep_lease(
     store: Arc<dyn Store>,
     mut lease: Lease,
     lease_len: Duration,
+    wait: Duration,
     held: Arc<Held>,
 ) -> Infallible {
     let period = (lease_len / 2).max(Duration::from_millis(1));
     loop {
         tokio::time::sleep(period).await;
         let sent = Instant::now();
-        match store.extend(&lease, lease_len).await {
+        match bounded(wait, store.extend(&lease, lease_len)).await {
             Ok(renewed) => {
                 lease = renewed;
                 held.renewed(sent + lease_len);

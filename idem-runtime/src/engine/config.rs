@@ -306,6 +306,9 @@ impl HandlerConfig {
     }
 }
 
+/// Default of [`Idem::store_timeout`]: 2 seconds.
+pub const DEFAULT_STORE_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// Default of [`Idem::max_snapshot_bytes`]: 256 KiB.
 pub const DEFAULT_MAX_SNAPSHOT_BYTES: usize = 256 * 1024;
 
@@ -329,6 +332,7 @@ pub struct Idem {
     store: Arc<dyn Store>,
     policy: Arc<dyn OutcomePolicy>,
     max_snapshot_bytes: usize,
+    store_timeout: Duration,
     #[cfg(feature = "axum")]
     default_scope: Option<Arc<DefaultScopeFn>>,
 }
@@ -345,7 +349,8 @@ impl fmt::Debug for Idem {
         let mut d = f.debug_struct("Idem");
         d.field("store", &self.store)
             .field("policy", &self.policy)
-            .field("max_snapshot_bytes", &self.max_snapshot_bytes);
+            .field("max_snapshot_bytes", &self.max_snapshot_bytes)
+            .field("store_timeout", &self.store_timeout);
         #[cfg(feature = "axum")]
         d.field("default_scope", &self.default_scope.is_some());
         d.finish()
@@ -379,6 +384,7 @@ impl Idem {
             store,
             policy: Arc::new(DefaultPolicy),
             max_snapshot_bytes: DEFAULT_MAX_SNAPSHOT_BYTES,
+            store_timeout: DEFAULT_STORE_TIMEOUT,
             #[cfg(feature = "axum")]
             default_scope: None,
         }
@@ -405,6 +411,41 @@ impl Idem {
     pub fn with_policy(mut self, policy: impl OutcomePolicy + 'static) -> Self {
         self.policy = Arc::new(policy);
         self
+    }
+
+    /// Sets how long the engine waits for one answer of the store (a claim, a completion, a lease
+    /// renewal) before it counts the store as unavailable: [`DEFAULT_STORE_TIMEOUT`], 2 s, unless
+    /// set. This bounds what an outage costs a request — a server stopped, restarting, failing
+    /// over, or a network that stalls without closing connections: the claim is answered
+    /// `503 store-unavailable` + `Retry-After` after at most this long, and a request whose
+    /// handler already ran gets its answer after at most one more such wait while its result is
+    /// stored in the background (its lease held, so that retries wait with `409`).
+    ///
+    /// A claim cut off by the timeout may still have been committed: its record then waits for
+    /// its lease to run out, and the retry takes it over under the same operation id.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use idem_runtime::engine::Idem;
+    /// let idem = Idem::new(idem_runtime::store::MemoryStore::new())
+    ///     .store_timeout(Duration::from_millis(500));
+    /// assert_eq!(idem.store_wait(), Duration::from_millis(500));
+    /// ```
+    #[must_use]
+    pub fn store_timeout(mut self, timeout: Duration) -> Self {
+        self.store_timeout = timeout.max(Duration::from_millis(1));
+        self
+    }
+
+    /// How long the engine waits for one answer of the store ([`Idem::store_timeout`]).
+    ///
+    /// ```
+    /// use idem_runtime::engine::{DEFAULT_STORE_TIMEOUT, Idem};
+    /// let idem = Idem::new(idem_runtime::store::MemoryStore::new());
+    /// assert_eq!(idem.store_wait(), DEFAULT_STORE_TIMEOUT);
+    /// ```
+    pub fn store_wait(&self) -> Duration {
+        self.store_timeout
     }
 
     /// Sets the default largest body stored whole (see [`HandlerConfig::max_snapshot_bytes`]).

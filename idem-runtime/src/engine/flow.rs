@@ -25,7 +25,9 @@ use super::error::IdempotencyError;
 use super::operation::{fresh_operation_id, with_operation};
 use super::policy::Disposition;
 use crate::fingerprint::RequestHash;
-use crate::store::{Claim, ClaimRequest, Completion, DEFAULT_RETRY_AFTER, Record, ScopedKey};
+use crate::store::{
+    Claim, ClaimRequest, Completion, DEFAULT_RETRY_AFTER, Record, ScopedKey, StoreError,
+};
 
 /// The durations and failure mode of one claim: the part of a [`HandlerConfig`] (or of the tower
 /// layer's configuration) the flow reads.
@@ -158,9 +160,10 @@ pub(crate) async fn begin(
     let req = ClaimRequest::new(key, hash, terms.lease, terms.ttl);
     // Measured before the claim is sent: the lease cannot end earlier than this plus its length.
     let sent = tokio::time::Instant::now();
-    match idem.store().claim(&req).await {
+    let wait = idem.store_wait();
+    match bounded(wait, idem.store().claim(&req)).await {
         Ok(Claim::Acquired(lease)) => {
-            Begin::Run(Attempt::new(idem.store().clone(), lease, terms, sent))
+            Begin::Run(Attempt::new(idem.store().clone(), lease, terms, wait, sent))
         }
         Ok(claim) => answer(claim, hash, client_key),
         Err(e) if terms.fail_open => {
@@ -201,5 +204,25 @@ pub(crate) fn answer(claim: Claim, hash: RequestHash, client_key: &str) -> Begin
         } if request_hash == hash => Begin::Reject(IdempotencyError::InProgress { retry_after }),
         Claim::Completed(_) | Claim::InProgress { .. } => reused(),
         Claim::Acquired(_) => unreachable!("`answer` is only asked about claims not acquired"),
+    }
+}
+
+/// `call`, or [`StoreError::Unavailable`] when the store gave no answer within `wait` (a server
+/// that stalls without closing its connections, a pool that keeps reconnecting): every store
+/// call of the engine goes through it, so an outage costs a request a bounded time. Outside a
+/// tokio runtime (no timer) the call is awaited as it is.
+pub(crate) async fn bounded<T>(
+    wait: Duration,
+    call: impl Future<Output = Result<T, StoreError>>,
+) -> Result<T, StoreError> {
+    if tokio::runtime::Handle::try_current().is_err() {
+        return call.await;
+    }
+    match tokio::time::timeout(wait, call).await {
+        Ok(result) => result,
+        Err(_) => Err(StoreError::Unavailable {
+            source: format!("the idempotency store gave no answer within {wait:?}").into(),
+            retry_after: DEFAULT_RETRY_AFTER,
+        }),
     }
 }

@@ -77,8 +77,8 @@ mod scope;
 mod snapshot;
 
 pub use config::{
-    AsIdem, Contract, DEFAULT_LEASE, DEFAULT_MAX_SNAPSHOT_BYTES, DEFAULT_TTL, HandlerConfig, Idem,
-    default_timeout,
+    AsIdem, Contract, DEFAULT_LEASE, DEFAULT_MAX_SNAPSHOT_BYTES, DEFAULT_STORE_TIMEOUT,
+    DEFAULT_TTL, HandlerConfig, Idem, default_timeout,
 };
 pub use error::{IdempotencyError, InvalidKey};
 pub(crate) use flow::{Front, Settlement, Terms, execute};

@@ -1,0 +1,379 @@
+//! The bad day, end to end over HTTP: the database stalls (a TCP proxy that stops forwarding
+//! without closing anything) or stops for real while requests run. Every request is answered
+//! within a bounded time — the `Idem` handle's store timeout — with `503` + `Retry-After`, never
+//! `500` or `429`; no handler runs without a claim; once the database is back the service
+//! recovers without a restart, every key runs exactly once, and nothing completed before the
+//! outage is lost.
+//!
+//! The tests stop the shared servers (`IDEM_TEST_{POSTGRES,MYSQL}_{STOP,START}`, exported by
+//! `scripts/test`), so they run one at a time (`SERIAL`); cargo runs test binaries one after
+//! another, so no other binary uses the servers meanwhile.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{FromRef, State};
+use axum::http::{Request, StatusCode};
+use axum::routing::post;
+use axum::{Json, Router};
+use idem::{Fingerprint, Idem, Snapshot, Store, idempotent};
+use tower::ServiceExt;
+
+#[path = "common/servers.rs"]
+mod servers;
+use servers::{server_url, unique};
+
+#[path = "common/proxy.rs"]
+mod proxy;
+use proxy::{StallProxy, host_port};
+
+/// The servers are shared: one outage at a time.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// How long the engine waits for one answer of the store in these tests.
+const STORE_TIMEOUT: Duration = Duration::from_millis(300);
+/// A request that takes longer than this hangs: the bound is the store timeout (plus one more
+/// for a completion), far below it — and below the pool's own acquire timeout (5 s), which
+/// would otherwise be what ends a request during a stall.
+const HANG: Duration = Duration::from_secs(3);
+
+// ---------------------------------------------------------------- the service
+
+#[derive(Clone)]
+struct App {
+    idem: Idem,
+    /// Handler runs per client key.
+    runs: Arc<Mutex<HashMap<String, usize>>>,
+    /// Handler runs without the protection of a claim (must stay 0: the handlers fail closed).
+    unprotected: Arc<AtomicUsize>,
+}
+
+impl FromRef<App> for Idem {
+    fn from_ref(app: &App) -> Idem {
+        app.idem.clone()
+    }
+}
+
+#[derive(serde::Deserialize, Fingerprint)]
+struct PlaceOrder {
+    key: String,
+    sku: String,
+}
+
+#[derive(serde::Serialize, Snapshot)]
+struct Order {
+    #[snapshot(biz_no)]
+    order_no: String,
+    sku: String,
+}
+
+#[idempotent(scope = global, operation = "orders.place", lease = "2s")]
+async fn place_order(
+    State(app): State<App>,
+    Json(req): Json<PlaceOrder>,
+) -> (StatusCode, Json<Order>) {
+    let op = idem::operation_id().expect("inside the handler");
+    if !op.is_protected() {
+        app.unprotected.fetch_add(1, Ordering::SeqCst);
+    }
+    *app.runs.lock().unwrap().entry(req.key.clone()).or_default() += 1;
+    let order_no = format!("ord_{}", op.as_str().replace('-', ""));
+    (
+        StatusCode::CREATED,
+        Json(Order {
+            order_no,
+            sku: req.sku,
+        }),
+    )
+}
+
+impl App {
+    fn new(store: Arc<dyn Store>) -> App {
+        App {
+            idem: Idem::from_arc(store).store_timeout(STORE_TIMEOUT),
+            runs: Arc::default(),
+            unprotected: Arc::default(),
+        }
+    }
+
+    fn router(&self) -> Router {
+        Router::new()
+            .route("/orders", post(place_order))
+            .with_state(self.clone())
+    }
+
+    fn runs(&self, key: &str) -> usize {
+        self.runs.lock().unwrap().get(key).copied().unwrap_or(0)
+    }
+}
+
+struct Answer {
+    status: StatusCode,
+    retry_after: Option<u64>,
+    replayed: bool,
+    body: Vec<u8>,
+}
+
+/// One request; panics if it is not answered within [`HANG`].
+async fn order(router: &Router, key: &str) -> Answer {
+    let body = serde_json::json!({"key": key, "sku": "mug"}).to_string();
+    let request = Request::post("/orders")
+        .header("content-type", "application/json")
+        .header("idempotency-key", key)
+        .body(Body::from(body))
+        .unwrap();
+    let response = tokio::time::timeout(HANG, router.clone().oneshot(request))
+        .await
+        .unwrap_or_else(|_| panic!("the request for {key} hung"))
+        .unwrap();
+    let status = response.status();
+    let retry_after = response
+        .headers()
+        .get("retry-after")
+        .map(|v| v.to_str().unwrap().parse().unwrap());
+    let replayed = response.headers().contains_key("idempotent-replayed");
+    let body = axum::body::to_bytes(response.into_body(), 1 << 20)
+        .await
+        .unwrap()
+        .to_vec();
+    Answer {
+        status,
+        retry_after,
+        replayed,
+        body,
+    }
+}
+
+/// Sends `key` until it is answered with a success, honouring `Retry-After` on `409` and `503`
+/// (at most 100 tries); the success.
+async fn order_until_done(router: &Router, key: &str) -> Answer {
+    for _ in 0..100 {
+        let answer = order(router, key).await;
+        match answer.status.as_u16() {
+            200..=299 => return answer,
+            409 | 503 => {
+                let wait = answer.retry_after.expect("409 and 503 carry Retry-After");
+                tokio::time::sleep(Duration::from_millis(100).min(Duration::from_secs(wait))).await;
+            }
+            other => panic!("{key}: unexpected {other}: {:?}", answer.body),
+        }
+    }
+    panic!("{key}: no success after 100 tries");
+}
+
+/// What every request sees while the database is away: a bounded `503` with `Retry-After`.
+fn assert_unavailable(answer: &Answer, key: &str) {
+    assert_eq!(
+        answer.status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "{key}: {:?}",
+        String::from_utf8_lossy(&answer.body)
+    );
+    assert!(answer.retry_after.is_some_and(|s| s >= 1), "{key}");
+    let problem: serde_json::Value = serde_json::from_slice(&answer.body).unwrap();
+    assert_eq!(
+        problem["type"],
+        "https://idem.dev/problems/store-unavailable"
+    );
+}
+
+/// The scenario, around `away` (which makes the database unreachable) and `back`.
+async fn bad_day<A, AF, B, BF>(store: Arc<dyn Store>, away: A, back: B)
+where
+    A: FnOnce() -> AF,
+    AF: std::future::Future<Output = ()>,
+    B: FnOnce() -> BF,
+    BF: std::future::Future<Output = ()>,
+{
+    let app = App::new(store);
+    let router = app.router();
+    // Completed before the outage.
+    let before: Vec<String> = (0..5).map(|i| unique(&format!("before{i}"))).collect();
+    let mut stored = HashMap::new();
+    for key in &before {
+        let answer = order(&router, key).await;
+        assert_eq!(answer.status, StatusCode::CREATED);
+        stored.insert(key.clone(), answer.body);
+    }
+
+    away().await;
+    // Requests while the database is away, eight at a time: new keys and replays alike.
+    let during: Vec<String> = (0..8).map(|i| unique(&format!("during{i}"))).collect();
+    let answers = futures_join(
+        during
+            .iter()
+            .chain(&before)
+            .map(|key| {
+                let router = router.clone();
+                let key = key.clone();
+                async move { (key.clone(), order(&router, &key).await) }
+            })
+            .collect(),
+    )
+    .await;
+    for (key, answer) in &answers {
+        assert_unavailable(answer, key);
+    }
+    for key in &during {
+        assert_eq!(app.runs(key), 0, "{key} ran without a claim");
+    }
+
+    back().await;
+    // The service recovers without a restart; every key runs exactly once.
+    for key in &during {
+        let answer = order_until_done(&router, key).await;
+        assert_eq!(answer.status, StatusCode::CREATED, "{key}");
+        assert_eq!(app.runs(key), 1, "{key}");
+    }
+    // Nothing completed before the outage was lost: replayed byte for byte.
+    for key in &before {
+        let answer = order(&router, key).await;
+        assert_eq!(answer.status, StatusCode::CREATED);
+        assert!(answer.replayed, "{key}");
+        assert_eq!(answer.body, stored[key], "{key}");
+        assert_eq!(app.runs(key), 1, "{key}");
+    }
+    assert_eq!(app.unprotected.load(Ordering::SeqCst), 0);
+}
+
+/// Runs the futures concurrently; their outputs in order.
+async fn futures_join<T>(
+    futures: Vec<impl std::future::Future<Output = T> + Send + 'static>,
+) -> Vec<T>
+where
+    T: Send + 'static,
+{
+    let handles: Vec<_> = futures.into_iter().map(tokio::spawn).collect();
+    let mut out = Vec::new();
+    for h in handles {
+        out.push(h.await.unwrap());
+    }
+    out
+}
+
+// ---------------------------------------------------------------- stalls (no server stopped)
+
+async fn stall(url: String, connect: impl AsyncFnOnce(&str) -> Arc<dyn Store>) {
+    let proxy = Arc::new(StallProxy::start(host_port(&url)).await);
+    let store = connect(&proxy.url_for(&url)).await;
+    let (p1, p2) = (proxy.clone(), proxy.clone());
+    bad_day(
+        store,
+        || async move { p1.stall(true) },
+        || async move { p2.stall(false) },
+    )
+    .await;
+}
+
+async fn postgres_store(url: &str) -> Arc<dyn Store> {
+    let store = idem::PostgresStore::connect(url).await.unwrap();
+    store.migrate().await.unwrap();
+    Arc::new(store)
+}
+
+async fn mysql_store(url: &str) -> Arc<dyn Store> {
+    let store = idem::MySqlStore::connect(url).await.unwrap();
+    store.migrate().await.unwrap();
+    Arc::new(store)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_stall() {
+    let _serial = SERIAL.lock().await;
+    let Some(url) = server_url("IDEM_TEST_POSTGRES_URL") else {
+        return;
+    };
+    stall(url, postgres_store).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mysql_stall() {
+    let _serial = SERIAL.lock().await;
+    let Some(url) = server_url("IDEM_TEST_MYSQL_URL") else {
+        return;
+    };
+    stall(url, mysql_store).await;
+}
+
+// ---------------------------------------------------------------- the server stopped
+
+fn sh(cmd: &str) {
+    let status = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(cmd)
+        .status()
+        .unwrap();
+    assert!(status.success(), "`{cmd}` failed");
+}
+
+/// Starts the server again if a test fails half-way, so that later tests still have it.
+struct Restart(Option<String>);
+
+impl Drop for Restart {
+    fn drop(&mut self) {
+        if let Some(cmd) = self.0.take() {
+            let _ = std::process::Command::new("sh")
+                .arg("-c")
+                .arg(&cmd)
+                .status();
+        }
+    }
+}
+
+async fn outage(
+    url_var: &str,
+    stop_var: &str,
+    start_var: &str,
+    connect: impl AsyncFnOnce(&str) -> Arc<dyn Store>,
+) {
+    let Some(url) = server_url(url_var) else {
+        return;
+    };
+    let (Some(stop), Some(start)) = (server_url(stop_var), server_url(start_var)) else {
+        return;
+    };
+    let store = connect(&url).await;
+    let guard = Arc::new(Mutex::new(Restart(None)));
+    let (g1, g2) = (guard.clone(), guard.clone());
+    let (stop2, start2) = (stop.clone(), start.clone());
+    bad_day(
+        store,
+        || async move {
+            sh(&stop2);
+            g1.lock().unwrap().0 = Some(start2);
+        },
+        || async move {
+            sh(&start);
+            g2.lock().unwrap().0 = None;
+        },
+    )
+    .await;
+    drop(stop);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_stopped() {
+    let _serial = SERIAL.lock().await;
+    outage(
+        "IDEM_TEST_POSTGRES_URL",
+        "IDEM_TEST_POSTGRES_STOP",
+        "IDEM_TEST_POSTGRES_START",
+        postgres_store,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mysql_stopped() {
+    let _serial = SERIAL.lock().await;
+    outage(
+        "IDEM_TEST_MYSQL_URL",
+        "IDEM_TEST_MYSQL_STOP",
+        "IDEM_TEST_MYSQL_START",
+        mysql_store,
+    )
+    .await;
+}
