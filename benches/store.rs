@@ -24,6 +24,15 @@ use sqlx::{MySqlPool, PgPool, Row, SqlitePool};
 const ROUNDS: usize = 15;
 const LEASE: Duration = Duration::from_secs(30);
 const TTL: Duration = Duration::from_secs(3600);
+/// [`LEASE`] and [`TTL`] as the stores bind them: durations in milliseconds, which every
+/// statement adds to the database's "now".
+const LEASE_MS: i64 = LEASE.as_millis() as i64;
+const TTL_MS: i64 = TTL.as_millis() as i64;
+/// The clock override every statement binds (MariaDB's once per read of the time): `NULL`, so
+/// that the database's clock decides, as in production (`with_clock` is for tests).
+const SERVER_CLOCK: Option<i64> = None;
+/// How many completed records the replays read in turn.
+const REPLAY_KEYS: usize = 50;
 
 /// The operation id the baseline binds (idem draws a random one).
 const OPERATION_ID: &str = "00000000-0000-4000-8000-000000000000";
@@ -37,13 +46,6 @@ fn fresh(label: &str) -> String {
         .unwrap()
         .as_nanos();
     format!("{label}-{t}-{}", N.fetch_add(1, Ordering::Relaxed))
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64
 }
 
 fn body() -> Vec<u8> {
@@ -212,7 +214,7 @@ where
     let (idem, hand) = against(n, idem, hand).await;
     row(backend, paths[0], idem, hand);
 
-    let keys = Arc::new(completed(store, &format!("{label}-rp"), 50).await);
+    let keys = Arc::new(completed(store, &format!("{label}-rp"), REPLAY_KEYS).await);
     let (idem, hand) = replays(n, store, &keys, base).await;
     row(backend, paths[1], idem, hand);
     keys
@@ -261,35 +263,57 @@ where
     }
 }
 
-/// Binds a claim's parameters: the first seven of every backend's claim statement, in the same
-/// order (MariaDB's `INSERT` takes two more). `claim!(sql, r, now)` binds those of a [`Raw`] `r`.
+/// Binds PostgreSQL's and SQLite's claim (same parameters): key hash, readable key, request
+/// hash, operation id, clock override, lease ms, TTL ms. `claim!(sql, r)` binds those of a
+/// [`Raw`] `r`.
 macro_rules! claim {
-    ($sql:expr, $r:ident, $now:expr) => {
+    ($sql:expr, $r:ident) => {
         claim!(
             $sql,
             &$r.key_hash,
             &$r.readable,
             &$r.request_hex,
-            &$r.operation_id,
-            $now
+            &$r.operation_id
         )
     };
-    ($sql:expr, $hash:expr, $readable:expr, $request:expr, $operation_id:expr, $now:expr) => {
+    ($sql:expr, $hash:expr, $readable:expr, $request:expr, $operation_id:expr) => {
         sqlx::query($sql)
             .bind($hash)
             .bind($readable)
             .bind($request)
             .bind($operation_id)
-            .bind($now)
-            .bind($now + 30_000)
-            .bind($now + 3_600_000)
+            .bind(SERVER_CLOCK)
+            .bind(LEASE_MS)
+            .bind(TTL_MS)
+    };
+}
+
+/// Binds MariaDB's claim `INSERT`: key hash, readable key, request hash, operation id, then
+/// (override, override, lease ms, override, lease ms, TTL ms, override, override), the clock
+/// override bound again wherever the statement reads the time (positional parameters).
+macro_rules! insert {
+    ($hash:expr, $readable:expr, $request:expr, $operation_id:expr) => {
+        sqlx::query(idem::store::mysql::sql::INSERT)
+            .bind($hash)
+            .bind($readable)
+            .bind($request)
+            .bind($operation_id)
+            .bind(SERVER_CLOCK)
+            .bind(SERVER_CLOCK)
+            .bind(LEASE_MS)
+            .bind(SERVER_CLOCK)
+            .bind(LEASE_MS)
+            .bind(TTL_MS)
+            .bind(SERVER_CLOCK)
+            .bind(SERVER_CLOCK)
     };
 }
 
 /// Binds PostgreSQL's and SQLite's `COMPLETE` (same parameters; outcome and status are `$int`):
-/// a `Completed` 201 with the snapshot idem stores for [`body`].
+/// key hash, fence, then a `Completed` 201 with the snapshot idem stores for [`body`], no
+/// snapshot expiry (`NULL`: the record's stays), the clock override and the operation id.
 macro_rules! complete {
-    ($sql:expr, $int:ty, $hash:expr, $fence:expr, $now:expr, $operation_id:expr) => {
+    ($sql:expr, $int:ty, $hash:expr, $fence:expr, $operation_id:expr) => {
         sqlx::query($sql)
             .bind($hash)
             .bind($fence)
@@ -299,24 +323,31 @@ macro_rules! complete {
             .bind(body())
             .bind(Some("PAY-1"))
             .bind(None::<i64>)
-            .bind($now)
+            .bind(SERVER_CLOCK)
             .bind($operation_id)
     };
 }
 
-/// Decodes what a replay needs from a record `$row` whose stored request hash is column
-/// `$first`: the hash (422 check), state and snapshot, as the backend's types. True when the
-/// snapshot is the completed 201.
+/// Decodes what a replay needs from a row whose record columns (`idem_key, request_hash, state,
+/// ..`, as idem reads them) start at column `$first`, followed by the database's "now": the
+/// stored request hash (the 422 check), state, snapshot, and expiry against that "now", as the
+/// backend's types. True when the record is the live completed 201 of `$request`.
 macro_rules! replayed {
-    ($row:expr, $first:expr, $state:ty, $status:ty) => {{
+    ($row:expr, $first:expr, $request:expr, $state:ty, $status:ty) => {{
         let row = &$row;
-        let _hash: String = row.get($first);
-        let _state: $state = row.get($first + 1);
-        let status: Option<$status> = row.get($first + 5);
-        let _headers: Option<Vec<u8>> = row.get($first + 6);
-        let body: Option<Vec<u8>> = row.get($first + 7);
-        let _biz_no: Option<String> = row.get($first + 8);
-        status == Some(201) && body.is_some()
+        let hash: String = row.get($first + 1);
+        let state: $state = row.get($first + 2);
+        let status: Option<$status> = row.get($first + 6);
+        let _headers: Option<Vec<u8>> = row.get($first + 7);
+        let body: Option<Vec<u8>> = row.get($first + 8);
+        let _biz_no: Option<String> = row.get($first + 9);
+        let expire_at: i64 = row.get($first + 12);
+        let db_now: i64 = row.get($first + 16);
+        hash == $request
+            && state == 1
+            && expire_at > db_now
+            && status == Some(201)
+            && body.is_some()
     }};
 }
 
@@ -326,14 +357,14 @@ struct Postgres(PgPool);
 impl Baseline for Postgres {
     async fn claim_complete(&self, label: &str) {
         let r = raw(&fresh(label));
-        let now = now_ms();
         let sql = idem::store::postgres::sql::claim();
-        let row = claim!(sql, r, now).fetch_one(&self.0).await.unwrap();
+        let row = claim!(sql, r).fetch_one(&self.0).await.unwrap();
+        // `claimed`, then the record columns from 1 (`fence` is the fifth), then the time.
         let claimed: bool = row.get(0);
         let fence: i64 = row.get(5);
         assert!(claimed);
         let sql = idem::store::postgres::sql::COMPLETE;
-        let done = complete!(sql, i16, &r.key_hash, fence, now, &r.operation_id)
+        let done = complete!(sql, i16, &r.key_hash, fence, &r.operation_id)
             .execute(&self.0)
             .await
             .unwrap();
@@ -344,16 +375,15 @@ impl Baseline for Postgres {
 impl Replay for Postgres {
     async fn replay(&self, client: &str) {
         let key = key(client);
-        let now = now_ms();
         let (hash, readable) = (&key.hash()[..], key.readable());
         let request = RequestHash::of_bytes(b"{}").to_string();
         let sql = idem::store::postgres::sql::claim();
-        let row = claim!(sql, hash, readable, request, OPERATION_ID, now)
+        let row = claim!(sql, hash, readable, &request, OPERATION_ID)
             .fetch_one(&self.0)
             .await
             .unwrap();
         let claimed: bool = row.get(0);
-        let replayed = replayed!(row, 2, i16, i16);
+        let replayed = replayed!(row, 1, request, i16, i16);
         assert!(!claimed && replayed);
     }
 }
@@ -385,14 +415,13 @@ struct MySql(MySqlPool);
 impl Baseline for MySql {
     async fn claim_complete(&self, label: &str) {
         let r = raw(&fresh(label));
-        let now = now_ms();
-        let sql = idem::store::mysql::sql::INSERT;
-        claim!(sql, r, now)
-            .bind(now)
-            .bind(now)
+        let done = insert!(&r.key_hash, &r.readable, &r.request_hex, &r.operation_id)
             .execute(&self.0)
             .await
             .unwrap();
+        // The statement's time, handed back through `LAST_INSERT_ID(now)` (idem derives the
+        // lease's deadlines from it).
+        assert!(done.last_insert_id() > 0);
         let done = sqlx::query(idem::store::mysql::sql::COMPLETE)
             .bind(1i16)
             .bind(201i16)
@@ -400,11 +429,10 @@ impl Baseline for MySql {
             .bind(body())
             .bind(Some("PAY-1"))
             .bind(None::<i64>)
-            .bind(now)
-            .bind(now)
+            .bind(SERVER_CLOCK)
+            .bind(SERVER_CLOCK)
             .bind(&r.key_hash)
             .bind(1i64)
-            .bind(now)
             .bind(&r.operation_id)
             .execute(&self.0)
             .await
@@ -416,13 +444,9 @@ impl Baseline for MySql {
 impl Replay for MySql {
     async fn replay(&self, client: &str) {
         let key = key(client);
-        let now = now_ms();
         let (hash, readable) = (&key.hash()[..], key.readable());
         let request = RequestHash::of_bytes(b"{}").to_string();
-        let sql = idem::store::mysql::sql::INSERT;
-        let err = claim!(sql, hash, readable, request, OPERATION_ID, now)
-            .bind(now)
-            .bind(now)
+        let err = insert!(hash, readable, &request, OPERATION_ID)
             .execute(&self.0)
             .await
             .unwrap_err();
@@ -430,10 +454,11 @@ impl Replay for MySql {
         assert_eq!(db.code().as_deref(), Some("23000"));
         let row = sqlx::query(idem::store::mysql::sql::select())
             .bind(hash)
+            .bind(SERVER_CLOCK)
             .fetch_one(&self.0)
             .await
             .unwrap();
-        assert!(replayed!(row, 1, i8, i16));
+        assert!(replayed!(row, 0, request, i8, i16));
     }
 }
 
@@ -443,12 +468,12 @@ struct Sqlite(SqlitePool);
 impl Baseline for Sqlite {
     async fn claim_complete(&self, label: &str) {
         let r = raw(&fresh(label));
-        let now = now_ms();
         let sql = idem::store::sqlite::sql::CLAIM;
-        let row = claim!(sql, r, now).fetch_one(&self.0).await.unwrap();
+        // `RETURNING fence, operation_id, lease_until, expire_at`
+        let row = claim!(sql, r).fetch_one(&self.0).await.unwrap();
         let fence: i64 = row.get(0);
         let sql = idem::store::sqlite::sql::COMPLETE;
-        let done = complete!(sql, i64, &r.key_hash, fence, now, &r.operation_id)
+        let done = complete!(sql, i64, &r.key_hash, fence, &r.operation_id)
             .execute(&self.0)
             .await
             .unwrap();
@@ -459,36 +484,59 @@ impl Baseline for Sqlite {
 impl Replay for Sqlite {
     async fn replay(&self, client: &str) {
         let key = key(client);
-        let now = now_ms();
         let (hash, readable) = (&key.hash()[..], key.readable());
         let request = RequestHash::of_bytes(b"{}").to_string();
         let sql = idem::store::sqlite::sql::CLAIM;
-        let claimed = claim!(sql, hash, readable, request, OPERATION_ID, now)
+        let claimed = claim!(sql, hash, readable, &request, OPERATION_ID)
             .fetch_optional(&self.0)
             .await
             .unwrap();
         assert!(claimed.is_none());
         let row = sqlx::query(idem::store::sqlite::sql::select())
             .bind(hash)
+            .bind(SERVER_CLOCK)
             .fetch_one(&self.0)
             .await
             .unwrap();
-        assert!(replayed!(row, 1, i64, i64));
+        assert!(replayed!(row, 0, request, i64, i64));
     }
 }
 
-/// The rows of a backend with a hand-written baseline: how many statements each path takes.
-const CC: &str = "claim + complete (2 statements)";
-/// A replay where the claim does not return the row (SQLite, MariaDB): claim, then select.
-const RP2: &str = "replay (2 statements)";
+/// The rows of an SQL backend, named with the statements idem sends on each path (`counts`:
+/// claim + complete, replay), which [`check_statements`] verifies after the run.
+fn paths(counts: [u64; 2]) -> [String; 2] {
+    let n = |count: u64| match count {
+        1 => "1 statement".to_owned(),
+        _ => format!("{count} statements"),
+    };
+    [
+        format!("claim + complete ({})", n(counts[0])),
+        format!("replay ({})", n(counts[1])),
+    ]
+}
+
+/// Checks that the store sent `sent` statements in [`bench`] with `n` operations a round: the
+/// statements per path its rows name (`counts`), on every operation measured and on the setup of
+/// the replays' records. A completion that matched no row would add a read (its owner), a
+/// contended claim another statement.
+fn check_statements(backend: &str, sent: u64, n: usize, counts: [u64; 2]) {
+    let ops = ((ROUNDS + 1) * n) as u64;
+    let expected = ops * counts[0] + REPLAY_KEYS as u64 * counts[0] + ops * counts[1];
+    assert_eq!(
+        sent, expected,
+        "{backend}: statements per path are not {counts:?} (claim + complete, replay)"
+    );
+}
 
 async fn bench_postgres(url: &str) {
     let store = PostgresStore::connect(url).await.unwrap();
     store.migrate().await.unwrap();
     let n = 200;
     let base = Postgres(store.pool().clone());
-    let paths = [CC, "replay (1 statement)"];
-    let keys = bench("PostgreSQL", paths, "pg", n, &store, Some(&base)).await;
+    let (counts, sent) = ([2, 1], store.statement_count());
+    let [cc, rp] = paths(counts);
+    let keys = bench("PostgreSQL", [&cc, &rp], "pg", n, &store, Some(&base)).await;
+    check_statements("PostgreSQL", store.statement_count() - sent, n, counts);
     let select = PgSelect(store.pool().clone());
     let (idem, base) = replays(n, &store, &keys, Some(&select)).await;
     let path = "replay vs a plain `SELECT` of the row (not a claim)";
@@ -498,8 +546,12 @@ async fn bench_postgres(url: &str) {
 async fn bench_mysql(url: &str) {
     let store = MySqlStore::connect(url).await.unwrap();
     store.migrate().await.unwrap();
+    let n = 200;
     let base = MySql(store.pool().clone());
-    bench("MariaDB", [CC, RP2], "my", 200, &store, Some(&base)).await;
+    let (counts, sent) = ([2, 2], store.statement_count());
+    let [cc, rp] = paths(counts);
+    bench("MariaDB", [&cc, &rp], "my", n, &store, Some(&base)).await;
+    check_statements("MariaDB", store.statement_count() - sent, n, counts);
 }
 
 async fn bench_sqlite() {
@@ -508,8 +560,12 @@ async fn bench_sqlite() {
         .await
         .unwrap();
     store.migrate().await.unwrap();
+    let n = 500;
     let base = Sqlite(store.pool().clone());
-    bench("SQLite", [CC, RP2], "sq", 500, &store, Some(&base)).await;
+    let (counts, sent) = ([2, 2], store.statement_count());
+    let [cc, rp] = paths(counts);
+    bench("SQLite", [&cc, &rp], "sq", n, &store, Some(&base)).await;
+    check_statements("SQLite", store.statement_count() - sent, n, counts);
 }
 
 async fn bench_memory() {
