@@ -453,8 +453,8 @@ impl Replay for MySql {
         let db = err.as_database_error().unwrap();
         assert_eq!(db.code().as_deref(), Some("23000"));
         let row = sqlx::query(idem::store::mysql::sql::select())
-            .bind(hash)
             .bind(SERVER_CLOCK)
+            .bind(hash)
             .fetch_one(&self.0)
             .await
             .unwrap();

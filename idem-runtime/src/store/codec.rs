@@ -349,7 +349,8 @@ pub(crate) fn millis_param(d: core::time::Duration) -> i64 {
 /// `from_pool` (with the rustdoc given at the call site), `with_clock`, `pool`,
 /// `statement_count`, and the private `now_param`, `send` (a statement through
 /// [`send_retrying`]) and `select`, which reads the row of a key (`SELECT_SQL`, binding the key
-/// hash and the clock override in that order).
+/// hash and the clock override in that order, or the other way round where the module's
+/// `SELECT_CLOCK_FIRST` says so).
 macro_rules! sql_store_inherent_methods {
     (pool: $pool:ty, connect: $options:ty, $($rest:tt)*) => {
         /// Connects a pool of up to 10 connections to `url`; acquiring a connection gives up after
@@ -423,10 +424,13 @@ macro_rules! sql_store_inherent_methods {
             let now = self.now_param();
             let row = self
                 .send(|| {
-                    sqlx::query(SELECT_SQL)
-                        .bind(&key.hash()[..])
-                        .bind(now)
-                        .fetch_optional(&self.pool)
+                    let query = sqlx::query(SELECT_SQL);
+                    let query = if SELECT_CLOCK_FIRST {
+                        query.bind(now).bind(&key.hash()[..])
+                    } else {
+                        query.bind(&key.hash()[..]).bind(now)
+                    };
+                    query.fetch_optional(&self.pool)
                 })
                 .await?;
             row.map(|r| decode(&r)).transpose()

@@ -161,17 +161,20 @@ const TAKEOVER_SQL: &str = concat!(
     " AND request_hash = ?"
 );
 
-/// The row of a key and the database's "now". Binds: key hash, override (through a derived
-/// table, so that the key comes first as on the other backends).
+/// The row of a key and the database's "now". Binds: override, key hash (`SELECT_CLOCK_FIRST`).
+/// A plain lookup on the primary key: a derived table that put the key first, as the other
+/// backends bind it, was materialized as a temporary table on every execution, measured at
+/// 0.3-0.5 ms on the server against 0.12 ms, on every replay.
 const SELECT_SQL: &str = concat!(
     "SELECT ",
     record_columns!(),
-    ", p.db_now \
-     FROM (SELECT ? AS k, ",
+    ", ",
     now!(),
-    " AS db_now) AS p \
-     JOIN idem_idempotency_records ON key_hash = p.k"
+    " AS db_now FROM idem_idempotency_records WHERE key_hash = ?"
 );
+
+/// `SELECT_SQL` binds the clock override before the key hash.
+const SELECT_CLOCK_FIRST: bool = true;
 
 /// Completion (S18): one short statement, only while the lease's fence and operation id are the
 /// record's and it is processing (S23). No expiry condition: a result nobody superseded is
@@ -242,7 +245,7 @@ pub mod sql {
     pub const INSERT: &str = super::INSERT_SQL;
     /// The completion update.
     pub const COMPLETE: &str = super::COMPLETE_SQL;
-    /// The read of an existing record (key hash, clock override).
+    /// The read of an existing record (clock override, key hash).
     pub fn select() -> &'static str {
         super::SELECT_SQL
     }

@@ -186,6 +186,9 @@ const SELECT_SQL: &str = concat!(
     " FROM idem.idempotency_records WHERE key_hash = $1"
 );
 
+/// `SELECT_SQL` binds the key hash before the clock override.
+const SELECT_CLOCK_FIRST: bool = false;
+
 /// Completion (S18): one short statement, only while the lease's fence and operation id are the
 /// record's and it is processing (S23). No expiry condition: a result nobody superseded is
 /// stored even when it comes after `expire_at`. `$8` is an absolute expiry for the snapshot (or

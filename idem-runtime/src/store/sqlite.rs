@@ -201,6 +201,9 @@ const SELECT_SQL: &str = concat!(
     " FROM idem_idempotency_records WHERE key_hash = ?1"
 );
 
+/// `SELECT_SQL` binds the key hash before the clock override.
+const SELECT_CLOCK_FIRST: bool = false;
+
 /// The statements of this store, for the benchmark's hand-written baseline. Not a public API.
 #[doc(hidden)]
 pub mod sql {
