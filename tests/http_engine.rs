@@ -27,6 +27,8 @@ use tower::ServiceExt;
 
 struct Fixture {
     store: Arc<dyn Store>,
+    /// The same store, read around the engine.
+    records: Records,
     clock: Arc<ManualClock>,
     _dir: Option<tempfile::TempDir>,
 }
@@ -35,10 +37,17 @@ struct Fixture {
 mod servers;
 use servers::{server_url, unique};
 
+#[path = "common/records.rs"]
+#[allow(dead_code)]
+mod records;
+use records::Records;
+
 async fn memory() -> Option<Fixture> {
     let clock = Arc::new(ManualClock::starting_now());
+    let store = Arc::new(MemoryStore::with_clock(clock.clone()));
     Some(Fixture {
-        store: Arc::new(MemoryStore::with_clock(clock.clone())),
+        records: Records::Memory(store.clone()),
+        store,
         clock,
         _dir: None,
     })
@@ -50,6 +59,7 @@ async fn sqlite() -> Option<Fixture> {
     store.migrate().await.unwrap();
     let clock = Arc::new(ManualClock::starting_now());
     Some(Fixture {
+        records: Records::Sqlite(store.pool().clone()),
         store: Arc::new(store.with_clock(clock.clone())),
         clock,
         _dir: Some(dir),
@@ -62,6 +72,7 @@ async fn postgres() -> Option<Fixture> {
     store.migrate().await.unwrap();
     let clock = Arc::new(ManualClock::starting_now());
     Some(Fixture {
+        records: Records::Postgres(store.pool().clone()),
         store: Arc::new(store.with_clock(clock.clone())),
         clock,
         _dir: None,
@@ -74,6 +85,7 @@ async fn mysql() -> Option<Fixture> {
     store.migrate().await.unwrap();
     let clock = Arc::new(ManualClock::starting_now());
     Some(Fixture {
+        records: Records::MySql(store.pool().clone()),
         store: Arc::new(store.with_clock(clock.clone())),
         clock,
         _dir: None,
@@ -522,7 +534,12 @@ every_backend!(
 
 async fn missing_key_is_400(fx: &Fixture) {
     let app = App::new(fx.store.clone());
-    let (status, headers, body) = send(&app, post_json("/payments", None, PAY)).await;
+    let tenant = unique("nokey");
+    let (status, headers, body) = send(
+        &app,
+        with_tenant(post_json("/payments", None, PAY), &tenant),
+    )
+    .await;
     let p = problem(
         status,
         &headers,
@@ -535,38 +552,83 @@ async fn missing_key_is_400(fx: &Fixture) {
         "{p}"
     );
     assert_eq!(app.hits(), 0);
+    assert_eq!(
+        fx.records.containing(&tenant).await,
+        0,
+        "a record was stored"
+    );
 }
 
 async fn invalid_keys_are_400(fx: &Fixture) {
     let app = App::new(fx.store.clone());
+    let tenant = unique("badkey");
     let long = "k".repeat(256);
     let quoted_long = format!("\"{}\"", "k".repeat(256));
-    let cases: [&str; 8] = [
-        "",
-        "\"\"",
-        &long,
-        &quoted_long,
-        "ab\tcd",
-        "\"abc",
-        r#""a\x""#,
-        "two words",
+    let cases: [&[u8]; 13] = [
+        b"",
+        b"\"\"",
+        long.as_bytes(),
+        quoted_long.as_bytes(),
+        b"ab\tcd",
+        b"\"ab\tcd\"",
+        b"\"abc",
+        br#""a\x""#,
+        b"two words",
+        // Not UTF-8, or not ASCII: bare and quoted.
+        b"k\xff",
+        b"\"k\xc3\xa9\"",
+        "cl\u{e9}".as_bytes(),
+        b"k1, k2",
     ];
     for key in cases {
-        let (status, headers, body) = send(&app, post_json("/payments", Some(key), PAY)).await;
-        problem(
+        let mut req = with_tenant(post_json("/payments", None, PAY), &tenant);
+        req.headers_mut().insert(
+            "idempotency-key",
+            axum::http::HeaderValue::from_bytes(key).unwrap(),
+        );
+        let (status, headers, body) = send(&app, req).await;
+        let p = problem(
             status,
             &headers,
             &body,
             StatusCode::BAD_REQUEST,
             "invalid-key",
         );
+        assert!(
+            p.get("idempotency_key").is_none(),
+            "an invalid key echoed: {p}"
+        );
     }
+    // The header sent twice, even with one value: which one would count?
+    let key = unique("twice");
+    let mut req = with_tenant(post_json("/payments", Some(&key), PAY), &tenant);
+    req.headers_mut()
+        .append("idempotency-key", key.parse().unwrap());
+    let (status, headers, body) = send(&app, req).await;
+    problem(
+        status,
+        &headers,
+        &body,
+        StatusCode::BAD_REQUEST,
+        "invalid-key",
+    );
+    assert_eq!(app.hits(), 0);
+    assert_eq!(
+        fx.records.containing(&tenant).await,
+        0,
+        "a record was stored"
+    );
     // 255 characters are fine.
     let ok = unique("k");
     let ok = format!("{ok}{}", "k".repeat(255 - ok.len()));
-    let (status, ..) = send(&app, post_json("/payments", Some(&ok), PAY)).await;
+    let (status, ..) = send(
+        &app,
+        with_tenant(post_json("/payments", Some(&ok), PAY), &tenant),
+    )
+    .await;
     assert_eq!(status, StatusCode::CREATED);
     assert_eq!(app.hits(), 1);
+    assert_eq!(fx.records.containing(&tenant).await, 1);
 }
 
 async fn sf_string_and_bare_keys_are_equivalent(fx: &Fixture) {
