@@ -11,7 +11,9 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::{FromRef, State};
-use axum::http::header::{CONTENT_TYPE, LOCATION, RETRY_AFTER, SET_COOKIE};
+use axum::http::header::{
+    AUTHORIZATION, CONTENT_TYPE, LOCATION, PROXY_AUTHORIZATION, RETRY_AFTER, SET_COOKIE,
+};
 use axum::http::{HeaderName, Request, StatusCode};
 use axum::response::Response;
 use axum::routing::post;
@@ -163,12 +165,17 @@ impl Snapshot for Payment {
 }
 
 type PaymentResponse =
-    Result<(StatusCode, [(HeaderName, String); 3], AxumJson<Payment>), (StatusCode, String)>;
+    Result<(StatusCode, [(HeaderName, String); 5], AxumJson<Payment>), (StatusCode, String)>;
 
 static CREATE: HandlerConfig = HandlerConfig::new("tests::create_payment")
     .lease(Duration::from_secs(30))
-    // `set-cookie` is listed on purpose: it must be dropped anyway.
-    .replay_headers(&["x-extra", "set-cookie"]);
+    // The credentials are listed on purpose (in any case): they must be dropped anyway.
+    .replay_headers(&[
+        "x-extra",
+        "set-cookie",
+        "Authorization",
+        "PROXY-AUTHORIZATION",
+    ]);
 static CREATE_OPEN: HandlerConfig = HandlerConfig::new("tests::create_payment").fail_open(true);
 static CREATE_SHORT: HandlerConfig =
     HandlerConfig::new("tests::create_payment_short").ttl(Duration::from_secs(60));
@@ -196,6 +203,8 @@ async fn payment(app: App, req: CreatePayment) -> PaymentResponse {
         [
             (LOCATION, format!("/payments/{id}")),
             (SET_COOKIE, "session=secret".into()),
+            (AUTHORIZATION, "Bearer secret".into()),
+            (PROXY_AUTHORIZATION, "Basic secret".into()),
             (HeaderName::from_static("x-extra"), "kept".into()),
         ],
         AxumJson(Payment {
@@ -837,20 +846,20 @@ async fn header_whitelist(fx: &Fixture) {
     let app = App::new(fx.store.clone());
     let key = unique("headers");
     let (_, h1, _) = send(&app, post_json("/payments", Some(&key), PAY)).await;
-    assert_eq!(h1[SET_COOKIE], "session=secret"); // the first caller gets everything
     let (_, h2, _) = send(&app, post_json("/payments", Some(&key), PAY)).await;
-    assert!(h2.get(SET_COOKIE).is_none(), "set-cookie replayed");
+    for credential in [SET_COOKIE, AUTHORIZATION, PROXY_AUTHORIZATION] {
+        // The first caller gets everything; a replay never carries a credential.
+        assert!(h1.contains_key(&credential), "{credential} not sent");
+        assert!(!h2.contains_key(&credential), "{credential} replayed");
+    }
     assert_eq!(h2["x-extra"], "kept");
     assert_eq!(h2[LOCATION], h1[LOCATION]);
     // Never stored either.
     let scoped = scoped_key(CREATE.operation.unwrap(), &[&""], &key).unwrap();
     let record = fx.store.get(&scoped).await.unwrap().unwrap();
-    let names: Vec<&str> = record.headers.iter().map(|(n, _)| n.as_str()).collect();
-    assert!(!names.contains(&"set-cookie"), "{names:?}");
-    assert!(
-        names.contains(&"location") && names.contains(&"content-type"),
-        "{names:?}"
-    );
+    let mut names: Vec<&str> = record.headers.iter().map(|(n, _)| n.as_str()).collect();
+    names.sort_unstable();
+    assert_eq!(names, ["content-type", "location", "x-extra"]);
     assert!(
         record
             .biz_no
