@@ -191,6 +191,7 @@ pub(crate) async fn settle<H: AsRef<str>>(
     let (parts, body) = resp.into_parts();
     let status = parts.status.as_u16();
     let headers = snapshot_headers(&parts.headers, terms.replay_headers);
+    let biz_no = biz_no.and_then(storable);
     let store = |body: Vec<u8>, headers, biz_no: Option<String>| {
         Settlement::Store(Completion {
             outcome,
@@ -292,7 +293,23 @@ pub(crate) fn biz_no_in_json(body: &[u8], field: &str) -> Option<String> {
         field,
         found: &mut found,
     });
-    found
+    found.and_then(storable)
+}
+
+/// `biz_no` unless it holds U+0000, which PostgreSQL's `TEXT` refuses: stored, it would fail
+/// the completion on every attempt (the result never stored, the handler run again by every
+/// retry after the lease). Left out on every backend alike, the snapshot is stored without it and
+/// replayed exactly (a `suppress_only` or `latest_state` replay of a record without one is exact
+/// too).
+fn storable(biz_no: String) -> Option<String> {
+    if !biz_no.contains('\0') {
+        return Some(biz_no);
+    }
+    tracing::warn!(
+        target: "idem",
+        "a business number holding U+0000 cannot be stored: the snapshot is stored without it"
+    );
+    None
 }
 
 /// Looks for the member `field` among the members of a JSON object.
@@ -352,6 +369,7 @@ mod tests {
             biz_no_in_json(br#"{"id":"first","id":"second"}"#, "id").as_deref(),
             Some("first")
         );
+        assert_eq!(biz_no_in_json(br#"{"id":"a\u0000b"}"#, "id"), None);
         for none in [
             &br#"{"id":null}"#[..],
             br#"{"id":{"x":1}}"#,
