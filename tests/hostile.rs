@@ -135,6 +135,7 @@ every_backend!(
     keys_are_stored_hashed_and_the_readable_key_decides_nothing,
     sql_metacharacters_are_data,
     control_characters_in_scope_parts_are_data,
+    business_number_with_a_nul_is_left_out,
 );
 
 // ---------------------------------------------------------------- the application
@@ -1310,6 +1311,52 @@ async fn control_characters_in_scope_parts_are_data(fx: &Fixture) {
     if let Some(row) = fx.records.row(&key).await {
         assert_eq!(row.idem_key, key.readable());
     }
+}
+
+/// A business number the handler echoes from its input may hold U+0000, which PostgreSQL's
+/// `TEXT` refuses: the snapshot is stored without it (and so replayed exactly) on every backend,
+/// instead of a completion that fails on PostgreSQL on every attempt.
+async fn business_number_with_a_nul_is_left_out(fx: &Fixture) {
+    let m = unique("nulbiz");
+    let app = App::new(fx);
+    let layer = IdempotencyLayer::new(
+        app.idem.clone(),
+        Spec::from_json_str(r#"{"ref": "any"}"#).unwrap(),
+    )
+    .scope(|parts| vec![header(parts, "x-tenant")]);
+    let runs = app.runs.clone();
+    let router = Router::new()
+        .route(
+            "/echo",
+            post(move |body: String| {
+                runs.fetch_add(1, Ordering::SeqCst);
+                let req: Value = serde_json::from_str(&body).unwrap();
+                async move {
+                    (
+                        StatusCode::CREATED,
+                        [(CONTENT_TYPE, "application/json")],
+                        json!({"id": req["ref"]}).to_string(),
+                    )
+                }
+            }),
+        )
+        .layer(layer);
+    let body = json!({"ref": "ref\u{0}1"}).to_string();
+    let (status, _, first) = send(&router, post_as("/echo", &m, "u", b"k-nul", body.clone())).await;
+    assert_eq!(status, StatusCode::CREATED);
+    let (status, headers, again) = send(&router, post_as("/echo", &m, "u", b"k-nul", body)).await;
+    assert_eq!(
+        status,
+        StatusCode::CREATED,
+        "{}",
+        String::from_utf8_lossy(&again)
+    );
+    assert!(replayed(&headers));
+    assert_eq!(again, first);
+    assert_eq!(app.runs(), 1);
+    let key = scoped_key("POST /echo", &[&m], "k-nul").unwrap();
+    let record = fx.store.get(&key).await.unwrap().unwrap();
+    assert_eq!(record.biz_no, None);
 }
 
 // ---------------------------------------------------------------- helpers' own checks
