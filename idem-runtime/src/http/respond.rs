@@ -296,18 +296,24 @@ pub(crate) fn biz_no_in_json(body: &[u8], field: &str) -> Option<String> {
     found.and_then(storable)
 }
 
-/// `biz_no` unless it holds U+0000, which PostgreSQL's `TEXT` refuses: stored, it would fail
-/// the completion on every attempt (the result never stored, the handler run again by every
-/// retry after the lease). Left out on every backend alike, the snapshot is stored without it and
-/// replayed exactly (a `suppress_only` or `latest_state` replay of a record without one is exact
-/// too).
+/// The largest business number every store keeps: MariaDB/MySQL's `TEXT` holds 65,535 bytes.
+const MAX_BIZ_NO_BYTES: usize = 65_535;
+
+/// `biz_no` if every store can keep it: not over [`MAX_BIZ_NO_BYTES`], no U+0000 (which
+/// PostgreSQL's `TEXT` refuses). Otherwise the completion would fail on every attempt on that
+/// backend (the result never stored, retries answered `409`, then the handler run again after
+/// each lease), for a business number echoed from a client's input. Left out on every backend
+/// alike, the snapshot is stored without it and replayed exactly (a `suppress_only` or
+/// `latest_state` replay of a record without one is exact too).
 fn storable(biz_no: String) -> Option<String> {
-    if !biz_no.contains('\0') {
+    if biz_no.len() <= MAX_BIZ_NO_BYTES && !biz_no.contains('\0') {
         return Some(biz_no);
     }
     tracing::warn!(
         target: "idem",
-        "a business number holding U+0000 cannot be stored: the snapshot is stored without it"
+        bytes = biz_no.len(),
+        "a business number over 65,535 bytes or holding U+0000 cannot be stored by every \
+         backend: the snapshot is stored without it"
     );
     None
 }
@@ -369,7 +375,15 @@ mod tests {
             biz_no_in_json(br#"{"id":"first","id":"second"}"#, "id").as_deref(),
             Some("first")
         );
+        // What not every store can keep is no business number.
         assert_eq!(biz_no_in_json(br#"{"id":"a\u0000b"}"#, "id"), None);
+        let longest = format!(r#"{{"id":"{}"}}"#, "r".repeat(65_535));
+        assert_eq!(
+            biz_no_in_json(longest.as_bytes(), "id").map(|b| b.len()),
+            Some(65_535)
+        );
+        let over = format!(r#"{{"id":"{}é"}}"#, "r".repeat(65_534));
+        assert_eq!(biz_no_in_json(over.as_bytes(), "id"), None);
         for none in [
             &br#"{"id":null}"#[..],
             br#"{"id":{"x":1}}"#,
