@@ -207,12 +207,24 @@ async fn store_unavailable_fails_closed_or_open() {
 
 #[tokio::test]
 async fn invalid_key_is_an_err() {
-    let c = Consumer::new(Arc::new(MemoryStore::new()));
-    let e = c.ship(&SHIP, "", "sku-1", 0).await.unwrap_err();
-    assert_eq!(e, JobError::Idempotency(400, problem::INVALID_KEY.into()));
-    let e = c.ship(&SHIP, "a\nb", "sku-1", 0).await.unwrap_err();
-    assert_eq!(e, JobError::Idempotency(400, problem::INVALID_KEY.into()));
+    let store = Arc::new(MemoryStore::new());
+    let c = Consumer::new(store.clone());
+    let long = "m".repeat(256);
+    // Empty, too long, control characters (C0, DEL, C1): refused before the store is asked.
+    for key in ["", &long, "a\nb", "a\0b", "a\u{7f}b", "a\u{85}b", "\u{9f}"] {
+        let e = c.ship(&SHIP, key, "sku-1", 0).await.unwrap_err();
+        assert_eq!(
+            e,
+            JobError::Idempotency(400, problem::INVALID_KEY.into()),
+            "{key:?}"
+        );
+    }
     assert_eq!(c.runs(), 0);
+    assert!(store.is_empty(), "{} records stored", store.len());
+    // 255 characters, any of them printable, are a key.
+    let ok = "é".repeat(255);
+    assert!(c.ship(&SHIP, &ok, "sku-1", 0).await.is_ok());
+    assert_eq!(store.len(), 1);
 }
 
 #[tokio::test]

@@ -11,7 +11,9 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::{FromRef, State};
-use axum::http::header::{CONTENT_TYPE, LOCATION, RETRY_AFTER, SET_COOKIE};
+use axum::http::header::{
+    AUTHORIZATION, CONTENT_TYPE, LOCATION, PROXY_AUTHORIZATION, RETRY_AFTER, SET_COOKIE,
+};
 use axum::http::{HeaderName, Request, StatusCode};
 use axum::response::Response;
 use axum::routing::post;
@@ -27,6 +29,8 @@ use tower::ServiceExt;
 
 struct Fixture {
     store: Arc<dyn Store>,
+    /// The same store, read around the engine.
+    records: Records,
     clock: Arc<ManualClock>,
     _dir: Option<tempfile::TempDir>,
 }
@@ -35,10 +39,17 @@ struct Fixture {
 mod servers;
 use servers::{server_url, unique};
 
+#[path = "common/records.rs"]
+#[allow(dead_code)]
+mod records;
+use records::Records;
+
 async fn memory() -> Option<Fixture> {
     let clock = Arc::new(ManualClock::starting_now());
+    let store = Arc::new(MemoryStore::with_clock(clock.clone()));
     Some(Fixture {
-        store: Arc::new(MemoryStore::with_clock(clock.clone())),
+        records: Records::Memory(store.clone()),
+        store,
         clock,
         _dir: None,
     })
@@ -50,6 +61,7 @@ async fn sqlite() -> Option<Fixture> {
     store.migrate().await.unwrap();
     let clock = Arc::new(ManualClock::starting_now());
     Some(Fixture {
+        records: Records::Sqlite(store.pool().clone()),
         store: Arc::new(store.with_clock(clock.clone())),
         clock,
         _dir: Some(dir),
@@ -62,6 +74,7 @@ async fn postgres() -> Option<Fixture> {
     store.migrate().await.unwrap();
     let clock = Arc::new(ManualClock::starting_now());
     Some(Fixture {
+        records: Records::Postgres(store.pool().clone()),
         store: Arc::new(store.with_clock(clock.clone())),
         clock,
         _dir: None,
@@ -74,6 +87,7 @@ async fn mysql() -> Option<Fixture> {
     store.migrate().await.unwrap();
     let clock = Arc::new(ManualClock::starting_now());
     Some(Fixture {
+        records: Records::MySql(store.pool().clone()),
         store: Arc::new(store.with_clock(clock.clone())),
         clock,
         _dir: None,
@@ -151,12 +165,17 @@ impl Snapshot for Payment {
 }
 
 type PaymentResponse =
-    Result<(StatusCode, [(HeaderName, String); 3], AxumJson<Payment>), (StatusCode, String)>;
+    Result<(StatusCode, [(HeaderName, String); 5], AxumJson<Payment>), (StatusCode, String)>;
 
 static CREATE: HandlerConfig = HandlerConfig::new("tests::create_payment")
     .lease(Duration::from_secs(30))
-    // `set-cookie` is listed on purpose: it must be dropped anyway.
-    .replay_headers(&["x-extra", "set-cookie"]);
+    // The credentials are listed on purpose (in any case): they must be dropped anyway.
+    .replay_headers(&[
+        "x-extra",
+        "set-cookie",
+        "Authorization",
+        "PROXY-AUTHORIZATION",
+    ]);
 static CREATE_OPEN: HandlerConfig = HandlerConfig::new("tests::create_payment").fail_open(true);
 static CREATE_SHORT: HandlerConfig =
     HandlerConfig::new("tests::create_payment_short").ttl(Duration::from_secs(60));
@@ -184,6 +203,8 @@ async fn payment(app: App, req: CreatePayment) -> PaymentResponse {
         [
             (LOCATION, format!("/payments/{id}")),
             (SET_COOKIE, "session=secret".into()),
+            (AUTHORIZATION, "Bearer secret".into()),
+            (PROXY_AUTHORIZATION, "Basic secret".into()),
             (HeaderName::from_static("x-extra"), "kept".into()),
         ],
         AxumJson(Payment {
@@ -522,7 +543,12 @@ every_backend!(
 
 async fn missing_key_is_400(fx: &Fixture) {
     let app = App::new(fx.store.clone());
-    let (status, headers, body) = send(&app, post_json("/payments", None, PAY)).await;
+    let tenant = unique("nokey");
+    let (status, headers, body) = send(
+        &app,
+        with_tenant(post_json("/payments", None, PAY), &tenant),
+    )
+    .await;
     let p = problem(
         status,
         &headers,
@@ -535,38 +561,83 @@ async fn missing_key_is_400(fx: &Fixture) {
         "{p}"
     );
     assert_eq!(app.hits(), 0);
+    assert_eq!(
+        fx.records.containing(&tenant).await,
+        0,
+        "a record was stored"
+    );
 }
 
 async fn invalid_keys_are_400(fx: &Fixture) {
     let app = App::new(fx.store.clone());
+    let tenant = unique("badkey");
     let long = "k".repeat(256);
     let quoted_long = format!("\"{}\"", "k".repeat(256));
-    let cases: [&str; 8] = [
-        "",
-        "\"\"",
-        &long,
-        &quoted_long,
-        "ab\tcd",
-        "\"abc",
-        r#""a\x""#,
-        "two words",
+    let cases: [&[u8]; 13] = [
+        b"",
+        b"\"\"",
+        long.as_bytes(),
+        quoted_long.as_bytes(),
+        b"ab\tcd",
+        b"\"ab\tcd\"",
+        b"\"abc",
+        br#""a\x""#,
+        b"two words",
+        // Not UTF-8, or not ASCII: bare and quoted.
+        b"k\xff",
+        b"\"k\xc3\xa9\"",
+        "cl\u{e9}".as_bytes(),
+        b"k1, k2",
     ];
     for key in cases {
-        let (status, headers, body) = send(&app, post_json("/payments", Some(key), PAY)).await;
-        problem(
+        let mut req = with_tenant(post_json("/payments", None, PAY), &tenant);
+        req.headers_mut().insert(
+            "idempotency-key",
+            axum::http::HeaderValue::from_bytes(key).unwrap(),
+        );
+        let (status, headers, body) = send(&app, req).await;
+        let p = problem(
             status,
             &headers,
             &body,
             StatusCode::BAD_REQUEST,
             "invalid-key",
         );
+        assert!(
+            p.get("idempotency_key").is_none(),
+            "an invalid key echoed: {p}"
+        );
     }
+    // The header sent twice, even with one value: which one would count?
+    let key = unique("twice");
+    let mut req = with_tenant(post_json("/payments", Some(&key), PAY), &tenant);
+    req.headers_mut()
+        .append("idempotency-key", key.parse().unwrap());
+    let (status, headers, body) = send(&app, req).await;
+    problem(
+        status,
+        &headers,
+        &body,
+        StatusCode::BAD_REQUEST,
+        "invalid-key",
+    );
+    assert_eq!(app.hits(), 0);
+    assert_eq!(
+        fx.records.containing(&tenant).await,
+        0,
+        "a record was stored"
+    );
     // 255 characters are fine.
     let ok = unique("k");
     let ok = format!("{ok}{}", "k".repeat(255 - ok.len()));
-    let (status, ..) = send(&app, post_json("/payments", Some(&ok), PAY)).await;
+    let (status, ..) = send(
+        &app,
+        with_tenant(post_json("/payments", Some(&ok), PAY), &tenant),
+    )
+    .await;
     assert_eq!(status, StatusCode::CREATED);
     assert_eq!(app.hits(), 1);
+    assert_eq!(fx.records.containing(&tenant).await, 1);
 }
 
 async fn sf_string_and_bare_keys_are_equivalent(fx: &Fixture) {
@@ -775,20 +846,20 @@ async fn header_whitelist(fx: &Fixture) {
     let app = App::new(fx.store.clone());
     let key = unique("headers");
     let (_, h1, _) = send(&app, post_json("/payments", Some(&key), PAY)).await;
-    assert_eq!(h1[SET_COOKIE], "session=secret"); // the first caller gets everything
     let (_, h2, _) = send(&app, post_json("/payments", Some(&key), PAY)).await;
-    assert!(h2.get(SET_COOKIE).is_none(), "set-cookie replayed");
+    for credential in [SET_COOKIE, AUTHORIZATION, PROXY_AUTHORIZATION] {
+        // The first caller gets everything; a replay never carries a credential.
+        assert!(h1.contains_key(&credential), "{credential} not sent");
+        assert!(!h2.contains_key(&credential), "{credential} replayed");
+    }
     assert_eq!(h2["x-extra"], "kept");
     assert_eq!(h2[LOCATION], h1[LOCATION]);
     // Never stored either.
     let scoped = scoped_key(CREATE.operation.unwrap(), &[&""], &key).unwrap();
     let record = fx.store.get(&scoped).await.unwrap().unwrap();
-    let names: Vec<&str> = record.headers.iter().map(|(n, _)| n.as_str()).collect();
-    assert!(!names.contains(&"set-cookie"), "{names:?}");
-    assert!(
-        names.contains(&"location") && names.contains(&"content-type"),
-        "{names:?}"
-    );
+    let mut names: Vec<&str> = record.headers.iter().map(|(n, _)| n.as_str()).collect();
+    names.sort_unstable();
+    assert_eq!(names, ["content-type", "location", "x-extra"]);
     assert!(
         record
             .biz_no

@@ -27,15 +27,24 @@ struct CreatePayment {
     client_ip: String,
 }
 
+#[path = "common/records.rs"]
+#[allow(dead_code)]
+mod records;
+use records::Records;
+
 struct Harness {
     store: Arc<dyn Store>,
+    /// The same store, read around the layer.
+    records: Records,
     hits: Arc<AtomicUsize>,
     _dir: Option<tempfile::TempDir>,
 }
 
 async fn memory() -> Harness {
+    let store = Arc::new(MemoryStore::new());
     Harness {
-        store: Arc::new(MemoryStore::new()),
+        records: Records::Memory(store.clone()),
+        store,
         hits: Arc::default(),
         _dir: None,
     }
@@ -46,6 +55,7 @@ async fn sqlite() -> Harness {
     let store = SqliteStore::open(dir.path().join("idem.db")).await.unwrap();
     store.migrate().await.unwrap();
     Harness {
+        records: Records::Sqlite(store.pool().clone()),
         store: Arc::new(store),
         hits: Arc::default(),
         _dir: Some(dir),
@@ -164,6 +174,7 @@ async fn body_over_the_limit_is_413() {
     assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
     assert_eq!(problem_type(&headers, &body), "body-too-large");
     assert_eq!(h.hits(), 0);
+    assert_eq!(h.records.containing("k-413").await, 0);
 }
 
 #[tokio::test]
@@ -193,19 +204,55 @@ async fn unfingerprintable_bodies_are_400_naming_the_path() {
         }
     }
     assert_eq!(h.hits(), 0);
+    assert_eq!(h.records.containing("k-400").await, 0);
 }
 
-#[tokio::test]
-async fn missing_and_invalid_keys_are_400() {
-    let h = memory().await;
+async fn missing_and_invalid_keys_are_400(h: Harness) {
     let app = h.app(|l| l);
     let (status, headers, body) = send(&app, req(None, BODY)).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert_eq!(problem_type(&headers, &body), "missing-key");
-    let (status, headers, body) = send(&app, req(Some("\"open"), BODY)).await;
+    let long = "k".repeat(256);
+    let keys: [&[u8]; 8] = [
+        b"\"open",
+        b"",
+        b"\"\"",
+        long.as_bytes(),
+        b"ab\tcd",
+        b"k\xff",
+        b"\"k\xc3\xa9\"",
+        b"k1, k2",
+    ];
+    for key in keys {
+        let mut r = req(None, BODY);
+        r.headers_mut().insert(
+            "idempotency-key",
+            axum::http::HeaderValue::from_bytes(key).unwrap(),
+        );
+        let (status, headers, body) = send(&app, r).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{key:?}");
+        assert_eq!(problem_type(&headers, &body), "invalid-key");
+    }
+    // The header twice, even with one value.
+    let mut r = req(Some("k-twice"), BODY);
+    r.headers_mut()
+        .append("idempotency-key", "k-twice".parse().unwrap());
+    let (status, headers, body) = send(&app, r).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert_eq!(problem_type(&headers, &body), "invalid-key");
     assert_eq!(h.hits(), 0);
+    // Nothing stored (the layer's operation is `POST /payments`: every record's key holds it).
+    assert_eq!(h.records.containing("POST /payments").await, 0);
+}
+
+#[tokio::test]
+async fn memory_missing_and_invalid_keys_are_400() {
+    missing_and_invalid_keys_are_400(memory().await).await;
+}
+
+#[tokio::test]
+async fn sqlite_missing_and_invalid_keys_are_400() {
+    missing_and_invalid_keys_are_400(sqlite().await).await;
 }
 
 #[tokio::test]

@@ -23,13 +23,17 @@
 //! assert!(serde_json::from_str::<CreatePayment>(r#"{"amount": "1O0"}"#).is_err());
 //! ```
 //!
-//! **Exactness.** Strings and integers are always exact (up to `Decimal`'s 28 significant
-//! digits: more is an error, never a silent rounding). A JSON number with a fraction or exponent
-//! is exact when `serde_json`'s `arbitrary_precision` feature is on (its text is parsed); without
-//! it `serde_json` has already parsed it as an `f64`, whose shortest round-trip text is used:
-//! exact for up to 15 significant digits (every realistic amount), possibly off in the 16th and
-//! 17th. Send longer amounts as strings. (The request *fingerprint* is unaffected: the derive
-//! hashes the parsed `Decimal`, the tower layer the raw body.)
+//! **Exactness.** Strings are always exact (up to `Decimal`'s 28 significant digits: more is an
+//! error, never a silent rounding), and so are JSON integers that fit an `i64` or `u64`. Any other
+//! JSON number is exact when `serde_json`'s `arbitrary_precision` feature is on (its text is
+//! parsed); without it `serde_json` has already parsed it as an `f64`, whose shortest round-trip
+//! text is used: exact for up to 15 significant digits (every realistic amount), possibly off in
+//! the 16th and 17th. From 2^53 on (about 9.007e15) an `f64` no longer holds every integer, so
+//! such a number — an integer past `u64`, such as a 25-digit one, or `1e20` — is refused rather
+//! than rounded: two amounts 1 apart would otherwise arrive as one, and hash as one request. A
+//! number below the `f64` range (`1e-400`) arrives as `0`, which nothing here can tell from a
+//! real `0`. Send long or extreme amounts as strings. The derive hashes the parsed `Decimal`
+//! (the tower layer the raw body, exactly), so what is lost here is lost to the fingerprint too.
 
 use core::fmt;
 
@@ -79,6 +83,10 @@ pub fn option_decimal<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Decimal>
 
 struct DecimalVisitor;
 
+/// 2^53: from here on an `f64` no longer holds every integer, so a JSON number that reached us as
+/// one may have lost digits.
+const F64_EXACT_INTEGERS: f64 = 9_007_199_254_740_992.0;
+
 fn parse<E: de::Error>(text: &str) -> Result<Decimal, E> {
     let parsed = if text.contains(['e', 'E']) {
         Decimal::from_scientific(text)
@@ -125,6 +133,12 @@ impl<'de> Visitor<'de> for DecimalVisitor {
     fn visit_f64<E: de::Error>(self, v: f64) -> Result<Decimal, E> {
         if !v.is_finite() {
             return Err(E::custom(format_args!("{v} is not a decimal number")));
+        }
+        if v.abs() >= F64_EXACT_INTEGERS {
+            // serde_json hands integers past u64 over as a rounded f64: refused, not rounded.
+            return Err(E::custom(format_args!(
+                "a JSON number of {v:e} cannot be read exactly (an f64 holds every integer only up to 2^53): send it as a string, e.g. \"12345678901234567890123\""
+            )));
         }
         // Rust's `Display` of an f64 is its shortest round-trip text, never in exponent form.
         parse(&v.to_string())
@@ -215,9 +229,35 @@ mod tests {
             r#"{"amount":[1]}"#,
             r#"{"amount":{"a":1}}"#,
             r#"{"amount":"123456789012345678901234567890.1"}"#,
+            // Past u64: serde_json rounds them to an f64 (both read 1234567890123456800000000).
+            r#"{"amount":1234567890123456789012345}"#,
+            r#"{"amount":1234567890123456789012346}"#,
+            r#"{"amount":-1234567890123456789012345}"#,
+            r#"{"amount":9007199254740992.5}"#,
+            r#"{"amount":1e20}"#,
+            r#"{"amount":1e400}"#,
         ] {
             assert!(amount(bad).is_err(), "{bad}");
         }
+        // Below 2^53 an f64 is still exact for what fits 15 digits; as strings, anything fits.
+        assert_eq!(
+            amount(r#"{"amount":123456789012.345}"#).unwrap(),
+            Decimal::from_str("123456789012.345").unwrap()
+        );
+        assert_eq!(
+            amount(r#"{"amount":9.007199254740e15}"#).unwrap(),
+            Decimal::from(9_007_199_254_740_000_i64)
+        );
+        assert_eq!(
+            amount(r#"{"amount":"1234567890123456789012345"}"#)
+                .unwrap()
+                .to_string(),
+            "1234567890123456789012345"
+        );
+        let msg = amount(r#"{"amount":1234567890123456789012345}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("send it as a string"), "{msg}");
         let msg = amount(r#"{"amount":"abc"}"#).unwrap_err().to_string();
         assert!(msg.contains("not an exact decimal"), "{msg}");
     }

@@ -24,8 +24,10 @@ pub(crate) enum Captured {
 }
 
 /// Reads `body` until its end or until more than `limit` bytes were read. Trailers are dropped.
-pub(crate) async fn capture(mut body: Body, limit: usize) -> Captured {
-    if body.size_hint().lower() > limit as u64 {
+/// A body whose size hint is already over the limit is not read at all, unless `read_ahead` asks
+/// for its first bytes (to look for the business number in them).
+pub(crate) async fn capture(mut body: Body, limit: usize, read_ahead: bool) -> Captured {
+    if !read_ahead && body.size_hint().lower() > limit as u64 {
         return Captured::Over {
             prefix: Vec::new(),
             rest: body,
@@ -63,6 +65,7 @@ pub(crate) async fn read_rest(prefix: Vec<Bytes>, rest: Body) -> Result<Bytes, C
 }
 
 pub(crate) fn concat(mut chunks: Vec<Bytes>) -> Bytes {
+    chunks.retain(|c| !c.is_empty());
     match chunks.len() {
         0 => Bytes::new(),
         1 => chunks.pop().unwrap_or_default(),

@@ -103,8 +103,10 @@ impl Clone for Config {
 /// The layer sees no typed response: the business number is read from the top-level member
 /// [`biz_no_field`](Self::biz_no_field) (`"id"` by default) of a JSON response body. It supports
 /// `exact_replay` and `suppress_only`; having no lookup, it replays `latest_state` exactly.
-/// A response body over the snapshot limit is read whole to find the business number, then
-/// stored as `{"<biz_no_field>": "<biz_no>"}`.
+/// A response body over the snapshot limit is stored as `{"<biz_no_field>": "<biz_no>"}`: the
+/// business number is looked for in the part of the body already read (the limit and one chunk)
+/// and, found there, the rest is streamed to the caller unread; otherwise the body is read whole
+/// to find it (and stored whole without one).
 ///
 /// The operation (part of the scoped key) is [`operation`](Self::operation) if set, otherwise
 /// `"<METHOD> <path>"` of the request: the request path, not the route template, because the

@@ -7,7 +7,7 @@ use bytes::Bytes;
 use http::header::{CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 
-use super::body::{Captured, capture, read_rest, rejoin};
+use super::body::{Captured, capture, concat, read_rest, rejoin};
 use super::{IDEMPOTENCY_STATUS, IDEMPOTENT_REPLAYED, IDEMPOTENT_SNAPSHOT};
 use crate::engine::problem::{self, Problem};
 use crate::engine::{Disposition, IdempotencyError, Settlement, biz_no_body, key_fields_body};
@@ -191,6 +191,7 @@ pub(crate) async fn settle<H: AsRef<str>>(
     let (parts, body) = resp.into_parts();
     let status = parts.status.as_u16();
     let headers = snapshot_headers(&parts.headers, terms.replay_headers);
+    let biz_no = biz_no.and_then(storable);
     let store = |body: Vec<u8>, headers, biz_no: Option<String>| {
         Settlement::Store(Completion {
             outcome,
@@ -208,7 +209,10 @@ pub(crate) async fn settle<H: AsRef<str>>(
             None
         }
     };
-    let whole = match capture(body, terms.limit).await {
+    // The layer reads the business number from the body: from its first bytes when it is over
+    // the limit, so that a body whose number comes early is streamed like a handler's.
+    let read_ahead = biz_no.is_none() && terms.biz_no_from_body;
+    let whole = match capture(body, terms.limit, read_ahead).await {
         Captured::Whole(bytes) => {
             let biz_no = biz_no.or_else(|| from_body(&bytes));
             let settlement = store(bytes.to_vec(), headers, biz_no);
@@ -218,7 +222,11 @@ pub(crate) async fn settle<H: AsRef<str>>(
             let resp = Response::from_parts(parts, rejoin(prefix, None, Some(error)));
             return (Settlement::Abandon, resp);
         }
-        Captured::Over { prefix, rest } => match biz_no {
+        Captured::Over { prefix, rest } => match biz_no.or_else(|| {
+            // At most the limit and one chunk: the part already read.
+            let read = read_ahead.then(|| concat(prefix.clone()))?;
+            biz_no_in_json(&read, terms.biz_no_field)
+        }) {
             Some(biz_no) => {
                 let settlement = store(
                     key_fields_body(terms.biz_no_field, &biz_no, &terms.key_fields),
@@ -233,7 +241,8 @@ pub(crate) async fn settle<H: AsRef<str>>(
             None => read_rest(prefix, rest).await,
         },
     };
-    // Over the limit and no business number known yet: the body was read whole.
+    // Over the limit and no business number known (nor, for the layer, in its first bytes): the
+    // body was read whole.
     match whole {
         Ok(bytes) => {
             let settlement = match from_body(&bytes) {
@@ -270,12 +279,155 @@ fn truncated_headers(mut headers: Vec<(String, Vec<u8>)>) -> Vec<(String, Vec<u8
 }
 
 /// The top-level member `field` of a JSON object body, as text (strings as they are, numbers as
-/// written).
+/// written; the first, if it occurs twice), read from the start of `body`, which may be only the
+/// start of the response: the member is found as soon as its value has been read, whatever
+/// follows. Nothing but that value is kept in memory (other members are skipped, not parsed into
+/// a tree).
 pub(crate) fn biz_no_in_json(body: &[u8], field: &str) -> Option<String> {
-    let value: serde_json::Value = serde_json::from_slice(body).ok()?;
-    match value.get(field)? {
-        serde_json::Value::String(s) => Some(s.clone()),
-        serde_json::Value::Number(n) => Some(n.to_string()),
-        _ => None,
+    use serde::Deserializer as _;
+    let mut found = None;
+    let mut de = serde_json::Deserializer::from_slice(body);
+    // Ends in an error of its own once the member is read (the rest may not have arrived), at
+    // the cut, or at malformed JSON: `found` says whether the member came first.
+    let _ = (&mut de).deserialize_map(FindMember {
+        field,
+        found: &mut found,
+    });
+    found.and_then(storable)
+}
+
+/// The largest business number every store keeps: MariaDB/MySQL's `TEXT` holds 65,535 bytes.
+const MAX_BIZ_NO_BYTES: usize = 65_535;
+
+/// `biz_no` if every store can keep it: not over [`MAX_BIZ_NO_BYTES`], no U+0000 (which
+/// PostgreSQL's `TEXT` refuses). Otherwise the completion would fail on every attempt on that
+/// backend (the result never stored, retries answered `409`, then the handler run again after
+/// each lease), for a business number echoed from a client's input. Left out on every backend
+/// alike, the snapshot is stored without it and replayed exactly (a `suppress_only` or
+/// `latest_state` replay of a record without one is exact too).
+fn storable(biz_no: String) -> Option<String> {
+    if biz_no.len() <= MAX_BIZ_NO_BYTES && !biz_no.contains('\0') {
+        return Some(biz_no);
+    }
+    tracing::warn!(
+        target: "idem",
+        bytes = biz_no.len(),
+        "a business number over 65,535 bytes or holding U+0000 cannot be stored by every \
+         backend: the snapshot is stored without it"
+    );
+    None
+}
+
+/// Looks for the member `field` among the members of a JSON object.
+struct FindMember<'a> {
+    field: &'a str,
+    found: &'a mut Option<String>,
+}
+
+impl<'de> serde::de::Visitor<'de> for FindMember<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "a JSON object with a member `{}`", self.field)
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while let Some(name) = map.next_key::<String>()? {
+            if name != self.field {
+                map.next_value::<serde::de::IgnoredAny>()?;
+                continue;
+            }
+            *self.found = match map.next_value::<serde_json::Value>()? {
+                serde_json::Value::String(s) => Some(s),
+                // A number ends where the input does, which may be a cut through its digits:
+                // trusted only once what follows it (the next name, or the object's end) is read.
+                serde_json::Value::Number(n) => map
+                    .next_key::<serde::de::IgnoredAny>()
+                    .ok()
+                    .map(|_| n.to_string()),
+                _ => None,
+            };
+            return Err(serde::de::Error::custom("the business number is read"));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::biz_no_in_json;
+
+    #[test]
+    fn business_number_of_a_json_body() {
+        assert_eq!(
+            biz_no_in_json(br#"{"id":"pay_1","a":[1]}"#, "id").as_deref(),
+            Some("pay_1")
+        );
+        assert_eq!(
+            biz_no_in_json(br#"{"a":{"id":"inner"},"id":7}"#, "id").as_deref(),
+            Some("7")
+        );
+        assert_eq!(
+            biz_no_in_json(br#"{"id":1.50}"#, "id").as_deref(),
+            Some("1.5")
+        );
+        assert_eq!(
+            biz_no_in_json(br#"{"id":"first","id":"second"}"#, "id").as_deref(),
+            Some("first")
+        );
+        // What not every store can keep is no business number.
+        assert_eq!(biz_no_in_json(br#"{"id":"a\u0000b"}"#, "id"), None);
+        let longest = format!(r#"{{"id":"{}"}}"#, "r".repeat(65_535));
+        assert_eq!(
+            biz_no_in_json(longest.as_bytes(), "id").map(|b| b.len()),
+            Some(65_535)
+        );
+        let over = format!(r#"{{"id":"{}é"}}"#, "r".repeat(65_534));
+        assert_eq!(biz_no_in_json(over.as_bytes(), "id"), None);
+        for none in [
+            &br#"{"id":null}"#[..],
+            br#"{"id":{"x":1}}"#,
+            br#"["id"]"#,
+            b"id",
+            b"",
+            br#"{"a":1}"#,
+        ] {
+            assert_eq!(
+                biz_no_in_json(none, "id"),
+                None,
+                "{}",
+                String::from_utf8_lossy(none)
+            );
+        }
+    }
+
+    #[test]
+    fn the_start_of_a_body_is_enough() {
+        // Cut anywhere after the member's value: found; before it ends: not.
+        let body = br#"{"status":"ok","id":"exp_1","rows":["a","b","c"]}"#;
+        let end_of_id = body.windows(7).position(|w| w == b"\"exp_1\"").unwrap() + 7;
+        for cut in 0..body.len() {
+            let expected = (cut >= end_of_id).then_some("exp_1");
+            assert_eq!(
+                biz_no_in_json(&body[..cut], "id").as_deref(),
+                expected,
+                "cut at {cut}"
+            );
+        }
+        // A number may be cut through its digits: only trusted once what follows it is read.
+        let body = br#"{"id":12345,"rows":[1,2]}"#;
+        let after_next_name = body.windows(6).position(|w| w == b"\"rows\"").unwrap() + 6;
+        for cut in 0..body.len() {
+            let expected = (cut >= after_next_name).then_some("12345");
+            assert_eq!(
+                biz_no_in_json(&body[..cut], "id").as_deref(),
+                expected,
+                "cut at {cut}"
+            );
+        }
+        assert_eq!(
+            biz_no_in_json(br#"{"id":12345}"#, "id").as_deref(),
+            Some("12345")
+        );
     }
 }

@@ -24,8 +24,9 @@ const KEY_HASH_DOMAIN: &[u8] = b"idem.scoped-key.v2\0";
 ///   user `c` and tenant `a` + user `b:c` differ, and so do `["t"]` and `["t", ""]`, or
 ///   `["t", "a:b"]` and `["t", "a", "b"]`.
 /// * [`ScopedKey::readable`]: the parts joined by `:`, with `%` and `:` percent-escaped inside
-///   each part (`%25`, `%3A`); the last two are the operation and the client key. Also
-///   injective, stored beside the hash for operators.
+///   each part (`%25`, `%3A`), and control characters too (each UTF-8 byte as `%XX`: a NUL is
+///   `%00`); the last two are the operation and the client key. Also injective, stored beside
+///   the hash for operators (column `idem_key`, in clear); nothing is decided by it.
 ///
 /// Only the client key is validated, because only it comes from the client: 1 to 255
 /// characters, no control characters.
@@ -142,8 +143,8 @@ impl ScopedKey {
         &self.hash
     }
 
-    /// The operator-readable form: `<scope parts>:operation:client_key`, `%` and `:` escaped
-    /// inside each part.
+    /// The operator-readable form: `<scope parts>:operation:client_key`, `%`, `:` and control
+    /// characters escaped inside each part.
     pub fn readable(&self) -> &str {
         &self.readable
     }
@@ -186,6 +187,15 @@ fn escape_part(part: &str, out: &mut String) {
         match c {
             '%' => out.push_str("%25"),
             ':' => out.push_str("%3A"),
+            // Unreadable, and PostgreSQL's `TEXT` refuses U+0000: each UTF-8 byte as `%XX`.
+            c if c.is_control() => {
+                const HEX: &[u8; 16] = b"0123456789ABCDEF";
+                for b in c.encode_utf8(&mut [0; 4]).bytes() {
+                    out.push('%');
+                    out.push(char::from(HEX[usize::from(b >> 4)]));
+                    out.push(char::from(HEX[usize::from(b & 0xf)]));
+                }
+            }
             c => out.push(c),
         }
     }
@@ -211,6 +221,15 @@ mod tests {
         let c = key("a%3Ab", "c", "op", "k");
         assert_ne!(a.readable(), c.readable());
         assert_eq!(c.readable(), "a%253Ab:c:op:k");
+    }
+
+    #[test]
+    fn control_characters_are_escaped_in_the_readable_form() {
+        let k = key("t\0\n", "u\u{85}\u{7f}", "op", "k");
+        assert_eq!(k.readable(), "t%00%0A:u%C2%85%7F:op:k");
+        // Printable non-ASCII stays as it is; an escape typed literally is escaped again.
+        assert_eq!(key("é中", "%00", "op", "k").readable(), "é中:%2500:op:k");
+        assert_ne!(key("\0", "", "op", "k"), key("%00", "", "op", "k"));
     }
 
     #[test]
@@ -266,8 +285,9 @@ mod tests {
     const PINNED_HASH: &str = "4c2d816c9f0ef325ac24606b4d88a9730fafe2d344c2895e6d7ef785129d8f1b";
 
     fn part() -> impl Strategy<Value = String> {
-        // Small alphabet full of separators and escape characters, so collisions would show up.
-        proptest::string::string_regex("[a:%3Ab]{0,6}").unwrap()
+        // Small alphabet full of separators, escape characters and control characters (escaped
+        // in the readable form), so collisions would show up.
+        proptest::string::string_regex("[a:%3Ab\\x00\\n]{0,6}").unwrap()
     }
 
     fn client() -> impl Strategy<Value = String> {
