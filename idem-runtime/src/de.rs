@@ -1,8 +1,11 @@
 //! serde helpers for request types (feature `decimal`).
 //!
-//! `rust_decimal`'s `serde-str` form (the one idem enables) accepts only strings, while payment
-//! APIs commonly accept `"amount": 100.10` as well as `"amount": "100.10"`. [`decimal`] and
-//! [`option_decimal`] accept both, exactly:
+//! idem enables none of `rust_decimal`'s serde features (cargo would unify them into the
+//! application's, changing how its own `Decimal`s deserialize): what a `Decimal` field accepts is
+//! the application's choice — `serde-str` accepts only strings, `serde` strings and numbers through
+//! an `f64` — while payment APIs commonly accept `"amount": 100.10` as well as
+//! `"amount": "100.10"`, and must never round. [`decimal`] and [`option_decimal`] accept both,
+//! exactly, whatever features the application chose:
 //!
 //! ```
 //! use rust_decimal::Decimal;
