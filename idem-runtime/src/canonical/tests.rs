@@ -133,6 +133,40 @@ fn numbers_are_exact_decimals() {
     assert_eq!(ok(r#"{"v":"1.0"}"#, &spec), r#"{"v":"1.0"}"#);
 }
 
+/// Found by the `canonical_slice` fuzz target (`docs/reliability.md`): an exponent beyond
+/// `i64` saturated to `i64::MIN` once the fraction's digits were subtracted, and negating it
+/// overflowed (a panic; without overflow checks, a request for 2^63 zeros, which aborts the
+/// process). Such a number is out of range like any other too small to write out.
+#[test]
+fn exponent_beyond_i64_is_out_of_range() {
+    let spec = Spec::new().field("", ValueSpec::Any);
+    let e = canonicalize_slice(br#"{"":[0.5e-12312711517028340452]}"#, &spec).unwrap_err();
+    assert_eq!(
+        (e.kind(), e.path()),
+        ("number_out_of_range", Some("$[\"\"][0]"))
+    );
+    for text in [
+        "1.2e-9223372036854775808",
+        "1.23e-99999999999999999999",
+        "0.50e-99999999999999999999",
+    ] {
+        let e = err(&format!(r#"{{"v":"{text}"}}"#), &one(ValueSpec::Decimal));
+        assert_eq!(
+            (e.kind(), e.path()),
+            ("number_out_of_range", Some("$.v")),
+            "{text}"
+        );
+        let e = canonicalize_slice(
+            format!(r#"{{"v":{text}}}"#).as_bytes(),
+            &one(ValueSpec::Any),
+        );
+        assert_eq!(e.unwrap_err().kind(), "number_out_of_range", "{text}");
+    }
+    let mut out = Vec::new();
+    let e = crate::CanonicalWriter::new(&mut out).number_text("1.5e-99999999999999999999");
+    assert_eq!(e.unwrap_err().kind(), "number_out_of_range");
+}
+
 #[test]
 fn decimal_accepts_numbers_and_decimal_strings() {
     let spec = one(ValueSpec::Decimal);
