@@ -121,10 +121,11 @@ pub fn canonical_slice(data: &[u8]) {
     }
 }
 
-/// `canonical_differential`: when serde_json (without `arbitrary_precision`) parses the bytes:
+/// `canonical_differential`: the raw path's strict parser and serde_json (without
+/// `arbitrary_precision`) accept the same bytes, apart from duplicate member names (serde_json
+/// keeps the last occurrence), numbers beyond `f64` (serde_json refuses them) and serde_json's
+/// depth limit (128); and when serde_json parses the bytes:
 ///
-/// * the raw path's strict parser accepts them too, apart from duplicate member names (which
-///   serde_json resolves to the last occurrence) and its depth limit;
 /// * under every setup, the `Value` path equals the raw path over serde_json's own serialization
 ///   of the value (`canonicalize(&v) == canonicalize_slice(to_vec(&v))`, results and errors
 ///   alike);
@@ -134,17 +135,33 @@ pub fn canonical_slice(data: &[u8]) {
 ///   kind (and path, except `too_deep`, found in text order by the raw parser and in name order
 ///   by the `Value` path).
 pub fn canonical_differential(data: &[u8]) {
-    let Ok(value) = serde_json::from_slice::<Value>(data) else {
-        return;
-    };
+    // The raw parser alone: an empty spec drops every member, a top-level value that is not an
+    // object is refused after parsing.
     let parsed = Canonicalizer::new()
         .max_depth(Canonicalizer::MAX_MAX_DEPTH)
         .canonicalize_slice(data, &Spec::new());
+    let raw_parses = match &parsed {
+        Ok(_) => true,
+        Err(e) => e.kind() == "unexpected_type",
+    };
+    let value = match serde_json::from_slice::<Value>(data) {
+        Ok(value) => value,
+        Err(e) => {
+            let reason = e.to_string();
+            assert!(
+                !raw_parses
+                    || reason.starts_with("number out of range")
+                    || reason.starts_with("recursion limit exceeded"),
+                "the raw parser accepts what serde_json refuses: {reason}"
+            );
+            return;
+        }
+    };
     let duplicates = match &parsed {
-        Ok(_) => false,
-        Err(e) if e.kind() == "unexpected_type" => false, // not an object: parsed all the same
+        _ if raw_parses => false,
         Err(e) if e.kind() == "duplicate_member" => true,
         Err(e) => panic!("serde_json accepts what the raw parser refuses: {e}"),
+        Ok(_) => unreachable!(),
     };
     let reserialized = serde_json::to_vec(&value).expect("a Value serializes");
     let comparable = !duplicates && number_tokens(data).iter().all(|n| number_is_exact(n));
