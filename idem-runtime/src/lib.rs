@@ -27,3 +27,9 @@ pub use fingerprint::{Canonical, CanonicalWriter, Fingerprint, RequestHash};
 /// Items used by the code that idem's macros generate. Not a public API: no semver guarantees.
 #[doc(hidden)]
 pub mod __private;
+
+/// Entry points for the fuzz targets in `fuzz/` (feature `fuzzing`). Not a public API: no semver
+/// guarantees.
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod __fuzz;

@@ -20,9 +20,11 @@
 //! ```
 //!
 //! Which entry point: [`canonicalize_slice`] for a body as received (exact for every number);
-//! [`canonicalize`] when only a `serde_json::Value` is at hand — it gives the same bytes for every
-//! number an `f64`, `i64` or `u64` holds exactly, but serde_json (without its
-//! `arbitrary_precision` feature) has already rounded longer decimals to `f64` when parsing.
+//! [`canonicalize`] when only a `serde_json::Value` is at hand — it gives the same bytes for
+//! integers within `i64`/`u64` and for decimals that are the shortest text of their `f64` (`0.1`,
+//! `100.25`), but serde_json (without its `arbitrary_precision` feature) has already rounded other
+//! numbers to `f64` when parsing, and an `f64` is written by its shortest text:
+//! `18446744073709551616` (2^64) comes out as `18446744073709552000`.
 
 mod apply;
 pub(crate) mod datetime;
@@ -245,8 +247,9 @@ impl Canonicalizer {
 /// The canonical JSON text of `value` (which must be an object) restricted to `spec`'s
 /// whitelist, with the default [`Canonicalizer`].
 ///
-/// Numbers are taken from the `Value` as they are: exact for integers and for decimals an `f64`
-/// holds exactly; use [`canonicalize_slice`] on the raw body for long decimals.
+/// Numbers are taken from the `Value` as they are: integers exactly, floats by their shortest
+/// round-trip text (`0.1`, not the exact value of the `f64` nearest to it); use
+/// [`canonicalize_slice`] on the raw body for long decimals and integers beyond `u64`.
 ///
 /// ```
 /// use idem_runtime::canonical::{Spec, ValueSpec, canonicalize};

@@ -175,12 +175,13 @@ pub(crate) fn write_number_text<O: Sink + ?Sized>(
     let trail = (lead..total).rev().take_while(|&i| at(i) == b'0').count();
     exp = exp.saturating_add(trail as i64);
     let len = total - lead - trail;
+    // `unsigned_abs`: the saturated `exp` may be `i64::MIN`, which `-exp` overflows.
     let zeros = if exp >= 0 {
-        exp
+        exp.unsigned_abs()
     } else {
-        (-exp).saturating_sub(len as i64)
+        exp.unsigned_abs().saturating_sub(len as u64)
     };
-    if zeros > MAX_ZEROS {
+    if zeros > MAX_ZEROS.unsigned_abs() {
         return Err(CanonicalError::NumberOutOfRange {
             path: String::new(),
             text: truncate(text),

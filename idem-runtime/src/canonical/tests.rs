@@ -133,6 +133,81 @@ fn numbers_are_exact_decimals() {
     assert_eq!(ok(r#"{"v":"1.0"}"#, &spec), r#"{"v":"1.0"}"#);
 }
 
+/// The `Value` path writes an `f64` by its shortest text, even one that holds the number exactly
+/// (`docs/fingerprint.md`; the accept/refuse and byte differences the `canonical_differential`
+/// fuzz target allows are those of numbers like these and of duplicate member names).
+#[test]
+fn value_path_writes_floats_by_their_shortest_text() {
+    let spec = one(ValueSpec::Any);
+    for (input, raw, by_value) in [
+        (
+            "18446744073709551616",
+            "18446744073709551616",
+            "18446744073709552000",
+        ),
+        (
+            "0.1000000000000000055511151231257827021181583404541015625",
+            "0.1000000000000000055511151231257827021181583404541015625",
+            "0.1",
+        ),
+    ] {
+        let body = format!(r#"{{"v":{input}}}"#);
+        let value: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(
+            canonicalize_slice(body.as_bytes(), &spec).unwrap(),
+            format!(r#"{{"v":{raw}}}"#)
+        );
+        assert_eq!(
+            canonicalize(&value, &spec).unwrap(),
+            format!(r#"{{"v":{by_value}}}"#)
+        );
+    }
+    // A duplicate member name: the raw path refuses the body, a `Value` keeps the last one.
+    let body = r#"{"v":[[1]],"v":2}"#;
+    let value: serde_json::Value = serde_json::from_str(body).unwrap();
+    assert_eq!(canonicalize(&value, &spec).unwrap(), r#"{"v":2}"#);
+    let strict = Canonicalizer::new().max_depth(2);
+    let e = strict
+        .canonicalize_slice(body.as_bytes(), &spec)
+        .unwrap_err();
+    assert_eq!((e.kind(), e.path()), ("too_deep", Some("$.v[0]")));
+    assert_eq!(strict.canonicalize(&value, &spec).unwrap(), r#"{"v":2}"#);
+}
+
+/// Found by the `canonical_slice` fuzz target (`docs/reliability.md`): an exponent beyond
+/// `i64` saturated to `i64::MIN` once the fraction's digits were subtracted, and negating it
+/// overflowed (a panic; without overflow checks, a request for 2^63 zeros, which aborts the
+/// process). Such a number is out of range like any other too small to write out.
+#[test]
+fn exponent_beyond_i64_is_out_of_range() {
+    let spec = Spec::new().field("", ValueSpec::Any);
+    let e = canonicalize_slice(br#"{"":[0.5e-12312711517028340452]}"#, &spec).unwrap_err();
+    assert_eq!(
+        (e.kind(), e.path()),
+        ("number_out_of_range", Some("$[\"\"][0]"))
+    );
+    for text in [
+        "1.2e-9223372036854775808",
+        "1.23e-99999999999999999999",
+        "0.50e-99999999999999999999",
+    ] {
+        let e = err(&format!(r#"{{"v":"{text}"}}"#), &one(ValueSpec::Decimal));
+        assert_eq!(
+            (e.kind(), e.path()),
+            ("number_out_of_range", Some("$.v")),
+            "{text}"
+        );
+        let e = canonicalize_slice(
+            format!(r#"{{"v":{text}}}"#).as_bytes(),
+            &one(ValueSpec::Any),
+        );
+        assert_eq!(e.unwrap_err().kind(), "number_out_of_range", "{text}");
+    }
+    let mut out = Vec::new();
+    let e = crate::CanonicalWriter::new(&mut out).number_text("1.5e-99999999999999999999");
+    assert_eq!(e.unwrap_err().kind(), "number_out_of_range");
+}
+
 #[test]
 fn decimal_accepts_numbers_and_decimal_strings() {
     let spec = one(ValueSpec::Decimal);

@@ -52,7 +52,7 @@ use crate::fingerprint::RequestHash;
 
 mod clock;
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
-mod codec;
+pub(crate) mod codec;
 mod error;
 mod key;
 mod memory;

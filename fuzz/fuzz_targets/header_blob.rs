@@ -1,0 +1,4 @@
+//! `idem_fuzz::header_blob`: the properties are documented there.
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| idem_fuzz::header_blob(data));
