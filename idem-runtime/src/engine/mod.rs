@@ -81,6 +81,7 @@ pub use config::{
     DEFAULT_TTL, HandlerConfig, Idem, default_timeout,
 };
 pub use error::{IdempotencyError, InvalidKey};
+#[cfg(feature = "axum")]
 pub(crate) use flow::{Front, Settlement, Terms, execute};
 pub use key::{parse_header_key, validate_key};
 pub use once::run_once;
