@@ -95,12 +95,18 @@ fn judge(what: &str, answers: &[Result<Response, Failure>]) -> String {
     }
     let mut kinds: Vec<String> = wrong
         .iter()
-        .map(|w| w.chars().take(160).collect())
+        .map(|w| w.chars().take(400).collect())
         .collect();
     kinds.dedup();
+    let store_unavailable = wrong
+        .iter()
+        .filter(|w| w.contains("store-unavailable"))
+        .count();
     assert!(
         wrong.is_empty(),
-        "{what}: {} answers neither 409 nor the replay, e.g.:\n{}",
+        "{what}: {} answers neither 409 nor the replay ({store_unavailable} of them 503 \
+         store-unavailable: claims that waited for a pool connection longer than the engine's \
+         store timeout, 2 s, which happens when the machine's CPUs are saturated), e.g.:\n{}",
         wrong.len(),
         kinds.into_iter().take(10).collect::<Vec<_>>().join("\n")
     );
