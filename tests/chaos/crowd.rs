@@ -25,10 +25,14 @@ use super::{Knobs, report};
 /// The longest a client waits between two tries after `409` or `503` (it honours `Retry-After`,
 /// capped: the lease of a killed holder would make it wait up to 10 s).
 const RETRY_CAP: Duration = Duration::from_millis(250);
-/// A request without an answer by then is given up (and retried): a hang detector per request.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(15);
+/// A client gives up a request without an answer by then, and retries (elsewhere, probably): a
+/// request to a frozen process is not waited for. Beyond the longest answer of a live process
+/// (the engine's 2 s store timeout, twice, plus the handler).
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 /// Tries of one client before it reports the key as never answered.
 const MAX_TRIES: u32 = 2_000;
+/// The example's lease (`lease = "10s"`): a freeze lasts longer.
+const FREEZE: Duration = Duration::from_secs(10);
 
 /// What one run does.
 #[derive(Debug, Clone, Copy)]
@@ -39,6 +43,8 @@ pub struct Plan {
     pub delay_ms: u64,
     /// Kill and restart processes during the run.
     pub kills: bool,
+    /// Freeze processes past their lease and thaw them during the run.
+    pub freezes: bool,
     /// The chance that a try hangs up instead of waiting for its answer.
     pub hang_ups: f64,
 }
@@ -64,6 +70,8 @@ pub struct Tally {
     pub cut_after: AtomicU64,
     pub cut_after_answer: AtomicU64,
     pub kills: AtomicU64,
+    pub startup_kills: AtomicU64,
+    pub freezes: AtomicU64,
     pub replay_requests: AtomicU64,
     pub replay_reruns: AtomicU64,
 }
@@ -107,7 +115,7 @@ impl fmt::Display for Tally {
             "requests {} (2xx {} ran + {} replayed, 409 {}, 503 {} [store-unavailable {}, \
              timed-out {}, database-unavailable {}, other {}], 429 {}, 500 {}, other {}; \
              refused {}, broken {}, timed out {}; hung up {} mid-request, {} after sending, {} \
-             after the answer), kills {}",
+             after the answer), kills {} (+{} while starting), freezes past the lease {}",
             get(&self.requests),
             get(&self.fresh),
             get(&self.replayed),
@@ -127,6 +135,8 @@ impl fmt::Display for Tally {
             get(&self.cut_after),
             get(&self.cut_after_answer),
             get(&self.kills),
+            get(&self.startup_kills),
+            get(&self.freezes),
         )
     }
 }
@@ -189,6 +199,10 @@ struct Run {
     successes: Mutex<Vec<Option<Success>>>,
     tally: Tally,
     violations: Mutex<Vec<String>>,
+    /// Held while a process is killed and restarted, or frozen: one fault at a time.
+    faults: tokio::sync::Mutex<()>,
+    /// The process frozen now (never killed meanwhile).
+    frozen: Mutex<Option<usize>>,
 }
 
 impl Run {
@@ -369,17 +383,56 @@ async fn client(run: Arc<Run>, jobs: Arc<Mutex<Jobs>>, mut rng: Rng) {
 
 /// Kills a random process with `SIGKILL` every 0.2-1.2 s until the deadline, and restarts it
 /// 0-0.4 s later on its port.
+/// One time in five the restarted process is killed again while it starts (migrations, tables),
+/// and started once more.
 async fn killer(run: Arc<Run>, fleet: Arc<Fleet>, deadline: Instant, mut rng: Rng) {
     loop {
         tokio::time::sleep(Duration::from_millis(rng.between(200, 1_200))).await;
         if Instant::now() >= deadline {
             return;
         }
+        let _faults = run.faults.lock().await;
         let i = rng.below(fleet.len() as u64) as usize;
+        if *run.frozen.lock().unwrap() == Some(i) {
+            continue;
+        }
         fleet.kill(i);
         add(&run.tally.kills);
         tokio::time::sleep(Duration::from_millis(rng.between(0, 400))).await;
+        if rng.chance(0.2) {
+            fleet.spawn(i);
+            tokio::time::sleep(Duration::from_millis(rng.between(0, 150))).await;
+            fleet.kill(i);
+            add(&run.tally.startup_kills);
+        }
         fleet.restart(i).await;
+    }
+}
+
+/// Freezes a random process with `SIGSTOP` past its lease (10 s + 0.5-2 s), so that the others
+/// take its running operations over, then thaws it with `SIGCONT`: every handler it was running
+/// becomes a zombie at once (S23). The first freeze starts in the first half of the run, the next
+/// ones 2-20 s after the previous thaw, until the deadline.
+async fn freezer(run: Arc<Run>, fleet: Arc<Fleet>, deadline: Instant, mut rng: Rng) {
+    let half = deadline.saturating_duration_since(Instant::now()) / 2;
+    let mut pause = Duration::from_millis(rng.below(half.as_millis() as u64 + 1));
+    loop {
+        if Instant::now() + pause >= deadline {
+            return;
+        }
+        tokio::time::sleep(pause).await;
+        let i = {
+            let _faults = run.faults.lock().await;
+            let i = rng.below(fleet.len() as u64) as usize;
+            fleet.signal(i, "STOP");
+            *run.frozen.lock().unwrap() = Some(i);
+            i
+        };
+        add(&run.tally.freezes);
+        tokio::time::sleep(FREEZE + Duration::from_millis(rng.between(500, 2_000))).await;
+        fleet.signal(i, "CONT");
+        *run.frozen.lock().unwrap() = None;
+        pause = Duration::from_millis(rng.between(2_000, 20_000));
     }
 }
 
@@ -575,6 +628,8 @@ pub async fn run(plan: Plan, knobs: &Knobs) {
         addrs: fleet.addrs(),
         tally: Tally::default(),
         violations: Mutex::new(Vec::new()),
+        faults: tokio::sync::Mutex::new(()),
+        frozen: Mutex::new(None),
     });
     let deadline = Instant::now() + Duration::from_secs(knobs.seconds);
     let jobs = Arc::new(Mutex::new(Jobs {
@@ -590,6 +645,10 @@ pub async fn run(plan: Plan, knobs: &Knobs) {
     if plan.kills {
         let killing = killer(run.clone(), fleet.clone(), deadline, rng.fork());
         tasks.push(tokio::spawn(killing));
+    }
+    if plan.freezes {
+        let freezing = freezer(run.clone(), fleet.clone(), deadline, rng.fork());
+        tasks.push(tokio::spawn(freezing));
     }
     // A hang detector, far beyond any wait of a correct run (a killed holder's lease is 10 s).
     let bound = Duration::from_secs(knobs.seconds + 240);
@@ -612,8 +671,8 @@ pub async fn run(plan: Plan, knobs: &Knobs) {
     let database = check_database(&run, &db).await;
     report(&format!(
         "chaos {} [{}]: {} processes, {} keys, {} clients, PAYMENTS_DELAY_MS={}, seed {seed}: \
-         {}; clients done in {:.1} s; replay through every process: {} requests, {} reruns; \
-         {database}; {:.1} s in all",
+         {}; clients done in {:.1} s; replay through every process: {} requests, {} reruns \
+         ({} requests in all); {database}; {:.1} s in all",
         plan.name,
         plan.backend.name(),
         run.addrs.len(),
@@ -624,6 +683,7 @@ pub async fn run(plan: Plan, knobs: &Knobs) {
         clients_done.as_secs_f64(),
         get(&run.tally.replay_requests),
         get(&run.tally.replay_reruns),
+        get(&run.tally.requests) + get(&run.tally.replay_requests),
         started.elapsed().as_secs_f64(),
     ));
     let violations = run.violations.lock().unwrap();

@@ -281,14 +281,26 @@ impl Fleet {
         self.procs.lock().unwrap().iter().map(|p| p.addr).collect()
     }
 
-    fn spawn(&self, i: usize) {
+    /// Starts process `i` (not running) without waiting for it to answer.
+    pub fn spawn(&self, i: usize) {
         let mut procs = self.procs.lock().unwrap();
         let p = &mut procs[i];
         assert!(p.child.is_none(), "process {i} runs already");
         p.starts += 1;
         let log = self.logs.path().join(format!("p{i}.{}.log", p.starts));
         let log = std::fs::File::create(log).unwrap();
-        let child = Command::new(&self.bin)
+        // Killed on drop; and with util-linux's `setpriv`, also when this test process dies
+        // without unwinding (SIGKILL, a CI timeout): the kernel sends the child SIGKILL when the
+        // thread that spawned it (a runtime worker, alive as long as the test) exits.
+        let mut command = match setpriv() {
+            Some(setpriv) => {
+                let mut c = Command::new(setpriv);
+                c.args(["--pdeathsig", "KILL", "--"]).arg(&self.bin);
+                c
+            }
+            None => Command::new(&self.bin),
+        };
+        let child = command
             .envs(self.env.iter().map(|(k, v)| (k, v)))
             .env("PAYMENTS_ADDR", p.addr.to_string())
             .stdin(Stdio::null())
@@ -392,6 +404,13 @@ impl Drop for Fleet {
             }
         }
     }
+}
+
+/// util-linux's `setpriv`, if installed.
+fn setpriv() -> Option<&'static str> {
+    ["/usr/bin/setpriv", "/bin/setpriv"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists())
 }
 
 /// A loopback address with a free port (the process binds it a moment later).

@@ -3,12 +3,13 @@
 //! `--all-features` for PostgreSQL and MariaDB) on one database, spoken to over TCP by clients
 //! that retry as real clients do, while processes are killed, frozen and thawed.
 //!
-//! 1. `kills_*`: processes killed with `SIGKILL` and restarted at random while a crowd of clients
-//!    sends hundreds of keys, half of them duplicated ([`crowd`]).
+//! 1. `kills_*`: processes killed with `SIGKILL` and restarted at random (sometimes killed again
+//!    while they start), and one frozen past its lease and thawed, while a crowd of clients sends
+//!    hundreds of keys, half of them duplicated ([`crowd`]).
 //! 2. `hang_ups_*`: the same, with clients that hang up before, during and after the handler's
 //!    effect and retry later.
-//! 3. `zombie_*`: a holder frozen past its lease with `SIGSTOP`, taken over, thawed with `SIGCONT`
-//!    ([`zombie`]).
+//! 3. `zombie_holder`: a holder frozen past its lease with `SIGSTOP`, taken over, thawed with
+//!    `SIGCONT` ([`zombie`]).
 //! 4. `storm_*`: a thousand concurrent requests with one key and one body ([`storm`]).
 //!
 //! Each prints its tally to stderr, past the test harness's capture. The short form runs in
@@ -95,6 +96,7 @@ fn kills(backend: Backend) -> crowd::Plan {
         backend,
         delay_ms: KILLS_DELAY_MS,
         kills: true,
+        freezes: true,
         hang_ups: 0.0,
     }
 }
@@ -124,6 +126,7 @@ fn hang_ups(backend: Backend) -> crowd::Plan {
         backend,
         delay_ms: HANG_UPS_DELAY_MS,
         kills: true,
+        freezes: true,
         hang_ups: 0.35,
     }
 }
