@@ -5,7 +5,8 @@
 //!
 //! 1. `kills_*`: processes killed with `SIGKILL` and restarted at random (sometimes killed again
 //!    while they start), and one frozen past its lease and thawed, while a crowd of clients sends
-//!    hundreds of keys, half of them duplicated ([`crowd`]).
+//!    hundreds of keys, half of them duplicated ([`crowd`]); on PostgreSQL, MariaDB, and one
+//!    SQLite file.
 //! 2. `hang_ups_*`: the same, with clients that hang up before, during and after the handler's
 //!    effect and retry later.
 //! 3. `zombie_holder`: a holder frozen past its lease with `SIGSTOP`, taken over, thawed with
@@ -99,6 +100,13 @@ fn kills(backend: Backend) -> crowd::Plan {
         freezes: true,
         hang_ups: 0.0,
     }
+}
+
+/// The embedded default shared by several processes on one host (one SQLite file).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kills_sqlite() {
+    let _serial = SERIAL.lock().await;
+    crowd::run(kills(Backend::Sqlite), &Knobs::from_env()).await;
 }
 
 #[cfg(feature = "postgres")]
