@@ -365,10 +365,14 @@ impl Fleet {
 
     /// Sends `signal` (`STOP`, `CONT`) to process `i`.
     pub fn signal(&self, i: usize, signal: &str) {
-        let pid = {
-            let procs = self.procs.lock().unwrap();
-            procs[i].child.as_ref().expect("running").id()
+        let (pid, exited) = {
+            let mut procs = self.procs.lock().unwrap();
+            let child = procs[i].child.as_mut().expect("running");
+            (child.id(), child.try_wait().unwrap())
         };
+        if let Some(status) = exited {
+            panic!("process {i} exited by itself ({status}):\n{}", self.log(i));
+        }
         // The shell's builtin: no procps needed.
         let status = Command::new("sh")
             .arg("-c")
