@@ -755,3 +755,45 @@ fn config_defaults() {
         (Duration::ZERO, Duration::from_millis(500))
     );
 }
+
+/// Several instances of the service starting at once on one fresh database (a deploy, a
+/// restart of every replica): each creates the business tables if they are missing, and none
+/// may fail. On PostgreSQL two concurrent `CREATE TABLE IF NOT EXISTS` of one table race (both
+/// see no table; the loser fails with 42P07 "already exists" or a unique violation in
+/// `pg_type`), which `tests/chaos` caught with three processes of the example.
+async fn instances_start_at_once(backend: Backend) {
+    let url = match backend {
+        Backend::Sqlite => return,
+        Backend::Postgres => match server_url("IDEM_TEST_POSTGRES_URL") {
+            Some(base) => postgres_url(&base).await,
+            None => return,
+        },
+        #[cfg(feature = "mysql")]
+        Backend::Mysql => match server_url("IDEM_TEST_MYSQL_URL") {
+            Some(base) => mysql_url(&base).await,
+            None => return,
+        },
+    };
+    let starts: Vec<_> = (0..8)
+        .map(|_| {
+            let url = url.clone();
+            tokio::spawn(async move { payments::app(&url, Config::default()).await.map(drop) })
+        })
+        .collect();
+    for start in starts {
+        if let Err(e) = start.await.unwrap() {
+            panic!("an instance failed to start: {e}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn instances_start_at_once_postgres() {
+    instances_start_at_once(Backend::Postgres).await;
+}
+
+#[cfg(feature = "mysql")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn instances_start_at_once_mysql() {
+    instances_start_at_once(Backend::Mysql).await;
+}

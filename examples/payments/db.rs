@@ -110,6 +110,11 @@ const SCHEMA: [&str; 3] = [
     )",
 ];
 
+/// Key of the PostgreSQL advisory lock that serializes [`Db::create_tables`] ("payments" in
+/// ASCII; idem's own migrations lock another key).
+#[cfg(feature = "postgres")]
+const SCHEMA_LOCK: i64 = 0x7061_796d_656e_7473;
+
 /// A row of `payments`.
 #[derive(Clone, Debug, FromRow)]
 pub struct PaymentRow {
@@ -162,8 +167,25 @@ fn is_unique_violation(e: &sqlx::Error) -> bool {
 }
 
 impl Db {
-    /// Creates the business tables if they do not exist.
+    /// Creates the business tables if they do not exist; several instances may start at once.
     pub async fn create_tables(&self) -> sqlx::Result<()> {
+        // On PostgreSQL two concurrent `CREATE TABLE IF NOT EXISTS` of one table race: both see
+        // no table and the loser fails (42P07, or a unique violation in `pg_type`). The
+        // instances of a deploy starting together therefore take turns, on an advisory lock
+        // held until the transaction (DDL is transactional there) commits. MySQL/MariaDB and
+        // SQLite serialize the statement themselves (metadata lock, write lock).
+        #[cfg(feature = "postgres")]
+        if let Db::Postgres(pool) = self {
+            let mut tx = pool.begin().await?;
+            sqlx::query("SELECT pg_advisory_xact_lock($1)")
+                .bind(SCHEMA_LOCK)
+                .execute(&mut *tx)
+                .await?;
+            for ddl in SCHEMA {
+                sqlx::query(ddl).execute(&mut *tx).await?;
+            }
+            return tx.commit().await;
+        }
         for ddl in SCHEMA {
             on_pool!(self, ddl, |pool, q| sqlx::query(q)
                 .execute(pool)

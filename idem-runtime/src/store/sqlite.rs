@@ -428,9 +428,18 @@ async fn owner<'e>(
         .transpose()
 }
 
-/// Applies the pending migrations on `conn`, its own connection: `BEGIN IMMEDIATE` takes the
-/// write lock at once, so two processes migrating together run one after the other.
+/// Applies the pending migrations on `conn`, its own connection.
+///
+/// A schema already up to date — every restart of an instance — is recognized from the history
+/// alone, which a reader sees without waiting for any writer (WAL). Only pending migrations take
+/// the write lock, `BEGIN IMMEDIATE`, so that two processes migrating together run one after the
+/// other, and read the history again under it. Taking the lock first made an instance restarted
+/// while others served traffic (on SQLite every claim is a write) queue behind their writers
+/// until the busy timeout and fail with "database is locked": it did not start.
 async fn migrate_on(conn: &mut SqliteConnection) -> Result<(), StoreError> {
+    if up_to_date(conn).await? {
+        return Ok(());
+    }
     (&mut *conn)
         .execute(sqlx::raw_sql("BEGIN IMMEDIATE"))
         .await
@@ -470,6 +479,23 @@ async fn migrate_on(conn: &mut SqliteConnection) -> Result<(), StoreError> {
         .await
         .map_err(|e| migrate_error("cannot commit the migrations", e))?;
     Ok(())
+}
+
+/// `true` when idem's history exists and lists every migration of this build, read without a
+/// lock. A history that records a failed or edited migration is the same error as under the
+/// lock.
+async fn up_to_date(conn: &mut SqliteConnection) -> Result<bool, StoreError> {
+    let history: Option<i64> = sqlx::query_scalar(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'idem_sqlx_migrations'",
+    )
+    .fetch_optional(&mut *conn)
+    .await
+    .map_err(|e| migrate_error("cannot read the schema", e))?;
+    if history.is_none() {
+        return Ok(false);
+    }
+    let applied = applied_migrations!(&mut *conn, "idem_sqlx_migrations");
+    Ok(pending(&MIGRATOR, &applied)?.is_empty())
 }
 
 /// Decodes a row of `record_columns!(), now`.

@@ -339,6 +339,30 @@ async fn sqlite_migration_history_is_idem_own() {
     assert_eq!(theirs, [1]);
 }
 
+/// An instance restarted while others write to the same file: its `migrate()` finds the schema
+/// up to date and returns, without queueing for the write lock. (It used to take the lock
+/// first, `BEGIN IMMEDIATE`: on a busy database, where every claim is a write, it waited out
+/// the busy timeout and failed with "database is locked", and the instance did not start —
+/// `tests/chaos`, 4 processes of the example on one file.) Here another connection holds the
+/// write lock throughout.
+#[tokio::test]
+async fn sqlite_migrate_when_up_to_date_takes_no_write_lock() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("busy.db");
+    sqlite_store(&path).await; // migrated once
+    use sqlx::{Connection, Executor};
+    let mut writer = sqlx::SqliteConnection::connect_with(&SqliteStore::options(&path))
+        .await
+        .unwrap();
+    writer.execute("BEGIN IMMEDIATE").await.unwrap();
+    let restarted = SqliteStore::open(&path).await.unwrap();
+    let migrated = tokio::time::timeout(Duration::from_secs(60), restarted.migrate())
+        .await
+        .expect("migrate() hung");
+    assert!(migrated.is_ok(), "{migrated:?}");
+    writer.execute("ROLLBACK").await.unwrap();
+}
+
 #[tokio::test]
 async fn sqlite_corrupt_row_is_reported() {
     let dir = tempfile::tempdir().unwrap();

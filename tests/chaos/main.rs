@@ -1,0 +1,207 @@
+//! A bad day with several processes: `examples/payments` run as real processes (the binary
+//! `cargo test` builds next to this one, `target/<profile>/examples/payments`, with
+//! `--all-features` for PostgreSQL and MariaDB) on one database, spoken to over TCP by clients
+//! that retry as real clients do, while processes are killed, frozen and thawed.
+//!
+//! 1. `kills_*`: processes killed with `SIGKILL` and restarted at random (sometimes killed again
+//!    while they start), and one frozen past its lease and thawed, while a crowd of clients sends
+//!    hundreds of keys, half of them duplicated ([`crowd`]); on PostgreSQL, MariaDB, and one
+//!    SQLite file.
+//! 2. `hang_ups_*`: the same, with clients that hang up before, during and after the handler's
+//!    effect and retry later.
+//! 3. `zombie_holder`: a holder frozen past its lease with `SIGSTOP`, taken over, thawed with
+//!    `SIGCONT` ([`zombie`]).
+//! 4. `storm_*`: a thousand concurrent requests with one key and one body ([`storm`]).
+//!
+//! Each prints its tally to stderr, past the test harness's capture. The short form runs in
+//! `scripts/test`; `scripts/chaos --long` (or the variables below) runs the long one:
+//!
+//! | variable | short form | |
+//! |---|---|---|
+//! | `IDEM_CHAOS_SECONDS` | `8` | how long processes are killed (and duplicates sent) in items 1 and 2 |
+//! | `IDEM_CHAOS_KEYS` | `240` | keys per run of items 1 and 2 |
+//! | `IDEM_CHAOS_PROCESSES` | `3` | processes per run of items 1 and 2 |
+//! | `IDEM_CHAOS_CLIENTS` | `32` | concurrent clients in items 1 and 2 |
+//! | `IDEM_CHAOS_STORM` | `1000` | requests per storm |
+//! | `IDEM_CHAOS_SEED` | the clock | the seed of every random choice (printed) |
+//!
+//! The tests run one at a time (`SERIAL`): each wants the machine's two cores for itself.
+//! Children are killed when a test ends, also when it fails.
+
+use std::io::Write as _;
+
+mod client;
+mod crowd;
+mod fleet;
+mod rng;
+mod storm;
+mod zombie;
+
+#[path = "../common/servers.rs"]
+mod servers;
+
+use fleet::Backend;
+
+/// One test at a time.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// The sizes of a run, from the environment.
+#[derive(Debug, Clone)]
+pub struct Knobs {
+    /// `IDEM_CHAOS_SECONDS`.
+    pub seconds: u64,
+    /// `IDEM_CHAOS_KEYS`.
+    pub keys: usize,
+    /// `IDEM_CHAOS_PROCESSES`.
+    pub processes: usize,
+    /// `IDEM_CHAOS_CLIENTS`.
+    pub clients: usize,
+    /// `IDEM_CHAOS_STORM`.
+    pub storm: usize,
+}
+
+impl Knobs {
+    fn from_env() -> Knobs {
+        fn var(name: &str, default: usize) -> usize {
+            match std::env::var(name) {
+                Ok(v) if !v.trim().is_empty() => v
+                    .trim()
+                    .parse()
+                    .unwrap_or_else(|e| panic!("{name}={v:?}: {e}")),
+                _ => default,
+            }
+        }
+        Knobs {
+            seconds: var("IDEM_CHAOS_SECONDS", 8) as u64,
+            keys: var("IDEM_CHAOS_KEYS", 240).max(2),
+            processes: var("IDEM_CHAOS_PROCESSES", 3).max(1),
+            clients: var("IDEM_CHAOS_CLIENTS", 32).max(1),
+            storm: var("IDEM_CHAOS_STORM", 1000).max(2),
+        }
+    }
+}
+
+/// Prints `line` to stderr directly, so that it shows although the harness captures output.
+pub fn report(line: &str) {
+    let _ = writeln!(std::io::stderr(), "[chaos] {line}");
+}
+
+// ---------------------------------------------------------------- 1. SIGKILL
+
+/// The handler sleeps this long before its effect in item 1, so that kills land inside it.
+const KILLS_DELAY_MS: u64 = 150;
+
+fn kills(backend: Backend) -> crowd::Plan {
+    crowd::Plan {
+        name: "kills",
+        backend,
+        delay_ms: KILLS_DELAY_MS,
+        kills: true,
+        freezes: true,
+        hang_ups: 0.0,
+    }
+}
+
+/// The embedded default shared by several processes on one host (one SQLite file).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kills_sqlite() {
+    let _serial = SERIAL.lock().await;
+    crowd::run(kills(Backend::Sqlite), &Knobs::from_env()).await;
+}
+
+#[cfg(feature = "postgres")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kills_postgres() {
+    let _serial = SERIAL.lock().await;
+    crowd::run(kills(Backend::Postgres), &Knobs::from_env()).await;
+}
+
+#[cfg(feature = "mysql")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kills_mariadb() {
+    let _serial = SERIAL.lock().await;
+    crowd::run(kills(Backend::Mysql), &Knobs::from_env()).await;
+}
+
+// ---------------------------------------------------------------- 2. clients that hang up
+
+/// A slow handler, so that hang-ups land before, during and after its effect.
+const HANG_UPS_DELAY_MS: u64 = 300;
+
+fn hang_ups(backend: Backend) -> crowd::Plan {
+    crowd::Plan {
+        name: "hang-ups",
+        backend,
+        delay_ms: HANG_UPS_DELAY_MS,
+        kills: true,
+        freezes: true,
+        hang_ups: 0.35,
+    }
+}
+
+#[cfg(feature = "postgres")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hang_ups_postgres() {
+    let _serial = SERIAL.lock().await;
+    crowd::run(hang_ups(Backend::Postgres), &Knobs::from_env()).await;
+}
+
+#[cfg(feature = "mysql")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hang_ups_mariadb() {
+    let _serial = SERIAL.lock().await;
+    crowd::run(hang_ups(Backend::Mysql), &Knobs::from_env()).await;
+}
+
+// ---------------------------------------------------------------- 3. the zombie holder
+
+/// Both wake points on every backend at once (each mostly waits for a lease to run out).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zombie_holder() {
+    let _serial = SERIAL.lock().await;
+    let mut backends = vec![Backend::Sqlite];
+    #[cfg(feature = "postgres")]
+    backends.push(Backend::Postgres);
+    #[cfg(feature = "mysql")]
+    backends.push(Backend::Mysql);
+    let mut runs = Vec::new();
+    for backend in backends {
+        for wake in [
+            zombie::Wake::AfterTheRetryStored,
+            zombie::Wake::BeforeTheRetryWrites,
+        ] {
+            runs.push(tokio::spawn(zombie::zombie(backend, wake)));
+        }
+    }
+    for run in runs {
+        run.await.unwrap();
+    }
+}
+
+// ---------------------------------------------------------------- 4. storms
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn storm_memory() {
+    let _serial = SERIAL.lock().await;
+    storm::memory(Knobs::from_env().storm).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn storm_sqlite() {
+    let _serial = SERIAL.lock().await;
+    storm::through_the_example(Backend::Sqlite, Knobs::from_env().storm).await;
+}
+
+#[cfg(feature = "postgres")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn storm_postgres() {
+    let _serial = SERIAL.lock().await;
+    storm::through_the_example(Backend::Postgres, Knobs::from_env().storm).await;
+}
+
+#[cfg(feature = "mysql")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn storm_mariadb() {
+    let _serial = SERIAL.lock().await;
+    storm::through_the_example(Backend::Mysql, Knobs::from_env().storm).await;
+}
