@@ -14,9 +14,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use idem::RequestHash;
+use idem::key::ScopedKey;
 use idem::store::{
-    Claim, ClaimRequest, Completion, MemoryStore, MySqlStore, Outcome, PostgresStore, ScopedKey,
-    SqliteStore, Store,
+    Claim, ClaimRequest, Completion, MemoryStore, MySqlStore, Outcome, PostgresStore, SqliteStore,
+    Store,
 };
 use sha2::{Digest, Sha256};
 use sqlx::{MySqlPool, PgPool, Row, SqlitePool};
@@ -71,7 +72,7 @@ fn raw(client: &str) -> Raw {
 
 /// `client`'s key, as idem scopes it.
 fn key(client: &str) -> ScopedKey {
-    ScopedKey::new("t", "u", "POST /payments", client).unwrap()
+    ScopedKey::new(&["t", "u"], "POST /payments", client).unwrap()
 }
 
 async fn idem_claim_complete(store: &dyn Store, client: &str) {

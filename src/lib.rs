@@ -153,6 +153,8 @@ pub use idem_macros::Fingerprint;
 /// ```
 pub use idem_macros::fields;
 
+pub use idem_runtime::key;
+pub use idem_runtime::key::{InvalidKey, ScopedKey};
 pub use idem_runtime::store;
 #[cfg(feature = "mysql")]
 #[cfg_attr(docsrs, doc(cfg(feature = "mysql")))]
@@ -164,8 +166,8 @@ pub use idem_runtime::store::PostgresStore;
 #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
 pub use idem_runtime::store::SqliteStore;
 pub use idem_runtime::store::{
-    Claim, ClaimRequest, Clock, Completion, KeyError, Lease, ManualClock, MemoryStore, Outcome,
-    Record, RecordState, ScopedKey, Store, StoreError, Sweeper, SystemClock, Timestamp,
+    Claim, ClaimRequest, Clock, Completion, Lease, ManualClock, MemoryStore, Outcome, Record,
+    RecordState, Store, StoreError, Sweeper, SystemClock, Timestamp,
 };
 
 /// Makes an axum handler (or any `async fn .. -> Result<T, E>`) idempotent: the request is
@@ -350,7 +352,7 @@ pub use idem_macros::Snapshot;
 pub use idem_runtime::engine;
 pub use idem_runtime::engine::{
     AsIdem, Contract, DefaultPolicy, Disposition, HandlerConfig, Idem, IdempotencyError,
-    InvalidKey, OperationId, OutcomePolicy, ScopePart, Snapshot, operation_id, run_once,
+    OperationId, OutcomePolicy, ScopePart, Snapshot, operation_id, run_once,
 };
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]

@@ -28,7 +28,8 @@ use http_body_util::BodyExt;
 use idem::canonical::Spec;
 use idem::engine::{ScopePart, scoped_key};
 use idem::http::{IntoSnapshot, Json};
-use idem::store::{MemoryStore, ScopedKey, SqliteStore, Store};
+use idem::key::ScopedKey;
+use idem::store::{MemoryStore, SqliteStore, Store};
 use idem::{
     Fingerprint, HandlerConfig, Idem, IdempotencyError, IdempotencyLayer, Snapshot, idempotent,
     run_once,
@@ -1246,7 +1247,7 @@ async fn sql_metacharacters_are_data(fx: &Fixture) {
             send(&router, post_as("/payments", &tenant, user, key, PAY)).await;
         assert!(replayed(&headers));
         assert_eq!(again, first);
-        let client_key = idem::engine::parse_header_key(key).unwrap();
+        let client_key = idem::key::parse_header_key(key).unwrap();
         let scoped = payment_key(&tenant, user, &client_key);
         let record = fx.store.get(&scoped).await.unwrap().expect("stored");
         assert_eq!(record.key, scoped.readable());

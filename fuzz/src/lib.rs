@@ -11,7 +11,7 @@ use idem_runtime::__fuzz::{decode_headers, encode_headers};
 use idem_runtime::canonical::{
     CanonicalError, Canonicalizer, Spec, ValueSpec, canonicalize, canonicalize_slice,
 };
-use idem_runtime::engine::{parse_header_key, validate_key};
+use idem_runtime::key::{parse_header_key, validate_key};
 use serde_json::Value;
 
 /// The ways every body is canonicalized: a name (for messages), the options and the spec.

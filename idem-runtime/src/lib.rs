@@ -15,6 +15,7 @@ pub mod fingerprint;
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub mod http;
+pub mod key;
 pub mod store;
 
 pub use canonical::{CanonicalError, Spec, ValueSpec};

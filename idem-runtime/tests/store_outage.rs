@@ -12,9 +12,8 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use idem_runtime::store::{
-    Claim, ClaimRequest, Completion, Lease, Outcome, ScopedKey, Store, StoreError,
-};
+use idem_runtime::key::ScopedKey;
+use idem_runtime::store::{Claim, ClaimRequest, Completion, Lease, Outcome, Store, StoreError};
 use support::*;
 
 fn sh(var: &str) -> Option<String> {

@@ -3,7 +3,8 @@
 
 use std::sync::Arc;
 
-use idem::store::{MemoryStore, ScopedKey};
+use idem::key::ScopedKey;
+use idem::store::MemoryStore;
 
 /// Direct access to the records of one store under test.
 #[derive(Clone)]

@@ -1,74 +1,10 @@
-//! [`IdempotencyError`] and [`InvalidKey`].
+//! [`IdempotencyError`].
 
 use core::time::Duration;
 
 use super::problem::{self, Problem};
 use crate::canonical::CanonicalError;
-use crate::store::KeyError;
-
-/// Why a client key was refused (`400`, problem type `invalid-key`).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum InvalidKey {
-    /// Empty (also `""`).
-    #[error("the idempotency key is empty: send 1 to 255 characters, e.g. a UUID")]
-    Empty,
-    /// More than 255 characters.
-    #[error(
-        "the idempotency key has {chars} characters, at most 255 are accepted: send a shorter key, e.g. a UUID"
-    )]
-    TooLong {
-        /// Its length in characters (after removing the quotes of an sf-string).
-        chars: usize,
-    },
-    /// A control character.
-    #[error(
-        "the idempotency key contains the control character U+{code:04X} at position {index}: send printable characters only"
-    )]
-    ControlCharacter {
-        /// The offending code point.
-        code: u32,
-        /// Its position (in the header value for a header key, in characters otherwise).
-        index: usize,
-    },
-    /// The header value starts with `"` but is not an RFC 8941 sf-string.
-    #[error(
-        "the `Idempotency-Key` value is not a valid structured-field string (RFC 8941): {reason} at byte {index}; send `\"<key>\"` with only printable ASCII inside and `\\\"`, `\\\\` as the only escapes, or send the key bare"
-    )]
-    MalformedString {
-        /// What is wrong.
-        reason: &'static str,
-        /// Byte offset in the header value.
-        index: usize,
-    },
-    /// The key header appears more than once.
-    #[error(
-        "the `Idempotency-Key` header appears more than once: send exactly one key per request"
-    )]
-    Repeated,
-    /// A bare key with a character outside visible ASCII, or with `"` / `\` / whitespace.
-    #[error(
-        "the bare `Idempotency-Key` value has the character {found:?} at byte {index}: a bare key is visible ASCII without spaces, `\"` or `\\`; quote it as an sf-string (`\"...\"`) or send e.g. a UUID"
-    )]
-    NotAToken {
-        /// The offending character (`U+FFFD` for a byte that is not UTF-8).
-        found: char,
-        /// Byte offset in the header value.
-        index: usize,
-    },
-}
-
-impl From<KeyError> for InvalidKey {
-    fn from(e: KeyError) -> Self {
-        match e {
-            KeyError::Empty => InvalidKey::Empty,
-            KeyError::TooLong { chars } => InvalidKey::TooLong { chars },
-            KeyError::ControlCharacter { code, index } => {
-                InvalidKey::ControlCharacter { code, index }
-            }
-        }
-    }
-}
+use crate::key::InvalidKey;
 
 /// An idempotency condition that stops a request before (or instead of) its handler.
 ///

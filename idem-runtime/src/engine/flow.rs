@@ -25,9 +25,8 @@ use super::error::IdempotencyError;
 use super::operation::{fresh_operation_id, with_operation};
 use super::policy::Disposition;
 use crate::fingerprint::RequestHash;
-use crate::store::{
-    Claim, ClaimRequest, Completion, DEFAULT_RETRY_AFTER, Record, ScopedKey, StoreError,
-};
+use crate::key::ScopedKey;
+use crate::store::{Claim, ClaimRequest, Completion, DEFAULT_RETRY_AFTER, Record, StoreError};
 
 /// The durations and failure mode of one claim: the part of a [`HandlerConfig`] (or of the tower
 /// layer's configuration) the flow reads.

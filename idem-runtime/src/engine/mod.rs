@@ -60,7 +60,8 @@
 //! # });
 //! ```
 //!
-//! [`ScopedKey`]: crate::store::ScopedKey
+//! [`ScopedKey`]: crate::key::ScopedKey
+//! [`parse_header_key`]: crate::key::parse_header_key
 //! [`Store`]: crate::store::Store
 //! [`RequestHash`]: crate::RequestHash
 
@@ -68,7 +69,6 @@ mod attempt;
 mod config;
 mod error;
 mod flow;
-mod key;
 mod once;
 mod operation;
 mod policy;
@@ -80,10 +80,9 @@ pub use config::{
     AsIdem, Contract, DEFAULT_LEASE, DEFAULT_MAX_SNAPSHOT_BYTES, DEFAULT_STORE_TIMEOUT,
     DEFAULT_TTL, HandlerConfig, Idem, default_timeout,
 };
-pub use error::{IdempotencyError, InvalidKey};
+pub use error::IdempotencyError;
 #[cfg(feature = "axum")]
 pub(crate) use flow::{Front, Settlement, Terms, execute};
-pub use key::{parse_header_key, validate_key};
 pub use once::run_once;
 pub use operation::{OperationId, operation_id};
 pub use policy::{DefaultPolicy, Disposition, OutcomePolicy};

@@ -3,8 +3,7 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use super::error::InvalidKey;
-use crate::store::ScopedKey;
+use crate::key::{InvalidKey, ScopedKey};
 
 /// One part of a key's scope: tenant, user, account, ... (`scope = [auth.tenant_id, auth.user_id]`).
 ///
@@ -147,7 +146,7 @@ impl ScopePart for http::HeaderValue {
 
 /// The [`ScopedKey`] of `client_key` for `operation` under `scope`: each part rendered by its
 /// [`ScopePart`] impl, then hashed length-prefixed with the number of parts first
-/// ([`ScopedKey::from_parts`]), so the mapping is injective for any number and content of parts:
+/// ([`ScopedKey::new`]), so the mapping is injective for any number and content of parts:
 /// `["a:b", "c"]` and `["a", "b:c"]`, `["t"]` and `["t", ""]` are different scopes. An empty
 /// scope is the global one: the key is shared by every caller of the operation.
 ///
@@ -163,7 +162,7 @@ impl ScopePart for http::HeaderValue {
 /// assert_eq!(k3.readable(), "acme:u1:acct%3A9:op:k-1");
 /// assert_ne!(scoped_key("op", &[&"a"], "k")?, scoped_key("op", &[&"b"], "k")?);
 /// assert_ne!(scoped_key("op", &[&"t"], "k")?, scoped_key("op", &[&"t", &""], "k")?);
-/// # Ok::<(), idem_runtime::engine::InvalidKey>(())
+/// # Ok::<(), idem_runtime::key::InvalidKey>(())
 /// ```
 pub fn scoped_key(
     operation: &str,
@@ -171,5 +170,5 @@ pub fn scoped_key(
     client_key: &str,
 ) -> Result<ScopedKey, InvalidKey> {
     let parts: Vec<String> = scope.iter().map(|p| write_scope_part(*p)).collect();
-    Ok(ScopedKey::from_parts(&parts, operation, client_key)?)
+    ScopedKey::new(&parts, operation, client_key)
 }

@@ -6,10 +6,8 @@ use axum::extract::{FromRef, FromRequestParts, MatchedPath};
 use http::request::Parts;
 use http::{HeaderMap, HeaderValue, Method};
 
-use crate::engine::{
-    Idem, IdempotencyError, InvalidKey, ScopePart, parse_header_key, scoped_key, validate_key,
-};
-use crate::store::ScopedKey;
+use crate::engine::{Idem, IdempotencyError, ScopePart, scoped_key};
+use crate::key::{InvalidKey, ScopedKey, parse_header_key, validate_key};
 
 /// What an idempotent axum handler needs from its request besides its own arguments: the
 /// [`Idem`] handle (from the router state, through `FromRef`), the request headers, method and
@@ -262,6 +260,6 @@ pub enum KeySource<'a> {
     /// ([`parse_header_key`]). Missing: `400 missing-key`.
     Header(&'static str),
     /// A value of the request itself (a path parameter, a body field), taken as it is
-    /// ([`validate_key`](crate::engine::validate_key)).
+    /// ([`validate_key`](crate::key::validate_key)).
     Value(&'a str),
 }

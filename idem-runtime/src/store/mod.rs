@@ -21,12 +21,11 @@
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 //! use core::time::Duration;
 //! use idem_runtime::RequestHash;
-//! use idem_runtime::store::{
-//!     Claim, ClaimRequest, Completion, MemoryStore, Outcome, ScopedKey, Store,
-//! };
+//! use idem_runtime::key::ScopedKey;
+//! use idem_runtime::store::{Claim, ClaimRequest, Completion, MemoryStore, Outcome, Store};
 //!
 //! let store = MemoryStore::new();
-//! let key = ScopedKey::new("acme", "u1", "POST /payments", "key-1")?;
+//! let key = ScopedKey::new(&["acme", "u1"], "POST /payments", "key-1")?;
 //! let request_hash = RequestHash::of_bytes(br#"{"amount":100}"#);
 //! let req = ClaimRequest::new(&key, request_hash, Duration::from_secs(30), Duration::from_secs(86_400));
 //!
@@ -49,12 +48,13 @@ use core::pin::Pin;
 use core::time::Duration;
 
 use crate::fingerprint::RequestHash;
+// Private: the backends below reach it as `super::ScopedKey`; its public path is `crate::key`.
+use crate::key::ScopedKey;
 
 mod clock;
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 pub(crate) mod codec;
 mod error;
-mod key;
 mod memory;
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 mod migrate;
@@ -71,7 +71,6 @@ mod sweeper;
 
 pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
 pub use error::{BoxError, DEFAULT_RETRY_AFTER, StoreError};
-pub use key::{KeyError, MAX_CLIENT_KEY_CHARS, ScopedKey};
 pub use memory::MemoryStore;
 #[cfg(feature = "mysql")]
 #[cfg_attr(docsrs, doc(cfg(feature = "mysql")))]

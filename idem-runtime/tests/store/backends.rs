@@ -452,7 +452,7 @@ async fn sqlite_two_processes_one_file() {
     const KEYS: usize = 300;
     let keys: Vec<_> = (0..KEYS)
         .map(|i| {
-            idem_runtime::store::ScopedKey::new("t", "u", "two-process", &format!("k{i}")).unwrap()
+            idem_runtime::key::ScopedKey::new(&["t", "u"], "two-process", &format!("k{i}")).unwrap()
         })
         .collect();
     /// Creates `mine`, then waits (at most ~60 s) until `theirs` exists.
@@ -474,7 +474,7 @@ async fn sqlite_two_processes_one_file() {
     }
     async fn claim_all(
         store: &SqliteStore,
-        keys: &[idem_runtime::store::ScopedKey],
+        keys: &[idem_runtime::key::ScopedKey],
         seed: usize,
     ) -> Vec<usize> {
         let mut won = Vec::new();

@@ -7,9 +7,10 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use idem_runtime::key::ScopedKey;
 use idem_runtime::store::{
     Claim, ClaimRequest, Completion, ManualClock, MySqlStore, Outcome, PostgresStore, RecordState,
-    ScopedKey, Store, StoreError,
+    Store, StoreError,
 };
 use sqlx::{Connection, Executor, Row};
 

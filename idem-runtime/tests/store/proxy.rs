@@ -199,7 +199,7 @@ async fn lost_acknowledgements(
     store: Arc<dyn Store>,
     clock: &ManualClock,
     proxy: &Proxy,
-    rev: impl AsyncFn(&idem_runtime::store::ScopedKey) -> i64,
+    rev: impl AsyncFn(&idem_runtime::key::ScopedKey) -> i64,
 ) {
     let h = hash("a");
     let key = unique_key("lost-claim");

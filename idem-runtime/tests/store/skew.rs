@@ -7,9 +7,8 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use idem_runtime::store::{
-    Claim, ClaimRequest, Completion, Outcome, RecordState, ScopedKey, Store,
-};
+use idem_runtime::key::ScopedKey;
+use idem_runtime::store::{Claim, ClaimRequest, Completion, Outcome, RecordState, Store};
 
 use crate::support::*;
 
@@ -29,7 +28,7 @@ fn wall_ms() -> i64 {
 
 /// The keys of one run, named by the parent and passed to the child.
 fn key(run: &str, name: &str) -> ScopedKey {
-    ScopedKey::new("skew", run, "POST /skew", name).unwrap()
+    ScopedKey::new(&["skew", run], "POST /skew", name).unwrap()
 }
 
 const SHORT_KEYS: usize = 5;

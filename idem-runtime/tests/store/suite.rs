@@ -406,9 +406,8 @@ pub async fn unicode_keys_of_255_characters(f: &Fixture) {
     for unit in ["é", "日", "🦀", "a:%"] {
         let client: String = unit.chars().cycle().take(255).collect();
         assert_eq!(client.chars().count(), 255);
-        let key = idem_runtime::store::ScopedKey::new(
-            &format!("租户:{}", run.readable()),
-            "usér",
+        let key = idem_runtime::key::ScopedKey::new(
+            &[&format!("租户:{}", run.readable()), "usér"],
             "POST /ünïcode",
             &client,
         )
@@ -425,7 +424,7 @@ pub async fn unicode_keys_of_255_characters(f: &Fixture) {
         assert!(seen.insert(*key.hash()));
     }
     let too_long: String = "🦀".repeat(256);
-    assert!(idem_runtime::store::ScopedKey::new("t", "u", "o", &too_long).is_err());
+    assert!(idem_runtime::key::ScopedKey::new(&["t", "u"], "o", &too_long).is_err());
 }
 
 pub async fn object_safe_and_clock(f: &Fixture) {

@@ -7,9 +7,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use idem_runtime::RequestHash;
-use idem_runtime::store::{
-    ClaimRequest, Clock, ManualClock, MemoryStore, ScopedKey, Store, Timestamp,
-};
+use idem_runtime::key::ScopedKey;
+use idem_runtime::store::{ClaimRequest, Clock, ManualClock, MemoryStore, Store, Timestamp};
 
 /// A store under test, the clock it reads, and whatever must live as long as it.
 pub struct Fixture {
@@ -60,7 +59,7 @@ pub fn unique_key(label: &str) -> ScopedKey {
         std::process::id(),
         N.fetch_add(1, Ordering::Relaxed)
     );
-    ScopedKey::new("tenant-t", "user-u", "POST /test", &client).unwrap()
+    ScopedKey::new(&["tenant-t", "user-u"], "POST /test", &client).unwrap()
 }
 
 pub fn hash(s: &str) -> RequestHash {

@@ -1,11 +1,10 @@
-//! [`ScopedKey`]: the normalized, scoped idempotency key (`tenant:user:operation:client_key`, S4).
+//! [`ScopedKey`]: the client key scoped by its caller and operation (`tenant:user:operation:client_key`, S4).
 
 use core::fmt;
 
 use sha2::{Digest, Sha256};
 
-/// Longest client key accepted, in characters (Stripe's limit).
-pub const MAX_CLIENT_KEY_CHARS: usize = 255;
+use super::{InvalidKey, validate_key};
 
 /// Domain separator hashed before the parts, so a key hash can never equal the hash of some other
 /// idem structure, and so the encoding can be versioned. v2: any number of scope parts, their
@@ -32,22 +31,22 @@ const KEY_HASH_DOMAIN: &[u8] = b"idem.scoped-key.v2\0";
 /// characters, no control characters.
 ///
 /// ```
-/// use idem_runtime::store::ScopedKey;
-/// let k = ScopedKey::new("acme", "u-42", "POST /payments", "8e03978e-40d5")?;
+/// use idem_runtime::key::ScopedKey;
+/// let k = ScopedKey::new(&["acme", "u-42"], "POST /payments", "8e03978e-40d5")?;
 /// assert_eq!(k.readable(), "acme:u-42:POST /payments:8e03978e-40d5");
 ///
 /// // The separator cannot be smuggled in: both keys differ in hash and readable form.
-/// let a = ScopedKey::new("a:b", "c", "op", "k")?;
-/// let b = ScopedKey::new("a", "b:c", "op", "k")?;
+/// let a = ScopedKey::new(&["a:b", "c"], "op", "k")?;
+/// let b = ScopedKey::new(&["a", "b:c"], "op", "k")?;
 /// assert_ne!(a.hash(), b.hash());
 /// assert_eq!(a.readable(), "a%3Ab:c:op:k");
 ///
 /// // Any number of parts; a global key has none.
-/// let three = ScopedKey::from_parts(&["acme", "u-42", "acct:9"], "op", "k")?;
+/// let three = ScopedKey::new(&["acme", "u-42", "acct:9"], "op", "k")?;
 /// assert_eq!(three.readable(), "acme:u-42:acct%3A9:op:k");
-/// assert_ne!(ScopedKey::from_parts(&["t"], "op", "k")?, ScopedKey::from_parts(&["t", ""], "op", "k")?);
-/// assert_eq!(ScopedKey::from_parts::<&str>(&[], "op", "k")?.readable(), "op:k");
-/// # Ok::<(), idem_runtime::store::KeyError>(())
+/// assert_ne!(ScopedKey::new(&["t"], "op", "k")?, ScopedKey::new(&["t", ""], "op", "k")?);
+/// assert_eq!(ScopedKey::new::<&str>(&[], "op", "k")?.readable(), "op:k");
+/// # Ok::<(), idem_runtime::key::InvalidKey>(())
 /// ```
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct ScopedKey {
@@ -55,60 +54,19 @@ pub struct ScopedKey {
     readable: String,
 }
 
-/// A client key that cannot be used.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum KeyError {
-    /// The client key is empty.
-    #[error("the idempotency key is empty: send 1 to 255 characters, e.g. a UUID")]
-    Empty,
-    /// The client key is longer than [`MAX_CLIENT_KEY_CHARS`].
-    #[error(
-        "the idempotency key has {chars} characters, at most 255 are accepted: send a shorter key, e.g. a UUID"
-    )]
-    TooLong {
-        /// Its length in characters.
-        chars: usize,
-    },
-    /// The client key contains a control character.
-    #[error(
-        "the idempotency key contains the control character U+{code:04X} at character {index}: send printable characters only"
-    )]
-    ControlCharacter {
-        /// The offending character's code point.
-        code: u32,
-        /// Its position, counted in characters from 0.
-        index: usize,
-    },
-}
-
 impl ScopedKey {
-    /// Scopes `client_key` to `tenant`, `user` and `operation`: [`ScopedKey::from_parts`] with
-    /// the two parts `[tenant, user]`.
-    ///
-    /// # Errors
-    /// [`KeyError`] when `client_key` is empty, longer than 255 characters, or contains a control
-    /// character.
-    pub fn new(
-        tenant: &str,
-        user: &str,
-        operation: &str,
-        client_key: &str,
-    ) -> Result<Self, KeyError> {
-        Self::from_parts(&[tenant, user], operation, client_key)
-    }
-
     /// Scopes `client_key` to the scope parts `scope` (none for a key shared by every caller)
     /// and `operation`.
     ///
     /// # Errors
-    /// [`KeyError`] when `client_key` is empty, longer than 255 characters, or contains a control
-    /// character.
-    pub fn from_parts<S: AsRef<str>>(
+    /// [`InvalidKey`] when `client_key` is empty, longer than 255 characters, or contains a
+    /// control character ([`validate_key`]).
+    pub fn new<S: AsRef<str>>(
         scope: &[S],
         operation: &str,
         client_key: &str,
-    ) -> Result<Self, KeyError> {
-        validate_client_key(client_key)?;
+    ) -> Result<Self, InvalidKey> {
+        validate_key(client_key)?;
         let parts = || {
             scope
                 .iter()
@@ -162,26 +120,6 @@ impl fmt::Display for ScopedKey {
     }
 }
 
-fn validate_client_key(key: &str) -> Result<(), KeyError> {
-    if key.is_empty() {
-        return Err(KeyError::Empty);
-    }
-    let mut chars = 0;
-    for (index, c) in key.chars().enumerate() {
-        if c.is_control() {
-            return Err(KeyError::ControlCharacter {
-                code: c as u32,
-                index,
-            });
-        }
-        chars += 1;
-    }
-    if chars > MAX_CLIENT_KEY_CHARS {
-        return Err(KeyError::TooLong { chars });
-    }
-    Ok(())
-}
-
 fn escape_part(part: &str, out: &mut String) {
     for c in part.chars() {
         match c {
@@ -207,7 +145,7 @@ mod tests {
     use proptest::prelude::*;
 
     fn key(t: &str, u: &str, o: &str, c: &str) -> ScopedKey {
-        ScopedKey::new(t, u, o, c).unwrap()
+        ScopedKey::new(&[t, u], o, c).unwrap()
     }
 
     #[test]
@@ -243,7 +181,7 @@ mod tests {
 
     #[test]
     fn the_number_of_parts_counts() {
-        let k = |scope: &[&str]| ScopedKey::from_parts(scope, "op", "k").unwrap();
+        let k = |scope: &[&str]| ScopedKey::new(scope, "op", "k").unwrap();
         assert_ne!(k(&["t"]), k(&["t", ""]));
         assert_ne!(k(&[]), k(&[""]));
         assert_ne!(k(&["t", "a:b"]), k(&["t", "a", "b"]));
@@ -253,22 +191,22 @@ mod tests {
 
     #[test]
     fn client_key_validation() {
-        assert_eq!(ScopedKey::new("t", "u", "o", ""), Err(KeyError::Empty));
+        assert_eq!(ScopedKey::new(&["t", "u"], "o", ""), Err(InvalidKey::Empty));
         let long = "é".repeat(256);
         assert_eq!(
-            ScopedKey::new("t", "u", "o", &long),
-            Err(KeyError::TooLong { chars: 256 })
+            ScopedKey::new(&["t", "u"], "o", &long),
+            Err(InvalidKey::TooLong { chars: 256 })
         );
         // 255 characters of 2-byte UTF-8 are fine (the limit counts characters).
-        assert!(ScopedKey::new("t", "u", "o", &"é".repeat(255)).is_ok());
+        assert!(ScopedKey::new(&["t", "u"], "o", &"é".repeat(255)).is_ok());
         assert_eq!(
-            ScopedKey::new("t", "u", "o", "ab\ncd"),
-            Err(KeyError::ControlCharacter {
+            ScopedKey::new(&["t", "u"], "o", "ab\ncd"),
+            Err(InvalidKey::ControlCharacter {
                 code: 0x0a,
                 index: 2
             })
         );
-        let msg = KeyError::TooLong { chars: 300 }.to_string();
+        let msg = InvalidKey::TooLong { chars: 300 }.to_string();
         assert!(msg.contains("at most 255"), "{msg}");
     }
 
@@ -300,8 +238,8 @@ mod tests {
             a in (proptest::collection::vec(part(), 0..4), part(), client()),
             b in (proptest::collection::vec(part(), 0..4), part(), client()),
         ) {
-            let ka = ScopedKey::from_parts(&a.0, &a.1, &a.2).unwrap();
-            let kb = ScopedKey::from_parts(&b.0, &b.1, &b.2).unwrap();
+            let ka = ScopedKey::new(&a.0, &a.1, &a.2).unwrap();
+            let kb = ScopedKey::new(&b.0, &b.1, &b.2).unwrap();
             prop_assert_eq!(ka.hash() == kb.hash(), a == b);
             prop_assert_eq!(ka.readable() == kb.readable(), a == b);
         }

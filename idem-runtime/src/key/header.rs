@@ -1,8 +1,7 @@
 //! The client key: the `Idempotency-Key` header value (an RFC 8941 sf-string, the draft's form, or
 //! a bare key, Stripe's form), or a key taken from the request itself.
 
-use super::error::InvalidKey;
-use crate::store::MAX_CLIENT_KEY_CHARS;
+use super::{InvalidKey, check_length};
 
 /// Parses an `Idempotency-Key` header value into the client key.
 ///
@@ -21,7 +20,7 @@ use crate::store::MAX_CLIENT_KEY_CHARS;
 /// [`InvalidKey`], which says what to send instead.
 ///
 /// ```
-/// use idem_runtime::engine::{InvalidKey, parse_header_key};
+/// use idem_runtime::key::{InvalidKey, parse_header_key};
 /// assert_eq!(parse_header_key(br#""8e03978e-40d5""#).unwrap(), "8e03978e-40d5");
 /// assert_eq!(parse_header_key(b"8e03978e-40d5").unwrap(), "8e03978e-40d5");
 /// assert_eq!(parse_header_key(br#""a \"quoted\" key""#).unwrap(), r#"a "quoted" key"#);
@@ -110,38 +109,4 @@ fn parse_bare(v: &[u8], offset: usize) -> Result<String, InvalidKey> {
     }
     // Only visible ASCII is left.
     Ok(v.iter().map(|&b| char::from(b)).collect())
-}
-
-fn check_length(key: &str) -> Result<(), InvalidKey> {
-    if key.is_empty() {
-        return Err(InvalidKey::Empty);
-    }
-    let chars = key.chars().count();
-    if chars > MAX_CLIENT_KEY_CHARS {
-        return Err(InvalidKey::TooLong { chars });
-    }
-    Ok(())
-}
-
-/// Validates a client key taken from the request itself (`key = msg.id`, `KeySource::Value`),
-/// not from a header: 1 to 255 characters, no control characters; any other character is
-/// accepted as it is (no unquoting).
-///
-/// # Errors
-/// [`InvalidKey::Empty`], [`InvalidKey::TooLong`] or [`InvalidKey::ControlCharacter`].
-///
-/// ```
-/// use idem_runtime::engine::{InvalidKey, validate_key};
-/// assert!(validate_key("order-7 / ünïcode").is_ok());
-/// assert_eq!(validate_key(""), Err(InvalidKey::Empty));
-/// assert!(matches!(validate_key("a\nb"), Err(InvalidKey::ControlCharacter { code: 10, index: 1 })));
-/// ```
-pub fn validate_key(key: &str) -> Result<(), InvalidKey> {
-    if let Some((index, c)) = key.chars().enumerate().find(|(_, c)| c.is_control()) {
-        return Err(InvalidKey::ControlCharacter {
-            code: u32::from(c),
-            index,
-        });
-    }
-    check_length(key)
 }
