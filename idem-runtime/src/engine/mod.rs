@@ -82,7 +82,7 @@ pub use config::{
 };
 pub use error::IdempotencyError;
 #[cfg(feature = "axum")]
-pub(crate) use flow::{Front, Settlement, Terms, execute};
+pub(crate) use flow::{ClaimSettings, Front, Settlement, execute};
 pub use once::run_once;
 pub use operation::{OperationId, operation_id};
 pub use policy::{DefaultPolicy, Disposition, OutcomePolicy};

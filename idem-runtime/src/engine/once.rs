@@ -8,7 +8,7 @@ use serde::de::DeserializeOwned;
 
 use super::config::{HandlerConfig, Idem};
 use super::error::IdempotencyError;
-use super::flow::{Front, Settlement, Terms, execute};
+use super::flow::{ClaimSettings, Front, Settlement, execute};
 use super::scope::{ScopePart, scoped_key};
 use crate::fingerprint::RequestHash;
 use crate::store::{Completion, Record};
@@ -108,7 +108,7 @@ where
             cfg,
             _result: PhantomData,
         };
-        execute(&idem, Terms::of(cfg), key, hash, front, f).await
+        execute(&idem, ClaimSettings::of(cfg), key, hash, front, f).await
     }
 }
 

@@ -8,12 +8,13 @@ use http::StatusCode;
 
 use super::context::{IdemContext, KeySource};
 use super::respond::{
-    SnapshotTerms, exact_replay, mark_replayed, mark_unprotected, problem_response, settle,
+    SnapshotRules, exact_replay, mark_replayed, mark_unprotected, problem_response, settle,
     suppressed_replay,
 };
 use super::snapshot::IntoSnapshot;
 use crate::engine::{
-    Contract, Front, HandlerConfig, Idem, IdempotencyError, ScopePart, Settlement, Terms, execute,
+    ClaimSettings, Contract, Front, HandlerConfig, Idem, IdempotencyError, ScopePart, Settlement,
+    execute,
 };
 use crate::fingerprint::RequestHash;
 use crate::store::{Record, RecordState};
@@ -95,7 +96,7 @@ where
             lookup: NoLookup,
             _out: PhantomData::<fn() -> R>,
         };
-        execute(cx.idem(), Terms::of(cfg), key, hash, front, handler).await
+        execute(cx.idem(), ClaimSettings::of(cfg), key, hash, front, handler).await
     }
 }
 
@@ -177,7 +178,7 @@ where
             lookup: Lookup(lookup),
             _out: PhantomData::<fn() -> R>,
         };
-        execute(cx.idem(), Terms::of(cfg), key, hash, front, handler).await
+        execute(cx.idem(), ClaimSettings::of(cfg), key, hash, front, handler).await
     }
 }
 
@@ -254,7 +255,7 @@ impl<L: Replayer, R: IntoSnapshot + Send> Front for Handler<'_, L, R> {
             .idem
             .policy()
             .classify(self.cfg.contract, resp.status().as_u16());
-        let terms = SnapshotTerms {
+        let rules = SnapshotRules {
             replay_headers: self.cfg.replay_headers,
             limit: self
                 .cfg
@@ -264,7 +265,7 @@ impl<L: Replayer, R: IntoSnapshot + Send> Front for Handler<'_, L, R> {
             biz_no_from_body: false,
             key_fields,
         };
-        settle(disposition, resp, biz_no, &terms).await
+        settle(disposition, resp, biz_no, &rules).await
     }
 }
 
