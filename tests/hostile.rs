@@ -1299,12 +1299,12 @@ async fn control_characters_in_scope_parts_are_data(fx: &Fixture) {
         "a part and its escape share a key"
     );
     assert_eq!(app.runs(), 2);
-    let key = scoped_key(SHIP.operation.unwrap(), &[&raw], "m-ctl").unwrap();
+    let key = scoped_key(SHIP.operation().unwrap(), &[&raw], "m-ctl").unwrap();
     assert_eq!(
         key.readable(),
         format!("{m}a%00b%0Ac%C2%85:hostile%3A%3Aship:m-ctl")
     );
-    let spelled_key = scoped_key(SHIP.operation.unwrap(), &[&spelled], "m-ctl").unwrap();
+    let spelled_key = scoped_key(SHIP.operation().unwrap(), &[&spelled], "m-ctl").unwrap();
     assert_eq!(
         spelled_key.readable(),
         format!("{m}a%2500b%250Ac%25C2%2585:hostile%3A%3Aship:m-ctl")

@@ -855,7 +855,7 @@ async fn header_whitelist(fx: &Fixture) {
     assert_eq!(h2["x-extra"], "kept");
     assert_eq!(h2[LOCATION], h1[LOCATION]);
     // Never stored either.
-    let scoped = scoped_key(CREATE.operation.unwrap(), &[&""], &key).unwrap();
+    let scoped = scoped_key(CREATE.operation().unwrap(), &[&""], &key).unwrap();
     let record = fx.store.get(&scoped).await.unwrap().unwrap();
     let mut names: Vec<&str> = record.headers.iter().map(|(n, _)| n.as_str()).collect();
     names.sort_unstable();
@@ -894,7 +894,7 @@ async fn operation_id_is_stable_across_a_takeover(fx: &Fixture) {
     let app = App::new(fx.store.clone());
     let key = unique("takeover");
     // A first attempt claimed the key and crashed (its lease is never completed nor released).
-    let scoped = scoped_key(CREATE.operation.unwrap(), &[&""], &key).unwrap();
+    let scoped = scoped_key(CREATE.operation().unwrap(), &[&""], &key).unwrap();
     let hash = serde_json::from_str::<CreatePayment>(PAY)
         .unwrap()
         .fingerprint();
