@@ -1,5 +1,5 @@
 //! The HTTP engine end to end: an axum `Router` in process (`tower::ServiceExt::oneshot`) whose
-//! handlers call `idem::http::run` / `run_latest` by hand, exactly as `#[idempotent]` generates
+//! handlers call `idem::__private::run` / `run_latest` by hand, exactly as `#[idempotent]` generates
 //! them, over real stores: memory, SQLite (a file in a temporary directory), PostgreSQL and
 //! MariaDB (when `IDEM_TEST_POSTGRES_URL` / `IDEM_TEST_MYSQL_URL` are set; `scripts/test` starts
 //! the servers; under `CI=true` they must be).
@@ -19,8 +19,9 @@ use axum::response::Response;
 use axum::routing::post;
 use axum::{Json as AxumJson, Router};
 use http_body_util::BodyExt;
+use idem::__private::{run, run_latest};
 use idem::engine::{ScopePart, scoped_key};
-use idem::http::{IdemContext, Json, KeySource, run, run_latest};
+use idem::http::{IdemContext, Json, KeySource};
 use idem::store::{Claim, ClaimRequest, ManualClock, MemoryStore, SqliteStore, Store};
 use idem::{Contract, Fingerprint, HandlerConfig, Idem, RequestHash, Snapshot, operation_id};
 use tower::ServiceExt;

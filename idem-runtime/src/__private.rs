@@ -56,7 +56,9 @@ pub use crate::engine::{
     write_scope_part,
 };
 #[cfg(feature = "axum")]
-pub use crate::http::{IdemContext, IntoSnapshot, KeySource, run, run_latest};
+pub use crate::http::run::{run, run_latest};
+#[cfg(feature = "axum")]
+pub use crate::http::{IdemContext, IntoSnapshot, KeySource};
 #[cfg(feature = "axum")]
 pub use axum;
 #[cfg(feature = "axum")]

@@ -1,5 +1,5 @@
 //! The framework-free claim/replay engine shared by every front: the axum handlers
-//! (`http::run` / `http::run_latest`, what `#[idempotent]` generates), the tower
+//! (what `#[idempotent]` generates), the tower
 //! `http::IdempotencyLayer`, and [`run_once`] for queue consumers and other plain `async fn`s.
 //!
 //! One request goes through the same steps whatever the front:

@@ -13,7 +13,7 @@ use crate::key::{InvalidKey, ScopedKey, parse_header_key, validate_key};
 /// [`Idem`] handle (from the router state, through `FromRef`), the request headers, method and
 /// path. `#[idempotent]` adds it as the first parameter of the handler.
 ///
-/// It never rejects: a missing or invalid key is answered by [`run`](super::run) with a problem
+/// It never rejects: a missing or invalid key is answered by the generated handler with a problem
 /// response, after the handler's own extractors ran.
 ///
 /// ```

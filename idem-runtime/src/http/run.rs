@@ -1,4 +1,5 @@
-//! [`run`] and [`run_latest`]: the body of every `#[idempotent]` axum handler.
+//! [`run`] and [`run_latest`]: the body of every `#[idempotent]` axum handler, reached by the
+//! generated code through `__private` (not a public API: the attribute is).
 
 use core::future::Future;
 use core::marker::PhantomData;
@@ -44,7 +45,8 @@ use crate::store::{Record, RecordState};
 /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 /// use axum::{Json, http::StatusCode, response::Response};
 /// use idem_runtime::engine::{Contract, HandlerConfig, Idem, Snapshot};
-/// use idem_runtime::http::{IdemContext, KeySource, run};
+/// use idem_runtime::__private::run;
+/// use idem_runtime::http::{IdemContext, KeySource};
 /// use idem_runtime::RequestHash;
 ///
 /// #[derive(serde::Serialize)]
@@ -114,7 +116,8 @@ where
 /// use std::sync::{Arc, Mutex};
 /// use axum::{Json, http::StatusCode, response::Response};
 /// use idem_runtime::engine::{Contract, HandlerConfig, Idem, Snapshot};
-/// use idem_runtime::http::{IdemContext, KeySource, run_latest};
+/// use idem_runtime::__private::run_latest;
+/// use idem_runtime::http::{IdemContext, KeySource};
 /// use idem_runtime::RequestHash;
 ///
 /// #[derive(Clone, serde::Serialize)]
