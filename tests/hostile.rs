@@ -26,9 +26,9 @@ use axum::routing::post;
 use http_body::Frame;
 use http_body_util::BodyExt;
 use idem::canonical::Spec;
-use idem::engine::{ScopePart, scoped_key};
 use idem::http::{IntoSnapshot, Json};
 use idem::key::ScopedKey;
+use idem::key::{ScopePart, scoped_key};
 use idem::store::{MemoryStore, SqliteStore, Store};
 use idem::{
     Fingerprint, HandlerConfig, Idem, IdempotencyError, IdempotencyLayer, Snapshot, idempotent,
@@ -486,7 +486,7 @@ static SHIP: HandlerConfig = HandlerConfig::new("hostile::ship");
 async fn ship(app: &App, scope: &[&dyn ScopePart], msg_id: &str) -> Result<Shipped, ShipError> {
     let tenant: String = scope
         .iter()
-        .map(|p| idem::engine::write_scope_part(*p))
+        .map(|p| idem::key::write_scope_part(*p))
         .collect::<Vec<_>>()
         .join("|");
     let runs = app.runs.clone();

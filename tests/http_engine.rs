@@ -20,8 +20,8 @@ use axum::routing::post;
 use axum::{Json as AxumJson, Router};
 use http_body_util::BodyExt;
 use idem::__private::{run, run_latest};
-use idem::engine::{ScopePart, scoped_key};
 use idem::http::{IdemContext, Json, KeySource};
+use idem::key::{ScopePart, scoped_key};
 use idem::store::{Claim, ClaimRequest, ManualClock, MemoryStore, SqliteStore, Store};
 use idem::{Contract, Fingerprint, HandlerConfig, Idem, RequestHash, Snapshot, operation_id};
 use tower::ServiceExt;
@@ -218,7 +218,7 @@ async fn payment(app: App, req: CreatePayment) -> PaymentResponse {
 }
 
 fn tenant(cx: &IdemContext) -> String {
-    idem::engine::write_scope_part(&cx.header("x-tenant"))
+    idem::key::write_scope_part(&cx.header("x-tenant"))
 }
 
 /// The payment handler under `cfg`, its keys scoped by tenant or not.

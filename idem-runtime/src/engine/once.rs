@@ -9,8 +9,8 @@ use serde::de::DeserializeOwned;
 use super::config::{HandlerConfig, Idem};
 use super::error::IdempotencyError;
 use super::flow::{ClaimSettings, Front, Settlement, execute};
-use super::scope::{ScopePart, scoped_key};
 use crate::fingerprint::RequestHash;
+use crate::key::{ScopePart, scoped_key};
 use crate::store::{Completion, Record};
 
 /// Runs `f` for a key (and scope) until one result is stored; every later call with the same key

@@ -6,8 +6,9 @@ use axum::extract::{FromRef, FromRequestParts, MatchedPath};
 use http::request::Parts;
 use http::{HeaderMap, HeaderValue, Method};
 
-use crate::engine::{Idem, IdempotencyError, ScopePart, scoped_key};
+use crate::engine::{Idem, IdempotencyError};
 use crate::key::{InvalidKey, ScopedKey, parse_header_key, validate_key};
+use crate::key::{ScopePart, scoped_key};
 
 /// What an idempotent axum handler needs from its request besides its own arguments: the
 /// [`Idem`] handle (from the router state, through `FromRef`), the request headers, method and

@@ -25,10 +25,11 @@ use super::{IDEMPOTENCY_KEY, Problem};
 use crate::canonical::{Canonicalizer, Spec, ValueSpec};
 use crate::engine::problem::INVALID_BODY;
 use crate::engine::{
-    ClaimSettings, Contract, DEFAULT_LEASE, DEFAULT_TTL, Front, Idem, IdempotencyError, ScopePart,
-    Settlement, default_timeout, execute, scoped_key,
+    ClaimSettings, Contract, DEFAULT_LEASE, DEFAULT_TTL, Front, Idem, IdempotencyError, Settlement,
+    default_timeout, execute,
 };
 use crate::fingerprint::Fingerprint;
+use crate::key::{ScopePart, scoped_key};
 use crate::store::{BoxError, Record};
 
 /// Default largest request body the layer reads: 1 MiB.

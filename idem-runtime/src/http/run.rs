@@ -14,10 +14,10 @@ use super::respond::{
 };
 use super::snapshot::IntoSnapshot;
 use crate::engine::{
-    ClaimSettings, Contract, Front, HandlerConfig, Idem, IdempotencyError, ScopePart, Settlement,
-    execute,
+    ClaimSettings, Contract, Front, HandlerConfig, Idem, IdempotencyError, Settlement, execute,
 };
 use crate::fingerprint::RequestHash;
+use crate::key::ScopePart;
 use crate::store::{Record, RecordState};
 
 /// Runs an `exact_replay` or `suppress_only` handler for a key (and scope) until one result is
