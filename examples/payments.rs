@@ -76,7 +76,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::routing::{get, post};
-use idem::{Contract, DefaultPolicy, Disposition, Idem, OutcomePolicy, Store};
+use idem::{Contract, DefaultPolicy, Disposition, Idem, OutcomePolicy, store::Store};
 
 #[path = "payments/api.rs"]
 mod api;

@@ -4,10 +4,7 @@
 #![doc = include_str!("../README.md")]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-pub use idem_runtime::{
-    Canonical, CanonicalError, CanonicalWriter, RequestHash, Spec, ValueSpec, canonical,
-    fingerprint,
-};
+pub use idem_runtime::{RequestHash, canonical, fingerprint};
 
 /// A request type whose identity is a whitelist of its fields (contract S3).
 ///
@@ -61,7 +58,7 @@ pub use idem_runtime::{
 /// [`fingerprint_fields`]: Fingerprint::fingerprint_fields
 pub use idem_runtime::Fingerprint;
 
-/// Derives [`Canonical`] and [`Fingerprint`](trait@Fingerprint): the fingerprint is the SHA-256
+/// Derives [`Canonical`](fingerprint::Canonical) and [`Fingerprint`](trait@Fingerprint): the fingerprint is the SHA-256
 /// of the canonical JSON text of the whitelisted fields.
 ///
 /// The canonical text is what `serde_json` would serialize, normalized: object members sorted
@@ -154,8 +151,9 @@ pub use idem_macros::Fingerprint;
 pub use idem_macros::fields;
 
 pub use idem_runtime::key;
-pub use idem_runtime::key::{InvalidKey, ScopedKey};
+pub use idem_runtime::key::ScopePart;
 pub use idem_runtime::store;
+pub use idem_runtime::store::MemoryStore;
 #[cfg(feature = "mysql")]
 #[cfg_attr(docsrs, doc(cfg(feature = "mysql")))]
 pub use idem_runtime::store::MySqlStore;
@@ -165,10 +163,6 @@ pub use idem_runtime::store::PostgresStore;
 #[cfg(feature = "sqlite")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
 pub use idem_runtime::store::SqliteStore;
-pub use idem_runtime::store::{
-    Claim, ClaimRequest, Clock, Completion, Lease, ManualClock, MemoryStore, Outcome, Record,
-    RecordState, Store, StoreError, Sweeper, SystemClock, Timestamp,
-};
 
 /// Makes an axum handler (or any `async fn .. -> Result<T, E>`) idempotent: the request is
 /// fingerprinted before the body runs, the key is claimed in the store, and the body runs until
@@ -349,17 +343,17 @@ pub use idem_macros::idempotent;
 /// ```
 pub use idem_macros::Snapshot;
 
-pub use idem_runtime::engine;
+pub use idem_runtime::engine::problem;
 pub use idem_runtime::engine::{
     AsIdem, Contract, DefaultPolicy, Disposition, HandlerConfig, Idem, IdempotencyError,
-    OperationId, OutcomePolicy, ScopePart, Snapshot, operation_id, run_once,
+    OperationId, OutcomePolicy, Snapshot, operation_id, run_once,
 };
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub use idem_runtime::http;
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
-pub use idem_runtime::http::{IdempotencyLayer, IntoSnapshot};
+pub use idem_runtime::http::IdempotencyLayer;
 
 #[cfg(feature = "decimal")]
 #[cfg_attr(docsrs, doc(cfg(feature = "decimal")))]

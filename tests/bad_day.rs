@@ -19,7 +19,7 @@ use axum::extract::{FromRef, State};
 use axum::http::{Request, StatusCode};
 use axum::routing::post;
 use axum::{Json, Router};
-use idem::{Fingerprint, Idem, Snapshot, Store, idempotent};
+use idem::{Fingerprint, Idem, Snapshot, idempotent, store::Store};
 use tower::ServiceExt;
 
 #[path = "common/servers.rs"]

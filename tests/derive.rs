@@ -3,7 +3,11 @@
 
 use std::collections::BTreeMap;
 
-use idem::{Canonical, CanonicalWriter, Fingerprint, RequestHash, ValueSpec};
+use idem::{
+    Fingerprint, RequestHash,
+    canonical::ValueSpec,
+    fingerprint::{Canonical, CanonicalWriter},
+};
 use rust_decimal::{Decimal, dec};
 use serde::Serialize;
 use sha2::{Digest, Sha256};

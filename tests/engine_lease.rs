@@ -347,7 +347,7 @@ where
 
 /// The hash of `key`'s record, as the stores key it.
 fn key_hash(key: &str) -> Vec<u8> {
-    idem::engine::scoped_key(FAULT.operation.unwrap(), &[], key)
+    idem::key::scoped_key(FAULT.operation().unwrap(), &[], key)
         .unwrap()
         .hash()
         .to_vec()

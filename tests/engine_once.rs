@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use idem::engine::problem;
+use idem::problem;
 use idem::store::{MemoryStore, SqliteStore, Store};
 use idem::{Contract, HandlerConfig, Idem, IdempotencyError, RequestHash, operation_id, run_once};
 
@@ -382,7 +382,7 @@ async fn hung_handler_does_not_keep_its_record_alive() {
     // TTL promised from the claim plus the handler's timeout and one lease (here 700 ms); past
     // that it is logically absent instead of answering 409 forever.
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    let key = idem::engine::scoped_key(HUNG.operation.unwrap(), &[&"w"], "m-hung").unwrap();
+    let key = idem::key::scoped_key(HUNG.operation().unwrap(), &[&"w"], "m-hung").unwrap();
     assert_eq!(store.get(&key).await.unwrap().map(|r| r.expire_at), None);
 }
 

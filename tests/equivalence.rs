@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
-use idem::{Fingerprint, ValueSpec};
+use idem::{Fingerprint, canonical::ValueSpec};
 use proptest::prelude::*;
 use rust_decimal::Decimal;
 use serde::Serialize;

@@ -26,9 +26,9 @@ use axum::routing::post;
 use http_body::Frame;
 use http_body_util::BodyExt;
 use idem::canonical::Spec;
-use idem::engine::{ScopePart, scoped_key};
 use idem::http::{IntoSnapshot, Json};
 use idem::key::ScopedKey;
+use idem::key::{ScopePart, scoped_key};
 use idem::store::{MemoryStore, SqliteStore, Store};
 use idem::{
     Fingerprint, HandlerConfig, Idem, IdempotencyError, IdempotencyLayer, Snapshot, idempotent,
@@ -486,7 +486,7 @@ static SHIP: HandlerConfig = HandlerConfig::new("hostile::ship");
 async fn ship(app: &App, scope: &[&dyn ScopePart], msg_id: &str) -> Result<Shipped, ShipError> {
     let tenant: String = scope
         .iter()
-        .map(|p| idem::engine::write_scope_part(*p))
+        .map(|p| idem::key::write_scope_part(*p))
         .collect::<Vec<_>>()
         .join("|");
     let runs = app.runs.clone();
@@ -1299,12 +1299,12 @@ async fn control_characters_in_scope_parts_are_data(fx: &Fixture) {
         "a part and its escape share a key"
     );
     assert_eq!(app.runs(), 2);
-    let key = scoped_key(SHIP.operation.unwrap(), &[&raw], "m-ctl").unwrap();
+    let key = scoped_key(SHIP.operation().unwrap(), &[&raw], "m-ctl").unwrap();
     assert_eq!(
         key.readable(),
         format!("{m}a%00b%0Ac%C2%85:hostile%3A%3Aship:m-ctl")
     );
-    let spelled_key = scoped_key(SHIP.operation.unwrap(), &[&spelled], "m-ctl").unwrap();
+    let spelled_key = scoped_key(SHIP.operation().unwrap(), &[&spelled], "m-ctl").unwrap();
     assert_eq!(
         spelled_key.readable(),
         format!("{m}a%2500b%250Ac%25C2%2585:hostile%3A%3Aship:m-ctl")

@@ -1,5 +1,5 @@
 //! The HTTP engine end to end: an axum `Router` in process (`tower::ServiceExt::oneshot`) whose
-//! handlers call `idem::http::run` / `run_latest` by hand, exactly as `#[idempotent]` generates
+//! handlers call `idem::__private::run` / `run_latest` by hand, exactly as `#[idempotent]` generates
 //! them, over real stores: memory, SQLite (a file in a temporary directory), PostgreSQL and
 //! MariaDB (when `IDEM_TEST_POSTGRES_URL` / `IDEM_TEST_MYSQL_URL` are set; `scripts/test` starts
 //! the servers; under `CI=true` they must be).
@@ -19,8 +19,9 @@ use axum::response::Response;
 use axum::routing::post;
 use axum::{Json as AxumJson, Router};
 use http_body_util::BodyExt;
-use idem::engine::{ScopePart, scoped_key};
-use idem::http::{IdemContext, Json, KeySource, run, run_latest};
+use idem::__private::{run, run_latest};
+use idem::http::{IdemContext, Json, KeySource};
+use idem::key::{ScopePart, scoped_key};
 use idem::store::{Claim, ClaimRequest, ManualClock, MemoryStore, SqliteStore, Store};
 use idem::{Contract, Fingerprint, HandlerConfig, Idem, RequestHash, Snapshot, operation_id};
 use tower::ServiceExt;
@@ -217,7 +218,7 @@ async fn payment(app: App, req: CreatePayment) -> PaymentResponse {
 }
 
 fn tenant(cx: &IdemContext) -> String {
-    idem::engine::write_scope_part(&cx.header("x-tenant"))
+    idem::key::write_scope_part(&cx.header("x-tenant"))
 }
 
 /// The payment handler under `cfg`, its keys scoped by tenant or not.
@@ -855,7 +856,7 @@ async fn header_whitelist(fx: &Fixture) {
     assert_eq!(h2["x-extra"], "kept");
     assert_eq!(h2[LOCATION], h1[LOCATION]);
     // Never stored either.
-    let scoped = scoped_key(CREATE.operation.unwrap(), &[&""], &key).unwrap();
+    let scoped = scoped_key(CREATE.operation().unwrap(), &[&""], &key).unwrap();
     let record = fx.store.get(&scoped).await.unwrap().unwrap();
     let mut names: Vec<&str> = record.headers.iter().map(|(n, _)| n.as_str()).collect();
     names.sort_unstable();
@@ -894,7 +895,7 @@ async fn operation_id_is_stable_across_a_takeover(fx: &Fixture) {
     let app = App::new(fx.store.clone());
     let key = unique("takeover");
     // A first attempt claimed the key and crashed (its lease is never completed nor released).
-    let scoped = scoped_key(CREATE.operation.unwrap(), &[&""], &key).unwrap();
+    let scoped = scoped_key(CREATE.operation().unwrap(), &[&""], &key).unwrap();
     let hash = serde_json::from_str::<CreatePayment>(PAY)
         .unwrap()
         .fingerprint();

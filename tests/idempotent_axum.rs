@@ -17,7 +17,7 @@ use axum::http::{HeaderMap, Request, StatusCode};
 use axum::response::Response;
 use axum::routing::post;
 use axum::{Json, Router};
-use idem::{Fingerprint, Idem, Snapshot, Store, idempotent};
+use idem::{Fingerprint, Idem, Snapshot, idempotent, store::Store};
 use rust_decimal::Decimal;
 use serde_json::{Value, json};
 use tower::ServiceExt;

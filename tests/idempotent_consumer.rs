@@ -7,7 +7,7 @@
 mod consumer;
 
 use consumer::{ShipError, Warehouse, demo};
-use idem::{Idem, Store};
+use idem::{Idem, store::Store};
 
 async fn check(idem: Idem) {
     let warehouse = Warehouse::with_stock(&[("mug", 5), ("slow-sku", 5)]);

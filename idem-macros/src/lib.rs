@@ -115,7 +115,7 @@ pub fn fields(input: TokenStream) -> TokenStream {
 /// - **axum handler** (no `store`): the handler gains an `idem::http::IdemContext` as its first
 ///   argument (the `Idem` handle comes from the router state, `Idem: FromRef<S>`) and returns
 ///   an `axum::response::Response`. Its declared return type must implement
-///   `idem::IntoSnapshot`: the response carries the business number (S11).
+///   `idem::http::IntoSnapshot`: the response carries the business number (S11).
 /// - **framework-free** (`store = expr`): any `async fn .. -> Result<T, E>` whose `T` and `E`
 ///   are serde types and `E: From<IdempotencyError>`; the signature is unchanged, and a retry
 ///   returns the stored `Result`. A method needs `operation`.

@@ -52,11 +52,13 @@ pub fn enum_spec<const N: usize>(variants: [(&str, Option<ValueSpec>); N]) -> Va
 pub use core::time::Duration;
 
 pub use crate::engine::{
-    AsIdem, Contract, HandlerConfig, Idem, IdempotencyError, ScopePart, Snapshot, run_once,
-    write_scope_part,
+    AsIdem, Contract, HandlerConfig, Idem, IdempotencyError, Snapshot, run_once,
 };
 #[cfg(feature = "axum")]
-pub use crate::http::{IdemContext, IntoSnapshot, KeySource, run, run_latest};
+pub use crate::http::run::{run, run_latest};
+#[cfg(feature = "axum")]
+pub use crate::http::{IdemContext, IntoSnapshot, KeySource};
+pub use crate::key::{ScopePart, write_scope_part};
 #[cfg(feature = "axum")]
 pub use axum;
 #[cfg(feature = "axum")]

@@ -20,10 +20,11 @@ pub mod store;
 
 pub use canonical::{CanonicalError, Spec, ValueSpec};
 pub use engine::{
-    AsIdem, Contract, HandlerConfig, Idem, IdempotencyError, OperationId, ScopePart, Snapshot,
-    operation_id, run_once,
+    AsIdem, Contract, HandlerConfig, Idem, IdempotencyError, OperationId, Snapshot, operation_id,
+    run_once,
 };
 pub use fingerprint::{Canonical, CanonicalWriter, Fingerprint, RequestHash};
+pub use key::ScopePart;
 
 /// Items used by the code that idem's macros generate. Not a public API: no semver guarantees.
 #[doc(hidden)]

@@ -146,15 +146,15 @@ fn config(plan: &Plan<'_>, pv: &TokenStream) -> TokenStream {
     };
     let ttl = plan.ttl.map(|t| {
         let value = t.value.to_tokens(pv);
-        quote!(ttl: #value,)
+        quote!(.ttl(#value))
     });
     let lease = plan.lease.map(|l| {
         let value = l.value.to_tokens(pv);
-        quote!(lease: #value,)
+        quote!(.lease(#value))
     });
     let timeout = plan.timeout.map(|t| {
         let value = t.value.to_tokens(pv);
-        quote!(timeout: ::core::option::Option::Some(#value),)
+        quote!(.timeout(#value))
     });
     let contract = match plan.contract {
         Contract::ExactReplay => quote!(ExactReplay),
@@ -163,10 +163,9 @@ fn config(plan: &Plan<'_>, pv: &TokenStream) -> TokenStream {
     };
     let headers = plan.headers;
     let fail_open = plan.fail_open;
-    let max = match plan.max_snapshot_bytes {
-        Some(expr) => quote!(::core::option::Option::Some(#expr)),
-        None => quote!(::core::option::Option::None),
-    };
+    let max = plan
+        .max_snapshot_bytes
+        .map(|expr| quote!(.max_snapshot_bytes(#expr)));
     let check_span = plan
         .lease
         .or(plan.ttl)
@@ -176,16 +175,14 @@ fn config(plan: &Plan<'_>, pv: &TokenStream) -> TokenStream {
         const _: () = __IDEM_CONFIG_VALUE.assert_valid();
     };
     quote! {
-        const __IDEM_CONFIG_VALUE: #pv::HandlerConfig = #pv::HandlerConfig {
+        const __IDEM_CONFIG_VALUE: #pv::HandlerConfig = #base
             #ttl
             #lease
             #timeout
-            contract: #pv::Contract::#contract,
-            replay_headers: &[#(#headers),*],
-            fail_open: #fail_open,
-            max_snapshot_bytes: #max,
-            ..#base
-        };
+            .contract(#pv::Contract::#contract)
+            .replay_headers(&[#(#headers),*])
+            .fail_open(#fail_open)
+            #max;
         #check
         static __IDEM_CONFIG: #pv::HandlerConfig = __IDEM_CONFIG_VALUE;
     }

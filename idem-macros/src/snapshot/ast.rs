@@ -105,7 +105,7 @@ impl<'a> Container<'a> {
             cx.error_spanned_by(
                 &input.ident,
                 format!(
-                    "`{}` has no business number: mark the field that callers use to query, ship and reconcile (a payment id, an order number) with `#[snapshot(biz_no)]`; a replay without it sends callers into an \"order again\" branch (S11)",
+                    "`{}` has no business number: mark the field that callers use to query, ship and reconcile (a payment id, an order number) with `#[snapshot(biz_no)]`; a replay without it sends callers into an \"order again\" branch (rule S11 of docs/contract.md in idem's repository)",
                     input.ident.unraw()
                 ),
             );

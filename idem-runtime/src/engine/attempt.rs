@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::time::Instant;
 
 use super::error::IdempotencyError;
-use super::flow::{Begin, Front, Settlement, Terms, answer, bounded};
+use super::flow::{Admission, ClaimSettings, Front, Settlement, answer, bounded};
 use super::operation::{OperationId, with_operation};
 use crate::store::{Claim, Completion, Lease, RecordState, Store, StoreError};
 
@@ -36,7 +36,7 @@ const MAX_COMPLETION_BACKOFF: Duration = Duration::from_secs(1);
 pub(crate) struct Attempt {
     store: Arc<dyn Store>,
     lease: Lease,
-    terms: Terms,
+    settings: ClaimSettings,
     /// The longest wait for one answer of the store.
     wait: Duration,
     /// The record still needs settling: abandon it on drop.
@@ -69,18 +69,18 @@ impl Attempt {
     pub(crate) fn new(
         store: Arc<dyn Store>,
         lease: Lease,
-        terms: Terms,
+        settings: ClaimSettings,
         wait: Duration,
         sent: Instant,
     ) -> Self {
         let held = Held {
             fenced: AtomicBool::new(false),
-            until: Mutex::new(sent + terms.lease),
+            until: Mutex::new(sent + settings.lease),
         };
         Attempt {
             store,
             lease,
-            terms,
+            settings,
             wait,
             armed: true,
             held: Arc::new(held),
@@ -135,11 +135,11 @@ impl Attempt {
         let mut keeper = Box::pin(keep_lease(
             self.store.clone(),
             self.lease.clone(),
-            self.terms.lease,
+            self.settings.lease,
             self.wait,
             self.held.clone(),
         ));
-        let timeout = self.terms.timeout;
+        let timeout = self.settings.timeout;
         // The handler's future is dropped at the end of this statement, before the record is
         // abandoned when it timed out.
         let out = tokio::select! {
@@ -173,16 +173,16 @@ impl Attempt {
                         self.complete_in_background(completion, keeper, e);
                         return answer;
                     }
-                    first => self.settled("result not stored", first),
+                    first => self.note_failure("result not stored", first),
                 }
             }
             Settlement::Release => {
                 let released = self.release().await;
-                self.settled("record not released", released)
+                self.note_failure("record not released", released)
             }
             Settlement::Abandon => {
                 let abandoned = self.abandon().await;
-                self.settled("lease not ended", abandoned)
+                self.note_failure("lease not ended", abandoned)
             }
         };
         match stored {
@@ -193,7 +193,11 @@ impl Attempt {
 
     /// Disarms the attempt once its record is settled (or left for a takeover), reporting a
     /// failure as `what`.
-    fn settled(&mut self, what: &str, result: Result<(), StoreError>) -> Result<(), StoreError> {
+    fn note_failure(
+        &mut self,
+        what: &str,
+        result: Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
         self.armed = false;
         if let Err(e) = &result {
             self.report(what, e);
@@ -221,7 +225,7 @@ impl Attempt {
                 stored = self.complete(&completion, FIRST_COMPLETION_BACKOFF) => stored,
                 never = &mut keeper => match never {},
             };
-            let _ = self.settled("result not stored", stored);
+            let _ = self.note_failure("result not stored", stored);
         });
     }
 
@@ -231,15 +235,15 @@ impl Attempt {
         match settlement {
             Settlement::Store(completion) => {
                 let stored = self.complete_once(&completion).await;
-                self.settled("result not stored", stored)
+                self.note_failure("result not stored", stored)
             }
             Settlement::Release => {
                 let released = self.release().await;
-                self.settled("record not released", released)
+                self.note_failure("record not released", released)
             }
             Settlement::Abandon => {
                 let abandoned = self.abandon().await;
-                self.settled("lease not ended", abandoned)
+                self.note_failure("lease not ended", abandoned)
             }
         }
     }
@@ -312,7 +316,7 @@ impl Attempt {
              under the same operation id"
         );
         let abandoned = self.abandon().await;
-        let _ = self.settled("lease not ended", abandoned);
+        let _ = self.note_failure("lease not ended", abandoned);
     }
 
     /// The answer of an attempt fenced out while it ran: what a retry of the same request sees
@@ -332,14 +336,14 @@ impl Attempt {
             // Another attempt holds it: at most a lease until it finishes or can be taken over.
             RecordState::Processing => Claim::InProgress {
                 request_hash: record.request_hash,
-                retry_after: self.terms.lease,
+                retry_after: self.settings.lease,
             },
             RecordState::Completed | RecordState::FailedStored => Claim::Completed(record),
         };
         match answer(now_claim, self.lease.request_hash, client_key) {
-            Begin::Replay(record) => front.replay(record).await,
-            Begin::Reject(e) => front.reject(e, Some(client_key)),
-            Begin::Run(_) | Begin::Unprotected => own,
+            Admission::Replay(record) => front.replay(record).await,
+            Admission::Reject(e) => front.reject(e, Some(client_key)),
+            Admission::Run(_) | Admission::Unprotected => own,
         }
     }
 

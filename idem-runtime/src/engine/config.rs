@@ -65,47 +65,21 @@ impl fmt::Display for Contract {
 ///     .lease(Duration::from_secs(10))
 ///     .contract(Contract::ExactReplay)
 ///     .replay_headers(&["x-request-cost"]);
-/// assert_eq!(CREATE_PAYMENT.lease, Duration::from_secs(10));
-/// assert!(!CREATE_PAYMENT.fail_open);
+/// assert_eq!(CREATE_PAYMENT, HandlerConfig::new("payments::create")
+///     .replay_headers(&["x-request-cost"])
+///     .lease(Duration::from_secs(10))
+///     .ttl(Duration::from_secs(7_776_000)));
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HandlerConfig {
-    /// Names the operation inside the scoped key (`tenant:user:operation:client_key`). Two
-    /// handlers with different operations never share a record, even under the same client key.
-    ///
-    /// `None` (what `#[idempotent]` uses on an axum handler without `operation = ".."`): the
-    /// request's method and axum's matched route template, `"POST /v1/payments/{id}/refunds"` —
-    /// what the contract calls the endpoint, stable when the handler function is renamed or
-    /// moved. Changing the name (or the route) turns retries that arrive after the deploy into new
-    /// operations, so treat it like a public name. [`run_once`](super::run_once) has no route and
-    /// needs a name.
-    pub operation: Option<&'static str>,
-    /// How long the guarantee lasts, counted from the claim (S19): after it a reuse of the key is
-    /// a new request.
-    pub ttl: Duration,
-    /// How long a retry waits before it may take over an attempt that stopped renewing its
-    /// lease (a crashed process, S23). The engine renews it in the background every `lease / 2`
-    /// while the handler runs and while its result is stored, so it bounds how long a crash
-    /// blocks retries (`409`), not how long the handler may run ([`HandlerConfig::timeout`]).
-    pub lease: Duration,
-    /// The longest a handler may run: then its future is dropped, the record keeps its
-    /// operation id with its lease ended (a retry takes it over at once and runs under the same
-    /// operation id), and the caller gets `503 timed-out` + `Retry-After`. `None` takes
-    /// [`default_timeout`] of the lease (4 leases).
-    pub timeout: Option<Duration>,
-    /// What a replay returns.
-    pub contract: Contract,
-    /// Response headers kept in the snapshot besides `content-type` and `location` (lowercase
-    /// names). `set-cookie`, `authorization`, `proxy-authenticate`, `www-authenticate`,
-    /// `proxy-authorization` and hop-by-hop headers are never kept, even if listed.
-    pub replay_headers: &'static [&'static str],
-    /// When the store is unavailable: `false` (the default) answers `503` + `Retry-After` and
-    /// does not run the handler (fail closed); `true` runs the handler **without** protection
-    /// and marks the response `Idempotency-Status: unprotected`.
-    pub fail_open: bool,
-    /// Largest response body stored whole; `None` takes the [`Idem`] handle's default
-    /// ([`DEFAULT_MAX_SNAPSHOT_BYTES`] unless changed).
-    pub max_snapshot_bytes: Option<usize>,
+    pub(crate) operation: Option<&'static str>,
+    pub(crate) ttl: Duration,
+    pub(crate) lease: Duration,
+    pub(crate) timeout: Option<Duration>,
+    pub(crate) contract: Contract,
+    pub(crate) replay_headers: &'static [&'static str],
+    pub(crate) fail_open: bool,
+    pub(crate) max_snapshot_bytes: Option<usize>,
 }
 
 /// The TTL unless one is given (`#[idempotent]`, [`HandlerConfig::new`], the tower layer): 7
@@ -129,6 +103,15 @@ pub const fn default_timeout(lease: Duration) -> Duration {
 }
 
 impl HandlerConfig {
+    /// The configuration of the operation `operation`, with the defaults below.
+    ///
+    /// The operation names the operation inside the scoped key
+    /// (`tenant:user:operation:client_key`): two handlers with different operations never share
+    /// a record, even under the same client key. Changing the name turns retries that arrive
+    /// after the deploy into new operations, so treat it like a public name. An axum handler
+    /// may be named after its route instead ([`HandlerConfig::for_route`]); [`run_once`](super::run_once)
+    /// has no route and needs a name.
+    ///
     /// Defaults: a TTL of [`DEFAULT_TTL`] (7 days, ordinary writes, contract S20), a lease of
     /// [`DEFAULT_LEASE`] (30 seconds), a timeout of 4 leases ([`default_timeout`]),
     /// [`Contract::ExactReplay`], no extra headers, fail closed, the handle's snapshot size.
@@ -138,8 +121,7 @@ impl HandlerConfig {
     /// use core::time::Duration;
     /// use idem_runtime::engine::HandlerConfig;
     /// const C: HandlerConfig = HandlerConfig::new("op");
-    /// assert_eq!(C.ttl, Duration::from_secs(7 * 86_400));
-    /// assert_eq!(C.lease, Duration::from_secs(30));
+    /// assert_eq!(C, HandlerConfig::new("op").ttl(Duration::from_secs(7 * 86_400)).lease(Duration::from_secs(30)));
     /// assert_eq!(C.handler_timeout(), Duration::from_secs(120));
     /// ```
     pub const fn new(operation: &'static str) -> Self {
@@ -156,19 +138,27 @@ impl HandlerConfig {
     }
 
     /// The defaults of [`HandlerConfig::new`] for an HTTP handler whose operation is named after
-    /// its route: the request's method and axum's matched route template (see
-    /// [`HandlerConfig::operation`]).
+    /// its route (what `#[idempotent]` uses on an axum handler without `operation = ".."`): the
+    /// request's method and axum's matched route template, `"POST /v1/payments/{id}/refunds"` —
+    /// what the contract calls the endpoint, stable when the handler function is renamed or
+    /// moved.
     ///
     /// ```
     /// use idem_runtime::engine::HandlerConfig;
     /// static CREATE: HandlerConfig = HandlerConfig::for_route();
-    /// assert_eq!(CREATE.operation, None);
+    /// assert_eq!(CREATE.operation(), None);
     /// ```
     pub const fn for_route() -> Self {
         HandlerConfig {
             operation: None,
             ..HandlerConfig::new("")
         }
+    }
+
+    /// The operation's name; `None` for an HTTP handler named after its route
+    /// ([`HandlerConfig::for_route`]).
+    pub const fn operation(&self) -> Option<&'static str> {
+        self.operation
     }
 
     /// The timeout in force: [`HandlerConfig::timeout`], or [`default_timeout`] of the lease.
@@ -215,90 +205,61 @@ impl HandlerConfig {
         }
     }
 
-    /// Sets [`HandlerConfig::ttl`].
-    ///
-    /// ```
-    /// # use core::time::Duration;
-    /// # use idem_runtime::engine::HandlerConfig;
-    /// assert_eq!(HandlerConfig::new("op").ttl(Duration::from_secs(60)).ttl, Duration::from_secs(60));
-    /// ```
+    /// How long the guarantee lasts, counted from the claim (S19): after it a reuse of the key is
+    /// a new request.
     #[must_use]
     pub const fn ttl(mut self, ttl: Duration) -> Self {
         self.ttl = ttl;
         self
     }
 
-    /// Sets [`HandlerConfig::lease`].
-    ///
-    /// ```
-    /// # use core::time::Duration;
-    /// # use idem_runtime::engine::HandlerConfig;
-    /// assert_eq!(HandlerConfig::new("op").lease(Duration::from_secs(5)).lease, Duration::from_secs(5));
-    /// ```
+    /// How long a retry waits before it may take over an attempt that stopped renewing its
+    /// lease (a crashed process, S23). The engine renews it in the background every `lease / 2`
+    /// while the handler runs and while its result is stored, so it bounds how long a crash
+    /// blocks retries (`409`), not how long the handler may run ([`HandlerConfig::timeout`]).
     #[must_use]
     pub const fn lease(mut self, lease: Duration) -> Self {
         self.lease = lease;
         self
     }
 
-    /// Sets [`HandlerConfig::timeout`].
-    ///
-    /// ```
-    /// # use core::time::Duration;
-    /// # use idem_runtime::engine::HandlerConfig;
-    /// let c = HandlerConfig::new("op").timeout(Duration::from_secs(10));
-    /// assert_eq!(c.timeout, Some(Duration::from_secs(10)));
-    /// ```
+    /// The longest a handler may run: then its future is dropped, the record keeps its
+    /// operation id with its lease ended (a retry takes it over at once and runs under the same
+    /// operation id), and the caller gets `503 timed-out` + `Retry-After`. `None` takes
+    /// [`default_timeout`] of the lease (4 leases).
     #[must_use]
     pub const fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = Some(timeout);
         self
     }
 
-    /// Sets [`HandlerConfig::contract`].
-    ///
-    /// ```
-    /// # use idem_runtime::engine::{Contract, HandlerConfig};
-    /// let c = HandlerConfig::new("op").contract(Contract::SuppressOnly);
-    /// assert_eq!(c.contract, Contract::SuppressOnly);
-    /// ```
+    /// What a replay returns.
     #[must_use]
     pub const fn contract(mut self, contract: Contract) -> Self {
         self.contract = contract;
         self
     }
 
-    /// Sets [`HandlerConfig::replay_headers`].
-    ///
-    /// ```
-    /// # use idem_runtime::engine::HandlerConfig;
-    /// let c = HandlerConfig::new("op").replay_headers(&["x-balance"]);
-    /// assert_eq!(c.replay_headers, ["x-balance"]);
-    /// ```
+    /// Response headers kept in the snapshot besides `content-type` and `location` (lowercase
+    /// names). `set-cookie`, `authorization`, `proxy-authenticate`, `www-authenticate`,
+    /// `proxy-authorization` and hop-by-hop headers are never kept, even if listed.
     #[must_use]
     pub const fn replay_headers(mut self, headers: &'static [&'static str]) -> Self {
         self.replay_headers = headers;
         self
     }
 
-    /// Sets [`HandlerConfig::fail_open`].
-    ///
-    /// ```
-    /// # use idem_runtime::engine::HandlerConfig;
-    /// assert!(HandlerConfig::new("op").fail_open(true).fail_open);
-    /// ```
+    /// When the store is unavailable: `false` (the default) answers `503` + `Retry-After` and
+    /// does not run the handler (fail closed); `true` runs the handler **without** protection
+    /// and marks the response `Idempotency-Status: unprotected`.
     #[must_use]
     pub const fn fail_open(mut self, fail_open: bool) -> Self {
         self.fail_open = fail_open;
         self
     }
 
-    /// Sets [`HandlerConfig::max_snapshot_bytes`].
-    ///
-    /// ```
-    /// # use idem_runtime::engine::HandlerConfig;
-    /// assert_eq!(HandlerConfig::new("op").max_snapshot_bytes(1024).max_snapshot_bytes, Some(1024));
-    /// ```
+    /// Largest response body stored whole; `None` takes the [`Idem`] handle's default
+    /// ([`DEFAULT_MAX_SNAPSHOT_BYTES`] unless changed).
     #[must_use]
     pub const fn max_snapshot_bytes(mut self, bytes: usize) -> Self {
         self.max_snapshot_bytes = Some(bytes);

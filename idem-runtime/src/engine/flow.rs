@@ -2,7 +2,7 @@
 //! [`execute`], driven by a [`Front`] for what differs between the axum handlers, the tower layer
 //! and `run_once` (how to answer a rejection, build a replay, encode a result).
 //!
-//! 1. The key is scoped (done by the front, its error passed in) and claimed ([`begin`]).
+//! 1. The key is scoped (done by the front, its error passed in) and claimed ([`admit`]).
 //! 2. A stored record of the same request is replayed, a conflict rejected, an unreachable store
 //!    answered `503` (or the handler runs unprotected under `fail_open`).
 //! 3. A claim won runs the handler under its lease ([`Attempt::drive`]): the operation id in
@@ -31,16 +31,16 @@ use crate::store::{Claim, ClaimRequest, Completion, DEFAULT_RETRY_AFTER, Record,
 /// The durations and failure mode of one claim: the part of a [`HandlerConfig`] (or of the tower
 /// layer's configuration) the flow reads.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Terms {
+pub(crate) struct ClaimSettings {
     pub lease: Duration,
     pub ttl: Duration,
     pub timeout: Duration,
     pub fail_open: bool,
 }
 
-impl Terms {
-    pub(crate) const fn of(cfg: &HandlerConfig) -> Terms {
-        Terms {
+impl ClaimSettings {
+    pub(crate) const fn of(cfg: &HandlerConfig) -> ClaimSettings {
+        ClaimSettings {
             lease: cfg.lease,
             ttl: cfg.ttl,
             timeout: cfg.handler_timeout(),
@@ -103,7 +103,7 @@ pub(crate) trait Front: Send {
 /// are invalid), `hash` the request's fingerprint, computed before the handler runs.
 pub(crate) async fn execute<Fr, H>(
     idem: &Idem,
-    terms: Terms,
+    settings: ClaimSettings,
     key: Result<(ScopedKey, String), IdempotencyError>,
     hash: RequestHash,
     front: Fr,
@@ -117,11 +117,11 @@ where
         Ok(key) => key,
         Err(e) => return front.reject(e, None),
     };
-    match begin(idem, &scoped, &client_key, hash, terms).await {
-        Begin::Run(attempt) => attempt.drive(front, handler, &client_key).await,
-        Begin::Replay(record) => front.replay(record).await,
-        Begin::Reject(e) => front.reject(e, Some(&client_key)),
-        Begin::Unprotected => {
+    match admit(idem, &scoped, &client_key, hash, settings).await {
+        Admission::Run(attempt) => attempt.drive(front, handler, &client_key).await,
+        Admission::Replay(record) => front.replay(record).await,
+        Admission::Reject(e) => front.reject(e, Some(&client_key)),
+        Admission::Unprotected => {
             let out = with_operation(fresh_operation_id(), handler).await;
             front.unprotected(out)
         }
@@ -130,7 +130,7 @@ where
 
 /// What the claim decided.
 #[derive(Debug)]
-pub(crate) enum Begin {
+pub(crate) enum Admission {
     /// Fresh (or taken over): run the handler.
     Run(Attempt),
     /// A stored snapshot of the same request: replay it.
@@ -149,30 +149,34 @@ pub(crate) enum Begin {
 /// * any store error is `Unavailable` (503 + `Retry-After`: the error's own wait, 1 s by default),
 ///   unless the handler fails open. A non-transient error (a missing table, a corrupt row) is
 ///   answered the same way: the client cannot fix it, and a 500 would invite endless retries (S9).
-pub(crate) async fn begin(
+pub(crate) async fn admit(
     idem: &Idem,
     key: &ScopedKey,
     client_key: &str,
     hash: RequestHash,
-    terms: Terms,
-) -> Begin {
-    let req = ClaimRequest::new(key, hash, terms.lease, terms.ttl);
+    settings: ClaimSettings,
+) -> Admission {
+    let req = ClaimRequest::new(key, hash, settings.lease, settings.ttl);
     // Measured before the claim is sent: the lease cannot end earlier than this plus its length.
     let sent = tokio::time::Instant::now();
     let wait = idem.store_wait();
     match bounded(wait, idem.store().claim(&req)).await {
-        Ok(Claim::Acquired(lease)) => {
-            Begin::Run(Attempt::new(idem.store().clone(), lease, terms, wait, sent))
-        }
+        Ok(Claim::Acquired(lease)) => Admission::Run(Attempt::new(
+            idem.store().clone(),
+            lease,
+            settings,
+            wait,
+            sent,
+        )),
         Ok(claim) => answer(claim, hash, client_key),
-        Err(e) if terms.fail_open => {
+        Err(e) if settings.fail_open => {
             tracing::warn!(
                 target: "idem",
                 key = key.readable(),
                 error = %e,
                 "idempotency store unavailable; the handler fails open and runs unprotected"
             );
-            Begin::Unprotected
+            Admission::Unprotected
         }
         Err(e) => {
             tracing::warn!(
@@ -181,7 +185,7 @@ pub(crate) async fn begin(
                 error = %e,
                 "idempotency store unavailable; answering 503 with Retry-After"
             );
-            Begin::Reject(IdempotencyError::Unavailable {
+            Admission::Reject(IdempotencyError::Unavailable {
                 retry_after: e.retry_after().unwrap_or(DEFAULT_RETRY_AFTER),
             })
         }
@@ -189,18 +193,20 @@ pub(crate) async fn begin(
 }
 
 /// The answer to a claim that did not acquire the key: what a retry of request `hash` sees.
-pub(crate) fn answer(claim: Claim, hash: RequestHash, client_key: &str) -> Begin {
+pub(crate) fn answer(claim: Claim, hash: RequestHash, client_key: &str) -> Admission {
     let reused = || {
-        Begin::Reject(IdempotencyError::KeyReused {
+        Admission::Reject(IdempotencyError::KeyReused {
             idempotency_key: client_key.to_owned(),
         })
     };
     match claim {
-        Claim::Completed(record) if record.request_hash == hash => Begin::Replay(record),
+        Claim::Completed(record) if record.request_hash == hash => Admission::Replay(record),
         Claim::InProgress {
             request_hash,
             retry_after,
-        } if request_hash == hash => Begin::Reject(IdempotencyError::InProgress { retry_after }),
+        } if request_hash == hash => {
+            Admission::Reject(IdempotencyError::InProgress { retry_after })
+        }
         Claim::Completed(_) | Claim::InProgress { .. } => reused(),
         Claim::Acquired(_) => unreachable!("`answer` is only asked about claims not acquired"),
     }

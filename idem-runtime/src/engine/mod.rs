@@ -1,5 +1,5 @@
 //! The framework-free claim/replay engine shared by every front: the axum handlers
-//! (`http::run` / `http::run_latest`, what `#[idempotent]` generates), the tower
+//! (what `#[idempotent]` generates), the tower
 //! `http::IdempotencyLayer`, and [`run_once`] for queue consumers and other plain `async fn`s.
 //!
 //! One request goes through the same steps whatever the front:
@@ -62,6 +62,7 @@
 //!
 //! [`ScopedKey`]: crate::key::ScopedKey
 //! [`parse_header_key`]: crate::key::parse_header_key
+//! [`ScopePart`]: crate::key::ScopePart
 //! [`Store`]: crate::store::Store
 //! [`RequestHash`]: crate::RequestHash
 
@@ -73,7 +74,6 @@ mod once;
 mod operation;
 mod policy;
 pub mod problem;
-mod scope;
 mod snapshot;
 
 pub use config::{
@@ -82,11 +82,10 @@ pub use config::{
 };
 pub use error::IdempotencyError;
 #[cfg(feature = "axum")]
-pub(crate) use flow::{Front, Settlement, Terms, execute};
+pub(crate) use flow::{ClaimSettings, Front, Settlement, execute};
 pub use once::run_once;
 pub use operation::{OperationId, operation_id};
 pub use policy::{DefaultPolicy, Disposition, OutcomePolicy};
-pub use scope::{ScopePart, scoped_key, write_scope_part};
 pub use snapshot::Snapshot;
 #[cfg(feature = "axum")]
 pub(crate) use snapshot::{biz_no_body, key_fields_body};

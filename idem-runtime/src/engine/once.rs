@@ -8,9 +8,9 @@ use serde::de::DeserializeOwned;
 
 use super::config::{HandlerConfig, Idem};
 use super::error::IdempotencyError;
-use super::flow::{Front, Settlement, Terms, execute};
-use super::scope::{ScopePart, scoped_key};
+use super::flow::{ClaimSettings, Front, Settlement, execute};
 use crate::fingerprint::RequestHash;
+use crate::key::{ScopePart, scoped_key};
 use crate::store::{Completion, Record};
 
 /// Runs `f` for a key (and scope) until one result is stored; every later call with the same key
@@ -108,7 +108,7 @@ where
             cfg,
             _result: PhantomData,
         };
-        execute(&idem, Terms::of(cfg), key, hash, front, f).await
+        execute(&idem, ClaimSettings::of(cfg), key, hash, front, f).await
     }
 }
 

@@ -23,7 +23,7 @@
 /// as a bare "ok" (S12).
 #[diagnostic::on_unimplemented(
     message = "`{Self}` carries no business number (biz_no)",
-    note = "a replay without the business number sends callers into an 'order again' branch (S11): derive `idem::Snapshot` on the response body and mark the id field `#[snapshot(biz_no)]`, or implement `idem::Snapshot`"
+    note = "a replay without the business number sends callers into an 'order again' branch (rule S11 of docs/contract.md in idem's repository): derive `idem::Snapshot` on the response body and mark the id field `#[snapshot(biz_no)]`, or implement `idem::Snapshot`"
 )]
 pub trait Snapshot {
     /// The wire name of the business number field (after serde renames).

@@ -1,4 +1,4 @@
-//! Unit tests of the engine: problem documents, the default policy, scoping.
+//! Unit tests of the engine: problem documents, the default policy, contracts.
 
 use core::time::Duration;
 
@@ -131,28 +131,6 @@ fn default_policy_table() {
     for c in [ExactReplay, LatestState, SuppressOnly] {
         assert_eq!(p.classify(c, 100), Abandon, "{c}");
     }
-}
-
-#[test]
-fn scopes_are_injective_for_any_arity() {
-    let k = |scope: &[&dyn ScopePart]| scoped_key("op", scope, "k").unwrap();
-    assert_ne!(k(&[&"a:b", &"c"]), k(&[&"a", &"b:c"]));
-    assert_ne!(k(&[&"t", &"a:b", &"c"]), k(&[&"t", &"a", &"b:c"]));
-    assert_ne!(k(&[&"t", &"a%3Ab", &"c"]), k(&[&"t", &"a:b", &"c"]));
-    // Different numbers of parts never collide.
-    assert_ne!(k(&[&"t", &"a:b"]), k(&[&"t", &"a", &"b"]));
-    assert_ne!(k(&[&"t"]), k(&[&"t", &""]));
-    assert_ne!(k(&[]), k(&[&""]));
-    assert_eq!(k(&[&"t", &None::<&str>]), k(&[&"t", &""]));
-    assert_eq!(k(&[&7u32]), k(&[&"7"]));
-    assert_ne!(scoped_key("op1", &[], "k"), scoped_key("op2", &[], "k"));
-}
-
-#[cfg(feature = "axum")]
-#[test]
-fn header_value_scope_parts_escape() {
-    let v = http::HeaderValue::from_bytes(b"a%b c\xff").unwrap();
-    assert_eq!(write_scope_part(&v), "a%25b%20c%FF");
 }
 
 #[test]

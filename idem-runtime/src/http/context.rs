@@ -6,14 +6,15 @@ use axum::extract::{FromRef, FromRequestParts, MatchedPath};
 use http::request::Parts;
 use http::{HeaderMap, HeaderValue, Method};
 
-use crate::engine::{Idem, IdempotencyError, ScopePart, scoped_key};
+use crate::engine::{Idem, IdempotencyError};
 use crate::key::{InvalidKey, ScopedKey, parse_header_key, validate_key};
+use crate::key::{ScopePart, scoped_key};
 
 /// What an idempotent axum handler needs from its request besides its own arguments: the
 /// [`Idem`] handle (from the router state, through `FromRef`), the request headers, method and
 /// path. `#[idempotent]` adds it as the first parameter of the handler.
 ///
-/// It never rejects: a missing or invalid key is answered by [`run`](super::run) with a problem
+/// It never rejects: a missing or invalid key is answered by the generated handler with a problem
 /// response, after the handler's own extractors ran.
 ///
 /// ```

@@ -19,16 +19,17 @@ use tower::{Layer, Service};
 
 use super::context::header_key;
 use super::respond::{
-    SnapshotTerms, exact_replay, mark_unprotected, problem_response, settle, suppressed_replay,
+    SnapshotRules, exact_replay, mark_unprotected, problem_response, settle, suppressed_replay,
 };
 use super::{IDEMPOTENCY_KEY, Problem};
 use crate::canonical::{Canonicalizer, Spec, ValueSpec};
 use crate::engine::problem::INVALID_BODY;
 use crate::engine::{
-    Contract, DEFAULT_LEASE, DEFAULT_TTL, Front, Idem, IdempotencyError, ScopePart, Settlement,
-    Terms, default_timeout, execute, scoped_key,
+    ClaimSettings, Contract, DEFAULT_LEASE, DEFAULT_TTL, Front, Idem, IdempotencyError, Settlement,
+    default_timeout, execute,
 };
 use crate::fingerprint::Fingerprint;
+use crate::key::{ScopePart, scoped_key};
 use crate::store::{BoxError, Record};
 
 /// Default largest request body the layer reads: 1 MiB.
@@ -591,7 +592,7 @@ where
         None => Err(IdempotencyError::Unscoped),
     };
     let req = Request::from_parts(parts, Body::from(bytes));
-    let terms = Terms {
+    let settings = ClaimSettings {
         lease: config.lease,
         ttl: config.ttl,
         timeout: config.timeout.unwrap_or(default_timeout(config.lease)),
@@ -601,7 +602,7 @@ where
         config: &config,
         _out: PhantomData,
     };
-    execute(&config.idem, terms, key, hash, front, inner.call(req)).await
+    execute(&config.idem, settings, key, hash, front, inner.call(req)).await
 }
 
 /// The front of [`Idempotency`]: responses of the wrapped service, business number read from the
@@ -649,7 +650,7 @@ where
             .idem
             .policy()
             .classify(config.contract, resp.status().as_u16());
-        let terms = SnapshotTerms {
+        let rules = SnapshotRules {
             replay_headers: &config.replay_headers,
             limit: config
                 .max_snapshot_bytes
@@ -658,7 +659,7 @@ where
             biz_no_from_body: true,
             key_fields: Vec::new(),
         };
-        let (settlement, resp) = settle(disposition, resp, None, &terms).await;
+        let (settlement, resp) = settle(disposition, resp, None, &rules).await;
         (settlement, Ok(resp))
     }
 }

@@ -1,54 +1,8 @@
-//! The HTTP front of the engine (feature `axum`): idempotent axum handlers ([`run`],
-//! [`run_latest`], what `#[idempotent]` generates), problem+json responses, a JSON extractor
-//! whose rejections are `400` ([`Json`]), and the tower [`IdempotencyLayer`] for handlers that
-//! are not annotated.
-//!
-//! A hand-written idempotent handler, exactly what the attribute generates:
-//!
-//! ```
-//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
-//! use axum::{Router, routing::post, http::{Request, StatusCode}, body::Body};
-//! use idem_runtime::engine::{HandlerConfig, Idem, Snapshot};
-//! use idem_runtime::http::{IdemContext, Json, KeySource, run};
-//! use idem_runtime::{Fingerprint, store::MemoryStore};
-//! use tower::ServiceExt;
-//!
-//! #[derive(serde::Deserialize)]
-//! struct CreatePayment { amount: u64 }
-//! #[derive(serde::Serialize)]
-//! struct Payment { id: String, amount: u64 }
-//! impl Snapshot for Payment {
-//!     const BIZ_NO_FIELD: &'static str = "id";
-//!     fn biz_no(&self) -> String { self.id.clone() }
-//! }
-//!
-//! static CREATE: HandlerConfig = HandlerConfig::new("payments::create");
-//!
-//! async fn create(cx: IdemContext, Json(req): Json<CreatePayment>) -> axum::response::Response {
-//!     // Fingerprinted before the handler runs (here by hand; the derive does it for you).
-//!     let hash = idem_runtime::RequestHash::of_canonical(|w| req.amount.write_canonical(w));
-//!     run(cx, &CREATE, KeySource::Header("Idempotency-Key"), &[], hash, async move {
-//!         (StatusCode::CREATED, axum::Json(Payment { id: "pay_1".into(), amount: req.amount }))
-//!     })
-//!     .await
-//! }
-//! # use idem_runtime::Canonical;
-//!
-//! let app = Router::new()
-//!     .route("/payments", post(create))
-//!     .with_state(Idem::new(MemoryStore::new()));
-//! let request = || Request::post("/payments")
-//!     .header("content-type", "application/json")
-//!     .header("idempotency-key", "\"8e03978e\"")
-//!     .body(Body::from(r#"{"amount":100}"#))
-//!     .unwrap();
-//! let first = app.clone().oneshot(request()).await.unwrap();
-//! assert_eq!(first.status(), StatusCode::CREATED);
-//! let replay = app.oneshot(request()).await.unwrap();
-//! assert_eq!(replay.status(), StatusCode::CREATED);
-//! assert_eq!(replay.headers()["idempotent-replayed"], "true");
-//! # });
-//! ```
+//! The HTTP front of the engine (feature `axum`): what `#[idempotent]` generates for an axum
+//! handler (its [`IdemContext`] extractor and [`KeySource`]; the body it generates calls the
+//! engine through `__private`, not a public API: the attribute is), problem+json responses, a
+//! JSON extractor whose rejections are `400` ([`Json`]), and the tower [`IdempotencyLayer`] for
+//! handlers that are not annotated.
 //!
 //! The status codes and problem types are documented in `docs/http.md`.
 
@@ -57,13 +11,12 @@ mod context;
 mod json;
 mod layer;
 mod respond;
-mod run;
+pub(crate) mod run;
 mod snapshot;
 
 pub use context::{IdemContext, KeySource};
 pub use json::{Json, JsonRejection};
 pub use layer::{DEFAULT_BODY_LIMIT, Idempotency, IdempotencyLayer, ResponseFuture};
-pub use run::{run, run_latest};
 pub use snapshot::{IntoSnapshot, SnapshotBody};
 
 pub use crate::engine::Snapshot;

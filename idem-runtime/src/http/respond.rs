@@ -160,7 +160,7 @@ pub(crate) fn suppressed_replay(record: Record, field: &str) -> Response {
 }
 
 /// How a fresh response is snapshotted.
-pub(crate) struct SnapshotTerms<'a, H> {
+pub(crate) struct SnapshotRules<'a, H> {
     /// Extra whitelisted headers.
     pub replay_headers: &'a [H],
     /// Largest body stored whole.
@@ -183,14 +183,14 @@ pub(crate) async fn settle<H: AsRef<str>>(
     disposition: Disposition,
     resp: Response,
     biz_no: Option<String>,
-    terms: &SnapshotTerms<'_, H>,
+    rules: &SnapshotRules<'_, H>,
 ) -> (Settlement, Response) {
     let Some(outcome) = disposition.outcome() else {
         return (Settlement::without_result(disposition), resp);
     };
     let (parts, body) = resp.into_parts();
     let status = parts.status.as_u16();
-    let headers = snapshot_headers(&parts.headers, terms.replay_headers);
+    let headers = snapshot_headers(&parts.headers, rules.replay_headers);
     let biz_no = biz_no.and_then(storable);
     let store = |body: Vec<u8>, headers, biz_no: Option<String>| {
         Settlement::Store(Completion {
@@ -203,16 +203,16 @@ pub(crate) async fn settle<H: AsRef<str>>(
         })
     };
     let from_body = |bytes: &Bytes| {
-        if terms.biz_no_from_body {
-            biz_no_in_json(bytes, terms.biz_no_field)
+        if rules.biz_no_from_body {
+            biz_no_in_json(bytes, rules.biz_no_field)
         } else {
             None
         }
     };
     // The layer reads the business number from the body: from its first bytes when it is over
     // the limit, so that a body whose number comes early is streamed like a handler's.
-    let read_ahead = biz_no.is_none() && terms.biz_no_from_body;
-    let whole = match capture(body, terms.limit, read_ahead).await {
+    let read_ahead = biz_no.is_none() && rules.biz_no_from_body;
+    let whole = match capture(body, rules.limit, read_ahead).await {
         Captured::Whole(bytes) => {
             let biz_no = biz_no.or_else(|| from_body(&bytes));
             let settlement = store(bytes.to_vec(), headers, biz_no);
@@ -225,11 +225,11 @@ pub(crate) async fn settle<H: AsRef<str>>(
         Captured::Over { prefix, rest } => match biz_no.or_else(|| {
             // At most the limit and one chunk: the part already read.
             let read = read_ahead.then(|| concat(prefix.clone()))?;
-            biz_no_in_json(&read, terms.biz_no_field)
+            biz_no_in_json(&read, rules.biz_no_field)
         }) {
             Some(biz_no) => {
                 let settlement = store(
-                    key_fields_body(terms.biz_no_field, &biz_no, &terms.key_fields),
+                    key_fields_body(rules.biz_no_field, &biz_no, &rules.key_fields),
                     truncated_headers(headers),
                     Some(biz_no),
                 );
@@ -247,7 +247,7 @@ pub(crate) async fn settle<H: AsRef<str>>(
         Ok(bytes) => {
             let settlement = match from_body(&bytes) {
                 Some(biz_no) => store(
-                    key_fields_body(terms.biz_no_field, &biz_no, &terms.key_fields),
+                    key_fields_body(rules.biz_no_field, &biz_no, &rules.key_fields),
                     truncated_headers(headers),
                     Some(biz_no),
                 ),

@@ -1,4 +1,5 @@
-//! [`run`] and [`run_latest`]: the body of every `#[idempotent]` axum handler.
+//! [`run`] and [`run_latest`]: the body of every `#[idempotent]` axum handler, reached by the
+//! generated code through `__private` (not a public API: the attribute is).
 
 use core::future::Future;
 use core::marker::PhantomData;
@@ -8,14 +9,15 @@ use http::StatusCode;
 
 use super::context::{IdemContext, KeySource};
 use super::respond::{
-    SnapshotTerms, exact_replay, mark_replayed, mark_unprotected, problem_response, settle,
+    SnapshotRules, exact_replay, mark_replayed, mark_unprotected, problem_response, settle,
     suppressed_replay,
 };
 use super::snapshot::IntoSnapshot;
 use crate::engine::{
-    Contract, Front, HandlerConfig, Idem, IdempotencyError, ScopePart, Settlement, Terms, execute,
+    ClaimSettings, Contract, Front, HandlerConfig, Idem, IdempotencyError, Settlement, execute,
 };
 use crate::fingerprint::RequestHash;
+use crate::key::ScopePart;
 use crate::store::{Record, RecordState};
 
 /// Runs an `exact_replay` or `suppress_only` handler for a key (and scope) until one result is
@@ -43,7 +45,8 @@ use crate::store::{Record, RecordState};
 /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 /// use axum::{Json, http::StatusCode, response::Response};
 /// use idem_runtime::engine::{Contract, HandlerConfig, Idem, Snapshot};
-/// use idem_runtime::http::{IdemContext, KeySource, run};
+/// use idem_runtime::__private::run;
+/// use idem_runtime::http::{IdemContext, KeySource};
 /// use idem_runtime::RequestHash;
 ///
 /// #[derive(serde::Serialize)]
@@ -95,7 +98,7 @@ where
             lookup: NoLookup,
             _out: PhantomData::<fn() -> R>,
         };
-        execute(cx.idem(), Terms::of(cfg), key, hash, front, handler).await
+        execute(cx.idem(), ClaimSettings::of(cfg), key, hash, front, handler).await
     }
 }
 
@@ -113,7 +116,8 @@ where
 /// use std::sync::{Arc, Mutex};
 /// use axum::{Json, http::StatusCode, response::Response};
 /// use idem_runtime::engine::{Contract, HandlerConfig, Idem, Snapshot};
-/// use idem_runtime::http::{IdemContext, KeySource, run_latest};
+/// use idem_runtime::__private::run_latest;
+/// use idem_runtime::http::{IdemContext, KeySource};
 /// use idem_runtime::RequestHash;
 ///
 /// #[derive(Clone, serde::Serialize)]
@@ -177,7 +181,7 @@ where
             lookup: Lookup(lookup),
             _out: PhantomData::<fn() -> R>,
         };
-        execute(cx.idem(), Terms::of(cfg), key, hash, front, handler).await
+        execute(cx.idem(), ClaimSettings::of(cfg), key, hash, front, handler).await
     }
 }
 
@@ -254,7 +258,7 @@ impl<L: Replayer, R: IntoSnapshot + Send> Front for Handler<'_, L, R> {
             .idem
             .policy()
             .classify(self.cfg.contract, resp.status().as_u16());
-        let terms = SnapshotTerms {
+        let rules = SnapshotRules {
             replay_headers: self.cfg.replay_headers,
             limit: self
                 .cfg
@@ -264,7 +268,7 @@ impl<L: Replayer, R: IntoSnapshot + Send> Front for Handler<'_, L, R> {
             biz_no_from_body: false,
             key_fields,
         };
-        settle(disposition, resp, biz_no, &terms).await
+        settle(disposition, resp, biz_no, &rules).await
     }
 }
 

@@ -34,7 +34,7 @@ use crate::engine::Snapshot;
 /// ```
 #[diagnostic::on_unimplemented(
     message = "the response type `{Self}` carries no business number (biz_no)",
-    note = "a replay without the business number sends callers into an 'order again' branch (S11): derive `idem::Snapshot` on the response body and mark the id field `#[snapshot(biz_no)]`, or implement `idem::IntoSnapshot`",
+    note = "a replay without the business number sends callers into an 'order again' branch (rule S11 of docs/contract.md in idem's repository): derive `idem::Snapshot` on the response body and mark the id field `#[snapshot(biz_no)]`, or implement `idem::http::IntoSnapshot`",
     note = "supported shapes: `Json<T>`, `(StatusCode, Json<T>)`, `(StatusCode, HeaderMap, Json<T>)`, `([(K, V); N], Json<T>)`, `(StatusCode, [(K, V); N], Json<T>)`, and `Result<Shape, E: IntoResponse>`"
 )]
 pub trait IntoSnapshot: IntoResponse {

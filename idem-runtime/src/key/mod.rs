@@ -8,11 +8,13 @@
 //! breaks these rules, whoever built it.
 
 mod header;
+mod scope;
 mod scoped;
 #[cfg(test)]
 mod tests;
 
 pub use header::parse_header_key;
+pub use scope::{ScopePart, scoped_key, write_scope_part};
 pub use scoped::ScopedKey;
 
 /// Longest client key accepted, in characters (Stripe's limit).

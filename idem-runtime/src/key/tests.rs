@@ -1,4 +1,4 @@
-//! Unit tests of the key rules: RFC 8941 sf-strings and bare keys, value keys.
+//! Unit tests of the key rules: RFC 8941 sf-strings and bare keys, value keys, scopes.
 
 use super::*;
 
@@ -157,4 +157,26 @@ fn validate_value_keys() {
         Err(InvalidKey::TooLong { chars: 256 })
     );
     assert!(validate_key(&"é".repeat(255)).is_ok());
+}
+
+#[test]
+fn scopes_are_injective_for_any_arity() {
+    let k = |scope: &[&dyn ScopePart]| scoped_key("op", scope, "k").unwrap();
+    assert_ne!(k(&[&"a:b", &"c"]), k(&[&"a", &"b:c"]));
+    assert_ne!(k(&[&"t", &"a:b", &"c"]), k(&[&"t", &"a", &"b:c"]));
+    assert_ne!(k(&[&"t", &"a%3Ab", &"c"]), k(&[&"t", &"a:b", &"c"]));
+    // Different numbers of parts never collide.
+    assert_ne!(k(&[&"t", &"a:b"]), k(&[&"t", &"a", &"b"]));
+    assert_ne!(k(&[&"t"]), k(&[&"t", &""]));
+    assert_ne!(k(&[]), k(&[&""]));
+    assert_eq!(k(&[&"t", &None::<&str>]), k(&[&"t", &""]));
+    assert_eq!(k(&[&7u32]), k(&[&"7"]));
+    assert_ne!(scoped_key("op1", &[], "k"), scoped_key("op2", &[], "k"));
+}
+
+#[cfg(feature = "axum")]
+#[test]
+fn header_value_scope_parts_escape() {
+    let v = http::HeaderValue::from_bytes(b"a%b c\xff").unwrap();
+    assert_eq!(write_scope_part(&v), "a%25b%20c%FF");
 }

@@ -3,7 +3,7 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use crate::key::{InvalidKey, ScopedKey};
+use super::{InvalidKey, ScopedKey};
 
 /// One part of a key's scope: tenant, user, account, ... (`scope = [auth.tenant_id, auth.user_id]`).
 ///
@@ -15,7 +15,7 @@ use crate::key::{InvalidKey, ScopedKey};
 /// `Sync` so that a `&[&dyn ScopePart]` can be held across an `.await` in a `Send` future.
 ///
 /// ```
-/// use idem_runtime::engine::{ScopePart, write_scope_part};
+/// use idem_runtime::key::{ScopePart, write_scope_part};
 /// struct TenantId(u64);
 /// impl ScopePart for TenantId {
 ///     fn write_scope_part(&self, out: &mut String) {
@@ -38,7 +38,7 @@ pub trait ScopePart: Sync {
 /// The text of one scope part.
 ///
 /// ```
-/// use idem_runtime::engine::write_scope_part;
+/// use idem_runtime::key::write_scope_part;
 /// assert_eq!(write_scope_part(&42u32), "42");
 /// assert_eq!(write_scope_part(&Some("acme")), "acme");
 /// ```
@@ -155,7 +155,7 @@ impl ScopePart for http::HeaderValue {
 /// characters.
 ///
 /// ```
-/// use idem_runtime::engine::scoped_key;
+/// use idem_runtime::key::scoped_key;
 /// let k = scoped_key("payments::create", &[&"acme", &42u64], "k-1")?;
 /// assert_eq!(k.readable(), "acme:42:payments%3A%3Acreate:k-1");
 /// let k3 = scoped_key("op", &[&"acme", &"u1", &"acct:9"], "k-1")?;
