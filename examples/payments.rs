@@ -37,17 +37,17 @@
 //! with another `client_ip`, `timestamp` or `signature` (environment fields, not hashed).
 //!
 //! The same key with another amount is refused: `422`
-//! `https://idem.dev/problems/key-reused` (`application/problem+json`). A new operation needs a
+//! `https://payments.example/problems/key-reused` (`application/problem+json`). A new operation needs a
 //! new key.
 //!
 //! With `PAYMENTS_DELAY_MS=5000`, a duplicate sent while the first request still runs gets `409`
-//! `https://idem.dev/problems/in-progress` with `Retry-After` (seconds left on the lease).
+//! `https://payments.example/problems/in-progress` with `Retry-After` (seconds left on the lease).
 //!
 //! `"currency": "XXX"` simulates a processor failure: `500` problem+json, stored and replayed
 //! (`500` again, `Idempotent-Replayed: true`). An invalid request (`amount <= 0`, a currency
 //! that is not three capital letters) is a `400` that is **not** stored: the corrected retry
 //! with the same key runs. No `Idempotency-Key` header: `400`
-//! `https://idem.dev/problems/missing-key`.
+//! `https://payments.example/problems/missing-key`.
 //!
 //! Refund it (`latest_state`, TTL 90 days): the first answer is `201` with `"status":
 //! "pending"`; a retry answers `200` with the refund's **current** state — `succeeded` once
@@ -170,7 +170,10 @@ pub async fn app(database_url: &str, config: Config) -> Result<Router, BoxError>
     store.migrate().await?;
     db.create_tables().await?;
     let state = App {
-        idem: Idem::from_arc(store).with_policy(RetryDatabaseErrors),
+        // idem's problem documents under the service's own base, next to its own errors.
+        idem: Idem::from_arc(store)
+            .with_policy(RetryDatabaseErrors)
+            .with_problem_base(api::PROBLEMS),
         db,
         config,
     };

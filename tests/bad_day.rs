@@ -176,7 +176,7 @@ fn assert_unavailable(answer: &Answer, key: &str) {
     let problem: serde_json::Value = serde_json::from_slice(&answer.body).unwrap();
     assert_eq!(
         problem["type"],
-        "https://idem.dev/problems/store-unavailable"
+        "https://docs.rs/idem/latest/idem/problem/index.html#store-unavailable"
     );
 }
 

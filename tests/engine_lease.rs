@@ -98,7 +98,15 @@ impl tracing::Subscriber for Events {
     fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
         true
     }
-    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+    fn new_span(&self, span: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        let meta = span.metadata();
+        let mut text = format!("SPAN {} {}", meta.target(), meta.name());
+        span.record(
+            &mut |field: &tracing::field::Field, value: &dyn std::fmt::Debug| {
+                text.push_str(&format!(" {}={value:?}", field.name()));
+            },
+        );
+        self.0.lock().unwrap().push(text);
         tracing::span::Id::from_u64(1)
     }
     fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
@@ -160,16 +168,21 @@ async fn superseded_attempt_is_answered_but_not_stored() {
     })
     .await;
     assert_eq!(replay.unwrap(), second);
-    // Nobody's answer says the zombie's result was dropped: the log does, with its key.
+    // Nobody's answer says the zombie's result was dropped: the log does, with its key's hash.
+    let key_hash = idem::key::scoped_key("tests::fenced", &[], "k-fenced")
+        .unwrap()
+        .hash_hex()
+        .to_string();
     let lost = events.matching("lease lost");
     assert_eq!(lost.len(), 1, "{lost:?}");
     assert!(
-        lost[0].starts_with("WARN idem") && lost[0].contains("k-fenced"),
+        lost[0].starts_with("WARN idem") && lost[0].contains(&key_hash),
         "{lost:?}"
     );
     let dropped = events.matching("result not stored");
     assert_eq!(dropped.len(), 1, "{dropped:?}");
-    assert!(dropped[0].contains("fenced out") && dropped[0].contains("k-fenced"));
+    assert!(dropped[0].contains("fenced out") && dropped[0].contains(&key_hash));
+    assert!(events.matching("k-fenced").is_empty());
 }
 
 #[tokio::test(flavor = "current_thread")]
@@ -236,7 +249,11 @@ async fn a_result_the_store_cannot_take_is_answered_and_reported() {
     let reported = events.wait_for("result not stored").await;
     assert_eq!(reported.len(), 1, "{reported:?}");
     assert!(reported[0].starts_with("ERROR idem"), "{reported:?}");
-    assert!(reported[0].contains("k-outage") && reported[0].contains("stays in progress"));
+    let key_hash = idem::key::scoped_key("tests::outage", &[], "k-outage")
+        .unwrap()
+        .hash_hex()
+        .to_string();
+    assert!(reported[0].contains(&key_hash) && reported[0].contains("stays in progress"));
     // And the claim of a retry is refused with 503, reported too.
     let retry = run_once::<String, Status, _>(&idem, &OUTAGE, "k-outage", &[], hash, async {
         Ok("again".to_owned())
@@ -652,4 +669,89 @@ async fn mysql_request_dropped_during_completion() {
         }
     })
     .await;
+}
+
+static LOGGED: HandlerConfig = HandlerConfig::new("tests::logged").lease(Duration::from_millis(60));
+
+/// Keys and scope parts are personal data in many deployments: idem's spans and events carry the
+/// operation and the key's hash, never the client key or a scope part; replays, `409`, `422`
+/// and takeovers are `debug` events.
+#[tokio::test(flavor = "current_thread")]
+async fn logs_carry_the_operation_and_the_key_hash_never_the_key() {
+    let events = Events::default();
+    let _events = tracing::subscriber::set_default(events.clone());
+    let clock = Arc::new(ManualClock::starting_now());
+    let idem = Idem::new(MemoryStore::with_clock(clock.clone()));
+    let (tenant, key) = ("tenant-4f1e", "client-key-9c2d");
+    let hash = RequestHash::of_bytes(b"logged");
+    let run = |hash, body: &'static str| {
+        run_once::<String, Status, _>(&idem, &LOGGED, key, &[&tenant], hash, async move {
+            Ok(body.to_owned())
+        })
+    };
+    // Fresh, then a replay, then another request under the key (422).
+    assert_eq!(run(hash, "first").await.unwrap(), "first");
+    assert_eq!(run(hash, "again").await.unwrap(), "first");
+    let reused = run(RequestHash::of_bytes(b"other"), "other").await;
+    assert_eq!(reused.unwrap_err(), Status(422));
+    // A second key held by an attempt that waits: a duplicate gets 409; then its lease ends (by
+    // the store's clock) and a retry takes the operation over.
+    let (release, wait) = tokio::sync::oneshot::channel::<()>();
+    let held = {
+        let idem = idem.clone();
+        tokio::spawn(async move {
+            run_once::<String, Status, _>(&idem, &LOGGED, "k-2", &[&"tenant-4f1e"], hash, async {
+                let _ = wait.await;
+                Ok("held".to_owned())
+            })
+            .await
+        })
+    };
+    tokio::task::yield_now().await;
+    let busy = run_once::<String, Status, _>(&idem, &LOGGED, "k-2", &[&tenant], hash, async {
+        Ok("busy".to_owned())
+    })
+    .await;
+    assert_eq!(busy.unwrap_err(), Status(409));
+    clock.advance(Duration::from_secs(1));
+    let taken = run_once::<String, Status, _>(&idem, &LOGGED, "k-2", &[&tenant], hash, async {
+        Ok("taken over".to_owned())
+    })
+    .await;
+    assert_eq!(taken.unwrap(), "taken over");
+    let _ = release.send(());
+    let _ = held.await;
+
+    let first_hash = idem::key::scoped_key("tests::logged", &[&tenant], key)
+        .unwrap()
+        .hash_hex()
+        .to_string();
+    let spans = events.matching("SPAN idem idempotent");
+    assert!(!spans.is_empty());
+    for span in &spans {
+        assert!(span.contains(r#"operation="tests::logged""#), "{span}");
+        assert!(
+            span.contains("key_hash=") && span.contains("operation_id="),
+            "{span}"
+        );
+    }
+    assert!(spans[0].contains(&first_hash), "{spans:?}");
+    for (needle, count) in [
+        ("replaying the stored response", 1),
+        ("answering 422", 1),
+        ("answering 409", 1),
+        ("took over an attempt", 1),
+    ] {
+        let found = events.matching(needle);
+        assert_eq!(found.len(), count, "{needle}: {found:?}");
+        assert!(found[0].starts_with("DEBUG idem"), "{found:?}");
+    }
+    assert!(events.matching("replaying")[0].contains(&first_hash));
+    // Nothing anywhere names the client key or the tenant.
+    let all = events.matching("");
+    assert!(all.len() >= 6, "{all:?}");
+    for text in &all {
+        assert!(!text.contains(key) && !text.contains("k-2"), "{text}");
+        assert!(!text.contains(tenant), "{text}");
+    }
 }

@@ -546,7 +546,7 @@ fn problem(answer: &(StatusCode, HeaderMap, Vec<u8>), status: StatusCode, slug: 
     let p = json_of(body);
     assert_eq!(
         p["type"],
-        format!("https://idem.dev/problems/{slug}"),
+        format!("https://docs.rs/idem/latest/idem/problem/index.html#{slug}"),
         "{p}"
     );
     assert_eq!(p["status"], status.as_u16());

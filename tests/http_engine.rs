@@ -480,7 +480,10 @@ fn problem(
     assert_eq!(status, expected, "{}", String::from_utf8_lossy(body));
     assert_eq!(headers[CONTENT_TYPE], "application/problem+json");
     let p = json(body);
-    assert_eq!(p["type"], format!("https://idem.dev/problems/{slug}"));
+    assert_eq!(
+        p["type"],
+        format!("https://docs.rs/idem/latest/idem/problem/index.html#{slug}")
+    );
     assert_eq!(p["status"], expected.as_u16());
     assert!(p["title"].as_str().is_some_and(|t| !t.is_empty()));
     assert!(p["detail"].as_str().is_some_and(|d| !d.is_empty()));

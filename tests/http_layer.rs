@@ -443,3 +443,30 @@ async fn the_handles_default_scope_applies() {
     assert_eq!(problem_type(&headers, &body), "unscoped");
     assert_eq!(h.hits(), 2);
 }
+
+#[tokio::test]
+async fn the_handles_problem_base_types_the_layers_problems() {
+    const BASE: &str = "https://api.example.com/problems/";
+    let idem = Idem::new(MemoryStore::new()).with_problem_base(BASE);
+    let app = Router::new()
+        .route("/payments", post(|| async { StatusCode::CREATED }))
+        .layer(IdempotencyLayer::for_type::<CreatePayment>(idem).global());
+    let problem_type = |bytes: Vec<u8>| {
+        let problem: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        problem["type"].as_str().unwrap().to_owned()
+    };
+    let (status, _, body) = send(&app, req(None, r#"{"amount":"1","currency":"EUR"}"#)).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(problem_type(body), format!("{BASE}missing-key"));
+    let (status, _, body) = send(&app, req(Some("k"), "not json")).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        problem_type(body),
+        format!("{BASE}request-not-fingerprintable")
+    );
+    let (status, _, _) = send(&app, req(Some("k"), r#"{"amount":"1","currency":"EUR"}"#)).await;
+    assert_eq!(status, StatusCode::CREATED);
+    let (status, _, body) = send(&app, req(Some("k"), r#"{"amount":"2","currency":"EUR"}"#)).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(problem_type(body), format!("{BASE}key-reused"));
+}

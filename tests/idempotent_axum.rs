@@ -423,7 +423,10 @@ async fn default_scope_separates_callers(idem: Idem) {
         .await
         .unwrap();
     let problem: Value = serde_json::from_slice(&bytes).unwrap();
-    assert_eq!(problem["type"], "https://idem.dev/problems/unscoped");
+    assert_eq!(
+        problem["type"],
+        "https://docs.rs/idem/latest/idem/problem/index.html#unscoped"
+    );
     assert_eq!(runs.load(Ordering::SeqCst), 2);
 }
 
@@ -434,7 +437,10 @@ async fn default_scope_is_required_where_asked(idem: Idem) {
     let (status, _, problem) =
         send(&router, "/orders", "acme", "k-unset", json!({"sku": "x"})).await;
     assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
-    assert_eq!(problem["type"], "https://idem.dev/problems/misconfigured");
+    assert_eq!(
+        problem["type"],
+        "https://docs.rs/idem/latest/idem/problem/index.html#misconfigured"
+    );
     assert_eq!(runs.load(Ordering::SeqCst), 0);
 }
 
@@ -619,4 +625,54 @@ async fn sqlite_store() {
         .unwrap();
     store.migrate().await.unwrap();
     suite(Idem::new(store)).await;
+}
+
+#[derive(Snapshot, serde::Serialize)]
+struct Thing {
+    #[snapshot(biz_no)]
+    id: String,
+}
+
+#[idempotent(scope = global)]
+async fn create_thing(
+    idem::http::Json(req): idem::http::Json<CreatePayment>,
+) -> (StatusCode, Json<Thing>) {
+    let id = format!("thing-{}", req.amount);
+    (StatusCode::CREATED, Json(Thing { id }))
+}
+
+/// A service that documents its errors itself sets its problem base once on the handle: every
+/// problem document of its idempotent routes uses it, `idem::http::Json`'s rejections included.
+#[tokio::test]
+async fn the_handles_problem_base_types_every_problem() {
+    const BASE: &str = "https://api.example.com/problems/";
+    let idem = Idem::new(idem::MemoryStore::new()).with_problem_base(BASE);
+    let router = Router::new()
+        .route("/things", post(create_thing))
+        .with_state(idem);
+    let body = json!({"amount": "5.00", "currency": "EUR", "note": "n", "client_ip": "x"});
+    let (status, _, _) = send(&router, "/things", "acme", "k-base", body).await;
+    assert_eq!(status, StatusCode::CREATED);
+    // Another payload under the key: 422 under the service's base.
+    let other = json!({"amount": "6.00", "currency": "EUR", "note": "n", "client_ip": "x"});
+    let (status, _, problem) = send(&router, "/things", "acme", "k-base", other).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(problem["type"], format!("{BASE}key-reused"));
+    // A body that does not deserialize: `Json`'s rejection, after the handle's extractor.
+    let (status, _, problem) =
+        send(&router, "/things", "acme", "k-bad", json!({"amount": []})).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(problem["type"], format!("{BASE}invalid-body"));
+    // No key at all.
+    let request = Request::post("/things")
+        .header("content-type", "application/json")
+        .body(Body::from(r#"{"amount":"5","currency":"EUR"}"#))
+        .unwrap();
+    let response = router.clone().oneshot(request).await.unwrap();
+    assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+    let bytes = axum::body::to_bytes(response.into_body(), 1 << 20)
+        .await
+        .unwrap();
+    let problem: Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(problem["type"], format!("{BASE}missing-key"));
 }

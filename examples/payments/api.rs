@@ -33,7 +33,8 @@ impl FromRef<App> for Idem {
 
 // ---------------------------------------------------------------- problems
 
-const PROBLEMS: &str = "https://payments.example/problems/";
+/// The base of the service's problem types, idem's included (`Idem::with_problem_base`).
+pub(crate) const PROBLEMS: &str = "https://payments.example/problems/";
 
 fn problem(slug: &str, title: &str, status: StatusCode, detail: impl Into<String>) -> Problem {
     Problem::new(&format!("{PROBLEMS}{slug}"), title, status.as_u16(), detail)

@@ -119,11 +119,22 @@ impl Attempt {
         let span = tracing::info_span!(
             target: "idem",
             "idempotent",
-            key = self.lease.key.readable(),
+            operation = self.lease.key.operation(),
+            key_hash = %self.lease.key.hash_hex(),
             operation_id = %self.lease.operation_id,
             fence = self.lease.fence,
             took_over = self.lease.took_over,
         );
+        if self.lease.took_over {
+            span.in_scope(|| {
+                tracing::debug!(
+                    target: "idem",
+                    fence = self.lease.fence,
+                    "took over an attempt whose lease ended: the operation continues under its \
+                     operation id"
+                );
+            });
+        }
         let handler = with_operation(self.operation(), handler).instrument(span);
         if tokio::runtime::Handle::try_current().is_err() {
             // No timer, no background renewal: run it, settle once.
@@ -214,7 +225,8 @@ impl Attempt {
     {
         tracing::debug!(
             target: "idem",
-            key = self.lease.key.readable(),
+            operation = self.lease.key.operation(),
+            key_hash = %self.lease.key.hash_hex(),
             error = %first,
             "storing the result failed for the moment; answering now and trying again in the \
              background while the lease is held"
@@ -272,7 +284,8 @@ impl Attempt {
                 Err(e) if e.is_transient() && self.may_retry(wait) => {
                     tracing::debug!(
                         target: "idem",
-                        key = self.lease.key.readable(),
+                        operation = self.lease.key.operation(),
+                        key_hash = %self.lease.key.hash_hex(),
                         error = %e,
                         "storing the result failed for the moment; trying again"
                     );
@@ -309,7 +322,8 @@ impl Attempt {
     async fn timed_out(&mut self, after: Duration) {
         tracing::warn!(
             target: "idem",
-            key = self.lease.key.readable(),
+            operation = self.lease.key.operation(),
+            key_hash = %self.lease.key.hash_hex(),
             operation_id = %self.lease.operation_id,
             timeout = ?after,
             "the handler ran past its timeout and was stopped; a retry continues the operation \
@@ -360,11 +374,12 @@ impl Attempt {
     }
 
     fn report(&self, what: &str, e: &StoreError) {
-        let (key, operation_id) = (self.lease.key.readable(), &self.lease.operation_id);
+        let (key, operation_id) = (&self.lease.key, &self.lease.operation_id);
         match e {
             StoreError::FencedOut { .. } => tracing::warn!(
                 target: "idem",
-                key,
+                operation = key.operation(),
+                key_hash = %key.hash_hex(),
                 %operation_id,
                 fence = self.lease.fence,
                 "{what}: the lease ran out while the handler ran and a retry took the operation \
@@ -373,7 +388,8 @@ impl Attempt {
             ),
             e => tracing::error!(
                 target: "idem",
-                key,
+                operation = key.operation(),
+                key_hash = %key.hash_hex(),
                 %operation_id,
                 error = %e,
                 "{what}: {e}; the record stays in progress until its lease ends, then a retry \
@@ -402,7 +418,8 @@ impl Drop for Attempt {
                 {
                     tracing::warn!(
                         target: "idem",
-                        key = lease.key.readable(),
+                        operation = lease.key.operation(),
+                        key_hash = %lease.key.hash_hex(),
                         operation_id = %lease.operation_id,
                         error = %e,
                         "the request ended before its result was stored, and its lease could \
@@ -436,7 +453,8 @@ async fn keep_lease(
             Err(StoreError::FencedOut { .. }) => {
                 tracing::warn!(
                     target: "idem",
-                    key = lease.key.readable(),
+                    operation = lease.key.operation(),
+                    key_hash = %lease.key.hash_hex(),
                     operation_id = %lease.operation_id,
                     fence = lease.fence,
                     "lease lost while the handler runs: a retry took the operation over; this \
@@ -447,7 +465,8 @@ async fn keep_lease(
             }
             Err(e) => tracing::debug!(
                 target: "idem",
-                key = lease.key.readable(),
+                operation = lease.key.operation(),
+                key_hash = %lease.key.hash_hex(),
                 error = %e,
                 "lease renewal failed; retried at the next tick"
             ),

@@ -4,6 +4,7 @@ use core::fmt;
 use core::time::Duration;
 use std::sync::Arc;
 
+use super::error::IdempotencyError;
 use super::policy::{DefaultPolicy, OutcomePolicy};
 use crate::store::Store;
 
@@ -294,6 +295,7 @@ pub struct Idem {
     policy: Arc<dyn OutcomePolicy>,
     max_snapshot_bytes: usize,
     store_timeout: Duration,
+    problem_base: Option<Arc<str>>,
     #[cfg(feature = "axum")]
     default_scope: Option<Arc<DefaultScopeFn>>,
 }
@@ -311,7 +313,8 @@ impl fmt::Debug for Idem {
         d.field("store", &self.store)
             .field("policy", &self.policy)
             .field("max_snapshot_bytes", &self.max_snapshot_bytes)
-            .field("store_timeout", &self.store_timeout);
+            .field("store_timeout", &self.store_timeout)
+            .field("problem_base", &self.problem_base);
         #[cfg(feature = "axum")]
         d.field("default_scope", &self.default_scope.is_some());
         d.finish()
@@ -346,6 +349,7 @@ impl Idem {
             policy: Arc::new(DefaultPolicy),
             max_snapshot_bytes: DEFAULT_MAX_SNAPSHOT_BYTES,
             store_timeout: DEFAULT_STORE_TIMEOUT,
+            problem_base: None,
             #[cfg(feature = "axum")]
             default_scope: None,
         }
@@ -420,6 +424,48 @@ impl Idem {
     pub fn max_snapshot_bytes(mut self, n: usize) -> Self {
         self.max_snapshot_bytes = n;
         self
+    }
+
+    /// Sets the base of the `type` URIs of the problem documents idem sends through this handle:
+    /// `base` followed by the type's slug (`key-reused`, `in-progress`, ...; the list is in
+    /// [`problem`](super::problem)), for a service that documents its errors itself. Without
+    /// it, types are under [`problem::DEFAULT_BASE`](super::problem::DEFAULT_BASE), idem's own
+    /// documentation of each type.
+    ///
+    /// It applies to the attribute's handlers, the tower layer, and the rejections of
+    /// `idem::http::Json` on the routes of either (the handle puts the base into the request's
+    /// extensions before the body is read).
+    ///
+    /// ```
+    /// use idem_runtime::engine::{Idem, IdempotencyError};
+    /// let idem = Idem::new(idem_runtime::store::MemoryStore::new())
+    ///     .with_problem_base("https://api.example.com/problems/");
+    /// let p = idem.problem(&IdempotencyError::Unscoped, None);
+    /// assert_eq!(p.get("type").unwrap(), "https://api.example.com/problems/unscoped");
+    /// ```
+    #[must_use]
+    pub fn with_problem_base(mut self, base: impl Into<Arc<str>>) -> Self {
+        self.problem_base = Some(base.into());
+        self
+    }
+
+    /// The base set with [`Idem::with_problem_base`], if any.
+    pub fn problem_base(&self) -> Option<&Arc<str>> {
+        self.problem_base.as_ref()
+    }
+
+    /// The problem document of `error` as this handle sends it (its base applied);
+    /// `idempotency_key` is echoed when given.
+    pub fn problem(
+        &self,
+        error: &IdempotencyError,
+        idempotency_key: Option<&str>,
+    ) -> super::problem::Problem {
+        let p = error.problem(idempotency_key);
+        match &self.problem_base {
+            Some(base) => p.rebase(base),
+            None => p,
+        }
     }
 
     /// Sets the router-wide default scope: the scope of every handler that says `scope = default`

@@ -19,7 +19,7 @@ use crate::key::InvalidKey;
 /// let e = IdempotencyError::InProgress { retry_after: Duration::from_millis(1500) };
 /// assert_eq!(e.status(), 409);
 /// assert_eq!(e.retry_after(), Some(Duration::from_secs(2))); // whole seconds, rounded up
-/// assert_eq!(e.problem_type(), "https://idem.dev/problems/in-progress");
+/// assert_eq!(e.problem_type(), "https://docs.rs/idem/latest/idem/problem/index.html#in-progress");
 /// ```
 ///
 /// [`run_once`]: super::run_once
@@ -166,12 +166,13 @@ impl IdempotencyError {
         }
     }
 
-    /// The problem type URI (`https://idem.dev/problems/<slug>`), see [`problem`].
+    /// The problem type URI under [`problem::DEFAULT_BASE`] (`<base><slug>`), see [`problem`];
+    /// [`Idem::problem`](super::Idem::problem) applies a handle's own base.
     ///
     /// ```
     /// use idem_runtime::engine::IdempotencyError;
     /// let e = IdempotencyError::MissingKey { header: "Idempotency-Key".into() };
-    /// assert_eq!(e.problem_type(), "https://idem.dev/problems/missing-key");
+    /// assert_eq!(e.problem_type(), "https://docs.rs/idem/latest/idem/problem/index.html#missing-key");
     /// ```
     pub fn problem_type(&self) -> &'static str {
         match self {

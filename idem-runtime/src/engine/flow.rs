@@ -119,8 +119,35 @@ where
     };
     match admit(idem, &scoped, &client_key, hash, settings).await {
         Admission::Run(attempt) => attempt.drive(front, handler, &client_key).await,
-        Admission::Replay(record) => front.replay(record).await,
-        Admission::Reject(e) => front.reject(e, Some(&client_key)),
+        Admission::Replay(record) => {
+            tracing::debug!(
+                target: "idem",
+                operation = scoped.operation(),
+                key_hash = %scoped.hash_hex(),
+                status = record.status,
+                "completed with the same request: replaying the stored response"
+            );
+            front.replay(record).await
+        }
+        Admission::Reject(e) => {
+            match &e {
+                IdempotencyError::InProgress { retry_after } => tracing::debug!(
+                    target: "idem",
+                    operation = scoped.operation(),
+                    key_hash = %scoped.hash_hex(),
+                    ?retry_after,
+                    "another attempt holds the lease: answering 409 with Retry-After"
+                ),
+                IdempotencyError::KeyReused { .. } => tracing::debug!(
+                    target: "idem",
+                    operation = scoped.operation(),
+                    key_hash = %scoped.hash_hex(),
+                    "the key was used for another request: answering 422"
+                ),
+                _ => {}
+            }
+            front.reject(e, Some(&client_key))
+        }
         Admission::Unprotected => {
             let out = with_operation(fresh_operation_id(), handler).await;
             front.unprotected(out)
@@ -172,7 +199,8 @@ pub(crate) async fn admit(
         Err(e) if settings.fail_open => {
             tracing::warn!(
                 target: "idem",
-                key = key.readable(),
+                operation = key.operation(),
+                key_hash = %key.hash_hex(),
                 error = %e,
                 "idempotency store unavailable; the handler fails open and runs unprotected"
             );
@@ -181,7 +209,8 @@ pub(crate) async fn admit(
         Err(e) => {
             tracing::warn!(
                 target: "idem",
-                key = key.readable(),
+                operation = key.operation(),
+                key_hash = %key.hash_hex(),
                 error = %e,
                 "idempotency store unavailable; answering 503 with Retry-After"
             );

@@ -1,7 +1,10 @@
-//! RFC 9457 problem details (`application/problem+json`) and the problem type URIs of idem.
+//! RFC 9457 problem details (`application/problem+json`) and the problem types of idem.
 //!
 //! Every idempotency error is answered with a problem document whose `type` is one of the
-//! constants below; `docs/http.md` documents each (status, when, what the client should do).
+//! constants below: [`DEFAULT_BASE`] (this page, one section per type below) followed by the
+//! type's slug. A service that documents its errors itself sets its own base once on the handle,
+//! [`Idem::with_problem_base`](crate::engine::Idem::with_problem_base): its responses then say
+//! `https://api.example.com/problems/key-reused` instead ([`Problem::rebase`]).
 //!
 //! ```
 //! use idem_runtime::engine::problem::{KEY_REUSED, Problem};
@@ -10,43 +13,110 @@
 //!     .extension("idempotency_key", "k-1");
 //! assert_eq!(
 //!     p.to_json(),
-//!     r#"{"type":"https://idem.dev/problems/key-reused","title":"Idempotency key reused with a different request","status":422,"detail":"send a new key for a new operation","idempotency_key":"k-1"}"#,
+//!     r#"{"type":"https://docs.rs/idem/latest/idem/problem/index.html#key-reused","title":"Idempotency key reused with a different request","status":422,"detail":"send a new key for a new operation","idempotency_key":"k-1"}"#,
 //! );
+//! let p = p.rebase("https://api.example.com/problems/");
+//! assert_eq!(p.get("type").unwrap(), "https://api.example.com/problems/key-reused");
 //! ```
+//!
+//! # Problem types
+//!
+//! Every `409` and `503` carries `Retry-After` (whole seconds) and the same number in the
+//! `retry_after` member; `idempotency_key` echoes a valid client key.
+//!
+//! ### missing-key
+//! `400`: the request has no `Idempotency-Key` header. Generate a unique key (a UUID) per
+//! operation and send it on every retry of that operation.
+//!
+//! ### invalid-key
+//! `400`: the key is empty, longer than 255 characters, has control characters, was sent twice,
+//! or is neither an RFC 8941 sf-string nor a bare key. Send a valid key.
+//!
+//! ### unscoped
+//! `401`: the endpoint scopes keys by the caller's identity and the request carries none.
+//! Authenticate and send the request again.
+//!
+//! ### key-reused
+//! `422`: the key was already used for a request with another fingerprint. A new operation
+//! needs a new key; a retry must resend the original request unchanged.
+//!
+//! ### in-progress
+//! `409`: a request with the same key and payload is still running. Retry the same request after
+//! `Retry-After` seconds.
+//!
+//! ### store-unavailable
+//! `503`: the idempotency store cannot be reached; nothing was executed. Retry the same request
+//! after `Retry-After` seconds.
+//!
+//! ### timed-out
+//! `503`: the handler ran past its timeout and was stopped; it may be partly done. Retry the same
+//! request: the retry continues the same operation.
+//!
+//! ### request-not-fingerprintable
+//! `400`: (the tower layer) the body is not JSON or has no canonical form under the endpoint's
+//! spec; `path` and `error` name the offending value. Fix the body; the key may be reused.
+//!
+//! ### invalid-body
+//! `400`, `415` or `413`: (`idem::http::Json`) the body does not deserialize, is not JSON, or is
+//! too large. Fix the body; nothing ran.
+//!
+//! ### body-too-large
+//! `413`: (the tower layer) the body exceeds the layer's limit. Send a smaller body.
+//!
+//! ### misconfigured
+//! `500`: the server's idempotency setup is incomplete for this endpoint. Nothing to do for the
+//! client: an operator must fix the server.
+//!
+//! ### snapshot-unreadable
+//! `503`: (`run_once` only) a stored result no longer deserializes into the result type. An
+//! operator's matter; the record expires with its TTL.
 
 use core::time::Duration;
 
 /// The media type of problem documents.
 pub const CONTENT_TYPE: &str = "application/problem+json";
 
+/// The base of idem's problem type URIs unless a service sets its own
+/// ([`Idem::with_problem_base`](crate::engine::Idem::with_problem_base)): this module's page on
+/// docs.rs, where each type has a section (its slug is the section's anchor).
+pub const DEFAULT_BASE: &str = "https://docs.rs/idem/latest/idem/problem/index.html#";
+
+macro_rules! problem_type {
+    ($slug:literal) => {
+        concat!(
+            "https://docs.rs/idem/latest/idem/problem/index.html#",
+            $slug
+        )
+    };
+}
+
 /// `400`: the `Idempotency-Key` header is missing.
-pub const MISSING_KEY: &str = "https://idem.dev/problems/missing-key";
+pub const MISSING_KEY: &str = problem_type!("missing-key");
 /// `400`: the key is empty, longer than 255 characters, has control characters, or is neither an
 /// sf-string nor a bare key.
-pub const INVALID_KEY: &str = "https://idem.dev/problems/invalid-key";
+pub const INVALID_KEY: &str = problem_type!("invalid-key");
 /// `422`: the key was already used with a request of another fingerprint (S7).
-pub const KEY_REUSED: &str = "https://idem.dev/problems/key-reused";
+pub const KEY_REUSED: &str = problem_type!("key-reused");
 /// `409` + `Retry-After`: a request with the key is still being processed (S8).
-pub const IN_PROGRESS: &str = "https://idem.dev/problems/in-progress";
+pub const IN_PROGRESS: &str = problem_type!("in-progress");
 /// `503` + `Retry-After`: the idempotency store cannot be reached; nothing was executed.
-pub const STORE_UNAVAILABLE: &str = "https://idem.dev/problems/store-unavailable";
+pub const STORE_UNAVAILABLE: &str = problem_type!("store-unavailable");
 /// `400`: the body has no canonical form under the endpoint's fingerprint spec.
-pub const REQUEST_NOT_FINGERPRINTABLE: &str =
-    "https://idem.dev/problems/request-not-fingerprintable";
+pub const REQUEST_NOT_FINGERPRINTABLE: &str = problem_type!("request-not-fingerprintable");
 /// `413`: the body exceeds the tower layer's limit.
-pub const BODY_TOO_LARGE: &str = "https://idem.dev/problems/body-too-large";
+pub const BODY_TOO_LARGE: &str = problem_type!("body-too-large");
 /// `503` + `Retry-After`: the handler ran past its timeout and was stopped; a retry with the
 /// same key continues the same operation.
-pub const TIMED_OUT: &str = "https://idem.dev/problems/timed-out";
+pub const TIMED_OUT: &str = problem_type!("timed-out");
 /// `401`: the endpoint scopes keys by the caller's identity and the request carries none.
-pub const UNSCOPED: &str = "https://idem.dev/problems/unscoped";
+pub const UNSCOPED: &str = problem_type!("unscoped");
 /// `500`: the server's idempotency setup is incomplete for this endpoint (an operator's fix).
-pub const MISCONFIGURED: &str = "https://idem.dev/problems/misconfigured";
+pub const MISCONFIGURED: &str = problem_type!("misconfigured");
 /// `503`: a stored result cannot be read back (framework-free `run_once` only).
-pub const SNAPSHOT_UNREADABLE: &str = "https://idem.dev/problems/snapshot-unreadable";
+pub const SNAPSHOT_UNREADABLE: &str = problem_type!("snapshot-unreadable");
 /// `400` / `415` / `413`: the `idem::http::Json` extractor could not read the body. A `400`, not
 /// axum's `422`, so that `422` always means "key reused" (the draft's issue #42).
-pub const INVALID_BODY: &str = "https://idem.dev/problems/invalid-body";
+pub const INVALID_BODY: &str = problem_type!("invalid-body");
 
 /// Whole seconds of `d` rounded up, at least 1: the value of a `Retry-After` header.
 ///
@@ -66,7 +136,7 @@ pub fn retry_after_secs(d: Duration) -> u64 {
 ///
 /// ```
 /// use idem_runtime::engine::problem::Problem;
-/// let p = Problem::new("https://idem.dev/problems/in-progress", "In progress", 409, "retry in 2 s")
+/// let p = Problem::new("https://api.example.com/problems/in-progress", "In progress", 409, "retry in 2 s")
 ///     .extension("retry_after", 2);
 /// assert_eq!(p.status(), 409);
 /// assert!(p.to_json().ends_with(r#""retry_after":2}"#));
@@ -108,6 +178,22 @@ impl Problem {
         match self.members.iter_mut().find(|(n, _)| n == name) {
             Some((_, v)) => *v = value,
             None => self.members.push((name.to_owned(), value)),
+        }
+        self
+    }
+
+    /// Moves a type under [`DEFAULT_BASE`] to `base` (`https://api.example.com/problems/` +
+    /// the slug); any other type stays as it is. What [`Idem::with_problem_base`] applies to
+    /// every problem document idem sends.
+    ///
+    /// [`Idem::with_problem_base`]: crate::engine::Idem::with_problem_base
+    #[must_use]
+    pub fn rebase(mut self, base: &str) -> Self {
+        if let Some((_, serde_json::Value::String(t))) =
+            self.members.iter_mut().find(|(n, _)| n == "type")
+            && let Some(slug) = t.strip_prefix(DEFAULT_BASE)
+        {
+            *t = format!("{base}{slug}");
         }
         self
     }

@@ -56,7 +56,7 @@ fn problem_documents() {
         let json: serde_json::Value =
             serde_json::from_str(&e.problem(Some("k-1")).to_json()).unwrap();
         assert_eq!(json["type"], type_uri);
-        assert!(type_uri.starts_with("https://idem.dev/problems/"));
+        assert!(type_uri.starts_with("https://docs.rs/idem/latest/idem/problem/index.html#"));
         assert_eq!(json["status"], status);
         assert!(json["title"].as_str().is_some_and(|t| !t.is_empty()));
         assert!(json["detail"].as_str().is_some_and(|d| !d.is_empty()));

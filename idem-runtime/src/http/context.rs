@@ -242,7 +242,10 @@ where
     type Rejection = Infallible;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        Ok(IdemContext::new(Idem::from_ref(state), parts))
+        let idem = Idem::from_ref(state);
+        // Before the body's extractors run: their rejections use the handle's problem base.
+        super::ProblemBase::insert(&idem, &mut parts.extensions);
+        Ok(IdemContext::new(idem, parts))
     }
 }
 

@@ -12,7 +12,7 @@ use crate::engine::problem::{INVALID_BODY, Problem};
 
 /// A JSON request body (extractor) or response body, like `axum::Json`, except that a body that
 /// does not deserialize is rejected with **`400`** `application/problem+json` (type
-/// `https://idem.dev/problems/invalid-body`) instead of axum's `422`.
+/// `https://docs.rs/idem/latest/idem/problem/index.html#invalid-body`) instead of axum's `422`.
 ///
 /// On an idempotent endpoint `422` must mean one thing only: *this key was used with a different
 /// request* (the IETF draft, section 2.7). axum's `Json` answers `422` for a body that parses but
@@ -72,6 +72,10 @@ where
     type Rejection = JsonRejection;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let base = req
+            .extensions()
+            .get::<super::ProblemBase>()
+            .map(|b| b.0.clone());
         match axum::Json::<T>::from_request(req, state).await {
             Ok(axum::Json(value)) => Ok(Json(value)),
             Err(rejection) => {
@@ -82,6 +86,7 @@ where
                 Err(JsonRejection {
                     status,
                     detail: rejection.body_text(),
+                    base,
                 })
             }
         }
@@ -111,6 +116,8 @@ impl<T: Serialize> IntoResponse for Json<T> {
 pub struct JsonRejection {
     status: StatusCode,
     detail: String,
+    /// The guarding handle's problem base, from the request's extensions.
+    base: Option<std::sync::Arc<str>>,
 }
 
 impl JsonRejection {
@@ -156,6 +163,11 @@ impl IntoResponse for JsonRejection {
             "{}: fix the body and send it again (the same idempotency key may be reused: nothing was executed)",
             self.detail
         );
-        Problem::new(INVALID_BODY, title, self.status.as_u16(), detail).into_response()
+        let p = Problem::new(INVALID_BODY, title, self.status.as_u16(), detail);
+        match &self.base {
+            Some(base) => p.rebase(base),
+            None => p,
+        }
+        .into_response()
     }
 }

@@ -18,9 +18,7 @@ use http_body_util::{BodyExt, LengthLimitError, Limited};
 use tower::{Layer, Service};
 
 use super::context::header_key;
-use super::respond::{
-    SnapshotRules, exact_replay, mark_unprotected, problem_response, settle, suppressed_replay,
-};
+use super::respond::{SnapshotRules, exact_replay, mark_unprotected, settle, suppressed_replay};
 use super::{IDEMPOTENCY_KEY, Problem};
 use crate::canonical::{Canonicalizer, Spec, ValueSpec};
 use crate::engine::problem::INVALID_BODY;
@@ -551,7 +549,7 @@ where
     let (parts, body) = req.into_parts();
     let client_key = match header_key(&parts.headers, &config.header) {
         Ok(key) => key,
-        Err(e) => return Ok(problem_response(&e, None)),
+        Err(e) => return Ok(config.idem.problem(&e, None).into_response()),
     };
     let bytes = match Limited::new(body, config.body_limit).collect().await {
         Ok(collected) => collected.to_bytes(),
@@ -559,18 +557,26 @@ where
             let e = IdempotencyError::BodyTooLarge {
                 limit: config.body_limit,
             };
-            return Ok(problem_response(&e, Some(&client_key)));
+            return Ok(config.idem.problem(&e, Some(&client_key)).into_response());
         }
         Err(e) => {
             let detail = format!("the request body could not be read: {e}; send it again");
-            return Ok(
-                Problem::new(INVALID_BODY, "Invalid request body", 400, detail).into_response(),
-            );
+            let p = Problem::new(INVALID_BODY, "Invalid request body", 400, detail);
+            return Ok(match config.idem.problem_base() {
+                Some(base) => p.rebase(base),
+                None => p,
+            }
+            .into_response());
         }
     };
     let hash = match config.canonicalizer.fingerprint_slice(&bytes, &config.spec) {
         Ok(hash) => hash,
-        Err(e) => return Ok(problem_response(&e.into(), Some(&client_key))),
+        Err(e) => {
+            return Ok(config
+                .idem
+                .problem(&e.into(), Some(&client_key))
+                .into_response());
+        }
     };
     let operation = match &config.operation {
         Some(op) => op.clone(),
@@ -591,7 +597,8 @@ where
         }
         None => Err(IdempotencyError::Unscoped),
     };
-    let req = Request::from_parts(parts, Body::from(bytes));
+    let mut req = Request::from_parts(parts, Body::from(bytes));
+    super::ProblemBase::insert(&config.idem, req.extensions_mut());
     let settings = ClaimSettings {
         lease: config.lease,
         ttl: config.ttl,
@@ -622,7 +629,7 @@ where
     type Answer = Result<Response, E>;
 
     fn reject(&self, error: IdempotencyError, client_key: Option<&str>) -> Self::Answer {
-        Ok(problem_response(&error, client_key))
+        Ok(self.config.idem.problem(&error, client_key).into_response())
     }
 
     async fn replay(self, record: Record) -> Self::Answer {

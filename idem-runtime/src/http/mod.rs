@@ -20,6 +20,20 @@ pub use layer::{DEFAULT_BODY_LIMIT, Idempotency, IdempotencyLayer, ResponseFutur
 pub use snapshot::{IntoSnapshot, SnapshotBody};
 
 pub use crate::engine::Snapshot;
+
+/// The problem base of the handle ([`Idem::with_problem_base`](crate::engine::Idem::with_problem_base))
+/// that guards a request, in its extensions, so that [`Json`]'s rejections use it too.
+#[derive(Debug, Clone)]
+pub(crate) struct ProblemBase(pub(crate) std::sync::Arc<str>);
+
+impl ProblemBase {
+    /// Puts `idem`'s problem base, if it has one, into `extensions`.
+    pub(crate) fn insert(idem: &crate::engine::Idem, extensions: &mut http::Extensions) {
+        if let Some(base) = idem.problem_base() {
+            extensions.insert(ProblemBase(base.clone()));
+        }
+    }
+}
 pub use crate::engine::problem::Problem;
 
 /// The request header of the client key (the IETF draft's and Stripe's name).

@@ -9,8 +9,7 @@ use http::StatusCode;
 
 use super::context::{IdemContext, KeySource};
 use super::respond::{
-    SnapshotRules, exact_replay, mark_replayed, mark_unprotected, problem_response, settle,
-    suppressed_replay,
+    SnapshotRules, exact_replay, mark_replayed, mark_unprotected, settle, suppressed_replay,
 };
 use super::snapshot::IntoSnapshot;
 use crate::engine::{
@@ -235,7 +234,7 @@ impl<L: Replayer, R: IntoSnapshot + Send> Front for Handler<'_, L, R> {
     type Answer = Response;
 
     fn reject(&self, error: IdempotencyError, client_key: Option<&str>) -> Response {
-        problem_response(&error, client_key)
+        self.idem.problem(&error, client_key).into_response()
     }
 
     async fn replay(self, record: Record) -> Response {

@@ -52,6 +52,8 @@ const KEY_HASH_DOMAIN: &[u8] = b"idem.scoped-key.v2\0";
 pub struct ScopedKey {
     hash: [u8; 32],
     readable: String,
+    /// The operation as given (also inside `readable`, escaped): a label for logs and metrics.
+    operation: Box<str>,
 }
 
 impl ScopedKey {
@@ -93,6 +95,7 @@ impl ScopedKey {
         Ok(ScopedKey {
             hash: hasher.finalize().into(),
             readable,
+            operation: operation.into(),
         })
     }
 
@@ -105,6 +108,41 @@ impl ScopedKey {
     /// characters escaped inside each part.
     pub fn readable(&self) -> &str {
         &self.readable
+    }
+
+    /// The operation this key is scoped to, as given to [`ScopedKey::new`].
+    pub fn operation(&self) -> &str {
+        &self.operation
+    }
+
+    /// [`ScopedKey::hash`] as 64 lowercase hex digits, written without allocating: what idem's
+    /// logs and spans carry instead of the readable key, whose client key and scope parts
+    /// (tenant and user ids) are personal data in many deployments. An operator finds the
+    /// record by it (the `key_hash` column).
+    ///
+    /// ```
+    /// use idem_runtime::key::ScopedKey;
+    /// let k = ScopedKey::new(&["acme"], "op", "k-1")?;
+    /// let hex = k.hash_hex().to_string();
+    /// assert_eq!(hex.len(), 64);
+    /// assert!(!hex.contains("acme"));
+    /// # Ok::<(), idem_runtime::key::InvalidKey>(())
+    /// ```
+    pub fn hash_hex(&self) -> impl fmt::Display + '_ {
+        struct Hex<'a>(&'a [u8; 32]);
+        impl fmt::Display for Hex<'_> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                const DIGITS: &[u8; 16] = b"0123456789abcdef";
+                let mut out = [0u8; 64];
+                for (i, b) in self.0.iter().enumerate() {
+                    out[2 * i] = DIGITS[usize::from(b >> 4)];
+                    out[2 * i + 1] = DIGITS[usize::from(b & 0xf)];
+                }
+                // Only ASCII hex digits were written.
+                f.write_str(core::str::from_utf8(&out).unwrap_or_default())
+            }
+        }
+        Hex(&self.hash)
     }
 }
 
@@ -216,6 +254,8 @@ mod tests {
         let k = key("acme", "u1", "POST /payments", "abc");
         let hex: String = k.hash().iter().map(|b| format!("{b:02x}")).collect();
         assert_eq!(hex, PINNED_HASH);
+        assert_eq!(k.hash_hex().to_string(), PINNED_HASH);
+        assert_eq!(k.operation(), "POST /payments");
     }
 
     // SHA-256("idem.scoped-key.v2\0" || u64 BE number of scope parts || for each part, the
