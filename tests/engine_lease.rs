@@ -755,3 +755,157 @@ async fn logs_carry_the_operation_and_the_key_hash_never_the_key() {
         assert!(!text.contains(tenant), "{text}");
     }
 }
+
+/// idem's metrics through the `metrics` facade, read back from a debugging recorder: one
+/// counter per outcome and settlement, the handler's and the store's latency, the in-flight
+/// gauge, the sweeper's purges. Labels are the operation and the backend, never the key.
+mod metered {
+    use std::collections::HashMap;
+    use std::sync::OnceLock;
+
+    use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
+
+    use super::*;
+
+    /// The process's recorder (installed once; other tests of this binary record into it too,
+    /// so every assertion below is about this test's own operation).
+    fn snapshotter() -> &'static Snapshotter {
+        static SNAPSHOTTER: OnceLock<Snapshotter> = OnceLock::new();
+        SNAPSHOTTER.get_or_init(|| {
+            let recorder = DebuggingRecorder::new();
+            let snapshotter = recorder.snapshotter();
+            recorder
+                .install()
+                .expect("no other recorder in this binary");
+            snapshotter
+        })
+    }
+
+    /// `name{label=value,..}` (labels sorted) -> counter or gauge value, or histogram count,
+    /// since the recorder was installed. (A snapshot drains counters and histograms: the deltas
+    /// are added up here, so that the two tests below never lose each other's values.)
+    fn read() -> HashMap<String, f64> {
+        static TOTALS: std::sync::Mutex<Option<HashMap<String, f64>>> = std::sync::Mutex::new(None);
+        let mut totals = TOTALS.lock().unwrap();
+        let totals = totals.get_or_insert_with(HashMap::new);
+        for (key, _, _, value) in snapshotter().snapshot().into_vec() {
+            let key = key.key();
+            let mut labels: Vec<String> = key
+                .labels()
+                .map(|l| format!("{}={}", l.key(), l.value()))
+                .collect();
+            labels.sort();
+            let name = format!("{}{{{}}}", key.name(), labels.join(","));
+            let total = totals.entry(name).or_insert(0.0);
+            match value {
+                DebugValue::Counter(n) => *total += n as f64,
+                DebugValue::Gauge(g) => *total = g.into_inner(),
+                DebugValue::Histogram(v) => *total += v.len() as f64,
+            }
+        }
+        totals.clone()
+    }
+
+    static METERED: HandlerConfig = HandlerConfig::new("tests::metered")
+        .lease(Duration::from_millis(60))
+        .ttl(Duration::from_secs(60));
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn every_outcome_is_counted_by_operation_and_backend() {
+        let _ = snapshotter();
+        let clock = Arc::new(ManualClock::starting_now());
+        let store = Arc::new(MemoryStore::with_clock(clock.clone()));
+        let idem = Idem::from_arc(store.clone());
+        let hash = RequestHash::of_bytes(b"metered");
+        let run = |key: &'static str, hash, body: &'static str| {
+            run_once::<String, Status, _>(&idem, &METERED, key, &[&"t"], hash, async move {
+                Ok(body.to_owned())
+            })
+        };
+        assert_eq!(run("m-1", hash, "first").await.unwrap(), "first");
+        assert_eq!(run("m-1", hash, "again").await.unwrap(), "first");
+        let other = RequestHash::of_bytes(b"other");
+        assert_eq!(run("m-1", other, "x").await.unwrap_err(), Status(422));
+        // A held key: 409 for a duplicate, then a takeover once its lease ended; the holder's
+        // late result is refused by the fence.
+        let (release, wait) = tokio::sync::oneshot::channel::<()>();
+        let held = {
+            let idem = idem.clone();
+            tokio::spawn(async move {
+                run_once::<String, Status, _>(&idem, &METERED, "m-2", &[&"t"], hash, async {
+                    let _ = wait.await;
+                    Ok("held".to_owned())
+                })
+                .await
+            })
+        };
+        tokio::task::yield_now().await;
+        assert_eq!(run("m-2", hash, "busy").await.unwrap_err(), Status(409));
+        clock.advance(Duration::from_secs(1));
+        assert_eq!(run("m-2", hash, "taken").await.unwrap(), "taken");
+        let _ = release.send(());
+        let _ = held.await;
+        // The records expire; the sweeper purges them.
+        clock.advance(Duration::from_secs(120));
+        let before = read();
+        let purged = idem::store::Sweeper::new(store.clone())
+            .sweep_once()
+            .await
+            .unwrap();
+        assert_eq!(purged, 2);
+
+        let m = read();
+        let get = |name: &str| m.get(name).copied().unwrap_or(0.0);
+        let op = "backend=memory,operation=tests::metered";
+        for (outcome, n) in [
+            ("fresh", 2.0),
+            ("replay", 1.0),
+            ("key_reused", 1.0),
+            ("in_progress", 1.0),
+            ("takeover", 1.0),
+        ] {
+            let name = format!("idem_requests_total{{{op},outcome={outcome}}}");
+            assert_eq!(get(&name), n, "{name}: {m:#?}");
+        }
+        assert_eq!(
+            get(&format!("idem_settlements_total{{{op},settlement=stored}}")),
+            2.0
+        );
+        assert_eq!(
+            get(&format!(
+                "idem_settlements_total{{{op},settlement=fenced_out}}"
+            )),
+            1.0
+        );
+        assert_eq!(get(&format!("idem_in_flight{{{op}}}")), 0.0);
+        assert!(get(&format!("idem_handler_seconds{{{op}}}")) >= 3.0);
+        assert!(get("idem_store_seconds{backend=memory,statement=claim}") >= 6.0);
+        assert!(get("idem_store_seconds{backend=memory,statement=complete}") >= 2.0);
+        let purged_total = "idem_purged_total{backend=memory}";
+        assert!(get(purged_total) - before.get(purged_total).copied().unwrap_or(0.0) >= 2.0);
+        // No label carries a key.
+        assert!(m.keys().all(|k| !k.contains("m-1") && !k.contains("m-2")));
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn an_unreachable_store_is_counted_as_unavailable() {
+        let _ = snapshotter();
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(dir.path().join("idem.db")).await.unwrap();
+        store.migrate().await.unwrap();
+        store.pool().close().await;
+        let idem = Idem::new(store);
+        let hash = RequestHash::of_bytes(b"down");
+        let answer = run_once::<String, Status, _>(&idem, &UNAVAILABLE, "m-3", &[], hash, async {
+            Ok("never".to_owned())
+        })
+        .await;
+        assert_eq!(answer.unwrap_err(), Status(503));
+        let m = read();
+        let name =
+            "idem_requests_total{backend=sqlite,operation=tests::unavailable,outcome=unavailable}";
+        assert_eq!(m.get(name).copied(), Some(1.0), "{m:#?}");
+    }
+
+    static UNAVAILABLE: HandlerConfig = HandlerConfig::new("tests::unavailable");
+}

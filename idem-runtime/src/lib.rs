@@ -17,6 +17,7 @@ pub mod fingerprint;
 pub mod http;
 pub mod key;
 pub mod store;
+pub(crate) mod telemetry;
 
 pub use canonical::{CanonicalError, Spec, ValueSpec};
 pub use engine::{

@@ -16,6 +16,7 @@ use super::error::IdempotencyError;
 use super::flow::{Admission, ClaimSettings, Front, Settlement, answer, bounded};
 use super::operation::{OperationId, with_operation};
 use crate::store::{Claim, Completion, Lease, RecordState, Store, StoreError};
+use crate::telemetry::{self, Settled};
 
 /// First wait before a completion the store refused for the moment is sent again; it doubles up
 /// to [`MAX_COMPLETION_BACKOFF`].
@@ -77,6 +78,8 @@ impl Attempt {
             fenced: AtomicBool::new(false),
             until: Mutex::new(sent + settings.lease),
         };
+        // Down again when the attempt is dropped, whatever became of it.
+        telemetry::in_flight(&lease.key, store.backend(), 1.0);
         Attempt {
             store,
             lease,
@@ -136,9 +139,11 @@ impl Attempt {
             });
         }
         let handler = with_operation(self.operation(), handler).instrument(span);
+        let started = std::time::Instant::now();
         if tokio::runtime::Handle::try_current().is_err() {
             // No timer, no background renewal: run it, settle once.
             let out = handler.await;
+            self.ran(started);
             let (settlement, answer) = front.settle(out).await;
             let _ = self.carry_out(settlement).await;
             return answer;
@@ -158,6 +163,7 @@ impl Attempt {
             out = tokio::time::timeout(timeout, handler) => out,
             never = &mut keeper => match never {},
         };
+        self.ran(started);
         let Ok(out) = out else {
             self.timed_out(timeout).await;
             return front.reject(
@@ -184,16 +190,16 @@ impl Attempt {
                         self.complete_in_background(completion, keeper, e);
                         return answer;
                     }
-                    first => self.note_failure("result not stored", first),
+                    first => self.note_failure("result not stored", Settled::Stored, first),
                 }
             }
             Settlement::Release => {
                 let released = self.release().await;
-                self.note_failure("record not released", released)
+                self.note_failure("record not released", Settled::Released, released)
             }
             Settlement::Abandon => {
                 let abandoned = self.abandon().await;
-                self.note_failure("lease not ended", abandoned)
+                self.note_failure("lease not ended", Settled::Abandoned, abandoned)
             }
         };
         match stored {
@@ -202,18 +208,30 @@ impl Attempt {
         }
     }
 
-    /// Disarms the attempt once its record is settled (or left for a takeover), reporting a
-    /// failure as `what`.
+    /// Disarms the attempt once its record is settled (or left for a takeover), counting it as
+    /// `done` when `result` is `Ok` and reporting a failure as `what`.
     fn note_failure(
         &mut self,
         what: &str,
+        done: Settled,
         result: Result<(), StoreError>,
     ) -> Result<(), StoreError> {
         self.armed = false;
+        let settled = match &result {
+            Ok(()) => done,
+            Err(StoreError::FencedOut { .. }) => Settled::FencedOut,
+            Err(_) => Settled::Failed,
+        };
+        telemetry::settled(&self.lease.key, self.store.backend(), settled);
         if let Err(e) = &result {
             self.report(what, e);
         }
         result
+    }
+
+    /// Records how long the handler ran.
+    fn ran(&self, started: std::time::Instant) {
+        telemetry::handler(&self.lease.key, self.store.backend(), started.elapsed());
     }
 
     /// Retries the completion `first` refused, on a task of its own that also keeps renewing the
@@ -237,7 +255,7 @@ impl Attempt {
                 stored = self.complete(&completion, FIRST_COMPLETION_BACKOFF) => stored,
                 never = &mut keeper => match never {},
             };
-            let _ = self.note_failure("result not stored", stored);
+            let _ = self.note_failure("result not stored", Settled::Stored, stored);
         });
     }
 
@@ -247,15 +265,15 @@ impl Attempt {
         match settlement {
             Settlement::Store(completion) => {
                 let stored = self.complete_once(&completion).await;
-                self.note_failure("result not stored", stored)
+                self.note_failure("result not stored", Settled::Stored, stored)
             }
             Settlement::Release => {
                 let released = self.release().await;
-                self.note_failure("record not released", released)
+                self.note_failure("record not released", Settled::Released, released)
             }
             Settlement::Abandon => {
                 let abandoned = self.abandon().await;
-                self.note_failure("lease not ended", abandoned)
+                self.note_failure("lease not ended", Settled::Abandoned, abandoned)
             }
         }
     }
@@ -267,7 +285,8 @@ impl Attempt {
         if self.fenced_out() {
             return Err(self.fenced_error());
         }
-        bounded(self.wait, self.store.complete(&self.lease, completion)).await
+        let call = bounded(self.wait, self.store.complete(&self.lease, completion));
+        telemetry::store_call(self.store.backend(), "complete", call).await
     }
 
     /// Stores the snapshot, retrying what the store refuses for the moment (a busy database, a
@@ -280,6 +299,7 @@ impl Attempt {
     ) -> Result<(), StoreError> {
         loop {
             tokio::time::sleep(wait).await;
+            telemetry::completion_retry(&self.lease.key, self.store.backend());
             match self.complete_once(completion).await {
                 Err(e) if e.is_transient() && self.may_retry(wait) => {
                     tracing::debug!(
@@ -308,7 +328,8 @@ impl Attempt {
         if self.fenced_out() {
             return Err(self.fenced_error());
         }
-        bounded(self.wait, self.store.release(&self.lease)).await
+        let call = bounded(self.wait, self.store.release(&self.lease));
+        telemetry::store_call(self.store.backend(), "release", call).await
     }
 
     /// Ends the lease, keeping the record and its operation id: the retry takes over at once.
@@ -316,7 +337,8 @@ impl Attempt {
         if self.fenced_out() {
             return Err(self.fenced_error());
         }
-        bounded(self.wait, self.store.abandon(&self.lease)).await
+        let call = bounded(self.wait, self.store.abandon(&self.lease));
+        telemetry::store_call(self.store.backend(), "abandon", call).await
     }
 
     async fn timed_out(&mut self, after: Duration) {
@@ -330,7 +352,7 @@ impl Attempt {
              under the same operation id"
         );
         let abandoned = self.abandon().await;
-        let _ = self.note_failure("lease not ended", abandoned);
+        let _ = self.note_failure("lease not ended", Settled::TimedOut, abandoned);
     }
 
     /// The answer of an attempt fenced out while it ran: what a retry of the same request sees
@@ -342,7 +364,13 @@ impl Attempt {
         own: Fr::Answer,
         client_key: &str,
     ) -> Fr::Answer {
-        let record = match bounded(self.wait, self.store.get(&self.lease.key)).await {
+        let record = match telemetry::store_call(
+            self.store.backend(),
+            "get",
+            bounded(self.wait, self.store.get(&self.lease.key)),
+        )
+        .await
+        {
             Ok(Some(record)) => record,
             _ => return own,
         };
@@ -401,6 +429,7 @@ impl Attempt {
 
 impl Drop for Attempt {
     fn drop(&mut self) {
+        telemetry::in_flight(&self.lease.key, self.store.backend(), -1.0);
         if !self.armed || self.fenced_out() {
             return;
         }
@@ -413,7 +442,8 @@ impl Drop for Attempt {
             let lease = self.lease.clone();
             let wait = self.wait;
             handle.spawn(async move {
-                if let Err(e) = bounded(wait, store.abandon(&lease)).await
+                let call = bounded(wait, store.abandon(&lease));
+                if let Err(e) = telemetry::store_call(store.backend(), "abandon", call).await
                     && !matches!(e, StoreError::FencedOut { .. })
                 {
                     tracing::warn!(
@@ -445,7 +475,8 @@ async fn keep_lease(
     loop {
         tokio::time::sleep(period).await;
         let sent = Instant::now();
-        match bounded(wait, store.extend(&lease, lease_len)).await {
+        let call = bounded(wait, store.extend(&lease, lease_len));
+        match telemetry::store_call(store.backend(), "extend", call).await {
             Ok(renewed) => {
                 lease = renewed;
                 held.renewed(sent + lease_len);

@@ -27,6 +27,7 @@ use super::policy::Disposition;
 use crate::fingerprint::RequestHash;
 use crate::key::ScopedKey;
 use crate::store::{Claim, ClaimRequest, Completion, DEFAULT_RETRY_AFTER, Record, StoreError};
+use crate::telemetry::{self, Outcome};
 
 /// The durations and failure mode of one claim: the part of a [`HandlerConfig`] (or of the tower
 /// layer's configuration) the flow reads.
@@ -120,6 +121,7 @@ where
     match admit(idem, &scoped, &client_key, hash, settings).await {
         Admission::Run(attempt) => attempt.drive(front, handler, &client_key).await,
         Admission::Replay(record) => {
+            telemetry::request(&scoped, idem.store().backend(), Outcome::Replay);
             tracing::debug!(
                 target: "idem",
                 operation = scoped.operation(),
@@ -130,25 +132,36 @@ where
             front.replay(record).await
         }
         Admission::Reject(e) => {
+            let backend = idem.store().backend();
             match &e {
-                IdempotencyError::InProgress { retry_after } => tracing::debug!(
-                    target: "idem",
-                    operation = scoped.operation(),
-                    key_hash = %scoped.hash_hex(),
-                    ?retry_after,
-                    "another attempt holds the lease: answering 409 with Retry-After"
-                ),
-                IdempotencyError::KeyReused { .. } => tracing::debug!(
-                    target: "idem",
-                    operation = scoped.operation(),
-                    key_hash = %scoped.hash_hex(),
-                    "the key was used for another request: answering 422"
-                ),
+                IdempotencyError::InProgress { retry_after } => {
+                    telemetry::request(&scoped, backend, Outcome::InProgress);
+                    tracing::debug!(
+                        target: "idem",
+                        operation = scoped.operation(),
+                        key_hash = %scoped.hash_hex(),
+                        ?retry_after,
+                        "another attempt holds the lease: answering 409 with Retry-After"
+                    );
+                }
+                IdempotencyError::KeyReused { .. } => {
+                    telemetry::request(&scoped, backend, Outcome::KeyReused);
+                    tracing::debug!(
+                        target: "idem",
+                        operation = scoped.operation(),
+                        key_hash = %scoped.hash_hex(),
+                        "the key was used for another request: answering 422"
+                    );
+                }
+                IdempotencyError::Unavailable { .. } => {
+                    telemetry::request(&scoped, backend, Outcome::Unavailable);
+                }
                 _ => {}
             }
             front.reject(e, Some(&client_key))
         }
         Admission::Unprotected => {
+            telemetry::request(&scoped, idem.store().backend(), Outcome::Unprotected);
             let out = with_operation(fresh_operation_id(), handler).await;
             front.unprotected(out)
         }
@@ -187,14 +200,24 @@ pub(crate) async fn admit(
     // Measured before the claim is sent: the lease cannot end earlier than this plus its length.
     let sent = tokio::time::Instant::now();
     let wait = idem.store_wait();
-    match bounded(wait, idem.store().claim(&req)).await {
-        Ok(Claim::Acquired(lease)) => Admission::Run(Attempt::new(
-            idem.store().clone(),
-            lease,
-            settings,
-            wait,
-            sent,
-        )),
+    let backend = idem.store().backend();
+    let claimed = telemetry::store_call(backend, "claim", bounded(wait, idem.store().claim(&req)));
+    match claimed.await {
+        Ok(Claim::Acquired(lease)) => {
+            let outcome = if lease.took_over {
+                Outcome::Takeover
+            } else {
+                Outcome::Fresh
+            };
+            telemetry::request(key, backend, outcome);
+            Admission::Run(Attempt::new(
+                idem.store().clone(),
+                lease,
+                settings,
+                wait,
+                sent,
+            ))
+        }
         Ok(claim) => answer(claim, hash, client_key),
         Err(e) if settings.fail_open => {
             tracing::warn!(

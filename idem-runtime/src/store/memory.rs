@@ -171,6 +171,10 @@ fn lock(m: &Mutex<Shard>) -> MutexGuard<'_, Shard> {
 }
 
 impl Store for MemoryStore {
+    fn backend(&self) -> &'static str {
+        "memory"
+    }
+
     fn claim<'a>(&'a self, req: &'a ClaimRequest<'a>) -> BoxFuture<'a, Result<Claim, StoreError>> {
         Box::pin(async move { self.claim_now(req) })
     }

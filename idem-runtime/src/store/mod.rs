@@ -494,6 +494,12 @@ pub trait Store: Send + Sync + fmt::Debug {
     /// SQL store was given with `with_clock` ([`SystemClock`] without one, although a SQL store
     /// then decides by the database server's clock, not by this one).
     fn clock(&self) -> &dyn Clock;
+
+    /// A short name of the backend: the `backend` label of idem's metrics (`memory`, `sqlite`,
+    /// `postgres`, `mysql`); `custom` unless the store says.
+    fn backend(&self) -> &'static str {
+        "custom"
+    }
 }
 
 /// A new stable operation id: a random UUID version 4, lowercase hyphenated.

@@ -680,6 +680,10 @@ fn retryable(err: &sqlx::Error) -> bool {
 }
 
 impl Store for MySqlStore {
+    fn backend(&self) -> &'static str {
+        "mysql"
+    }
+
     super::codec::same_sql_store_methods!();
 
     fn extend<'a>(

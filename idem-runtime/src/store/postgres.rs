@@ -575,6 +575,10 @@ fn retryable(err: &sqlx::Error) -> bool {
 }
 
 impl Store for PostgresStore {
+    fn backend(&self) -> &'static str {
+        "postgres"
+    }
+
     super::codec::same_sql_store_methods!();
     super::codec::returning_store_methods!();
 }

@@ -526,6 +526,10 @@ fn retryable(_: &sqlx::Error) -> bool {
 }
 
 impl Store for SqliteStore {
+    fn backend(&self) -> &'static str {
+        "sqlite"
+    }
+
     super::codec::same_sql_store_methods!();
     super::codec::returning_store_methods!();
 }

@@ -8,6 +8,7 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use super::{Store, StoreError};
+use crate::telemetry;
 
 /// Periodically calls [`Store::purge_expired`] so that expired records (already logically
 /// absent, S21) are also physically deleted.
@@ -73,7 +74,10 @@ impl Sweeper {
     pub async fn sweep_once(&self) -> Result<u64, StoreError> {
         let mut total = 0;
         for _ in 0..self.max_batches_per_tick {
-            let n = self.store.purge_expired(self.batch).await?;
+            let backend = self.store.backend();
+            let n = telemetry::store_call(backend, "purge", self.store.purge_expired(self.batch))
+                .await?;
+            telemetry::purged(backend, n);
             total += n;
             if n < u64::from(self.batch) {
                 break;
