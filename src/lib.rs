@@ -359,5 +359,13 @@ pub use idem_runtime::http::IdempotencyLayer;
 #[cfg_attr(docsrs, doc(cfg(feature = "decimal")))]
 pub use idem_runtime::de;
 
+/// Guides for adopters (also in `docs/guides/` of the repository): choosing a contract, a TTL
+/// and a lease, passing the operation id downstream, adding idem to a service, running several
+/// instances, and coming from other idempotency implementations.
+pub mod guide {
+    #[doc = include_str!("../docs/guides/contracts.md")]
+    pub mod contracts {}
+}
+
 #[doc(hidden)]
 pub use idem_runtime::__private;
