@@ -365,6 +365,8 @@ pub use idem_runtime::de;
 pub mod guide {
     #[doc = include_str!("../docs/guides/contracts.md")]
     pub mod contracts {}
+    #[doc = include_str!("../docs/guides/ttl-and-lease.md")]
+    pub mod ttl_and_lease {}
 }
 
 #[doc(hidden)]
