@@ -367,6 +367,8 @@ pub mod guide {
     pub mod contracts {}
     #[doc = include_str!("../docs/guides/ttl-and-lease.md")]
     pub mod ttl_and_lease {}
+    #[doc = include_str!("../docs/guides/outbox.md")]
+    pub mod outbox {}
 }
 
 #[doc(hidden)]
