@@ -369,6 +369,8 @@ pub mod guide {
     pub mod ttl_and_lease {}
     #[doc = include_str!("../docs/guides/outbox.md")]
     pub mod outbox {}
+    #[doc = include_str!("../docs/guides/several-instances.md")]
+    pub mod several_instances {}
 }
 
 #[doc(hidden)]
