@@ -371,6 +371,8 @@ pub mod guide {
     pub mod outbox {}
     #[doc = include_str!("../docs/guides/several-instances.md")]
     pub mod several_instances {}
+    #[doc = include_str!("../docs/guides/axum-postgres.md")]
+    pub mod axum_postgres {}
 }
 
 #[doc(hidden)]
