@@ -373,6 +373,8 @@ pub mod guide {
     pub mod several_instances {}
     #[doc = include_str!("../docs/guides/axum-postgres.md")]
     pub mod axum_postgres {}
+    #[doc = include_str!("../docs/guides/coming-from-stripe-and-powertools.md")]
+    pub mod coming_from_stripe_and_powertools {}
 }
 
 #[doc(hidden)]
