@@ -359,5 +359,23 @@ pub use idem_runtime::http::IdempotencyLayer;
 #[cfg_attr(docsrs, doc(cfg(feature = "decimal")))]
 pub use idem_runtime::de;
 
+/// Guides for adopters (also in `docs/guides/` of the repository): choosing a contract, a TTL
+/// and a lease, passing the operation id downstream, adding idem to a service, running several
+/// instances, and coming from other idempotency implementations.
+pub mod guide {
+    #[doc = include_str!("../docs/guides/contracts.md")]
+    pub mod contracts {}
+    #[doc = include_str!("../docs/guides/ttl-and-lease.md")]
+    pub mod ttl_and_lease {}
+    #[doc = include_str!("../docs/guides/outbox.md")]
+    pub mod outbox {}
+    #[doc = include_str!("../docs/guides/several-instances.md")]
+    pub mod several_instances {}
+    #[doc = include_str!("../docs/guides/axum-postgres.md")]
+    pub mod axum_postgres {}
+    #[doc = include_str!("../docs/guides/coming-from-stripe-and-powertools.md")]
+    pub mod coming_from_stripe_and_powertools {}
+}
+
 #[doc(hidden)]
 pub use idem_runtime::__private;
