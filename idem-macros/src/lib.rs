@@ -92,19 +92,20 @@ pub fn fields(input: TokenStream) -> TokenStream {
 
 /// # Keys
 ///
-/// Every key is optional. Written `#[idempotent(key = .., ttl = "7d", ..)]`:
+/// Every key but `scope` is optional. Written `#[idempotent(scope = [..], ttl = "7d", ..)]`:
 ///
 /// | key | value | default |
 /// | --- | --- | --- |
 /// | `key` | `header("Name")`: the client's key from that request header (in `key` and `scope`, a call of `header` always means this); or any expression of a type that is `AsRef<str>` (`msg.id`), evaluated before the body runs | `header("Idempotency-Key")` (required with `store`) |
-/// | `scope` | `[expr, ..]`: what separates callers (tenant, user); each part implements `ScopePart` (`str`, `String`, integers, `Option<T>`, `Uuid`, `HeaderValue`, references); `header("X-Tenant-Id")` is that request header, absent = empty part. The parts are joined injectively into the scoped key | no scope |
+/// | `scope` | `[expr, ..]`: what separates callers (tenant, user); each part implements `ScopePart` (`str`, `String`, integers, `Option<T>`, `Uuid`, `HeaderValue`, references); `header("X-Tenant-Id")` is that request header, absent = empty part. The parts are joined injectively into the scoped key. `default`: the scope set once on the handle (`Idem::with_default_scope`); `global`: no scope, every caller shares the key | required: a compile error without it |
 /// | `fingerprint(..)` | `fields = [a, b]`: hash only these fields of the request (checked at compile time like `idem::fields!`); `arg = name`: hash this argument instead of the `Json<T>` body (a type deriving `Fingerprint`, or a whole value: string, integer, `Uuid`, `Decimal`, tuple, `Vec`, map, `serde_json::Value`, e.g. a path parameter `Path(id): Path<Uuid>`) | the whole `Json<T>` body (axum); the first argument other than the one `store` names (`store`) |
 /// | `ttl` | how long a retry is recognized (contract S19/S20): `"90d"`, `"24h"`, `"1h30m"` (units `d`, `h`, `m`, `s`, `ms`) | `"7d"` |
-/// | `lease` | how long one run of the handler may take before a retry may take the record over (S23); shorter than `ttl` | `"30s"` |
+/// | `lease` | how long a retry waits before it may take over an attempt that stopped renewing its lease (a crashed or stalled process, S23); a running handler's lease is renewed every `lease / 2`; shorter than `ttl` | `"30s"` |
+/// | `timeout` | the longest the handler may run: then it is stopped, the caller gets `503 timed-out` + `Retry-After`, and a retry continues the same operation | four leases (`"2m"` with the default lease) |
 /// | `contract` | what a retry gets (S2): `"exact_replay"` (the first response again, errors included), `"latest_state"` (the current state, rendered by `lookup`), `"suppress_only"` (the duplicate is blocked; a minimal body with the business number) | `"exact_replay"` |
 /// | `lookup` | with `latest_state` only: an expression of type `FnOnce(String) -> impl Future<Output = impl IntoResponse>`, called with the stored business number; evaluated before the body runs (clone what it needs: `lookup = { let db = db.clone(); move \|id\| find(db, id) }`) | - |
 /// | `store` | an expression yielding the `Idem` handle (`Idem`, `&Idem`, `Arc<Idem>`): makes the function framework-free (see below) | the axum state, through `FromRef` |
-/// | `operation` | the operation's name in the scoped key | the function's path, `module_path!()::name` |
+/// | `operation` | the operation's name in the scoped key; treat it like a public name | axum handlers: the request's method and matched route (`POST /v1/payments`), stable when the function is renamed or moved; required with `store` |
 /// | `headers` | `["x-request-cost", ..]`: response headers replayed besides `content-type` and `location` | none |
 /// | `fail_open` | `fail_open` or `fail_open = true`: when the store is unavailable, run the handler without protection instead of answering `503` | fail closed |
 /// | `max_snapshot_bytes` | the largest response body stored, in bytes | the `Idem` handle's (256 KiB) |
