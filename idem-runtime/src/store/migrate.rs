@@ -60,6 +60,23 @@ pub(crate) fn pending<'m>(
     Ok(out)
 }
 
+/// idem's history as read by `SELECT version, checksum, success FROM <table>` (`rows`), or the
+/// error of that read.
+pub(crate) fn history(
+    rows: Result<Vec<(i64, Vec<u8>, bool)>, sqlx::Error>,
+    table: &str,
+) -> Result<Vec<Applied>, StoreError> {
+    Ok(rows
+        .map_err(|e| migrate_error(&format!("cannot read {table}"), e))?
+        .into_iter()
+        .map(|(version, checksum, success)| Applied {
+            version,
+            checksum,
+            success,
+        })
+        .collect())
+}
+
 /// Wraps a driver error of the migration runner.
 pub(crate) fn migrate_error(what: &str, err: sqlx::Error) -> StoreError {
     StoreError::Migrate {

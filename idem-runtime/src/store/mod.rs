@@ -51,8 +51,6 @@ use core::time::Duration;
 use crate::fingerprint::RequestHash;
 
 mod clock;
-#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
-pub(crate) mod codec;
 mod error;
 mod key;
 mod memory;
@@ -64,6 +62,8 @@ pub mod mysql;
 #[cfg(feature = "postgres")]
 #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
 pub mod postgres;
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+pub(crate) mod sql_store;
 #[cfg(feature = "sqlite")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
 pub mod sqlite;
