@@ -60,7 +60,7 @@ use sqlx::mysql::{
     MySql, MySqlConnection, MySqlDatabaseError, MySqlPool, MySqlPoolOptions, MySqlQueryResult,
     MySqlRow,
 };
-use sqlx::{Executor, Row};
+use sqlx::{AssertSqlSafe, Executor, Row};
 
 use super::error::classify_sqlx;
 use super::migrate::{history, migrate_error, pending};
@@ -492,7 +492,7 @@ impl MySqlStore {
             // The rows are locked by this transaction since the `SELECT`, so they are still the
             // expired records it found, logically absent already (S21); the condition is
             // re-checked all the same. A key whose lock was skipped is not in the list.
-            let mut delete = sqlx::query(&sql).bind(now).persistent(false);
+            let mut delete = sqlx::query(AssertSqlSafe(sql)).bind(now).persistent(false);
             for key in chunk {
                 delete = delete.bind(&key[..]);
             }
@@ -584,7 +584,7 @@ async fn migrate_on(conn: &mut MySqlConnection) -> Result<(), StoreError> {
         .await
         .map_err(|e| migrate_error("cannot record the migration", e))?;
         (&mut *conn)
-            .execute(sqlx::raw_sql(&m.sql))
+            .execute(sqlx::raw_sql(m.sql.clone()))
             .await
             .map_err(|e| migrate_error(&format!("migration {} failed", m.version), e))?;
         sqlx::query(
@@ -856,23 +856,31 @@ mod tests {
         };
         let pool = sqlx::MySqlPool::connect(&url).await.unwrap();
         let table = format!("idem_test_dup_{}", std::process::id());
-        pool.execute(&*format!(
+        pool.execute(sqlx::AssertSqlSafe(format!(
             "CREATE TABLE {table} (a INT NOT NULL, b INT NOT NULL, PRIMARY KEY (a), UNIQUE KEY uk_other (b))"
-        ))
+        )))
         .await
         .unwrap();
-        pool.execute(&*format!("INSERT INTO {table} VALUES (1, 1)"))
-            .await
-            .unwrap();
+        pool.execute(sqlx::AssertSqlSafe(format!(
+            "INSERT INTO {table} VALUES (1, 1)"
+        )))
+        .await
+        .unwrap();
         let on_primary = pool
-            .execute(&*format!("INSERT INTO {table} VALUES (1, 2)"))
+            .execute(sqlx::AssertSqlSafe(format!(
+                "INSERT INTO {table} VALUES (1, 2)"
+            )))
             .await
             .unwrap_err();
         let on_other = pool
-            .execute(&*format!("INSERT INTO {table} VALUES (2, 1)"))
+            .execute(sqlx::AssertSqlSafe(format!(
+                "INSERT INTO {table} VALUES (2, 1)"
+            )))
             .await
             .unwrap_err();
-        pool.execute(&*format!("DROP TABLE {table}")).await.unwrap();
+        pool.execute(sqlx::AssertSqlSafe(format!("DROP TABLE {table}")))
+            .await
+            .unwrap();
         assert!(is_claim_collision(&on_primary), "{on_primary}");
         assert!(!is_claim_collision(&on_other), "{on_other}");
     }

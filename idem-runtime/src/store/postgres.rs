@@ -498,7 +498,7 @@ async fn migrate_on(conn: &mut PgConnection) -> Result<(), StoreError> {
             .await
             .map_err(|e| migrate_error("cannot begin", e))?;
         (&mut *tx)
-            .execute(sqlx::raw_sql(&m.sql))
+            .execute(sqlx::raw_sql(m.sql.clone()))
             .await
             .map_err(|e| migrate_error(&format!("migration {} failed", m.version), e))?;
         sqlx::query(

@@ -383,7 +383,7 @@ fn complete_query<'q>(
     completion: &'q Completion,
     headers: &'q [u8],
     now: Option<i64>,
-) -> sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments<'q>> {
+) -> sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments> {
     sqlx::query(COMPLETE_SQL)
         .bind(&lease.key.hash()[..])
         .bind(fence)
@@ -428,7 +428,7 @@ async fn migrate_on(conn: &mut SqliteConnection) -> Result<(), StoreError> {
     for m in pending(&MIGRATOR, &applied)? {
         let started = std::time::Instant::now();
         (&mut *conn)
-            .execute(sqlx::raw_sql(&m.sql))
+            .execute(sqlx::raw_sql(m.sql.clone()))
             .await
             .map_err(|e| migrate_error(&format!("migration {} failed", m.version), e))?;
         sqlx::query(
