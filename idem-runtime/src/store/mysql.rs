@@ -57,8 +57,8 @@ use core::time::Duration;
 use std::sync::Arc;
 
 use sqlx::mysql::{
-    MySql, MySqlConnection, MySqlDatabaseError, MySqlPool, MySqlPoolOptions, MySqlQueryResult,
-    MySqlRow,
+    MySql, MySqlConnectOptions, MySqlConnection, MySqlDatabaseError, MySqlPool, MySqlPoolOptions,
+    MySqlQueryResult, MySqlRow,
 };
 use sqlx::{AssertSqlSafe, Executor, Row};
 
@@ -264,19 +264,50 @@ pub struct MySqlStore {
 }
 
 impl MySqlStore {
-    /// Connects a pool of up to 10 connections to `url`; acquiring a connection gives up after
-    /// 5 s ([`StoreError::Unavailable`]).
+    /// The pool options [`connect`](Self::connect) and [`connect_with`](Self::connect_with) use:
+    /// up to 10 connections; acquiring one gives up after 5 s ([`StoreError::Unavailable`]).
+    pub fn pool_options() -> MySqlPoolOptions {
+        MySqlPoolOptions::new()
+            .max_connections(10)
+            .acquire_timeout(Duration::from_secs(5))
+    }
+
+    /// Connects a pool with [`pool_options`](Self::pool_options) to `url`.
     ///
     /// # Errors
     /// [`StoreError::Config`] for a malformed URL; [`StoreError::Unavailable`] when the server
     /// cannot be reached.
     pub async fn connect(url: &str) -> Result<Self, StoreError> {
-        let pool = MySqlPoolOptions::new()
-            .max_connections(10)
-            .acquire_timeout(Duration::from_secs(5))
-            .connect(url)
-            .await
-            .map_err(classify)?;
+        Self::connect_with(url.parse().map_err(classify)?).await
+    }
+
+    /// Connects a pool with [`pool_options`](Self::pool_options) and sqlx's connection options
+    /// (TLS with the features `tls-rustls` / `tls-native-tls`, a socket, statement logging, ...).
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// use idem_runtime::store::MySqlStore;
+    /// use sqlx::mysql::MySqlConnectOptions;
+    /// let options: MySqlConnectOptions = "mysql://app:app@db.internal/appdb?ssl-mode=verify_identity".parse()?;
+    /// let store = MySqlStore::connect_with(options).await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`] when the server cannot be reached.
+    pub async fn connect_with(options: MySqlConnectOptions) -> Result<Self, StoreError> {
+        Self::connect_with_pool(Self::pool_options(), options).await
+    }
+
+    /// Connects a pool configured by `pool_options` (size, timeouts, hooks) with `options`.
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`] when the server cannot be reached.
+    pub async fn connect_with_pool(
+        pool_options: MySqlPoolOptions,
+        options: MySqlConnectOptions,
+    ) -> Result<Self, StoreError> {
+        let pool = pool_options.connect_with(options).await.map_err(classify)?;
         Ok(Self::from_pool(pool))
     }
 

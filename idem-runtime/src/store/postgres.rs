@@ -51,7 +51,7 @@ use core::ops::ControlFlow;
 use core::time::Duration;
 use std::sync::Arc;
 
-use sqlx::postgres::{PgConnection, PgPool, PgPoolOptions, PgRow};
+use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions, PgRow};
 use sqlx::{Connection, Executor, Postgres, Row};
 
 use super::error::classify_sqlx;
@@ -284,19 +284,50 @@ pub struct PostgresStore {
 }
 
 impl PostgresStore {
-    /// Connects a pool of up to 10 connections to `url`; acquiring a connection gives up after
-    /// 5 s ([`StoreError::Unavailable`]).
+    /// The pool options [`connect`](Self::connect) and [`connect_with`](Self::connect_with) use:
+    /// up to 10 connections; acquiring one gives up after 5 s ([`StoreError::Unavailable`]).
+    pub fn pool_options() -> PgPoolOptions {
+        PgPoolOptions::new()
+            .max_connections(10)
+            .acquire_timeout(Duration::from_secs(5))
+    }
+
+    /// Connects a pool with [`pool_options`](Self::pool_options) to `url`.
     ///
     /// # Errors
     /// [`StoreError::Config`] for a malformed URL; [`StoreError::Unavailable`] when the server
     /// cannot be reached.
     pub async fn connect(url: &str) -> Result<Self, StoreError> {
-        let pool = PgPoolOptions::new()
-            .max_connections(10)
-            .acquire_timeout(Duration::from_secs(5))
-            .connect(url)
-            .await
-            .map_err(classify)?;
+        Self::connect_with(url.parse().map_err(classify)?).await
+    }
+
+    /// Connects a pool with [`pool_options`](Self::pool_options) and sqlx's connection options
+    /// (TLS with the features `tls-rustls` / `tls-native-tls`, a socket, statement logging, ...).
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// use idem_runtime::store::PostgresStore;
+    /// use sqlx::postgres::PgConnectOptions;
+    /// let options: PgConnectOptions = "postgres://app:app@db.internal/appdb?sslmode=verify-full".parse()?;
+    /// let store = PostgresStore::connect_with(options).await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`] when the server cannot be reached.
+    pub async fn connect_with(options: PgConnectOptions) -> Result<Self, StoreError> {
+        Self::connect_with_pool(Self::pool_options(), options).await
+    }
+
+    /// Connects a pool configured by `pool_options` (size, timeouts, hooks) with `options`.
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`] when the server cannot be reached.
+    pub async fn connect_with_pool(
+        pool_options: PgPoolOptions,
+        options: PgConnectOptions,
+    ) -> Result<Self, StoreError> {
+        let pool = pool_options.connect_with(options).await.map_err(classify)?;
         Ok(Self::from_pool(pool))
     }
 

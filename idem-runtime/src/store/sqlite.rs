@@ -250,17 +250,31 @@ impl SqliteStore {
         Self::connect_with(Self::options(path)).await
     }
 
-    /// Opens a pool with `options`.
+    /// The pool options [`open`](Self::open) and [`connect_with`](Self::connect_with) use: up to
+    /// 8 connections; acquiring one gives up after 10 s.
+    pub fn pool_options() -> SqlitePoolOptions {
+        SqlitePoolOptions::new()
+            .max_connections(8)
+            .acquire_timeout(Duration::from_secs(10))
+    }
+
+    /// Opens a pool with [`pool_options`](Self::pool_options) and `options`.
     ///
     /// # Errors
     /// As [`SqliteStore::open`].
     pub async fn connect_with(options: SqliteConnectOptions) -> Result<Self, StoreError> {
-        let pool = SqlitePoolOptions::new()
-            .max_connections(8)
-            .acquire_timeout(Duration::from_secs(10))
-            .connect_with(options)
-            .await
-            .map_err(classify)?;
+        Self::connect_with_pool(Self::pool_options(), options).await
+    }
+
+    /// Opens a pool configured by `pool_options` (size, timeouts, hooks) with `options`.
+    ///
+    /// # Errors
+    /// As [`SqliteStore::open`].
+    pub async fn connect_with_pool(
+        pool_options: SqlitePoolOptions,
+        options: SqliteConnectOptions,
+    ) -> Result<Self, StoreError> {
+        let pool = pool_options.connect_with(options).await.map_err(classify)?;
         Ok(Self::from_pool(pool))
     }
 
