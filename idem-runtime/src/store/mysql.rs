@@ -598,7 +598,7 @@ async fn migrate_on(conn: &mut MySqlConnection) -> Result<(), StoreError> {
             .await,
         "idem_sqlx_migrations",
     )?;
-    for m in pending(&MIGRATOR, &applied)? {
+    for m in pending(&MIGRATOR, &applied, &[])? {
         // DDL commits implicitly in MySQL: record the attempt first, mark it done after, so a
         // migration that died half-way is visible as `success = FALSE` (as sqlx does).
         let started = std::time::Instant::now();

@@ -439,7 +439,7 @@ async fn migrate_on(conn: &mut SqliteConnection) -> Result<(), StoreError> {
         .await
         .map_err(|e| migrate_error("cannot create idem_sqlx_migrations", e))?;
     let applied = read_history(conn).await?;
-    for m in pending(&MIGRATOR, &applied)? {
+    for m in pending(&MIGRATOR, &applied, &[])? {
         let started = std::time::Instant::now();
         (&mut *conn)
             .execute(sqlx::raw_sql(m.sql.clone()))
@@ -480,7 +480,7 @@ async fn up_to_date(conn: &mut SqliteConnection) -> Result<bool, StoreError> {
         return Ok(false);
     }
     let applied = read_history(conn).await?;
-    Ok(pending(&MIGRATOR, &applied)?.is_empty())
+    Ok(pending(&MIGRATOR, &applied, &[])?.is_empty())
 }
 
 /// idem's migration history.

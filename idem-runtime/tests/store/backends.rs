@@ -288,6 +288,32 @@ async fn postgres_migration_history_is_idem_own() {
     assert!(!theirs.contains(&ours[0]));
 }
 
+/// A database migrated by idem 0.1.0, whose PostgreSQL migration file did not create its schema
+/// (so its checksum differs from today's file), still starts; any other checksum is refused.
+#[tokio::test]
+async fn postgres_database_migrated_by_0_1_0_still_starts() {
+    let Some(url) = server_url("IDEM_TEST_POSTGRES_URL") else {
+        return;
+    };
+    let (url, _guard) = private_database(&url, "pgold").await;
+    let store = PostgresStore::connect(&url).await.unwrap();
+    store.migrate().await.unwrap();
+    let record = |sha384: String| {
+        sqlx::query("UPDATE idem._sqlx_migrations SET checksum = decode($1, 'hex')")
+            .bind(sha384)
+            .execute(store.pool())
+    };
+    // SHA-384 of `20261130000001_idempotency_records.sql` as idem 0.1.0 shipped it.
+    record("bd1c0b9a7c6ddb60d8550db1413eb315db89f9da2d8020ab220d27fcdd4902d6a26c2f932e36d831cda498a124b3df3c".to_owned())
+        .await
+        .unwrap();
+    let restarted = PostgresStore::connect(&url).await.unwrap();
+    restarted.migrate().await.unwrap();
+    record("00".repeat(48)).await.unwrap();
+    let err = restarted.migrate().await.unwrap_err();
+    assert!(matches!(err, StoreError::Migrate { .. }), "{err}");
+}
+
 #[tokio::test]
 async fn mysql_migration_history_is_idem_own() {
     let Some(store) = mysql_store().await else {
