@@ -110,7 +110,7 @@ where
         for i in 0..n {
             let op = round * n + i;
             for a_first in [true, false] {
-                if a_first == (op % 2 == 0) {
+                if a_first == op.is_multiple_of(2) {
                     let start = Instant::now();
                     a(op).await;
                     run_a += start.elapsed();

@@ -43,7 +43,7 @@ struct Server {
 
 impl Server {
     /// Runs `sql` on the example's database (the business tables and the idempotency records).
-    async fn exec(&self, sql: &str) {
+    async fn exec(&self, sql: &'static str) {
         match self.backend {
             Backend::Sqlite => {
                 let pool = sqlx::SqlitePool::connect(&self.url).await.unwrap();
@@ -107,7 +107,7 @@ impl Server {
 async fn postgres_url(base: &str) -> String {
     let schema = unique("payments");
     let pool = sqlx::PgPool::connect(base).await.unwrap();
-    sqlx::query(&format!("CREATE SCHEMA {schema}"))
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
         .execute(&pool)
         .await
         .unwrap();
@@ -121,7 +121,7 @@ async fn postgres_url(base: &str) -> String {
 async fn mysql_url(base: &str) -> String {
     let database = unique("payments");
     let pool = sqlx::MySqlPool::connect(base).await.unwrap();
-    sqlx::query(&format!("CREATE DATABASE {database}"))
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {database}")))
         .execute(&pool)
         .await
         .unwrap();

@@ -29,18 +29,18 @@ macro_rules! on_pool {
     ($db:expr, $sql:expr, |$pool:ident, $q:ident| $body:expr) => {
         match $db {
             Db::Sqlite($pool) => {
-                let $q: &str = $sql;
+                let $q: &'static str = $sql;
                 $body
             }
             #[cfg(feature = "postgres")]
             Db::Postgres($pool) => {
-                let numbered = dollar_placeholders($sql);
-                let $q: &str = &numbered;
+                // Built at run time from a literal: sqlx 0.9 takes it as `AssertSqlSafe`.
+                let $q = sqlx::AssertSqlSafe(dollar_placeholders($sql));
                 $body
             }
             #[cfg(feature = "mysql")]
             Db::MySql($pool) => {
-                let $q: &str = $sql;
+                let $q: &'static str = $sql;
                 $body
             }
         }

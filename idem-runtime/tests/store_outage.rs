@@ -68,9 +68,9 @@ impl Holder {
         if url.starts_with("postgres") {
             let mut c = sqlx::PgConnection::connect(url).await.unwrap();
             c.execute("BEGIN").await.unwrap();
-            sqlx::query(&format!(
+            sqlx::query(sqlx::AssertSqlSafe(format!(
                 "INSERT INTO idem.idempotency_records {RAW_INSERT}"
-            ))
+            )))
             .bind(&key.hash()[..])
             .execute(&mut c)
             .await
@@ -80,11 +80,13 @@ impl Holder {
             let mut c = sqlx::MySqlConnection::connect(url).await.unwrap();
             c.execute("BEGIN").await.unwrap();
             let sql = RAW_INSERT.replace("$1", "?");
-            sqlx::query(&format!("INSERT INTO idem_idempotency_records {sql}"))
-                .bind(&key.hash()[..])
-                .execute(&mut c)
-                .await
-                .unwrap();
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "INSERT INTO idem_idempotency_records {sql}"
+            )))
+            .bind(&key.hash()[..])
+            .execute(&mut c)
+            .await
+            .unwrap();
             Holder::My(c)
         }
     }

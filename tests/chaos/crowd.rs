@@ -348,11 +348,11 @@ impl Jobs {
             .max(0.001);
         let due = ((elapsed / span).min(1.0) * self.total as f64).ceil() as usize;
         let sent = self.total - self.queue.len();
-        if sent <= due || now >= self.deadline {
-            if let Some(i) = self.queue.pop_front() {
-                self.started.push(i);
-                return Some(i);
-            }
+        if (sent <= due || now >= self.deadline)
+            && let Some(i) = self.queue.pop_front()
+        {
+            self.started.push(i);
+            return Some(i);
         }
         if now >= self.deadline {
             return None;

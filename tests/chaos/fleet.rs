@@ -79,7 +79,7 @@ impl Database {
             Backend::Postgres => {
                 let base = server_url("IDEM_TEST_POSTGRES_URL")?;
                 let pool = sqlx::PgPool::connect(&base).await.unwrap();
-                sqlx::query(&format!("CREATE DATABASE {name}"))
+                sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
                     .execute(&pool)
                     .await
                     .unwrap();
@@ -90,7 +90,7 @@ impl Database {
             Backend::Mysql => {
                 let base = server_url("IDEM_TEST_MYSQL_URL")?;
                 let pool = sqlx::MySqlPool::connect(&base).await.unwrap();
-                sqlx::query(&format!("CREATE DATABASE {name}"))
+                sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
                     .execute(&pool)
                     .await
                     .unwrap();

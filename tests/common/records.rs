@@ -62,23 +62,23 @@ impl Records {
         let hash = &key.hash()[..];
         let tuple: Option<Tuple> = match self {
             Records::Memory(_) => return None,
-            Records::Sqlite(pool) => sqlx::query_as(&format!(
+            Records::Sqlite(pool) => sqlx::query_as(sqlx::AssertSqlSafe(format!(
                 "SELECT {columns} FROM idem_idempotency_records WHERE key_hash = ?1"
-            ))
+            )))
             .bind(hash)
             .fetch_optional(pool)
             .await
             .unwrap(),
-            Records::Postgres(pool) => sqlx::query_as(&format!(
+            Records::Postgres(pool) => sqlx::query_as(sqlx::AssertSqlSafe(format!(
                 "SELECT {columns} FROM idem.idempotency_records WHERE key_hash = $1"
-            ))
+            )))
             .bind(hash)
             .fetch_optional(pool)
             .await
             .unwrap(),
-            Records::MySql(pool) => sqlx::query_as(&format!(
+            Records::MySql(pool) => sqlx::query_as(sqlx::AssertSqlSafe(format!(
                 "SELECT {columns} FROM idem_idempotency_records WHERE key_hash = ?"
-            ))
+            )))
             .bind(hash)
             .fetch_optional(pool)
             .await

@@ -1,6 +1,10 @@
 -- idem: the idempotency record (docs/storage.md). Lives in schema `idem`; the migration history is
 -- `idem._sqlx_migrations`, never the application's own `_sqlx_migrations`.
--- Times are BIGINT milliseconds since the Unix epoch, computed by the application's clock.
+-- Times are BIGINT milliseconds since the Unix epoch, computed by the database's clock.
+-- The schema is created here too, so that this file stands alone (`psql -f`, other tools); idem
+-- 0.1.0 shipped this file without that line, and its checksum is still accepted (postgres.rs).
+CREATE SCHEMA IF NOT EXISTS idem;
+
 CREATE TABLE idem.idempotency_records (
     key_hash      BYTEA       NOT NULL,            -- SHA-256 of the length-prefixed scoped key
     idem_key      TEXT        NOT NULL,            -- readable tenant:user:operation:client_key

@@ -12,7 +12,7 @@ const LENIENT_PADDING: GeneralPurpose = GeneralPurpose::new(
 
 /// Decodes a standard base64 string, fully padded or not padded at all.
 pub(crate) fn decode_base64(text: &str) -> Result<Vec<u8>, &'static str> {
-    if text.ends_with('=') && text.len() % 4 != 0 {
+    if text.ends_with('=') && !text.len().is_multiple_of(4) {
         return Err(
             "incomplete `=` padding: pad to a multiple of 4 characters, or omit the padding",
         );

@@ -1,12 +1,19 @@
 //! The migration plan shared by the SQL stores.
 //!
 //! The SQL files under `idem-runtime/migrations/{postgres,mysql,sqlite}/` (inside the crate, so
-//! that it can be published with them) are embedded with `sqlx::migrate!`,
-//! but applied by idem's own small runner: sqlx 0.8's `Migrator` always records its history in
-//! `_sqlx_migrations` of the current schema, the very table the application's own migrations
-//! use (apalis users hit `VersionMissing` that way). idem keeps its history in
-//! `idem._sqlx_migrations` (PostgreSQL) or `idem_sqlx_migrations` (MySQL, SQLite), with the same
-//! columns as sqlx's table.
+//! that it can be published with them) are embedded with `sqlx::migrate!`, but applied by idem's
+//! own small runner. idem keeps its history in `idem._sqlx_migrations` (PostgreSQL) or
+//! `idem_sqlx_migrations` (MySQL, SQLite), never in the application's own `_sqlx_migrations`
+//! (where idem's versions made the application's migrator fail with `VersionMissing`).
+//!
+//! sqlx 0.9's `Migrator` can now name its history table and create a schema, but it still does
+//! not do what this runner does: it takes no lock at all on SQLite (two instances starting on a
+//! fresh file would both migrate it) and on the servers locks on a key derived from the database
+//! name — the same lock as the application's own migrator, and on MySQL a `GET_LOCK` that waits
+//! forever; its inserts leave out `installed_on`, which the MySQL and SQLite history tables this
+//! runner created since 0.1.0 declare `NOT NULL` without a default, so the next migration of an
+//! existing database would fail; and it compares checksums strictly, with no way to accept the
+//! checksum of a migration file that was edited compatibly ([`pending`]).
 
 use sqlx::migrate::{Migration, Migrator};
 
@@ -19,7 +26,10 @@ pub(crate) struct Applied {
     pub success: bool,
 }
 
-/// The migrations of `migrator` not yet in `applied`, in order.
+/// The migrations of `migrator` not yet in `applied`, in order. `earlier` lists, as
+/// `(version, SHA-384 in hex)`, the checksums that earlier idem releases recorded for migration
+/// files edited since in ways that leave the database the same: those are accepted as the
+/// file's own.
 ///
 /// # Errors
 /// [`StoreError::Migrate`] when an applied migration failed half-way (`success = false`) or was
@@ -28,6 +38,7 @@ pub(crate) struct Applied {
 pub(crate) fn pending<'m>(
     migrator: &'m Migrator,
     applied: &[Applied],
+    earlier: &[(i64, &str)],
 ) -> Result<Vec<&'m Migration>, StoreError> {
     let mut out = Vec::new();
     for m in migrator
@@ -45,7 +56,12 @@ pub(crate) fn pending<'m>(
                     source: None,
                 });
             }
-            Some(a) if a.checksum != *m.checksum => {
+            Some(a)
+                if a.checksum != *m.checksum
+                    && !earlier
+                        .iter()
+                        .any(|&(v, sum)| v == m.version && sum == hex(&a.checksum)) =>
+            {
                 return Err(StoreError::Migrate {
                     message: format!(
                         "idem migration {} ({}) was applied with another checksum: the database was migrated by a different idem build",
@@ -60,10 +76,62 @@ pub(crate) fn pending<'m>(
     Ok(out)
 }
 
+/// Lowercase hex of `bytes`.
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// idem's history as read by `SELECT version, checksum, success FROM <table>` (`rows`), or the
+/// error of that read.
+pub(crate) fn history(
+    rows: Result<Vec<(i64, Vec<u8>, bool)>, sqlx::Error>,
+    table: &str,
+) -> Result<Vec<Applied>, StoreError> {
+    Ok(rows
+        .map_err(|e| migrate_error(&format!("cannot read {table}"), e))?
+        .into_iter()
+        .map(|(version, checksum, success)| Applied {
+            version,
+            checksum,
+            success,
+        })
+        .collect())
+}
+
 /// Wraps a driver error of the migration runner.
 pub(crate) fn migrate_error(what: &str, err: sqlx::Error) -> StoreError {
     StoreError::Migrate {
         message: what.to_owned(),
         source: Some(Box::new(err)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn applied(version: i64, checksum: Vec<u8>) -> Applied {
+        Applied {
+            version,
+            checksum,
+            success: true,
+        }
+    }
+
+    #[test]
+    #[cfg(feature = "sqlite")]
+    fn earlier_checksums_are_accepted_and_only_those() {
+        static MIGRATOR: Migrator = sqlx::migrate!("migrations/sqlite");
+        let m = MIGRATOR.iter().next().unwrap();
+        let own = applied(m.version, m.checksum.to_vec());
+        assert!(pending(&MIGRATOR, &[own], &[]).unwrap().is_empty());
+        let old = applied(m.version, vec![0xab; 48]);
+        assert!(pending(&MIGRATOR, std::slice::from_ref(&old), &[]).is_err());
+        let earlier = [(m.version, "ab".repeat(48))];
+        let earlier: Vec<(i64, &str)> = earlier.iter().map(|(v, s)| (*v, s.as_str())).collect();
+        assert!(pending(&MIGRATOR, &[old], &earlier).unwrap().is_empty());
+        let other = applied(m.version, vec![0xcd; 48]);
+        assert!(pending(&MIGRATOR, &[other], &earlier).is_err());
+        assert_eq!(pending(&MIGRATOR, &[], &earlier).unwrap().len(), 1);
     }
 }

@@ -52,8 +52,6 @@ use crate::fingerprint::RequestHash;
 use crate::key::ScopedKey;
 
 mod clock;
-#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
-pub(crate) mod codec;
 mod error;
 mod memory;
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
@@ -64,6 +62,8 @@ pub mod mysql;
 #[cfg(feature = "postgres")]
 #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
 pub mod postgres;
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+pub(crate) mod sql_store;
 #[cfg(feature = "sqlite")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
 pub mod sqlite;

@@ -57,17 +57,15 @@ use core::time::Duration;
 use std::sync::Arc;
 
 use sqlx::mysql::{
-    MySql, MySqlConnection, MySqlDatabaseError, MySqlPool, MySqlPoolOptions, MySqlQueryResult,
-    MySqlRow,
+    MySql, MySqlConnectOptions, MySqlConnection, MySqlDatabaseError, MySqlPool, MySqlPoolOptions,
+    MySqlQueryResult, MySqlRow,
 };
-use sqlx::{Connection, Executor, Row};
+use sqlx::{AssertSqlSafe, Executor, Row};
 
-use super::codec::{
-    CLAIM_ATTEMPTS, RawRecord, StatementCounter, Stored, applied_migrations, completed_earlier,
-    contended, encode_headers, fence_param, fenced_unless_one, millis_param, record_columns,
-};
 use super::error::classify_sqlx;
-use super::migrate::{Applied, migrate_error, pending};
+use super::migrate::{history, migrate_error, pending};
+use super::sql_store::ops::{self, CLAIM_ATTEMPTS, contended, fenced_unless_one};
+use super::sql_store::{RawRecord, SqlBackend, SqlCore, millis_param, record_columns};
 use super::{
     BoxFuture, Claim, ClaimRequest, Clock, Completion, Lease, Record, RecordState, ScopedKey,
     Store, StoreError, SystemClock, Timestamp, new_operation_id,
@@ -161,7 +159,7 @@ const TAKEOVER_SQL: &str = concat!(
     " AND request_hash = ?"
 );
 
-/// The row of a key and the database's "now". Binds: override, key hash (`SELECT_CLOCK_FIRST`).
+/// The row of a key and the database's "now". Binds: override, key hash.
 /// A plain lookup on the primary key: a derived table that put the key first, as the other
 /// backends bind it, was materialized as a temporary table on every execution, measured at
 /// 0.3-0.5 ms on the server against 0.12 ms, on every replay.
@@ -172,9 +170,6 @@ const SELECT_SQL: &str = concat!(
     now!(),
     " AS db_now FROM idem_idempotency_records WHERE key_hash = ?"
 );
-
-/// `SELECT_SQL` binds the clock override before the key hash.
-const SELECT_CLOCK_FIRST: bool = true;
 
 /// Completion (S18): one short statement, only while the lease's fence and operation id are the
 /// record's and it is processing (S23). No expiry condition: a result nobody superseded is
@@ -265,17 +260,82 @@ pub mod sql {
 /// ```
 #[derive(Debug, Clone)]
 pub struct MySqlStore {
-    pool: MySqlPool,
-    clock: Option<Arc<dyn Clock>>,
-    statements: Arc<StatementCounter>,
+    core: SqlCore<MySqlStore>,
 }
 
 impl MySqlStore {
-    super::codec::sql_store_inherent_methods! {
-        pool: MySqlPool,
-        connect: MySqlPoolOptions,
-        /// A store over an existing pool (the application's own, typically).
-        fn from_pool;
+    /// The pool options [`connect`](Self::connect) and [`connect_with`](Self::connect_with) use:
+    /// up to 10 connections; acquiring one gives up after 5 s ([`StoreError::Unavailable`]).
+    pub fn pool_options() -> MySqlPoolOptions {
+        MySqlPoolOptions::new()
+            .max_connections(10)
+            .acquire_timeout(Duration::from_secs(5))
+    }
+
+    /// Connects a pool with [`pool_options`](Self::pool_options) to `url`.
+    ///
+    /// # Errors
+    /// [`StoreError::Config`] for a malformed URL; [`StoreError::Unavailable`] when the server
+    /// cannot be reached.
+    pub async fn connect(url: &str) -> Result<Self, StoreError> {
+        Self::connect_with(url.parse().map_err(classify)?).await
+    }
+
+    /// Connects a pool with [`pool_options`](Self::pool_options) and sqlx's connection options
+    /// (TLS with the features `tls-rustls` / `tls-native-tls`, a socket, statement logging, ...).
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// use idem_runtime::store::MySqlStore;
+    /// use sqlx::mysql::MySqlConnectOptions;
+    /// let options: MySqlConnectOptions = "mysql://app:app@db.internal/appdb?ssl-mode=verify_identity".parse()?;
+    /// let store = MySqlStore::connect_with(options).await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`] when the server cannot be reached.
+    pub async fn connect_with(options: MySqlConnectOptions) -> Result<Self, StoreError> {
+        Self::connect_with_pool(Self::pool_options(), options).await
+    }
+
+    /// Connects a pool configured by `pool_options` (size, timeouts, hooks) with `options`.
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`] when the server cannot be reached.
+    pub async fn connect_with_pool(
+        pool_options: MySqlPoolOptions,
+        options: MySqlConnectOptions,
+    ) -> Result<Self, StoreError> {
+        let pool = pool_options.connect_with(options).await.map_err(classify)?;
+        Ok(Self::from_pool(pool))
+    }
+
+    /// A store over an existing pool (the application's own, typically).
+    pub fn from_pool(pool: MySqlPool) -> Self {
+        Self {
+            core: SqlCore::new(pool),
+        }
+    }
+
+    /// Decides by `clock` instead of the database server's clock: **for tests** (a
+    /// [`ManualClock`](crate::store::ManualClock) moves time without sleeping). Every
+    /// statement then passes `clock`'s time where it would read the server's. In production
+    /// leave it unset: with it, several application instances would need synchronized
+    /// clocks, and a lease would have to exceed the handler's run time plus their skew.
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.core.clock = Some(clock);
+        self
+    }
+
+    /// The pool.
+    pub fn pool(&self) -> &MySqlPool {
+        &self.core.pool
+    }
+
+    /// SQL statements sent so far by this store (and its clones); diagnostics.
+    pub fn statement_count(&self) -> u64 {
+        self.core.statements.get()
     }
 
     /// Completes `lease` on `conn`, typically `&mut *tx` of the caller's own
@@ -295,38 +355,7 @@ impl MySqlStore {
         lease: &Lease,
         completion: &Completion,
     ) -> Result<(), StoreError> {
-        completion.validate()?;
-        let headers = encode_headers(&completion.headers);
-        let fence = fence_param(lease.fence)?;
-        self.statements.add(1);
-        let done = complete_query(lease, fence, completion, &headers, self.now_param())
-            .execute(&mut *conn)
-            .await
-            .map_err(classify)?;
-        if done.rows_affected() == 1 {
-            return Ok(());
-        }
-        self.statements.add(1);
-        let owner = owner(&mut *conn, lease).await.map_err(classify)?;
-        completed_earlier(owner, lease)
-    }
-
-    async fn complete_impl(
-        &self,
-        lease: &Lease,
-        completion: &Completion,
-    ) -> Result<(), StoreError> {
-        completion.validate()?;
-        let headers = encode_headers(&completion.headers);
-        let (fence, now) = (fence_param(lease.fence)?, self.now_param());
-        let done = self
-            .send(|| complete_query(lease, fence, completion, &headers, now).execute(&self.pool))
-            .await?;
-        if done.rows_affected() == 1 {
-            return Ok(());
-        }
-        let owner = self.send(|| owner(&self.pool, lease)).await?;
-        completed_earlier(owner, lease)
+        ops::complete_in(&self.core, conn, lease, completion).await
     }
 
     async fn claim_impl(&self, req: &ClaimRequest<'_>) -> Result<Claim, StoreError> {
@@ -335,8 +364,9 @@ impl MySqlStore {
         let operation_id = new_operation_id()?;
         let (lease_ms, ttl_ms) = (millis_param(req.lease), millis_param(req.ttl));
         for _ in 0..CLAIM_ATTEMPTS {
-            let now = self.now_param();
+            let now = self.core.now_param();
             let inserted = self
+                .core
                 .send(|| async {
                     match sqlx::query(INSERT_SQL)
                         .bind(&req.key.hash()[..])
@@ -351,7 +381,7 @@ impl MySqlStore {
                         .bind(ttl_ms)
                         .bind(now)
                         .bind(now)
-                        .execute(&self.pool)
+                        .execute(&self.core.pool)
                         .await
                     {
                         Ok(done) => Ok(Some(done)),
@@ -372,7 +402,7 @@ impl MySqlStore {
                     took_over: false,
                 }));
             }
-            let Some(stored) = self.select(req.key).await? else {
+            let Some(stored) = self.core.select(req.key).await? else {
                 continue; // released or purged in between: claim again
             };
             // Decided by the database's clock, read with the row.
@@ -389,6 +419,7 @@ impl MySqlStore {
                 // Expired: logically absent (S21), a new operation replaces it.
                 let expire_ms = lease_ms.max(ttl_ms);
                 let done = self
+                    .core
                     .send(|| {
                         sqlx::query(REPLACE_SQL)
                             .bind(req.key.readable())
@@ -404,7 +435,7 @@ impl MySqlStore {
                             .bind(&req.key.hash()[..])
                             .bind(rev)
                             .bind(now)
-                            .execute(&self.pool)
+                            .execute(&self.core.pool)
                     })
                     .await?;
                 if done.rows_affected() == 1 {
@@ -422,6 +453,7 @@ impl MySqlStore {
             } else {
                 // Expired lease of the same request: the same operation goes on (S23).
                 let done = self
+                    .core
                     .send(|| {
                         sqlx::query(TAKEOVER_SQL)
                             .bind(now)
@@ -435,7 +467,7 @@ impl MySqlStore {
                             .bind(now)
                             .bind(now)
                             .bind(&hash)
-                            .execute(&self.pool)
+                            .execute(&self.core.pool)
                     })
                     .await?;
                 if done.rows_affected() == 1 {
@@ -465,12 +497,12 @@ impl MySqlStore {
     /// several instances therefore never wait for one another nor for claims, and take their
     /// locks in one order: no deadlock between them (one with a claim is retried whole).
     async fn purge_impl(&self, batch: u32) -> Result<u64, StoreError> {
-        let now = self.now_param();
-        self.send(|| self.purge_once(batch, now)).await
+        let now = self.core.now_param();
+        self.core.send(|| self.purge_once(batch, now)).await
     }
 
     async fn purge_once(&self, batch: u32, now: Option<i64>) -> Result<u64, sqlx::Error> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.core.pool.begin().await?;
         let keys: Vec<Vec<u8>> = sqlx::query_scalar(PURGE_SELECT_SQL)
             .bind(now)
             .bind(i64::from(batch))
@@ -479,7 +511,7 @@ impl MySqlStore {
         let mut purged = 0;
         // At most 1000 keys per statement (MySQL allows 65 535 parameters).
         for chunk in keys.chunks(1000) {
-            self.statements.add(1);
+            self.core.statements.add(1);
             let sql = format!(
                 concat!(
                     "DELETE FROM idem_idempotency_records WHERE expire_at <= ",
@@ -491,7 +523,7 @@ impl MySqlStore {
             // The rows are locked by this transaction since the `SELECT`, so they are still the
             // expired records it found, logically absent already (S21); the condition is
             // re-checked all the same. A key whose lock was skipped is not in the list.
-            let mut delete = sqlx::query(&sql).bind(now).persistent(false);
+            let mut delete = sqlx::query(AssertSqlSafe(sql)).bind(now).persistent(false);
             for key in chunk {
                 delete = delete.bind(&key[..]);
             }
@@ -499,7 +531,7 @@ impl MySqlStore {
         }
         tx.commit().await?;
         // BEGIN and COMMIT; `send` counted the `SELECT`.
-        self.statements.add(2);
+        self.core.statements.add(2);
         Ok(purged)
     }
 }
@@ -524,25 +556,6 @@ fn complete_query<'q>(
         .bind(&lease.key.hash()[..])
         .bind(fence)
         .bind(&lease.operation_id)
-}
-
-/// `(state, fence, operation_id)` of the record of `lease`'s key.
-async fn owner<'e>(
-    exec: impl Executor<'e, Database = MySql>,
-    lease: &Lease,
-) -> Result<Option<(i64, i64, String)>, sqlx::Error> {
-    let row = sqlx::query(OWNER_SQL)
-        .bind(&lease.key.hash()[..])
-        .fetch_optional(exec)
-        .await?;
-    row.map(|r| {
-        Ok((
-            i64::from(r.try_get::<i8, _>(0)?),
-            r.try_get(1)?,
-            r.try_get(2)?,
-        ))
-    })
-    .transpose()
 }
 
 /// The "now" a statement computed and handed back through `LAST_INSERT_ID(now)`.
@@ -579,8 +592,13 @@ async fn migrate_on(conn: &mut MySqlConnection) -> Result<(), StoreError> {
         ))
         .await
         .map_err(|e| migrate_error("cannot create idem_sqlx_migrations", e))?;
-    let applied = applied_migrations!(&mut *conn, "idem_sqlx_migrations");
-    for m in pending(&MIGRATOR, &applied)? {
+    let applied = history(
+        sqlx::query_as("SELECT version, checksum, success FROM idem_sqlx_migrations")
+            .fetch_all(&mut *conn)
+            .await,
+        "idem_sqlx_migrations",
+    )?;
+    for m in pending(&MIGRATOR, &applied, &[])? {
         // DDL commits implicitly in MySQL: record the attempt first, mark it done after, so a
         // migration that died half-way is visible as `success = FALSE` (as sqlx does).
         let started = std::time::Instant::now();
@@ -597,7 +615,7 @@ async fn migrate_on(conn: &mut MySqlConnection) -> Result<(), StoreError> {
         .await
         .map_err(|e| migrate_error("cannot record the migration", e))?;
         (&mut *conn)
-            .execute(sqlx::raw_sql(&m.sql))
+            .execute(sqlx::raw_sql(m.sql.clone()))
             .await
             .map_err(|e| migrate_error(&format!("migration {} failed", m.version), e))?;
         sqlx::query(
@@ -640,12 +658,10 @@ fn collided_index(message: &str) -> Option<&str> {
     Some(&inner[start + 1..])
 }
 
-/// Decodes a row of `record_columns!(), now`.
-fn decode(row: &MySqlRow) -> Result<Stored, StoreError> {
+/// Reads a row of `record_columns!(), now`.
+fn read(row: &MySqlRow) -> Result<RawRecord, sqlx::Error> {
     // `state` is a `TINYINT`, `resp_status` a `SMALLINT`.
     RawRecord::read::<_, i8, i16>(row, 0)
-        .map_err(classify)?
-        .into_stored()
 }
 
 /// Transient error numbers: lock wait timeout (1205), deadlock (1213), too many connections
@@ -671,7 +687,7 @@ fn classify(err: sqlx::Error) -> StoreError {
 }
 
 /// A statement (or the purge's transaction) rolled back as a deadlock victim (1213) had no effect
-/// and is sent again at once (`codec::send_retrying`). Not a lock wait timeout (1205): it already
+/// and is sent again (`sql_store::statements::send_retrying`). Not a lock wait timeout (1205): it already
 /// waited its full timeout.
 fn retryable(err: &sqlx::Error) -> bool {
     err.as_database_error()
@@ -679,59 +695,180 @@ fn retryable(err: &sqlx::Error) -> bool {
         .is_some_and(|e| e.number() == 1213)
 }
 
+impl SqlBackend for MySqlStore {
+    type Db = MySql;
+    /// The `UPDATE`'s result: rows matched, and the statement's "now" in `last_insert_id`.
+    type Extended = MySqlQueryResult;
+
+    async fn select<'e>(
+        conn: &'e mut MySqlConnection,
+        key: &'e ScopedKey,
+        now: Option<i64>,
+    ) -> Result<Option<RawRecord>, sqlx::Error> {
+        let row = sqlx::query(SELECT_SQL)
+            .bind(now)
+            .bind(&key.hash()[..])
+            .fetch_optional(conn)
+            .await?;
+        row.map(|r| read(&r)).transpose()
+    }
+
+    async fn complete<'e>(
+        conn: &'e mut MySqlConnection,
+        lease: &'e Lease,
+        fence: i64,
+        completion: &'e Completion,
+        headers: &'e [u8],
+        now: Option<i64>,
+    ) -> Result<u64, sqlx::Error> {
+        let done = complete_query(lease, fence, completion, headers, now)
+            .execute(conn)
+            .await?;
+        Ok(done.rows_affected())
+    }
+
+    async fn owner<'e>(
+        conn: &'e mut MySqlConnection,
+        key: &'e ScopedKey,
+    ) -> Result<Option<(i64, i64, String)>, sqlx::Error> {
+        let row = sqlx::query(OWNER_SQL)
+            .bind(&key.hash()[..])
+            .fetch_optional(conn)
+            .await?;
+        row.map(|r| {
+            Ok((
+                i64::from(r.try_get::<i8, _>(0)?),
+                r.try_get(1)?,
+                r.try_get(2)?,
+            ))
+        })
+        .transpose()
+    }
+
+    async fn release<'e>(
+        conn: &'e mut MySqlConnection,
+        lease: &'e Lease,
+        fence: i64,
+    ) -> Result<u64, sqlx::Error> {
+        let done = sqlx::query(RELEASE_SQL)
+            .bind(&lease.key.hash()[..])
+            .bind(fence)
+            .bind(&lease.operation_id)
+            .execute(conn)
+            .await?;
+        Ok(done.rows_affected())
+    }
+
+    async fn abandon<'e>(
+        conn: &'e mut MySqlConnection,
+        lease: &'e Lease,
+        fence: i64,
+        now: Option<i64>,
+    ) -> Result<u64, sqlx::Error> {
+        let done = sqlx::query(ABANDON_SQL)
+            .bind(&lease.key.hash()[..])
+            .bind(fence)
+            .bind(&lease.operation_id)
+            .bind(now)
+            .execute(conn)
+            .await?;
+        Ok(done.rows_affected())
+    }
+
+    /// No `RETURNING`: the statement hands its "now" back through `LAST_INSERT_ID(now)`.
+    async fn extend<'e>(
+        conn: &'e mut MySqlConnection,
+        lease: &'e Lease,
+        fence: i64,
+        by_ms: i64,
+        now: Option<i64>,
+    ) -> Result<MySqlQueryResult, sqlx::Error> {
+        sqlx::query(EXTEND_SQL)
+            .bind(now)
+            .bind(by_ms)
+            .bind(now)
+            .bind(by_ms)
+            .bind(now)
+            .bind(&lease.key.hash()[..])
+            .bind(fence)
+            .bind(&lease.operation_id)
+            .execute(conn)
+            .await
+    }
+
+    fn extended(done: MySqlQueryResult, lease: &Lease, by: Duration) -> Result<Lease, StoreError> {
+        fenced_unless_one(done.rows_affected(), lease)?;
+        let lease_until = statement_now(&done)? + by;
+        // Only the holder of this fence writes a processing record, and only this method
+        // raises its expiry: with the latest copy of the lease (the engine's), the record's
+        // expiry was `lease.expire_at`, stretched here to the new lease end.
+        Ok(Lease {
+            lease_until,
+            expire_at: lease.expire_at.max(lease_until),
+            ..lease.clone()
+        })
+    }
+
+    async fn migrate_on(conn: &mut MySqlConnection) -> Result<(), StoreError> {
+        migrate_on(conn).await
+    }
+
+    fn classify(err: sqlx::Error) -> StoreError {
+        classify(err)
+    }
+
+    fn retryable(err: &sqlx::Error) -> bool {
+        retryable(err)
+    }
+}
+
 impl Store for MySqlStore {
     fn backend(&self) -> &'static str {
         "mysql"
     }
 
-    super::codec::same_sql_store_methods!();
+    fn claim<'a>(&'a self, req: &'a ClaimRequest<'a>) -> BoxFuture<'a, Result<Claim, StoreError>> {
+        Box::pin(self.claim_impl(req))
+    }
+
+    fn complete<'a>(
+        &'a self,
+        lease: &'a Lease,
+        completion: &'a Completion,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(ops::complete(&self.core, lease, completion))
+    }
+
+    fn release<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(ops::release(&self.core, lease))
+    }
+
+    fn abandon<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(ops::abandon(&self.core, lease))
+    }
 
     fn extend<'a>(
         &'a self,
         lease: &'a Lease,
         by: Duration,
     ) -> BoxFuture<'a, Result<Lease, StoreError>> {
-        Box::pin(async move {
-            let (fence, now, by_ms) = (
-                fence_param(lease.fence)?,
-                self.now_param(),
-                millis_param(by),
-            );
-            let done = self
-                .send(|| {
-                    sqlx::query(EXTEND_SQL)
-                        .bind(now)
-                        .bind(by_ms)
-                        .bind(now)
-                        .bind(by_ms)
-                        .bind(now)
-                        .bind(&lease.key.hash()[..])
-                        .bind(fence)
-                        .bind(&lease.operation_id)
-                        .execute(&self.pool)
-                })
-                .await?;
-            fenced_unless_one(done.rows_affected(), lease)?;
-            let lease_until = statement_now(&done)? + by;
-            // Only the holder of this fence writes a processing record, and only this method
-            // raises its expiry: with the latest copy of the lease (the engine's), the record's
-            // expiry was `lease.expire_at`, stretched here to the new lease end.
-            Ok(Lease {
-                lease_until,
-                expire_at: lease.expire_at.max(lease_until),
-                ..lease.clone()
-            })
-        })
+        Box::pin(ops::extend(&self.core, lease, by))
     }
 
     fn get<'a>(&'a self, key: &'a ScopedKey) -> BoxFuture<'a, Result<Option<Record>, StoreError>> {
-        Box::pin(async move {
-            Ok(self
-                .select(key)
-                .await?
-                .filter(|s| !s.record.is_expired(s.now))
-                .map(|s| s.record))
-        })
+        Box::pin(ops::get(&self.core, key))
+    }
+
+    fn purge_expired(&self, batch: u32) -> BoxFuture<'_, Result<u64, StoreError>> {
+        Box::pin(self.purge_impl(batch))
+    }
+
+    fn migrate(&self) -> BoxFuture<'_, Result<(), StoreError>> {
+        Box::pin(ops::migrate(&self.core))
+    }
+
+    fn clock(&self) -> &dyn Clock {
+        self.core.clock()
     }
 }
 
@@ -754,23 +891,31 @@ mod tests {
         };
         let pool = sqlx::MySqlPool::connect(&url).await.unwrap();
         let table = format!("idem_test_dup_{}", std::process::id());
-        pool.execute(&*format!(
+        pool.execute(sqlx::AssertSqlSafe(format!(
             "CREATE TABLE {table} (a INT NOT NULL, b INT NOT NULL, PRIMARY KEY (a), UNIQUE KEY uk_other (b))"
-        ))
+        )))
         .await
         .unwrap();
-        pool.execute(&*format!("INSERT INTO {table} VALUES (1, 1)"))
-            .await
-            .unwrap();
+        pool.execute(sqlx::AssertSqlSafe(format!(
+            "INSERT INTO {table} VALUES (1, 1)"
+        )))
+        .await
+        .unwrap();
         let on_primary = pool
-            .execute(&*format!("INSERT INTO {table} VALUES (1, 2)"))
+            .execute(sqlx::AssertSqlSafe(format!(
+                "INSERT INTO {table} VALUES (1, 2)"
+            )))
             .await
             .unwrap_err();
         let on_other = pool
-            .execute(&*format!("INSERT INTO {table} VALUES (2, 1)"))
+            .execute(sqlx::AssertSqlSafe(format!(
+                "INSERT INTO {table} VALUES (2, 1)"
+            )))
             .await
             .unwrap_err();
-        pool.execute(&*format!("DROP TABLE {table}")).await.unwrap();
+        pool.execute(sqlx::AssertSqlSafe(format!("DROP TABLE {table}")))
+            .await
+            .unwrap();
         assert!(is_claim_collision(&on_primary), "{on_primary}");
         assert!(!is_claim_collision(&on_other), "{on_other}");
     }

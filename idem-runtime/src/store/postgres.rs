@@ -51,22 +51,35 @@ use core::ops::ControlFlow;
 use core::time::Duration;
 use std::sync::Arc;
 
-use sqlx::postgres::{PgConnection, PgPool, PgPoolOptions, PgRow};
+use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions, PgRow};
 use sqlx::{Connection, Executor, Postgres, Row};
 
-use super::codec::{
-    CLAIM_ATTEMPTS, RawRecord, StatementCounter, Stored, applied_migrations, completed_earlier,
-    contended, encode_headers, fence_param, fenced_out, fenced_unless_one, millis_param,
-    record_columns,
-};
 use super::error::classify_sqlx;
-use super::migrate::{Applied, migrate_error, pending};
+use super::migrate::{history, migrate_error, pending};
+use super::sql_store::ops::{self, CLAIM_ATTEMPTS, contended};
+use super::sql_store::{RawRecord, SqlBackend, SqlCore, Stored, millis_param, record_columns};
 use super::{
     BoxFuture, Claim, ClaimRequest, Clock, Completion, Lease, Record, RecordState, ScopedKey,
-    Store, StoreError, SystemClock, Timestamp, new_operation_id,
+    Store, StoreError, Timestamp, new_operation_id,
 };
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/postgres");
+
+/// Checksums (SHA-384, hex) that idem 0.1.0 recorded for migration files edited since, accepted
+/// as the files' own, so that a database it migrated still starts.
+///
+/// `20261130000001` gained `CREATE SCHEMA IF NOT EXISTS idem;` so that the file stands alone for
+/// other tools (`psql -f` failed with `schema "idem" does not exist`: the schema was created only
+/// by the runner). The file was edited rather than a version added: a new version after it cannot
+/// make it stand alone, and one before it would be applied *after* it on every existing database
+/// (out of order, which other migration tools refuse). The statement is a no-op wherever the table
+/// exists (the runner creates the schema before its history table), so a database migrated with
+/// either file is the same. New databases record the new checksum; an idem build older than this
+/// change refuses those ("applied with another checksum"), never the databases it migrated itself.
+const EARLIER_CHECKSUMS: &[(i64, &str)] = &[(
+    20261130000001,
+    "bd1c0b9a7c6ddb60d8550db1413eb315db89f9da2d8020ab220d27fcdd4902d6a26c2f932e36d831cda498a124b3df3c",
+)];
 
 /// Key of the advisory lock that serializes concurrent `migrate()` calls ("idem" in ASCII).
 const MIGRATION_LOCK: i64 = 0x6964_656d;
@@ -186,9 +199,6 @@ const SELECT_SQL: &str = concat!(
     " FROM idem.idempotency_records WHERE key_hash = $1"
 );
 
-/// `SELECT_SQL` binds the key hash before the clock override.
-const SELECT_CLOCK_FIRST: bool = false;
-
 /// Completion (S18): one short statement, only while the lease's fence and operation id are the
 /// record's and it is processing (S23). No expiry condition: a result nobody superseded is
 /// stored even when it comes after `expire_at`. `$8` is an absolute expiry for the snapshot (or
@@ -286,17 +296,82 @@ pub mod sql {
 /// ```
 #[derive(Debug, Clone)]
 pub struct PostgresStore {
-    pool: PgPool,
-    clock: Option<Arc<dyn Clock>>,
-    statements: Arc<StatementCounter>,
+    core: SqlCore<PostgresStore>,
 }
 
 impl PostgresStore {
-    super::codec::sql_store_inherent_methods! {
-        pool: PgPool,
-        connect: PgPoolOptions,
-        /// A store over an existing pool (the application's own, typically).
-        fn from_pool;
+    /// The pool options [`connect`](Self::connect) and [`connect_with`](Self::connect_with) use:
+    /// up to 10 connections; acquiring one gives up after 5 s ([`StoreError::Unavailable`]).
+    pub fn pool_options() -> PgPoolOptions {
+        PgPoolOptions::new()
+            .max_connections(10)
+            .acquire_timeout(Duration::from_secs(5))
+    }
+
+    /// Connects a pool with [`pool_options`](Self::pool_options) to `url`.
+    ///
+    /// # Errors
+    /// [`StoreError::Config`] for a malformed URL; [`StoreError::Unavailable`] when the server
+    /// cannot be reached.
+    pub async fn connect(url: &str) -> Result<Self, StoreError> {
+        Self::connect_with(url.parse().map_err(classify)?).await
+    }
+
+    /// Connects a pool with [`pool_options`](Self::pool_options) and sqlx's connection options
+    /// (TLS with the features `tls-rustls` / `tls-native-tls`, a socket, statement logging, ...).
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// use idem_runtime::store::PostgresStore;
+    /// use sqlx::postgres::PgConnectOptions;
+    /// let options: PgConnectOptions = "postgres://app:app@db.internal/appdb?sslmode=verify-full".parse()?;
+    /// let store = PostgresStore::connect_with(options).await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`] when the server cannot be reached.
+    pub async fn connect_with(options: PgConnectOptions) -> Result<Self, StoreError> {
+        Self::connect_with_pool(Self::pool_options(), options).await
+    }
+
+    /// Connects a pool configured by `pool_options` (size, timeouts, hooks) with `options`.
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`] when the server cannot be reached.
+    pub async fn connect_with_pool(
+        pool_options: PgPoolOptions,
+        options: PgConnectOptions,
+    ) -> Result<Self, StoreError> {
+        let pool = pool_options.connect_with(options).await.map_err(classify)?;
+        Ok(Self::from_pool(pool))
+    }
+
+    /// A store over an existing pool (the application's own, typically).
+    pub fn from_pool(pool: PgPool) -> Self {
+        Self {
+            core: SqlCore::new(pool),
+        }
+    }
+
+    /// Decides by `clock` instead of the database server's clock: **for tests** (a
+    /// [`ManualClock`](crate::store::ManualClock) moves time without sleeping). Every
+    /// statement then passes `clock`'s time where it would read the server's. In production
+    /// leave it unset: with it, several application instances would need synchronized
+    /// clocks, and a lease would have to exceed the handler's run time plus their skew.
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.core.clock = Some(clock);
+        self
+    }
+
+    /// The pool.
+    pub fn pool(&self) -> &PgPool {
+        &self.core.pool
+    }
+
+    /// SQL statements sent so far by this store (and its clones); diagnostics.
+    pub fn statement_count(&self) -> u64 {
+        self.core.statements.get()
     }
 
     /// Completes `lease` on `conn`, typically `&mut *tx` of the caller's own
@@ -329,38 +404,7 @@ impl PostgresStore {
         lease: &Lease,
         completion: &Completion,
     ) -> Result<(), StoreError> {
-        completion.validate()?;
-        let headers = encode_headers(&completion.headers);
-        self.statements.add(1);
-        let fence = fence_param(lease.fence)?;
-        let done = complete_query(lease, fence, completion, &headers, self.now_param())
-            .execute(&mut *conn)
-            .await
-            .map_err(classify)?;
-        if done.rows_affected() == 1 {
-            return Ok(());
-        }
-        self.statements.add(1);
-        let owner = owner(&mut *conn, lease).await.map_err(classify)?;
-        completed_earlier(owner, lease)
-    }
-
-    async fn complete_impl(
-        &self,
-        lease: &Lease,
-        completion: &Completion,
-    ) -> Result<(), StoreError> {
-        completion.validate()?;
-        let headers = encode_headers(&completion.headers);
-        let (fence, now) = (fence_param(lease.fence)?, self.now_param());
-        let done = self
-            .send(|| complete_query(lease, fence, completion, &headers, now).execute(&self.pool))
-            .await?;
-        if done.rows_affected() == 1 {
-            return Ok(());
-        }
-        let owner = self.send(|| owner(&self.pool, lease)).await?;
-        completed_earlier(owner, lease)
+        ops::complete_in(&self.core, conn, lease, completion).await
     }
 
     async fn claim_impl(&self, req: &ClaimRequest<'_>) -> Result<Claim, StoreError> {
@@ -369,7 +413,7 @@ impl PostgresStore {
         let hash = req.request_hash.to_string();
         let (lease_ms, ttl_ms) = (millis_param(req.lease), millis_param(req.ttl));
         for _ in 0..CLAIM_ATTEMPTS {
-            let now = self.now_param();
+            let now = self.core.now_param();
             let bind = |sql: &'static str| {
                 sqlx::query(sql)
                     .bind(&req.key.hash()[..])
@@ -381,7 +425,8 @@ impl PostgresStore {
                     .bind(ttl_ms)
             };
             let row = self
-                .send(|| bind(CLAIM_SQL).fetch_optional(&self.pool))
+                .core
+                .send(|| bind(CLAIM_SQL).fetch_optional(&self.core.pool))
                 .await?;
             let stored = match row {
                 Some(row) => {
@@ -393,7 +438,7 @@ impl PostgresStore {
                     stored
                 }
                 // The conflicting row was committed after this statement's snapshot: read it.
-                None => match self.select(req.key).await? {
+                None => match self.core.select(req.key).await? {
                     Some(stored) => stored,
                     None => continue, // released or purged in between: claim again
                 },
@@ -407,7 +452,8 @@ impl PostgresStore {
                 return Ok(answer);
             }
             let Some(row) = self
-                .send(|| bind(TAKEOVER_SQL).fetch_optional(&self.pool))
+                .core
+                .send(|| bind(TAKEOVER_SQL).fetch_optional(&self.core.pool))
                 .await?
             else {
                 continue; // another claim was faster, or the row changed: look again
@@ -419,13 +465,14 @@ impl PostgresStore {
     }
 
     async fn purge_impl(&self, batch: u32) -> Result<u64, StoreError> {
-        let now = self.now_param();
+        let now = self.core.now_param();
         let done = self
+            .core
             .send(|| {
                 sqlx::query(PURGE_SQL)
                     .bind(now)
                     .bind(i64::from(batch))
-                    .execute(&self.pool)
+                    .execute(&self.core.pool)
             })
             .await?;
         Ok(done.rows_affected())
@@ -451,25 +498,6 @@ fn complete_query<'q>(
         .bind(completion.expire_at.map(Timestamp::as_millis))
         .bind(now)
         .bind(&lease.operation_id)
-}
-
-/// `(state, fence, operation_id)` of the record of `lease`'s key.
-async fn owner<'e>(
-    exec: impl Executor<'e, Database = Postgres>,
-    lease: &Lease,
-) -> Result<Option<(i64, i64, String)>, sqlx::Error> {
-    let row = sqlx::query(OWNER_SQL)
-        .bind(&lease.key.hash()[..])
-        .fetch_optional(exec)
-        .await?;
-    row.map(|r| {
-        Ok((
-            i64::from(r.try_get::<i16, _>(0)?),
-            r.try_get(1)?,
-            r.try_get(2)?,
-        ))
-    })
-    .transpose()
 }
 
 /// The lease of a record this claim just wrote (every time in it by the database's clock).
@@ -504,15 +532,20 @@ async fn migrate_on(conn: &mut PgConnection) -> Result<(), StoreError> {
         ))
         .await
         .map_err(|e| migrate_error("cannot create schema `idem` and its history table", e))?;
-    let applied = applied_migrations!(&mut *conn, "idem._sqlx_migrations");
-    for m in pending(&MIGRATOR, &applied)? {
+    let applied = history(
+        sqlx::query_as("SELECT version, checksum, success FROM idem._sqlx_migrations")
+            .fetch_all(&mut *conn)
+            .await,
+        "idem._sqlx_migrations",
+    )?;
+    for m in pending(&MIGRATOR, &applied, EARLIER_CHECKSUMS)? {
         let started = std::time::Instant::now();
         let mut tx = conn
             .begin()
             .await
             .map_err(|e| migrate_error("cannot begin", e))?;
         (&mut *tx)
-            .execute(sqlx::raw_sql(&m.sql))
+            .execute(sqlx::raw_sql(m.sql.clone()))
             .await
             .map_err(|e| migrate_error(&format!("migration {} failed", m.version), e))?;
         sqlx::query(
@@ -539,12 +572,15 @@ async fn migrate_on(conn: &mut PgConnection) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// Decodes a row of `claimed, record_columns!(), now`.
-fn decode(row: &PgRow) -> Result<Stored, StoreError> {
+/// Reads a row of `claimed, record_columns!(), now`.
+fn read(row: &PgRow) -> Result<RawRecord, sqlx::Error> {
     // `state` and `resp_status` are `SMALLINT`s.
     RawRecord::read::<_, i16, i16>(row, 1)
-        .map_err(classify)?
-        .into_stored()
+}
+
+/// Reads and validates a row of `claimed, record_columns!(), now`.
+fn decode(row: &PgRow) -> Result<Stored, StoreError> {
+    read(row).map_err(classify)?.into_stored()
 }
 
 /// Transient SQLSTATEs: connection exceptions (08), serialization failure (40001), deadlock
@@ -567,11 +603,130 @@ fn classify(err: sqlx::Error) -> StoreError {
 }
 
 /// A statement rolled back as a serialization failure (40001) or deadlock victim (40P01) had no
-/// effect and is sent again (`codec::send_retrying`).
+/// effect and is sent again (`sql_store::statements::send_retrying`).
 fn retryable(err: &sqlx::Error) -> bool {
     err.as_database_error()
         .and_then(|db| db.code())
         .is_some_and(|c| matches!(&*c, "40001" | "40P01"))
+}
+
+impl SqlBackend for PostgresStore {
+    type Db = Postgres;
+    /// `RETURNING lease_until, expire_at`.
+    type Extended = Option<(i64, i64)>;
+
+    async fn select<'e>(
+        conn: &'e mut PgConnection,
+        key: &'e ScopedKey,
+        now: Option<i64>,
+    ) -> Result<Option<RawRecord>, sqlx::Error> {
+        let row = sqlx::query(SELECT_SQL)
+            .bind(&key.hash()[..])
+            .bind(now)
+            .fetch_optional(conn)
+            .await?;
+        row.map(|r| read(&r)).transpose()
+    }
+
+    async fn complete<'e>(
+        conn: &'e mut PgConnection,
+        lease: &'e Lease,
+        fence: i64,
+        completion: &'e Completion,
+        headers: &'e [u8],
+        now: Option<i64>,
+    ) -> Result<u64, sqlx::Error> {
+        let done = complete_query(lease, fence, completion, headers, now)
+            .execute(conn)
+            .await?;
+        Ok(done.rows_affected())
+    }
+
+    async fn owner<'e>(
+        conn: &'e mut PgConnection,
+        key: &'e ScopedKey,
+    ) -> Result<Option<(i64, i64, String)>, sqlx::Error> {
+        let row = sqlx::query(OWNER_SQL)
+            .bind(&key.hash()[..])
+            .fetch_optional(conn)
+            .await?;
+        row.map(|r| {
+            Ok((
+                i64::from(r.try_get::<i16, _>(0)?),
+                r.try_get(1)?,
+                r.try_get(2)?,
+            ))
+        })
+        .transpose()
+    }
+
+    async fn release<'e>(
+        conn: &'e mut PgConnection,
+        lease: &'e Lease,
+        fence: i64,
+    ) -> Result<u64, sqlx::Error> {
+        let done = sqlx::query(RELEASE_SQL)
+            .bind(&lease.key.hash()[..])
+            .bind(fence)
+            .bind(&lease.operation_id)
+            .execute(conn)
+            .await?;
+        Ok(done.rows_affected())
+    }
+
+    async fn abandon<'e>(
+        conn: &'e mut PgConnection,
+        lease: &'e Lease,
+        fence: i64,
+        now: Option<i64>,
+    ) -> Result<u64, sqlx::Error> {
+        let done = sqlx::query(ABANDON_SQL)
+            .bind(&lease.key.hash()[..])
+            .bind(fence)
+            .bind(&lease.operation_id)
+            .bind(now)
+            .execute(conn)
+            .await?;
+        Ok(done.rows_affected())
+    }
+
+    async fn extend<'e>(
+        conn: &'e mut PgConnection,
+        lease: &'e Lease,
+        fence: i64,
+        by_ms: i64,
+        now: Option<i64>,
+    ) -> Result<Option<(i64, i64)>, sqlx::Error> {
+        let row = sqlx::query(EXTEND_SQL)
+            .bind(&lease.key.hash()[..])
+            .bind(fence)
+            .bind(&lease.operation_id)
+            .bind(by_ms)
+            .bind(now)
+            .fetch_optional(conn)
+            .await?;
+        row.map(|r| Ok((r.try_get(0)?, r.try_get(1)?))).transpose()
+    }
+
+    fn extended(
+        out: Option<(i64, i64)>,
+        lease: &Lease,
+        _by: Duration,
+    ) -> Result<Lease, StoreError> {
+        ops::returned_lease(out, lease)
+    }
+
+    async fn migrate_on(conn: &mut PgConnection) -> Result<(), StoreError> {
+        migrate_on(conn).await
+    }
+
+    fn classify(err: sqlx::Error) -> StoreError {
+        classify(err)
+    }
+
+    fn retryable(err: &sqlx::Error) -> bool {
+        retryable(err)
+    }
 }
 
 impl Store for PostgresStore {
@@ -579,6 +734,47 @@ impl Store for PostgresStore {
         "postgres"
     }
 
-    super::codec::same_sql_store_methods!();
-    super::codec::returning_store_methods!();
+    fn claim<'a>(&'a self, req: &'a ClaimRequest<'a>) -> BoxFuture<'a, Result<Claim, StoreError>> {
+        Box::pin(self.claim_impl(req))
+    }
+
+    fn complete<'a>(
+        &'a self,
+        lease: &'a Lease,
+        completion: &'a Completion,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(ops::complete(&self.core, lease, completion))
+    }
+
+    fn release<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(ops::release(&self.core, lease))
+    }
+
+    fn abandon<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(ops::abandon(&self.core, lease))
+    }
+
+    fn extend<'a>(
+        &'a self,
+        lease: &'a Lease,
+        by: Duration,
+    ) -> BoxFuture<'a, Result<Lease, StoreError>> {
+        Box::pin(ops::extend(&self.core, lease, by))
+    }
+
+    fn get<'a>(&'a self, key: &'a ScopedKey) -> BoxFuture<'a, Result<Option<Record>, StoreError>> {
+        Box::pin(ops::get(&self.core, key))
+    }
+
+    fn purge_expired(&self, batch: u32) -> BoxFuture<'_, Result<u64, StoreError>> {
+        Box::pin(self.purge_impl(batch))
+    }
+
+    fn migrate(&self) -> BoxFuture<'_, Result<(), StoreError>> {
+        Box::pin(ops::migrate(&self.core))
+    }
+
+    fn clock(&self) -> &dyn Clock {
+        self.core.clock()
+    }
 }

@@ -38,15 +38,12 @@ use sqlx::sqlite::{
     SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
     SqliteRow, SqliteSynchronous,
 };
-use sqlx::{Connection, Executor, Row, Sqlite};
+use sqlx::{Executor, Row, Sqlite};
 
-use super::codec::{
-    CLAIM_ATTEMPTS, RawRecord, StatementCounter, Stored, applied_migrations, completed_earlier,
-    contended, encode_headers, fence_param, fenced_out, fenced_unless_one, millis_param,
-    record_columns,
-};
 use super::error::classify_sqlx;
-use super::migrate::{Applied, migrate_error, pending};
+use super::migrate::{Applied, history, migrate_error, pending};
+use super::sql_store::ops::{self, CLAIM_ATTEMPTS, contended};
+use super::sql_store::{RawRecord, SqlBackend, SqlCore, millis_param, record_columns};
 use super::{
     BoxFuture, Claim, ClaimRequest, Clock, Completion, Lease, Record, ScopedKey, Store, StoreError,
     SystemClock, Timestamp, new_operation_id,
@@ -201,9 +198,6 @@ const SELECT_SQL: &str = concat!(
     " FROM idem_idempotency_records WHERE key_hash = ?1"
 );
 
-/// `SELECT_SQL` binds the key hash before the clock override.
-const SELECT_CLOCK_FIRST: bool = false;
-
 /// The statements of this store, for the benchmark's hand-written baseline. Not a public API.
 #[doc(hidden)]
 pub mod sql {
@@ -229,9 +223,7 @@ pub mod sql {
 /// ```
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
-    pool: SqlitePool,
-    clock: Option<Arc<dyn Clock>>,
-    statements: Arc<StatementCounter>,
+    core: SqlCore<SqliteStore>,
 }
 
 impl SqliteStore {
@@ -258,24 +250,59 @@ impl SqliteStore {
         Self::connect_with(Self::options(path)).await
     }
 
-    /// Opens a pool with `options`.
+    /// The pool options [`open`](Self::open) and [`connect_with`](Self::connect_with) use: up to
+    /// 8 connections; acquiring one gives up after 10 s.
+    pub fn pool_options() -> SqlitePoolOptions {
+        SqlitePoolOptions::new()
+            .max_connections(8)
+            .acquire_timeout(Duration::from_secs(10))
+    }
+
+    /// Opens a pool with [`pool_options`](Self::pool_options) and `options`.
     ///
     /// # Errors
     /// As [`SqliteStore::open`].
     pub async fn connect_with(options: SqliteConnectOptions) -> Result<Self, StoreError> {
-        let pool = SqlitePoolOptions::new()
-            .max_connections(8)
-            .acquire_timeout(Duration::from_secs(10))
-            .connect_with(options)
-            .await
-            .map_err(classify)?;
+        Self::connect_with_pool(Self::pool_options(), options).await
+    }
+
+    /// Opens a pool configured by `pool_options` (size, timeouts, hooks) with `options`.
+    ///
+    /// # Errors
+    /// As [`SqliteStore::open`].
+    pub async fn connect_with_pool(
+        pool_options: SqlitePoolOptions,
+        options: SqliteConnectOptions,
+    ) -> Result<Self, StoreError> {
+        let pool = pool_options.connect_with(options).await.map_err(classify)?;
         Ok(Self::from_pool(pool))
     }
 
-    super::codec::sql_store_inherent_methods! {
-        pool: SqlitePool,
-        /// A store over an existing pool (set WAL and a busy timeout on it).
-        fn from_pool;
+    /// A store over an existing pool (set WAL and a busy timeout on it).
+    pub fn from_pool(pool: SqlitePool) -> Self {
+        Self {
+            core: SqlCore::new(pool),
+        }
+    }
+
+    /// Decides by `clock` instead of the database server's clock: **for tests** (a
+    /// [`ManualClock`](crate::store::ManualClock) moves time without sleeping). Every
+    /// statement then passes `clock`'s time where it would read the server's. In production
+    /// leave it unset: with it, several application instances would need synchronized
+    /// clocks, and a lease would have to exceed the handler's run time plus their skew.
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.core.clock = Some(clock);
+        self
+    }
+
+    /// The pool.
+    pub fn pool(&self) -> &SqlitePool {
+        &self.core.pool
+    }
+
+    /// SQL statements sent so far by this store (and its clones); diagnostics.
+    pub fn statement_count(&self) -> u64 {
+        self.core.statements.get()
     }
 
     /// Completes `lease` on `conn`, typically `&mut *tx` of the caller's own
@@ -293,38 +320,7 @@ impl SqliteStore {
         lease: &Lease,
         completion: &Completion,
     ) -> Result<(), StoreError> {
-        completion.validate()?;
-        let headers = encode_headers(&completion.headers);
-        let fence = fence_param(lease.fence)?;
-        self.statements.add(1);
-        let done = complete_query(lease, fence, completion, &headers, self.now_param())
-            .execute(&mut *conn)
-            .await
-            .map_err(classify)?;
-        if done.rows_affected() == 1 {
-            return Ok(());
-        }
-        self.statements.add(1);
-        let owner = owner(&mut *conn, lease).await.map_err(classify)?;
-        completed_earlier(owner, lease)
-    }
-
-    async fn complete_impl(
-        &self,
-        lease: &Lease,
-        completion: &Completion,
-    ) -> Result<(), StoreError> {
-        completion.validate()?;
-        let headers = encode_headers(&completion.headers);
-        let (fence, now) = (fence_param(lease.fence)?, self.now_param());
-        let done = self
-            .send(|| complete_query(lease, fence, completion, &headers, now).execute(&self.pool))
-            .await?;
-        if done.rows_affected() == 1 {
-            return Ok(());
-        }
-        let owner = self.send(|| owner(&self.pool, lease)).await?;
-        completed_earlier(owner, lease)
+        ops::complete_in(&self.core, conn, lease, completion).await
     }
 
     async fn claim_impl(&self, req: &ClaimRequest<'_>) -> Result<Claim, StoreError> {
@@ -333,8 +329,9 @@ impl SqliteStore {
         let hash = req.request_hash.to_string();
         let (lease_ms, ttl_ms) = (millis_param(req.lease), millis_param(req.ttl));
         for _ in 0..CLAIM_ATTEMPTS {
-            let now = self.now_param();
+            let now = self.core.now_param();
             let claimed = self
+                .core
                 .send(|| {
                     sqlx::query(CLAIM_SQL)
                         .bind(&req.key.hash()[..])
@@ -344,7 +341,7 @@ impl SqliteStore {
                         .bind(now)
                         .bind(lease_ms)
                         .bind(ttl_ms)
-                        .fetch_optional(&self.pool)
+                        .fetch_optional(&self.core.pool)
                 })
                 .await?;
             if let Some(row) = claimed {
@@ -363,7 +360,7 @@ impl SqliteStore {
                 }));
             }
             // Not claimable when the upsert ran: read what is there.
-            let Some(stored) = self.select(req.key).await? else {
+            let Some(stored) = self.core.select(req.key).await? else {
                 continue; // purged or released in between: claim again
             };
             if let ControlFlow::Break(answer) = stored
@@ -379,13 +376,14 @@ impl SqliteStore {
     }
 
     async fn purge_impl(&self, batch: u32) -> Result<u64, StoreError> {
-        let now = self.now_param();
+        let now = self.core.now_param();
         let done = self
+            .core
             .send(|| {
                 sqlx::query(PURGE_SQL)
                     .bind(now)
                     .bind(i64::from(batch))
-                    .execute(&self.pool)
+                    .execute(&self.core.pool)
             })
             .await?;
         Ok(done.rows_affected())
@@ -399,7 +397,7 @@ fn complete_query<'q>(
     completion: &'q Completion,
     headers: &'q [u8],
     now: Option<i64>,
-) -> sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments<'q>> {
+) -> sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments> {
     sqlx::query(COMPLETE_SQL)
         .bind(&lease.key.hash()[..])
         .bind(fence)
@@ -413,19 +411,6 @@ fn complete_query<'q>(
         .bind(completion.expire_at.map(Timestamp::as_millis))
         .bind(now)
         .bind(&lease.operation_id)
-}
-
-/// `(state, fence, operation_id)` of the record of `lease`'s key.
-async fn owner<'e>(
-    exec: impl Executor<'e, Database = Sqlite>,
-    lease: &Lease,
-) -> Result<Option<(i64, i64, String)>, sqlx::Error> {
-    let row = sqlx::query(OWNER_SQL)
-        .bind(&lease.key.hash()[..])
-        .fetch_optional(exec)
-        .await?;
-    row.map(|r| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?)))
-        .transpose()
 }
 
 /// Applies the pending migrations on `conn`, its own connection.
@@ -453,11 +438,11 @@ async fn migrate_on(conn: &mut SqliteConnection) -> Result<(), StoreError> {
         ))
         .await
         .map_err(|e| migrate_error("cannot create idem_sqlx_migrations", e))?;
-    let applied = applied_migrations!(&mut *conn, "idem_sqlx_migrations");
-    for m in pending(&MIGRATOR, &applied)? {
+    let applied = read_history(conn).await?;
+    for m in pending(&MIGRATOR, &applied, &[])? {
         let started = std::time::Instant::now();
         (&mut *conn)
-            .execute(sqlx::raw_sql(&m.sql))
+            .execute(sqlx::raw_sql(m.sql.clone()))
             .await
             .map_err(|e| migrate_error(&format!("migration {} failed", m.version), e))?;
         sqlx::query(
@@ -494,15 +479,23 @@ async fn up_to_date(conn: &mut SqliteConnection) -> Result<bool, StoreError> {
     if history.is_none() {
         return Ok(false);
     }
-    let applied = applied_migrations!(&mut *conn, "idem_sqlx_migrations");
-    Ok(pending(&MIGRATOR, &applied)?.is_empty())
+    let applied = read_history(conn).await?;
+    Ok(pending(&MIGRATOR, &applied, &[])?.is_empty())
 }
 
-/// Decodes a row of `record_columns!(), now`.
-fn decode(row: &SqliteRow) -> Result<Stored, StoreError> {
+/// idem's migration history.
+async fn read_history(conn: &mut SqliteConnection) -> Result<Vec<Applied>, StoreError> {
+    history(
+        sqlx::query_as("SELECT version, checksum, success FROM idem_sqlx_migrations")
+            .fetch_all(conn)
+            .await,
+        "idem_sqlx_migrations",
+    )
+}
+
+/// Reads a row of `record_columns!(), now`.
+fn read(row: &SqliteRow) -> Result<RawRecord, sqlx::Error> {
     RawRecord::read::<_, i64, i64>(row, 0)
-        .map_err(classify)?
-        .into_stored()
 }
 
 /// SQLITE_BUSY (5) and SQLITE_LOCKED (6) with their extended codes are transient.
@@ -525,11 +518,165 @@ fn retryable(_: &sqlx::Error) -> bool {
     false
 }
 
+impl SqlBackend for SqliteStore {
+    type Db = Sqlite;
+    /// `RETURNING lease_until, expire_at`.
+    type Extended = Option<(i64, i64)>;
+
+    async fn select<'e>(
+        conn: &'e mut SqliteConnection,
+        key: &'e ScopedKey,
+        now: Option<i64>,
+    ) -> Result<Option<RawRecord>, sqlx::Error> {
+        let row = sqlx::query(SELECT_SQL)
+            .bind(&key.hash()[..])
+            .bind(now)
+            .fetch_optional(conn)
+            .await?;
+        row.map(|r| read(&r)).transpose()
+    }
+
+    async fn complete<'e>(
+        conn: &'e mut SqliteConnection,
+        lease: &'e Lease,
+        fence: i64,
+        completion: &'e Completion,
+        headers: &'e [u8],
+        now: Option<i64>,
+    ) -> Result<u64, sqlx::Error> {
+        let done = complete_query(lease, fence, completion, headers, now)
+            .execute(conn)
+            .await?;
+        Ok(done.rows_affected())
+    }
+
+    async fn owner<'e>(
+        conn: &'e mut SqliteConnection,
+        key: &'e ScopedKey,
+    ) -> Result<Option<(i64, i64, String)>, sqlx::Error> {
+        let row = sqlx::query(OWNER_SQL)
+            .bind(&key.hash()[..])
+            .fetch_optional(conn)
+            .await?;
+        row.map(|r| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?)))
+            .transpose()
+    }
+
+    async fn release<'e>(
+        conn: &'e mut SqliteConnection,
+        lease: &'e Lease,
+        fence: i64,
+    ) -> Result<u64, sqlx::Error> {
+        let done = sqlx::query(RELEASE_SQL)
+            .bind(&lease.key.hash()[..])
+            .bind(fence)
+            .bind(&lease.operation_id)
+            .execute(conn)
+            .await?;
+        Ok(done.rows_affected())
+    }
+
+    async fn abandon<'e>(
+        conn: &'e mut SqliteConnection,
+        lease: &'e Lease,
+        fence: i64,
+        now: Option<i64>,
+    ) -> Result<u64, sqlx::Error> {
+        let done = sqlx::query(ABANDON_SQL)
+            .bind(&lease.key.hash()[..])
+            .bind(fence)
+            .bind(&lease.operation_id)
+            .bind(now)
+            .execute(conn)
+            .await?;
+        Ok(done.rows_affected())
+    }
+
+    async fn extend<'e>(
+        conn: &'e mut SqliteConnection,
+        lease: &'e Lease,
+        fence: i64,
+        by_ms: i64,
+        now: Option<i64>,
+    ) -> Result<Option<(i64, i64)>, sqlx::Error> {
+        let row = sqlx::query(EXTEND_SQL)
+            .bind(&lease.key.hash()[..])
+            .bind(fence)
+            .bind(&lease.operation_id)
+            .bind(by_ms)
+            .bind(now)
+            .fetch_optional(conn)
+            .await?;
+        row.map(|r| Ok((r.try_get(0)?, r.try_get(1)?))).transpose()
+    }
+
+    fn extended(
+        out: Option<(i64, i64)>,
+        lease: &Lease,
+        _by: Duration,
+    ) -> Result<Lease, StoreError> {
+        ops::returned_lease(out, lease)
+    }
+
+    async fn migrate_on(conn: &mut SqliteConnection) -> Result<(), StoreError> {
+        migrate_on(conn).await
+    }
+
+    fn classify(err: sqlx::Error) -> StoreError {
+        classify(err)
+    }
+
+    fn retryable(err: &sqlx::Error) -> bool {
+        retryable(err)
+    }
+}
+
 impl Store for SqliteStore {
     fn backend(&self) -> &'static str {
         "sqlite"
     }
 
-    super::codec::same_sql_store_methods!();
-    super::codec::returning_store_methods!();
+    fn claim<'a>(&'a self, req: &'a ClaimRequest<'a>) -> BoxFuture<'a, Result<Claim, StoreError>> {
+        Box::pin(self.claim_impl(req))
+    }
+
+    fn complete<'a>(
+        &'a self,
+        lease: &'a Lease,
+        completion: &'a Completion,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(ops::complete(&self.core, lease, completion))
+    }
+
+    fn release<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(ops::release(&self.core, lease))
+    }
+
+    fn abandon<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(ops::abandon(&self.core, lease))
+    }
+
+    fn extend<'a>(
+        &'a self,
+        lease: &'a Lease,
+        by: Duration,
+    ) -> BoxFuture<'a, Result<Lease, StoreError>> {
+        Box::pin(ops::extend(&self.core, lease, by))
+    }
+
+    fn get<'a>(&'a self, key: &'a ScopedKey) -> BoxFuture<'a, Result<Option<Record>, StoreError>> {
+        Box::pin(ops::get(&self.core, key))
+    }
+
+    fn purge_expired(&self, batch: u32) -> BoxFuture<'_, Result<u64, StoreError>> {
+        Box::pin(self.purge_impl(batch))
+    }
+
+    fn migrate(&self) -> BoxFuture<'_, Result<(), StoreError>> {
+        Box::pin(ops::migrate(&self.core))
+    }
+
+    fn clock(&self) -> &dyn Clock {
+        self.core.clock()
+    }
 }

@@ -126,7 +126,7 @@ macro_rules! tx_completion_test {
                 idem_runtime::store::Clock::now(&*clock).as_millis()
             );
             let insert = format!($insert, t = table);
-            sqlx::query(&format!($create, t = table))
+            sqlx::query(sqlx::AssertSqlSafe(format!($create, t = table)))
                 .execute(store.pool())
                 .await
                 .unwrap();
@@ -135,7 +135,7 @@ macro_rules! tx_completion_test {
             let key = unique_key("tx-commit");
             let lease = acquire(&store, &req(&key, hash("a"))).await;
             let mut tx = store.pool().begin().await.unwrap();
-            sqlx::query(&insert)
+            sqlx::query(sqlx::AssertSqlSafe(insert.clone()))
                 .bind(&lease.operation_id)
                 .execute(&mut *tx)
                 .await
@@ -152,7 +152,7 @@ macro_rules! tx_completion_test {
             let key = unique_key("tx-rollback");
             let lease = acquire(&store, &req(&key, hash("a"))).await;
             let mut tx = store.pool().begin().await.unwrap();
-            sqlx::query(&insert)
+            sqlx::query(sqlx::AssertSqlSafe(insert.clone()))
                 .bind(&lease.operation_id)
                 .execute(&mut *tx)
                 .await
@@ -174,7 +174,7 @@ macro_rules! tx_completion_test {
             assert_eq!(holder.operation_id, zombie.operation_id);
             // The zombie wrote its business row and committed it without completing (it
             // crashed in between, or completes outside the transaction) ...
-            sqlx::query(&insert)
+            sqlx::query(sqlx::AssertSqlSafe(insert.clone()))
                 .bind(&zombie.operation_id)
                 .execute(store.pool())
                 .await
@@ -182,7 +182,7 @@ macro_rules! tx_completion_test {
             // ... so the new holder's business write hits the unique constraint on the
             // operation id instead of paying twice (S23).
             let mut tx = store.pool().begin().await.unwrap();
-            let dup = sqlx::query(&insert)
+            let dup = sqlx::query(sqlx::AssertSqlSafe(insert.clone()))
                 .bind(&holder.operation_id)
                 .execute(&mut *tx)
                 .await;
@@ -200,10 +200,10 @@ macro_rules! tx_completion_test {
                 || err.message().contains(&format!("{table}.operation_id"));
             assert!(named, "rejected by another constraint: {err}");
             drop(tx);
-            let payments: i64 = sqlx::query_scalar(&format!(
+            let payments: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
                 "SELECT COUNT(*) FROM {table} WHERE operation_id = '{}'",
                 zombie.operation_id
-            ))
+            )))
             .fetch_one(store.pool())
             .await
             .unwrap();
@@ -216,7 +216,7 @@ macro_rules! tx_completion_test {
             }
             tx.rollback().await.unwrap();
             store.complete(&holder, &done()).await.unwrap();
-            sqlx::query(&format!("DROP TABLE {table}"))
+            sqlx::query(sqlx::AssertSqlSafe(format!("DROP TABLE {table}")))
                 .execute(store.pool())
                 .await
                 .unwrap();
@@ -286,6 +286,32 @@ async fn postgres_migration_history_is_idem_own() {
         .await
         .unwrap();
     assert!(!theirs.contains(&ours[0]));
+}
+
+/// A database migrated by idem 0.1.0, whose PostgreSQL migration file did not create its schema
+/// (so its checksum differs from today's file), still starts; any other checksum is refused.
+#[tokio::test]
+async fn postgres_database_migrated_by_0_1_0_still_starts() {
+    let Some(url) = server_url("IDEM_TEST_POSTGRES_URL") else {
+        return;
+    };
+    let (url, _guard) = private_database(&url, "pgold").await;
+    let store = PostgresStore::connect(&url).await.unwrap();
+    store.migrate().await.unwrap();
+    let record = |sha384: String| {
+        sqlx::query("UPDATE idem._sqlx_migrations SET checksum = decode($1, 'hex')")
+            .bind(sha384)
+            .execute(store.pool())
+    };
+    // SHA-384 of `20261130000001_idempotency_records.sql` as idem 0.1.0 shipped it.
+    record("bd1c0b9a7c6ddb60d8550db1413eb315db89f9da2d8020ab220d27fcdd4902d6a26c2f932e36d831cda498a124b3df3c".to_owned())
+        .await
+        .unwrap();
+    let restarted = PostgresStore::connect(&url).await.unwrap();
+    restarted.migrate().await.unwrap();
+    record("00".repeat(48)).await.unwrap();
+    let err = restarted.migrate().await.unwrap_err();
+    assert!(matches!(err, StoreError::Migrate { .. }), "{err}");
 }
 
 #[tokio::test]
@@ -392,10 +418,10 @@ async fn postgres_missing_table_is_a_config_error() {
     // A database of its own, never migrated.
     let admin = PostgresStore::connect(&url).await.unwrap();
     let db = format!("idem_nomigrate_{}", std::process::id());
-    let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {db}"))
+    let _ = sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {db}")))
         .execute(admin.pool())
         .await;
-    sqlx::query(&format!("CREATE DATABASE {db}"))
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {db}")))
         .execute(admin.pool())
         .await
         .unwrap();
@@ -407,7 +433,7 @@ async fn postgres_missing_table_is_a_config_error() {
         Err(StoreError::Config { .. })
     ));
     store.pool().close().await;
-    sqlx::query(&format!("DROP DATABASE {db}"))
+    sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE {db}")))
         .execute(admin.pool())
         .await
         .unwrap();

@@ -158,11 +158,13 @@ pub async fn private_database(url: &str, label: &str) -> (String, DropDatabase) 
             .await
             .unwrap();
         admin
-            .execute(&*format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+            .execute(sqlx::AssertSqlSafe(format!(
+                "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
+            )))
             .await
             .unwrap();
         admin
-            .execute(&*format!("CREATE DATABASE {name}"))
+            .execute(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
             .await
             .unwrap();
     } else {
@@ -170,11 +172,13 @@ pub async fn private_database(url: &str, label: &str) -> (String, DropDatabase) 
             .await
             .unwrap();
         admin
-            .execute(&*format!("DROP DATABASE IF EXISTS {name}"))
+            .execute(sqlx::AssertSqlSafe(format!(
+                "DROP DATABASE IF EXISTS {name}"
+            )))
             .await
             .unwrap();
         admin
-            .execute(&*format!("CREATE DATABASE {name}"))
+            .execute(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
             .await
             .unwrap();
     }
@@ -209,13 +213,19 @@ impl Drop for DropDatabase {
                             <sqlx::PgConnection as sqlx::Connection>::connect(&url).await
                         {
                             let _ = c
-                                .execute(&*format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                                .execute(sqlx::AssertSqlSafe(format!(
+                                    "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
+                                )))
                                 .await;
                         }
                     } else if let Ok(mut c) =
                         <sqlx::MySqlConnection as sqlx::Connection>::connect(&url).await
                     {
-                        let _ = c.execute(&*format!("DROP DATABASE IF EXISTS {name}")).await;
+                        let _ = c
+                            .execute(sqlx::AssertSqlSafe(format!(
+                                "DROP DATABASE IF EXISTS {name}"
+                            )))
+                            .await;
                     }
                 })
         })

@@ -1,0 +1,171 @@
+//! What a SQL backend supplies ([`SqlBackend`]) and the state every SQL store holds
+//! ([`SqlCore`]).
+//!
+//! The trait works at the level of statements: each backend binds its own statements (the
+//! order and integer types of their parameters are its quirks: MySQL binds positionally, once
+//! per occurrence) on a concrete connection, decodes its own rows, and hands back plain values
+//! (rows affected, a [`RawRecord`]). The generic functions in `ops` do the rest — validation,
+//! counting, retrying, fencing decisions — without naming a single sqlx trait bound: generic
+//! sqlx code would need higher-ranked `Executor` bounds on every function, and the rows
+//! affected of a statement have no generic accessor. A statement on the pool acquires a
+//! connection and runs on it, which is what sqlx's `Executor for &Pool` does.
+
+use core::fmt;
+use core::future::Future;
+use core::time::Duration;
+use std::sync::Arc;
+
+use sqlx::{Database, Pool};
+
+use super::row::{RawRecord, Stored};
+use super::statements::{StatementCounter, send_retrying};
+use crate::store::{Clock, Completion, Lease, ScopedKey, StoreError, SystemClock};
+
+/// A SQL database as the generic store functions see it. Every statement method sends one
+/// statement on `conn` (a connection of the pool, or the caller's transaction)
+/// and returns what it read, undecided; the caller counts, retries and
+/// classifies.
+pub(crate) trait SqlBackend: Sized + Send + Sync + 'static {
+    /// The sqlx database.
+    type Db: Database;
+
+    /// What [`SqlBackend::extend`] reads back, turned into the renewed lease by
+    /// [`SqlBackend::extended`].
+    type Extended: Send;
+
+    /// The row of `key`, expired or not, with the database's "now" (`now`: the clock override).
+    fn select<'e>(
+        conn: &'e mut <Self::Db as Database>::Connection,
+        key: &'e ScopedKey,
+        now: Option<i64>,
+    ) -> impl Future<Output = Result<Option<RawRecord>, sqlx::Error>> + Send;
+
+    /// The completion `UPDATE` of `lease` (fence, operation id, state processing): rows
+    /// affected.
+    fn complete<'e>(
+        conn: &'e mut <Self::Db as Database>::Connection,
+        lease: &'e Lease,
+        fence: i64,
+        completion: &'e Completion,
+        headers: &'e [u8],
+        now: Option<i64>,
+    ) -> impl Future<Output = Result<u64, sqlx::Error>> + Send;
+
+    /// `(state, fence, operation_id)` of the record of `key`.
+    fn owner<'e>(
+        conn: &'e mut <Self::Db as Database>::Connection,
+        key: &'e ScopedKey,
+    ) -> impl Future<Output = Result<Option<(i64, i64, String)>, sqlx::Error>> + Send;
+
+    /// Deletes the record `lease` owns (fence, operation id, state processing): rows affected.
+    fn release<'e>(
+        conn: &'e mut <Self::Db as Database>::Connection,
+        lease: &'e Lease,
+        fence: i64,
+    ) -> impl Future<Output = Result<u64, sqlx::Error>> + Send;
+
+    /// Ends the lease at once, keeping the record: rows affected.
+    fn abandon<'e>(
+        conn: &'e mut <Self::Db as Database>::Connection,
+        lease: &'e Lease,
+        fence: i64,
+        now: Option<i64>,
+    ) -> impl Future<Output = Result<u64, sqlx::Error>> + Send;
+
+    /// Renews `lease` for `by_ms` ms from now.
+    fn extend<'e>(
+        conn: &'e mut <Self::Db as Database>::Connection,
+        lease: &'e Lease,
+        fence: i64,
+        by_ms: i64,
+        now: Option<i64>,
+    ) -> impl Future<Output = Result<Self::Extended, sqlx::Error>> + Send;
+
+    /// The lease renewed by `by`, from what [`SqlBackend::extend`] read back, or
+    /// [`StoreError::FencedOut`].
+    fn extended(out: Self::Extended, lease: &Lease, by: Duration) -> Result<Lease, StoreError>;
+
+    /// Applies the pending migrations on `conn`, a connection of its own.
+    fn migrate_on(
+        conn: &mut <Self::Db as Database>::Connection,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// The [`StoreError`] of a driver error (transient ones are `Unavailable`).
+    fn classify(err: sqlx::Error) -> StoreError;
+
+    /// `true` when the database rolled the statement back (deadlock victim, serialization
+    /// failure): it had no effect and is sent again.
+    fn retryable(err: &sqlx::Error) -> bool;
+}
+
+/// What every SQL store holds: the pool, the clock override and the statement counter.
+pub(crate) struct SqlCore<B: SqlBackend> {
+    pub pool: Pool<B::Db>,
+    pub clock: Option<Arc<dyn Clock>>,
+    pub statements: Arc<StatementCounter>,
+}
+
+impl<B: SqlBackend> SqlCore<B> {
+    pub(crate) fn new(pool: Pool<B::Db>) -> Self {
+        Self {
+            pool,
+            clock: None,
+            statements: Arc::default(),
+        }
+    }
+
+    /// The clock override bound into every statement: `NULL` (the server's clock decides)
+    /// unless `with_clock` set one.
+    pub(crate) fn now_param(&self) -> Option<i64> {
+        self.clock.as_ref().map(|c| c.now().as_millis())
+    }
+
+    /// The clock decisions are taken by: the override, or the system's.
+    pub(crate) fn clock(&self) -> &dyn Clock {
+        match &self.clock {
+            Some(clock) => &**clock,
+            None => &SystemClock,
+        }
+    }
+
+    /// Sends a statement, retried when it was a deadlock victim (see
+    /// [`send_retrying`]), counted, its error classified.
+    pub(crate) async fn send<T, Fut>(&self, send: impl FnMut() -> Fut) -> Result<T, StoreError>
+    where
+        Fut: Future<Output = Result<T, sqlx::Error>>,
+    {
+        send_retrying(&self.statements, B::retryable, B::classify, send).await
+    }
+
+    /// The row of `key`, expired or not, with the database's "now".
+    pub(crate) async fn select(&self, key: &ScopedKey) -> Result<Option<Stored>, StoreError> {
+        let now = self.now_param();
+        let raw = self
+            .send(|| async {
+                let mut conn = self.pool.acquire().await?;
+                B::select(&mut conn, key, now).await
+            })
+            .await?;
+        raw.map(RawRecord::into_stored).transpose()
+    }
+}
+
+impl<B: SqlBackend> Clone for SqlCore<B> {
+    fn clone(&self) -> Self {
+        Self {
+            pool: self.pool.clone(),
+            clock: self.clock.clone(),
+            statements: Arc::clone(&self.statements),
+        }
+    }
+}
+
+impl<B: SqlBackend> fmt::Debug for SqlCore<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SqlCore")
+            .field("pool", &self.pool)
+            .field("clock", &self.clock)
+            .field("statements", &self.statements)
+            .finish()
+    }
+}

@@ -1,0 +1,26 @@
+//! The machinery the SQL stores ([`PostgresStore`](super::PostgresStore),
+//! [`MySqlStore`](super::MySqlStore), [`SqliteStore`](super::SqliteStore)) share, split by what
+//! it is:
+//!
+//! * `headers`: the response headers of a snapshot as one blob (column `resp_headers`);
+//! * `row`: the columns every backend reads, the checked conversion of a row into a
+//!   [`Record`](super::Record), the integer parameters;
+//! * `statements`: counting and retrying the statements a store sends;
+//! * `backend`: what a backend supplies ([`SqlBackend`]: its statements, row decoding and error
+//!   classification) and the state every SQL store holds ([`SqlCore`]);
+//! * `ops`: the [`Store`](super::Store) operations performed alike over any backend.
+//!
+//! Dependencies run one way: `ops` → `backend` → `row` → `headers`, and `backend` →
+//! `statements`; the backend modules (`store::postgres`, ...) use this module, never the other
+//! way round.
+
+mod backend;
+pub(crate) mod headers;
+pub(crate) mod ops;
+mod row;
+mod statements;
+
+pub(crate) use backend::{SqlBackend, SqlCore};
+#[cfg(feature = "postgres")]
+pub(crate) use row::Stored;
+pub(crate) use row::{RawRecord, millis_param, record_columns};

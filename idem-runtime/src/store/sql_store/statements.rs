@@ -1,0 +1,67 @@
+//! Sending statements: every statement a store sends is counted, and one that the database
+//! rolled back as a deadlock victim or serialization failure is sent again.
+
+use core::future::Future;
+use core::time::Duration;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::store::StoreError;
+
+/// How many times one statement (or the purge's short transaction) is sent when the database
+/// rolled it back as a deadlock victim or a serialization failure.
+pub(crate) const STATEMENT_ATTEMPTS: u32 = 4;
+
+/// Counts the SQL statements a store sent (diagnostics; the tests check the documented counts).
+#[derive(Debug, Default)]
+pub(crate) struct StatementCounter(AtomicU64);
+
+impl StatementCounter {
+    pub(crate) fn add(&self, n: u64) {
+        self.0.fetch_add(n, Ordering::Relaxed);
+    }
+
+    pub(crate) fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// Sends a statement (`send` builds and sends it anew on every call) and counts it. When the
+/// database rolled it back as a deadlock victim or serialization failure (`retryable`), it is
+/// sent again after a short, jittered backoff, up to [`STATEMENT_ATTEMPTS`] times; the last
+/// error is then classified (`Unavailable`). Only statements that run in autocommit (or a
+/// transaction of the store's own, retried whole) go through here: a rolled-back statement had
+/// no effect, so sending it again is safe. Statements in the caller's transaction
+/// (`complete_in`) are never retried, since the database aborted that whole transaction.
+pub(crate) async fn send_retrying<T, Fut>(
+    statements: &StatementCounter,
+    retryable: fn(&sqlx::Error) -> bool,
+    classify: fn(sqlx::Error) -> StoreError,
+    mut send: impl FnMut() -> Fut,
+) -> Result<T, StoreError>
+where
+    Fut: Future<Output = Result<T, sqlx::Error>>,
+{
+    let mut attempt = 1;
+    loop {
+        statements.add(1);
+        match send().await {
+            Err(e) if attempt < STATEMENT_ATTEMPTS && retryable(&e) => {
+                tokio::time::sleep(backoff(attempt)).await;
+                attempt += 1;
+            }
+            result => return result.map_err(classify),
+        }
+    }
+}
+
+/// The wait before attempt `attempt + 1`: 5 ms, 10 ms, 20 ms, ... each with up to half of it
+/// removed at random, so that two transactions that deadlocked do not collide again in step.
+fn backoff(attempt: u32) -> Duration {
+    let full = 5u64 << attempt.saturating_sub(1).min(6);
+    let mut b = [0u8; 8];
+    let random = match getrandom::fill(&mut b) {
+        Ok(()) => u64::from_le_bytes(b),
+        Err(_) => 0,
+    };
+    Duration::from_millis(full - random % (full / 2 + 1))
+}
