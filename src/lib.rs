@@ -6,7 +6,7 @@
 
 pub use idem_runtime::{
     Canonical, CanonicalError, CanonicalWriter, RequestHash, Spec, ValueSpec, canonical,
-    fingerprint,
+    fingerprint, request,
 };
 
 /// A request type whose identity is a whitelist of its fields (contract S3).

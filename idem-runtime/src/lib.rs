@@ -6,23 +6,29 @@
 //! procedural macros; the paths documented there are the stable ones.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-pub mod canonical;
 #[cfg(feature = "decimal")]
 #[cfg_attr(docsrs, doc(cfg(feature = "decimal")))]
 pub mod de;
+mod encode;
 pub mod engine;
 pub mod fingerprint;
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub mod http;
+pub mod request;
 pub mod store;
 
-pub use canonical::{CanonicalError, Spec, ValueSpec};
+/// The former name of [`request`], kept so that existing paths (`idem_runtime::canonical::Spec`)
+/// still compile.
+#[doc(hidden)]
+pub use request as canonical;
+
 pub use engine::{
     AsIdem, Contract, HandlerConfig, Idem, IdempotencyError, OperationId, ScopePart, Snapshot,
     operation_id, run_once,
 };
 pub use fingerprint::{Canonical, CanonicalWriter, Fingerprint, RequestHash};
+pub use request::{CanonicalError, Spec, ValueSpec};
 
 /// Items used by the code that idem's macros generate. Not a public API: no semver guarantees.
 #[doc(hidden)]

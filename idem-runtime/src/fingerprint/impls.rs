@@ -11,7 +11,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use super::{Canonical, CanonicalWriter};
-use crate::canonical::ValueSpec;
+use crate::request::ValueSpec;
 
 macro_rules! integers {
     ($($t:ty)*) => {$(

@@ -1,22 +1,25 @@
 //! The compile-time fingerprint path: [`Canonical`] values written by a [`CanonicalWriter`],
 //! [`Fingerprint`] request types (usually `#[derive(Fingerprint)]`), and the [`RequestHash`].
 //!
-//! The canonical form itself is specified in `docs/fingerprint.md`; [`crate::canonical`] produces
-//! the same bytes from a `serde_json::Value` at run time.
+//! The canonical form itself is specified in `docs/fingerprint.md`; the writer, the encoders of
+//! numbers, strings, timestamps and bytes, and the hash are shared with the run-time path
+//! ([`crate::request`], which produces the same bytes from a `serde_json::Value` under a
+//! [`Spec`](crate::Spec)) and live in `crate::encode`. Here: the trait and its impls for standard
+//! (`impls`) and third-party (`foreign`) types, the writer's methods over [`Canonical`] values
+//! (`collections`), field adapters (`fields`), field masks (`subset`) and whole values as
+//! fingerprints (`whole`).
 
+mod collections;
 pub(crate) mod fields;
 mod foreign;
-mod hash;
 mod impls;
 mod subset;
 mod whole;
-mod writer;
 
-pub use hash::{ParseRequestHashError, RequestHash};
+pub use crate::encode::{CanonicalWriter, ParseRequestHashError, RequestHash};
 pub use subset::{Env, FieldMask, FieldRef, Hashable, Hashed, NoFields, Skipped, hashable};
-pub use writer::CanonicalWriter;
 
-use crate::canonical::ValueSpec;
+use crate::request::ValueSpec;
 
 /// A value with a canonical JSON form (see `docs/fingerprint.md`).
 ///
@@ -110,7 +113,7 @@ pub trait Fingerprint: Canonical {
 
     /// The canonical JSON text of the whitelisted fields.
     fn canonical_json(&self) -> String {
-        hash::render(
+        crate::encode::render(
             |w| self.write_canonical(w),
             // The writer only emits UTF-8: strings are copied whole, everything else is ASCII.
             |text| match core::str::from_utf8(text) {

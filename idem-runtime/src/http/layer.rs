@@ -22,13 +22,13 @@ use super::respond::{
     SnapshotTerms, exact_replay, mark_unprotected, problem_response, settle, suppressed_replay,
 };
 use super::{IDEMPOTENCY_KEY, Problem};
-use crate::canonical::{Canonicalizer, Spec, ValueSpec};
 use crate::engine::problem::INVALID_BODY;
 use crate::engine::{
     Contract, DEFAULT_LEASE, DEFAULT_TTL, Front, Idem, IdempotencyError, ScopePart, Settlement,
     Terms, default_timeout, execute, scoped_key,
 };
 use crate::fingerprint::Fingerprint;
+use crate::request::{Canonicalizer, Spec, ValueSpec};
 use crate::store::{BoxError, Record};
 
 /// Default largest request body the layer reads: 1 MiB.
@@ -122,7 +122,7 @@ impl Clone for Config {
 /// ```
 /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 /// use axum::{Router, routing::post, body::Body, http::Request};
-/// use idem_runtime::canonical::Spec;
+/// use idem_runtime::request::Spec;
 /// use idem_runtime::engine::Idem;
 /// use idem_runtime::http::IdempotencyLayer;
 /// use tower::ServiceExt;
@@ -213,7 +213,7 @@ impl IdempotencyLayer {
     /// ```
     /// use idem_runtime::{engine::Idem, http::IdempotencyLayer};
     /// # use idem_runtime as idem;
-    /// # mod m { use idem_runtime::canonical::{Spec, ValueSpec}; use idem_runtime::fingerprint::*;
+    /// # mod m { use idem_runtime::request::{Spec, ValueSpec}; use idem_runtime::fingerprint::*;
     /// # pub struct Pay { pub amount: u64 }
     /// # impl idem_runtime::Canonical for Pay {
     /// #     fn write_canonical(&self, w: &mut CanonicalWriter<'_>) { w.raw(b"{}") }
@@ -421,7 +421,7 @@ impl IdempotencyLayer {
     ///
     /// ```
     /// # use idem_runtime::{Spec, engine::Idem, http::IdempotencyLayer};
-    /// use idem_runtime::canonical::Canonicalizer;
+    /// use idem_runtime::request::Canonicalizer;
     /// # let layer = IdempotencyLayer::new(Idem::new(idem_runtime::store::MemoryStore::new()), Spec::new());
     /// let layer = layer.canonicalizer(Canonicalizer::new().deny_unknown_fields(true));
     /// ```

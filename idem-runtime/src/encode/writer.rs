@@ -1,13 +1,12 @@
 //! [`CanonicalWriter`]: appends canonical JSON tokens to a byte buffer.
 
-use super::Canonical;
-use crate::canonical::number;
-use crate::canonical::sink::Sink;
-use crate::canonical::text;
+use super::number;
+use super::sink::Sink;
+use super::text;
 
 /// Appends canonical JSON text (see `docs/fingerprint.md`) to a byte buffer.
 ///
-/// Generated code and hand-written [`Canonical`] impls (`#[fingerprint(with = path)]`) use it; it
+/// Generated code and hand-written [`Canonical`](crate::Canonical) impls (`#[fingerprint(with = path)]`) use it; it
 /// never fails and never allocates beyond the buffer itself (sets render their elements into
 /// scratch buffers to sort them).
 ///
@@ -91,7 +90,11 @@ impl<'a> CanonicalWriter<'a> {
     /// inlined, handing it the buffer by value: the writer's address is never passed to a call,
     /// so that a writer over a lent buffer ([`CanonicalWriter::lend`]) stays in registers.
     #[inline(always)]
-    fn out_of_line(&mut self, from: usize, write: impl FnOnce(&mut CanonicalWriter<'_>)) {
+    pub(crate) fn out_of_line(
+        &mut self,
+        from: usize,
+        write: impl FnOnce(&mut CanonicalWriter<'_>),
+    ) {
         let (buf, end) = cold_write(core::mem::take(self.buf), from, write);
         *self.buf = buf;
         self.pos = end;
@@ -341,99 +344,6 @@ impl<'a> CanonicalWriter<'a> {
         }
     }
 
-    /// An array of the items, in order.
-    pub fn array<'v, T: Canonical + 'v>(&mut self, items: impl IntoIterator<Item = &'v T>) {
-        self.byte(b'[');
-        let mut first = true;
-        for item in items {
-            if !core::mem::take(&mut first) {
-                self.byte(b',');
-            }
-            item.write_canonical(self);
-        }
-        self.byte(b']');
-    }
-
-    /// An array of the items sorted by their canonical text, equal texts written once (the
-    /// canonical form of a set: `{b, a}` and `[a, b, a]` read into a set are both `["a","b"]`).
-    pub fn sorted_array<'v, T: Canonical + 'v>(&mut self, items: impl IntoIterator<Item = &'v T>) {
-        let mut rendered: Vec<Vec<u8>> = items
-            .into_iter()
-            .map(|item| {
-                let mut buf = Vec::new();
-                item.write_canonical(&mut CanonicalWriter::new(&mut buf));
-                buf
-            })
-            .collect();
-        rendered.sort_unstable();
-        rendered.dedup();
-        self.byte(b'[');
-        for (i, item) in rendered.iter().enumerate() {
-            if i > 0 {
-                self.byte(b',');
-            }
-            self.raw(item);
-        }
-        self.byte(b']');
-    }
-
-    /// An object from `(name, value)` entries in any order: entries are sorted by the UTF-8
-    /// bytes of their names and null values are omitted. Names must be unique.
-    pub fn object_entries<'v, K, V>(&mut self, entries: impl IntoIterator<Item = (K, &'v V)>)
-    where
-        K: AsRef<str>,
-        V: Canonical + 'v,
-    {
-        let mut entries: Vec<(K, &V)> = entries.into_iter().filter(|(_, v)| !v.is_null()).collect();
-        entries.sort_unstable_by(|a, b| a.0.as_ref().as_bytes().cmp(b.0.as_ref().as_bytes()));
-        let mut first = true;
-        for (k, v) in entries {
-            self.entry(&mut first, k.as_ref(), v);
-        }
-        self.close_object(first);
-    }
-
-    /// Like [`CanonicalWriter::object_entries`] for entries that usually come sorted by name
-    /// already (a `BTreeMap` with string keys, a `serde_json::Map`): they are written in one pass
-    /// that checks the order as it goes; only if it finds two names out of order is the object
-    /// written again by [`CanonicalWriter::object_entries`].
-    #[inline]
-    pub(crate) fn object_entries_presorted<'v, K, V, I>(&mut self, entries: I)
-    where
-        K: AsRef<str>,
-        V: Canonical + 'v,
-        I: IntoIterator<Item = (K, &'v V)>,
-        I::IntoIter: Clone,
-    {
-        let entries = entries.into_iter();
-        let start = self.pos;
-        let mut first = true;
-        let mut prev: Option<K> = None;
-        for (k, v) in entries.clone() {
-            if prev
-                .as_ref()
-                .is_some_and(|p| !sorts_before(p.as_ref().as_bytes(), k.as_ref().as_bytes()))
-            {
-                // Out of order: write the object again from `start`, sorted.
-                return self.out_of_line(start, |w| w.object_entries(entries));
-            }
-            if !v.is_null() {
-                self.entry(&mut first, k.as_ref(), v);
-            }
-            prev = Some(k);
-        }
-        self.close_object(first);
-    }
-
-    /// One member of an object written at run time: `{` (the first) or `,`, the quoted name, `:`
-    /// and the value. The object ends with [`CanonicalWriter::close_object`].
-    #[inline(always)]
-    fn entry<V: Canonical + ?Sized>(&mut self, first: &mut bool, name: &str, value: &V) {
-        // `{` or `,` before the name: one byte either way, so one copy of known length.
-        let open: &[u8] = if core::mem::take(first) { b"{" } else { b"," };
-        value.write_entry(self, open, name);
-    }
-
     /// The bytes written so far to the underlying buffer (including what it held before this
     /// writer was created).
     pub fn as_bytes(&self) -> &[u8] {
@@ -453,29 +363,6 @@ impl<'a> CanonicalWriter<'a> {
     pub fn rewind(&mut self, pos: usize) {
         self.pos = self.pos.min(pos);
     }
-}
-
-/// Whether `a` sorts strictly before `b` in byte order: `a < b`, compared inline (eight bytes at
-/// a time) rather than by a call to `memcmp`, which would make the caller save and reload its
-/// registers around it; map keys are short.
-#[inline(always)]
-fn sorts_before(a: &[u8], b: &[u8]) -> bool {
-    let (mut a_rest, mut b_rest) = (a, b);
-    while let (Some((wa, ra)), Some((wb, rb))) = (
-        a_rest.split_first_chunk::<8>(),
-        b_rest.split_first_chunk::<8>(),
-    ) {
-        if wa != wb {
-            return u64::from_be_bytes(*wa) < u64::from_be_bytes(*wb);
-        }
-        (a_rest, b_rest) = (ra, rb);
-    }
-    for (x, y) in a_rest.iter().zip(b_rest) {
-        if x != y {
-            return x < y;
-        }
-    }
-    a_rest.len() < b_rest.len()
 }
 
 /// A writer's buffer lent by [`CanonicalWriter::lend`]: written through [`Lent::writer`], given
@@ -553,10 +440,8 @@ impl Sink for CanonicalWriter<'_> {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
-
     use super::CanonicalWriter;
-    use crate::{Canonical, RequestHash};
+    use crate::RequestHash;
 
     #[test]
     fn appends_to_what_the_vector_held_and_hands_back_exactly_the_text() {
@@ -619,96 +504,6 @@ mod tests {
             use base64::Engine as _;
             let want = base64::engine::general_purpose::STANDARD.encode(&bytes);
             assert_eq!(out, format!("\"{want}\"!").as_bytes());
-        }
-    }
-
-    /// A key whose `Ord` is not the byte order of its text.
-    #[derive(PartialEq, Eq, PartialOrd, Ord)]
-    struct Reversed(std::cmp::Reverse<String>);
-
-    impl AsRef<str> for Reversed {
-        fn as_ref(&self) -> &str {
-            &self.0.0
-        }
-    }
-
-    #[test]
-    fn maps_whose_order_is_not_byte_order_are_sorted_anyway() {
-        let key = |s: &str| Reversed(std::cmp::Reverse(s.to_owned()));
-        let map = BTreeMap::from([(key("a"), 1), (key("c"), 3), (key("b"), 2)]);
-        let mut out = b"x".to_vec();
-        map.write_canonical(&mut CanonicalWriter::new(&mut out));
-        assert_eq!(out, br#"x{"a":1,"b":2,"c":3}"#);
-    }
-
-    #[test]
-    fn string_members_write_their_name_and_value_escaped_or_not() {
-        let mut out = Vec::new();
-        let mut w = CanonicalWriter::new(&mut out);
-        let mut first = true;
-        "a\"b\n".write_member(&mut w, &mut first, br#"{"k":"#, br#","k":"#);
-        Some(String::from("x")).write_member(&mut w, &mut first, br#"{"l":"#, br#","l":"#);
-        std::borrow::Cow::Borrowed("é").write_member(&mut w, &mut first, br#"{"m":"#, br#","m":"#);
-        7u8.write_member(&mut w, &mut first, br#"{"n":"#, br#","n":"#);
-        w.close_object(first);
-        drop(w);
-        assert_eq!(
-            String::from_utf8(out).unwrap(),
-            r#"{"k":"a\"b\n","l":"x","m":"é","n":7}"#
-        );
-    }
-
-    #[test]
-    fn map_entries_of_strings_escape_their_keys_and_values() {
-        for (key, value) in [
-            ("k", "v"),
-            ("k\"", "v"),
-            ("k", "v\n"),
-            ("\\k", "\u{1}v"),
-            ("", ""),
-        ] {
-            let map = BTreeMap::from([
-                ("a".to_owned(), value.to_owned()),
-                (key.to_owned(), value.to_owned()),
-            ]);
-            let mut out = Vec::new();
-            map.write_canonical(&mut CanonicalWriter::new(&mut out));
-            let want = serde_json::to_string(&map).unwrap();
-            assert_eq!(String::from_utf8(out).unwrap(), want, "{key:?}: {value:?}");
-        }
-        let options = BTreeMap::from([("a", Some("x")), ("b", None), ("c", Some("y\t"))]);
-        let mut out = Vec::new();
-        options.write_canonical(&mut CanonicalWriter::new(&mut out));
-        assert_eq!(out, br#"{"a":"x","c":"y\t"}"#);
-    }
-
-    #[test]
-    fn keys_compare_in_byte_order() {
-        let words = [
-            "",
-            "a",
-            "b",
-            "ab",
-            "abc",
-            "abcdefgh",
-            "abcdefgi",
-            "abcdefgh0",
-            "abcdefghij",
-            "abcdefghijklmnopq",
-            "abcdefghijklmnopr",
-            "channel",
-            "campaign",
-            "é",
-            "z\u{7f}",
-        ];
-        for a in words {
-            for b in words {
-                assert_eq!(
-                    super::sorts_before(a.as_bytes(), b.as_bytes()),
-                    a.as_bytes() < b.as_bytes(),
-                    "{a:?} < {b:?}"
-                );
-            }
         }
     }
 
