@@ -66,6 +66,7 @@
 
 mod attempt;
 mod config;
+mod contract;
 mod error;
 mod flow;
 mod key;
@@ -77,9 +78,10 @@ mod scope;
 mod snapshot;
 
 pub use config::{
-    AsIdem, Contract, DEFAULT_LEASE, DEFAULT_MAX_SNAPSHOT_BYTES, DEFAULT_STORE_TIMEOUT,
-    DEFAULT_TTL, HandlerConfig, Idem, default_timeout,
+    AsIdem, DEFAULT_LEASE, DEFAULT_MAX_SNAPSHOT_BYTES, DEFAULT_STORE_TIMEOUT, DEFAULT_TTL,
+    HandlerConfig, Idem, default_timeout,
 };
+pub use contract::Contract;
 pub use error::{IdempotencyError, InvalidKey};
 #[cfg(feature = "axum")]
 pub(crate) use flow::{Front, Settlement, Terms, execute};
