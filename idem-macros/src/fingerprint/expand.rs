@@ -9,16 +9,11 @@ use quote::{format_ident, quote, quote_spanned};
 use syn::ext::IdentExt;
 use syn::spanned::Spanned;
 
-use super::ast::{Container, Data, Field, Kind, Style, Variant, Writer};
+use super::ast::{Container, Data, Field, Kind, Style, Variant, Writer, sorted_hashed};
+use super::paths::{Paths, qualified};
 use super::spec::{array_spec, enum_spec, field_spec, object_spec};
 use super::types::for_each_path;
 use crate::json;
-use crate::respan::respan;
-
-/// `#krate::__private`, the only paths generated code names.
-pub(super) struct Paths {
-    pub(super) private: TokenStream,
-}
 
 pub(crate) fn expand(cont: &Container<'_>, krate: &syn::Path) -> TokenStream {
     let p = Paths {
@@ -289,16 +284,6 @@ fn binding(field: &Field<'_>) -> syn::Ident {
     format_ident!("__idem_{}", field.index)
 }
 
-/// `<Ty as #pv::Trait>::method` spanned on the field's type, so that a type that cannot be
-/// written is reported at the user's field.
-pub(super) fn qualified(p: &Paths, field: &Field<'_>, tr: &str, method: &str) -> TokenStream {
-    let pv = &p.private;
-    let ty = field.ty;
-    let tr = syn::Ident::new(tr, Span::call_site());
-    let method = syn::Ident::new(method, Span::call_site());
-    respan(quote!(<#ty as #pv::#tr>::#method), ty.span())
-}
-
 /// Statements writing `value` (an expression of type `&FieldTy`).
 fn write_value(p: &Paths, field: &Field<'_>, value: &TokenStream) -> TokenStream {
     match field.writer() {
@@ -341,13 +326,6 @@ fn value_of(
         null_check(p, field, value),
         field_spec(p, field),
     )
-}
-
-/// The hashed fields in canonical member order: by the bytes of their wire names.
-pub(super) fn sorted_hashed<'c, 'a>(fields: &'c [Field<'a>]) -> Vec<&'c Field<'a>> {
-    let mut hashed: Vec<_> = fields.iter().filter(|f| f.kind() == Kind::Hashed).collect();
-    hashed.sort_by(|a, b| a.wire.as_bytes().cmp(b.wire.as_bytes()));
-    hashed
 }
 
 /// Statements writing the object of the hashed `fields`; with `masked`, only those whose bit is
