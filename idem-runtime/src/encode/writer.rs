@@ -30,29 +30,37 @@ pub struct CanonicalWriter<'a> {
     /// growing the vector byte by byte.
     buf: &'a mut Vec<u8>,
     pos: usize,
-    /// Whether the vector is cut back to the text on drop (always, except for the scratch
-    /// buffer of [`RequestHash::of_canonical`](crate::RequestHash::of_canonical), whose room is
-    /// kept for the next request).
-    trim: bool,
+    /// The vector's length when the writer was created: on drop, the vector is cut back to the
+    /// text (to `start` if a panic is unwinding). `None` for the scratch buffer of
+    /// [`RequestHash::of_canonical`](crate::RequestHash::of_canonical), whose room is kept for
+    /// the next request.
+    start: Option<usize>,
 }
 
 impl Drop for CanonicalWriter<'_> {
     #[inline]
     fn drop(&mut self) {
-        if self.trim {
-            self.buf.truncate(self.pos);
+        if let Some(start) = self.start {
+            let end = if std::thread::panicking() {
+                start
+            } else {
+                self.pos
+            };
+            self.buf.truncate(end);
         }
     }
 }
 
 impl<'a> CanonicalWriter<'a> {
-    /// A writer appending to `out`. `out` holds the text written once the writer is dropped.
+    /// A writer appending to `out`. `out` holds the text written once the writer is dropped, or
+    /// what it held before if a panic unwinds through the writer (a value's impl panicked in the
+    /// middle of the text): never a partial text.
     #[inline]
     pub fn new(out: &'a mut Vec<u8>) -> Self {
         CanonicalWriter {
             pos: out.len(),
+            start: Some(out.len()),
             buf: out,
-            trim: true,
         }
     }
 
@@ -63,7 +71,7 @@ impl<'a> CanonicalWriter<'a> {
         CanonicalWriter {
             buf,
             pos: 0,
-            trim: false,
+            start: None,
         }
     }
 
@@ -87,8 +95,7 @@ impl<'a> CanonicalWriter<'a> {
     }
 
     /// Runs a slow path (`write`, from position `from`) in a function of its own that is never
-    /// inlined, handing it the buffer by value: the writer's address is never passed to a call,
-    /// so that a writer over a lent buffer ([`CanonicalWriter::lend`]) stays in registers.
+    /// inlined, handing it the buffer by value.
     #[inline(always)]
     pub(crate) fn out_of_line(
         &mut self,
@@ -98,23 +105,6 @@ impl<'a> CanonicalWriter<'a> {
         let (buf, end) = cold_write(core::mem::take(self.buf), from, write);
         *self.buf = buf;
         self.pos = end;
-    }
-
-    /// Lends this writer's buffer to generated code, which writes a struct through
-    /// [`Lent::writer`], a writer over a buffer held in a local of its own function: the
-    /// compiler then keeps the buffer's pointer and length and the position in registers, where
-    /// through `&mut Vec` it reloads them after every write (it cannot tell that the bytes
-    /// written do not overlap the vector). Slow paths run through
-    /// [`CanonicalWriter::out_of_line`], so that the local's address is never passed to a call.
-    /// The buffer comes back when the [`Lent`] is dropped, also when a panic unwinds.
-    #[doc(hidden)]
-    #[inline(always)]
-    pub fn lend(&mut self) -> Lent<'_, 'a> {
-        Lent {
-            buf: core::mem::take(self.buf),
-            pos: self.pos,
-            owner: self,
-        }
     }
 
     /// Appends bytes that are already canonical JSON (no check is made).
@@ -184,45 +174,6 @@ impl<'a> CanonicalWriter<'a> {
         } else {
             self.out_of_line(pos + b, |w| text::write_with_escapes(w, bytes));
             self.raw(after);
-        }
-    }
-
-    /// `before`, `s1` as a JSON string, `mid`, then `s2` as a JSON string (`,"key":"value"`),
-    /// with one check for room.
-    #[inline(always)]
-    pub(crate) fn quoted_pair(&mut self, before: &[u8], s1: &str, mid: &[u8], s2: &str) {
-        let (x, y) = (s1.as_bytes(), s2.as_bytes());
-        let (b, m) = (before.len(), mid.len());
-        // As in `quoted`: two strings fit in the address space.
-        let Some(len) = x
-            .len()
-            .checked_add(y.len())
-            .and_then(|n| n.checked_add(b + m + 4))
-        else {
-            unreachable!("two strings are shorter than the address space")
-        };
-        let pos = self.pos;
-        let dst = match self.buf[pos..].get_mut(..len) {
-            Some(dst) => dst,
-            None => self.room(len),
-        };
-        let (head, rest) = dst.split_at_mut(b + 1);
-        let (first, rest) = rest.split_at_mut(x.len());
-        let (middle, rest) = rest.split_at_mut(m + 2);
-        let (second, tail) = rest.split_at_mut(y.len());
-        head[..b].copy_from_slice(before);
-        head[b] = b'"';
-        middle[0] = b'"';
-        middle[1..=m].copy_from_slice(mid);
-        middle[m + 1] = b'"';
-        tail[0] = b'"';
-        if text::copy_unescaped(x, first) | text::copy_unescaped(y, second) == 0 {
-            self.pos = pos + len;
-        } else {
-            self.out_of_line(pos, |w| {
-                w.quoted(before, s1, mid);
-                w.str(s2);
-            });
         }
     }
 
@@ -305,38 +256,19 @@ impl<'a> CanonicalWriter<'a> {
         }
     }
 
-    /// Like [`CanonicalWriter::member`] with the name already rendered as `"name":`.
-    #[doc(hidden)]
-    #[inline(always)]
-    pub fn member_raw(&mut self, first: &mut bool, quoted_name_colon: &[u8]) {
-        if !core::mem::take(first) {
-            self.byte(b',');
-        }
-        self.raw(quoted_name_colon);
-    }
-
     /// Opens a member of an object whose members are known when the program is compiled:
     /// `open` (`{"name":`) for the first member written, `next` (`,"name":`) for the others.
-    /// The object ends with [`CanonicalWriter::close_object`].
-    #[doc(hidden)]
+    /// The object ends with [`CanonicalWriter::close_object`]. Generated code calls it through
+    /// `__private::open_member`.
     #[inline(always)]
-    pub fn open_member(&mut self, first: &mut bool, open: &[u8], next: &[u8]) {
+    pub(crate) fn open_member(&mut self, first: &mut bool, open: &[u8], next: &[u8]) {
         self.raw(if core::mem::take(first) { open } else { next });
-    }
-
-    /// [`CanonicalWriter::open_member`] followed by the string `s`, with one check for room
-    /// (`open` and `next` have the same length, so the copy's length is known at compile time).
-    #[doc(hidden)]
-    #[inline(always)]
-    pub fn string_member(&mut self, first: &mut bool, open: &[u8], next: &[u8], s: &str) {
-        self.quoted(if core::mem::take(first) { open } else { next }, s, b"");
     }
 
     /// Ends an object opened by [`CanonicalWriter::open_member`]: `}`, or `{}` when no member
     /// was written (`first` is still `true`).
-    #[doc(hidden)]
     #[inline(always)]
-    pub fn close_object(&mut self, first: bool) {
+    pub(crate) fn close_object(&mut self, first: bool) {
         if first {
             self.raw(b"{}");
         } else {
@@ -351,52 +283,15 @@ impl<'a> CanonicalWriter<'a> {
     }
 
     /// The length of [`CanonicalWriter::as_bytes`].
-    #[doc(hidden)]
     #[inline]
-    pub fn position(&self) -> usize {
+    pub(crate) fn position(&self) -> usize {
         self.pos
     }
 
     /// Forgets what was written after `pos` (a [`CanonicalWriter::position`] taken earlier).
-    #[doc(hidden)]
     #[inline]
-    pub fn rewind(&mut self, pos: usize) {
+    pub(crate) fn rewind(&mut self, pos: usize) {
         self.pos = self.pos.min(pos);
-    }
-}
-
-/// A writer's buffer lent by [`CanonicalWriter::lend`]: written through [`Lent::writer`], given
-/// back (with the text written up to the position passed to [`Lent::finish`]) when dropped.
-#[doc(hidden)]
-pub struct Lent<'w, 'a> {
-    owner: &'w mut CanonicalWriter<'a>,
-    buf: Vec<u8>,
-    pos: usize,
-}
-
-impl Lent<'_, '_> {
-    /// A writer over the lent buffer, from the owner's position.
-    #[inline(always)]
-    pub fn writer(&mut self) -> CanonicalWriter<'_> {
-        CanonicalWriter {
-            buf: &mut self.buf,
-            pos: self.pos,
-            trim: false,
-        }
-    }
-
-    /// Gives the buffer back, with the text written up to `pos`.
-    #[inline(always)]
-    pub fn finish(mut self, pos: usize) {
-        self.pos = pos;
-    }
-}
-
-impl Drop for Lent<'_, '_> {
-    #[inline(always)]
-    fn drop(&mut self) {
-        *self.owner.buf = core::mem::take(&mut self.buf);
-        self.owner.pos = self.pos;
     }
 }
 
@@ -412,7 +307,7 @@ fn cold_write(
     let mut w = CanonicalWriter {
         buf: &mut buf,
         pos,
-        trim: false,
+        start: None,
     };
     write(&mut w);
     let end = w.pos;
