@@ -95,16 +95,16 @@ impl<'a> CanonicalWriter<'a> {
     }
 
     /// Runs a slow path (`write`, from position `from`) in a function of its own that is never
-    /// inlined, handing it the buffer by value.
+    /// inlined, so that the fast paths around it stay small. The buffer stays where it is: if
+    /// `write` panics, the writer still holds the text written before.
     #[inline(always)]
     pub(crate) fn out_of_line(
         &mut self,
         from: usize,
         write: impl FnOnce(&mut CanonicalWriter<'_>),
     ) {
-        let (buf, end) = cold_write(core::mem::take(self.buf), from, write);
-        *self.buf = buf;
-        self.pos = end;
+        self.pos = from;
+        cold_write(self, write);
     }
 
     /// Appends bytes that are already canonical JSON (no check is made).
@@ -295,24 +295,11 @@ impl<'a> CanonicalWriter<'a> {
     }
 }
 
-/// [`CanonicalWriter::out_of_line`]'s function: runs `write` on `buf` from `pos` and returns the
-/// buffer and the new position.
+/// [`CanonicalWriter::out_of_line`]'s function.
 #[cold]
 #[inline(never)]
-fn cold_write(
-    mut buf: Vec<u8>,
-    pos: usize,
-    write: impl FnOnce(&mut CanonicalWriter<'_>),
-) -> (Vec<u8>, usize) {
-    let mut w = CanonicalWriter {
-        buf: &mut buf,
-        pos,
-        start: None,
-    };
-    write(&mut w);
-    let end = w.pos;
-    drop(w);
-    (buf, end)
+fn cold_write(w: &mut CanonicalWriter<'_>, write: impl FnOnce(&mut CanonicalWriter<'_>)) {
+    write(w);
 }
 
 impl Sink for CanonicalWriter<'_> {

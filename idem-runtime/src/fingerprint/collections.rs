@@ -150,6 +150,35 @@ mod tests {
         assert_eq!(out, br#"x{"a":1,"b":2,"c":3}"#);
     }
 
+    /// A value that panics when written, if told to.
+    struct Explodes(bool);
+
+    impl Canonical for Explodes {
+        fn write_canonical(&self, w: &mut CanonicalWriter<'_>) {
+            assert!(!self.0, "no canonical text");
+            w.null();
+        }
+    }
+
+    #[test]
+    fn a_panic_in_the_unsorted_map_fallback_keeps_the_text_written_before() {
+        // Iterated as `b`, `a`: `b` is written, then `a` sends the object to the out-of-line
+        // fallback, which sorts it and panics at `a`'s value. The fallback used to take the
+        // buffer by value, and a panic dropped it: the caller's vector came back empty. It comes
+        // back as it was before the writer, like after any panic.
+        let key = |s: &str| Reversed(std::cmp::Reverse(s.to_owned()));
+        let map = BTreeMap::from([(key("a"), Explodes(true)), (key("b"), Explodes(false))]);
+        let mut out = b"[1,".to_vec();
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            map.write_canonical(&mut CanonicalWriter::new(&mut out));
+        }));
+        assert!(panicked.is_err());
+        assert_eq!(out, b"[1,");
+        // The vector is usable afterwards.
+        7u8.write_canonical(&mut CanonicalWriter::new(&mut out));
+        assert_eq!(out, b"[1,7");
+    }
+
     #[test]
     fn map_entries_of_strings_escape_their_keys_and_values() {
         for (key, value) in [
