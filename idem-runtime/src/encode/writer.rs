@@ -1,5 +1,6 @@
 //! [`CanonicalWriter`]: appends canonical JSON tokens to a byte buffer.
 
+use super::CanonicalError;
 use super::number;
 use super::sink::Sink;
 use super::text;
@@ -192,7 +193,7 @@ impl<'a> CanonicalWriter<'a> {
 
     /// A number given as JSON number text or a decimal string (`"100.00"`, `"1e2"`, `"-0.10"`),
     /// written in canonical form.
-    pub fn number_text(&mut self, text: &str) -> Result<(), crate::CanonicalError> {
+    pub fn number_text(&mut self, text: &str) -> Result<(), CanonicalError> {
         number::write_number_text(self, text)
     }
 
@@ -323,7 +324,7 @@ impl Sink for CanonicalWriter<'_> {
 #[cfg(test)]
 mod tests {
     use super::CanonicalWriter;
-    use crate::RequestHash;
+    use crate::encode::RequestHash;
 
     #[test]
     fn appends_to_what_the_vector_held_and_hands_back_exactly_the_text() {
