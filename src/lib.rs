@@ -4,7 +4,7 @@
 #![doc = include_str!("../README.md")]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-pub use idem_runtime::{RequestHash, canonical, fingerprint};
+pub use idem_runtime::{RequestHash, fingerprint, request};
 
 /// A request type whose identity is a whitelist of its fields (contract S3).
 ///

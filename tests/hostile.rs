@@ -25,10 +25,10 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use http_body::Frame;
 use http_body_util::BodyExt;
-use idem::canonical::Spec;
 use idem::http::{IntoSnapshot, Json};
 use idem::key::ScopedKey;
 use idem::key::{ScopePart, scoped_key};
+use idem::request::Spec;
 use idem::store::{MemoryStore, SqliteStore, Store};
 use idem::{
     Fingerprint, HandlerConfig, Idem, IdempotencyError, IdempotencyLayer, Snapshot, idempotent,

@@ -6,26 +6,27 @@
 //! procedural macros; the paths documented there are the stable ones.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-pub mod canonical;
 #[cfg(feature = "decimal")]
 #[cfg_attr(docsrs, doc(cfg(feature = "decimal")))]
 pub mod de;
+mod encode;
 pub mod engine;
 pub mod fingerprint;
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub mod http;
 pub mod key;
+pub mod request;
 pub mod store;
 pub(crate) mod telemetry;
 
-pub use canonical::{CanonicalError, Spec, ValueSpec};
 pub use engine::{
     AsIdem, Contract, HandlerConfig, Idem, IdempotencyError, OperationId, Snapshot, operation_id,
     run_once,
 };
 pub use fingerprint::{Canonical, CanonicalWriter, Fingerprint, RequestHash};
 pub use key::ScopePart;
+pub use request::{CanonicalError, Spec, ValueSpec};
 
 /// Items used by the code that idem's macros generate. Not a public API: no semver guarantees.
 #[doc(hidden)]

@@ -220,3 +220,10 @@ fn fields_vec<'a>(cx: &Ctxt, fields: &'a Punctuated<syn::Field, syn::Token![,]>)
         })
         .collect()
 }
+
+/// The hashed fields in canonical member order: by the bytes of their wire names.
+pub(super) fn sorted_hashed<'c, 'a>(fields: &'c [Field<'a>]) -> Vec<&'c Field<'a>> {
+    let mut hashed: Vec<_> = fields.iter().filter(|f| f.kind() == Kind::Hashed).collect();
+    hashed.sort_by(|a, b| a.wire.as_bytes().cmp(b.wire.as_bytes()));
+    hashed
+}

@@ -1,24 +1,23 @@
 //! Code generation. Cannot fail: everything was checked before.
 //!
-//! Members are sorted by the bytes of their wire names here, at expansion time, and their
-//! `"name":` prefixes are escaped into byte-string literals, so the generated writers are straight
-//! sequences of `member_raw` / `write_canonical` calls: no sorting, no allocation at run time.
+//! Members are sorted by the bytes of their wire names here, at expansion time, and each member's
+//! name is escaped into two byte-string literals, `{"name":` for the first member written and
+//! `,"name":` for the others. The generated writers are straight sequences of
+//! `__private::open_member` and `<FieldTy as Canonical>::write_canonical` calls (or the `float`,
+//! `base64` and `with` writers), ended by `__private::close_object`: no sorting, no escaping and
+//! no allocation at run time. Generated code calls only the public `Canonical` and
+//! `CanonicalWriter` methods and `#krate::__private` items.
 
 use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
 use syn::ext::IdentExt;
 use syn::spanned::Spanned;
 
-use super::ast::{Container, Data, Field, Kind, Style, Variant, Writer};
+use super::ast::{Container, Data, Field, Kind, Style, Variant, Writer, sorted_hashed};
+use super::paths::{Paths, qualified};
 use super::spec::{array_spec, enum_spec, field_spec, object_spec};
 use super::types::for_each_path;
 use crate::json;
-use crate::respan::respan;
-
-/// `#krate::__private`, the only paths generated code names.
-pub(super) struct Paths {
-    pub(super) private: TokenStream,
-}
 
 pub(crate) fn expand(cont: &Container<'_>, krate: &syn::Path) -> TokenStream {
     let p = Paths {
@@ -142,11 +141,6 @@ fn canonical_body(cont: &Container<'_>, p: &Paths) -> TokenStream {
         ),
         Data::Enum(variants) => (enum_write(p, variants), None, enum_spec(p, variants)),
     };
-    // An empty enum's `match *self {}` never returns: nothing to write, no writer to lend.
-    let write = match &cont.data {
-        Data::Enum(variants) if variants.is_empty() => write,
-        _ => in_local_writer(&write),
-    };
     let is_null = is_null.map(|expr| {
         quote! {
             #[inline]
@@ -166,23 +160,6 @@ fn canonical_body(cont: &Container<'_>, p: &Paths) -> TokenStream {
         fn value_spec() -> #pv::ValueSpec {
             #spec
         }
-    }
-}
-
-/// `write` (statements writing through `__idem_w`) run on a writer whose buffer has been moved
-/// into a local of the generated function for the time of the writes: its pointer, length and
-/// the position then stay in registers, where a buffer reached through `&mut` is reloaded after
-/// every write (the compiler cannot tell that the text's bytes do not overlap it).
-fn in_local_writer(write: &TokenStream) -> TokenStream {
-    quote! {
-        let mut __idem_lent = __idem_w.lend();
-        let __idem_end = {
-            let mut __idem_local = __idem_lent.writer();
-            let __idem_w = &mut __idem_local;
-            #write
-            __idem_w.position()
-        };
-        __idem_lent.finish(__idem_end);
     }
 }
 
@@ -206,7 +183,7 @@ fn fingerprint_body(cont: &Container<'_>, p: &Paths) -> TokenStream {
     } else {
         quote!(_)
     };
-    let write = in_local_writer(&object(p, fields, &self_access, true));
+    let write = object(p, fields, &self_access, true);
     quote! {
         type Fields = #name;
         const FIELDS: #name = #value;
@@ -289,16 +266,6 @@ fn binding(field: &Field<'_>) -> syn::Ident {
     format_ident!("__idem_{}", field.index)
 }
 
-/// `<Ty as #pv::Trait>::method` spanned on the field's type, so that a type that cannot be
-/// written is reported at the user's field.
-pub(super) fn qualified(p: &Paths, field: &Field<'_>, tr: &str, method: &str) -> TokenStream {
-    let pv = &p.private;
-    let ty = field.ty;
-    let tr = syn::Ident::new(tr, Span::call_site());
-    let method = syn::Ident::new(method, Span::call_site());
-    respan(quote!(<#ty as #pv::#tr>::#method), ty.span())
-}
-
 /// Statements writing `value` (an expression of type `&FieldTy`).
 fn write_value(p: &Paths, field: &Field<'_>, value: &TokenStream) -> TokenStream {
     match field.writer() {
@@ -343,13 +310,6 @@ fn value_of(
     )
 }
 
-/// The hashed fields in canonical member order: by the bytes of their wire names.
-pub(super) fn sorted_hashed<'c, 'a>(fields: &'c [Field<'a>]) -> Vec<&'c Field<'a>> {
-    let mut hashed: Vec<_> = fields.iter().filter(|f| f.kind() == Kind::Hashed).collect();
-    hashed.sort_by(|a, b| a.wire.as_bytes().cmp(b.wire.as_bytes()));
-    hashed
-}
-
 /// Statements writing the object of the hashed `fields`; with `masked`, only those whose bit is
 /// in `__idem_mask`.
 fn object(
@@ -358,6 +318,7 @@ fn object(
     access: &dyn Fn(&Field<'_>) -> TokenStream,
     masked: bool,
 ) -> TokenStream {
+    let pv = &p.private;
     let hashed = sorted_hashed(fields);
     if hashed.is_empty() {
         return quote!(__idem_w.raw(b"{}"););
@@ -380,19 +341,10 @@ fn object(
         if let Some(is_null) = null_check(p, field, &value) {
             conditions.push(quote!(!#is_null));
         }
-        let member = match field.writer() {
-            // The value's own impl writes the name with it (strings: with one check for room).
-            Writer::Canonical => {
-                let f = qualified(p, field, "Canonical", "write_member");
-                quote!(#f(#value, __idem_w, &mut __idem_first, #open, #next);)
-            }
-            _ => {
-                let write = write_value(p, field, &value);
-                quote! {
-                    __idem_w.open_member(&mut __idem_first, #open, #next);
-                    #write
-                }
-            }
+        let write = write_value(p, field, &value);
+        let member = quote! {
+            #pv::open_member(__idem_w, &mut __idem_first, #open, #next);
+            #write
         };
         if conditions.is_empty() {
             member
@@ -403,7 +355,7 @@ fn object(
     quote! {
         let mut __idem_first = true;
         #(#members)*
-        __idem_w.close_object(__idem_first);
+        #pv::close_object(__idem_w, __idem_first);
     }
 }
 
@@ -413,6 +365,7 @@ fn array(
     fields: &[Field<'_>],
     access: &dyn Fn(&Field<'_>) -> TokenStream,
 ) -> TokenStream {
+    let pv = &p.private;
     let elements: Vec<_> = fields.iter().filter(|f| f.kind() == Kind::Hashed).collect();
     let conditional = elements
         .iter()
@@ -425,9 +378,8 @@ fn array(
         let value = access(field);
         let write = write_value(p, field, &value);
         if conditional {
-            // `member_raw` with an empty name is just the separator.
             let element = quote! {
-                __idem_w.member_raw(&mut __idem_first, b"");
+                #pv::separator(__idem_w, &mut __idem_first);
                 #write
             };
             body.extend(match &field.attrs.skip_serializing_if {

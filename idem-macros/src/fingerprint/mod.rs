@@ -6,6 +6,7 @@ mod ast;
 mod attr;
 mod check;
 mod expand;
+mod paths;
 mod spec;
 mod types;
 

@@ -4,8 +4,8 @@
 use proc_macro2::TokenStream;
 use quote::quote;
 
-use super::ast::{Field, Kind, Style, Variant, Writer};
-use super::expand::{Paths, qualified, sorted_hashed};
+use super::ast::{Field, Kind, Style, Variant, Writer, sorted_hashed};
+use super::paths::{Paths, qualified};
 
 /// The spec of one field's value, by how it is written.
 pub(super) fn field_spec(p: &Paths, field: &Field<'_>) -> TokenStream {

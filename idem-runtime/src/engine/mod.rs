@@ -68,6 +68,7 @@
 
 mod attempt;
 mod config;
+mod contract;
 mod error;
 mod flow;
 mod once;
@@ -77,9 +78,10 @@ pub mod problem;
 mod snapshot;
 
 pub use config::{
-    AsIdem, Contract, DEFAULT_LEASE, DEFAULT_MAX_SNAPSHOT_BYTES, DEFAULT_STORE_TIMEOUT,
-    DEFAULT_TTL, HandlerConfig, Idem, default_timeout,
+    AsIdem, DEFAULT_LEASE, DEFAULT_MAX_SNAPSHOT_BYTES, DEFAULT_STORE_TIMEOUT, DEFAULT_TTL,
+    HandlerConfig, Idem, default_timeout,
 };
+pub use contract::Contract;
 pub use error::IdempotencyError;
 #[cfg(feature = "axum")]
 pub(crate) use flow::{ClaimSettings, Front, Settlement, execute};

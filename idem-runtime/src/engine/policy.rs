@@ -4,7 +4,7 @@
 
 use core::fmt;
 
-use super::config::Contract;
+use super::contract::Contract;
 use crate::store::Outcome;
 
 /// What happens to a handler's response.

@@ -5,7 +5,7 @@
 //! type's own serde form canonicalizes to the same bytes. None of them allocates.
 
 use super::{Canonical, CanonicalWriter};
-use crate::canonical::ValueSpec;
+use crate::request::ValueSpec;
 
 /// The general rules: objects sorted by member name with null members omitted, numbers exact.
 ///
@@ -76,7 +76,7 @@ impl Canonical for serde_json::Map<String, serde_json::Value> {
 impl Canonical for serde_json::Number {
     fn write_canonical(&self, w: &mut CanonicalWriter<'_>) {
         let start = w.position();
-        if crate::canonical::number::write_json_number(w, self).is_err() {
+        if crate::encode::number::write_json_number(w, self).is_err() {
             w.rewind(start);
             w.str(&self.to_string());
         }
@@ -122,7 +122,7 @@ impl Canonical for rust_decimal::Decimal {
 impl Canonical for uuid::Uuid {
     #[inline]
     fn write_canonical(&self, w: &mut CanonicalWriter<'_>) {
-        crate::canonical::scalar::write_uuid(w, self.as_bytes());
+        crate::encode::scalar::write_uuid(w, self.as_bytes());
     }
     fn value_spec() -> ValueSpec {
         ValueSpec::Uuid
@@ -151,7 +151,7 @@ impl<Tz: chrono::TimeZone> Canonical for chrono::DateTime<Tz> {
             n if n >= 1_000_000_000 => (60, n - 1_000_000_000),
             n => (t.second(), n),
         };
-        crate::canonical::datetime::Timestamp {
+        crate::encode::datetime::Timestamp {
             year: i64::from(t.year()),
             month: t.month(),
             day: t.day(),
@@ -181,7 +181,7 @@ impl<Tz: chrono::TimeZone> Canonical for chrono::DateTime<Tz> {
 impl Canonical for chrono::NaiveDate {
     fn write_canonical(&self, w: &mut CanonicalWriter<'_>) {
         use chrono::Datelike;
-        crate::canonical::datetime::write_date(w, i64::from(self.year()), self.month(), self.day());
+        crate::encode::datetime::write_date(w, i64::from(self.year()), self.month(), self.day());
     }
     fn value_spec() -> ValueSpec {
         ValueSpec::Date
@@ -207,7 +207,7 @@ impl Canonical for chrono::NaiveDate {
 #[cfg_attr(docsrs, doc(cfg(feature = "time")))]
 impl Canonical for time::OffsetDateTime {
     fn write_canonical(&self, w: &mut CanonicalWriter<'_>) {
-        crate::canonical::datetime::Timestamp::from_local(
+        crate::encode::datetime::Timestamp::from_local(
             i64::from(self.year()),
             u32::from(u8::from(self.month())),
             u32::from(self.day()),
@@ -239,7 +239,7 @@ impl Canonical for time::OffsetDateTime {
 #[cfg_attr(docsrs, doc(cfg(feature = "time")))]
 impl Canonical for time::UtcDateTime {
     fn write_canonical(&self, w: &mut CanonicalWriter<'_>) {
-        crate::canonical::datetime::Timestamp {
+        crate::encode::datetime::Timestamp {
             year: i64::from(self.year()),
             month: u32::from(u8::from(self.month())),
             day: u32::from(self.day()),
@@ -269,7 +269,7 @@ impl Canonical for time::UtcDateTime {
 #[cfg_attr(docsrs, doc(cfg(feature = "time")))]
 impl Canonical for time::Date {
     fn write_canonical(&self, w: &mut CanonicalWriter<'_>) {
-        crate::canonical::datetime::write_date(
+        crate::encode::datetime::write_date(
             w,
             i64::from(self.year()),
             u32::from(u8::from(self.month())),
@@ -289,8 +289,8 @@ mod tests {
     use serde::Serialize;
 
     use super::*;
-    use crate::canonical::{Spec, canonicalize, canonicalize_slice};
     use crate::fingerprint::fields::{Base64Field, FloatField};
+    use crate::request::{Spec, canonicalize, canonicalize_slice};
 
     fn typed(write: impl FnOnce(&mut CanonicalWriter<'_>), is_null: bool) -> String {
         if is_null {

@@ -11,7 +11,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use super::{Canonical, CanonicalWriter};
-use crate::canonical::ValueSpec;
+use crate::request::ValueSpec;
 
 macro_rules! integers {
     ($($t:ty)*) => {$(
@@ -47,28 +47,12 @@ impl Canonical for char {
     }
 }
 
-/// Strings write a member's name, or a map entry's key, together with their value, with one check
-/// for room.
 macro_rules! strings {
     ($($t:ty)*) => {$(
         impl Canonical for $t {
             #[inline(always)]
             fn write_canonical(&self, w: &mut CanonicalWriter<'_>) {
                 w.str(self);
-            }
-            #[inline(always)]
-            fn write_member(
-                &self,
-                w: &mut CanonicalWriter<'_>,
-                first: &mut bool,
-                open: &[u8],
-                next: &[u8],
-            ) {
-                w.string_member(first, open, next, self);
-            }
-            #[inline(always)]
-            fn write_entry(&self, w: &mut CanonicalWriter<'_>, open: &[u8], name: &str) {
-                w.quoted_pair(open, name, b":", self);
             }
             fn value_spec() -> ValueSpec {
                 ValueSpec::Any
@@ -105,32 +89,6 @@ impl<T: Canonical> Canonical for Option<T> {
             None => true,
         }
     }
-    #[inline(always)]
-    fn write_member(
-        &self,
-        w: &mut CanonicalWriter<'_>,
-        first: &mut bool,
-        open: &[u8],
-        next: &[u8],
-    ) {
-        match self {
-            Some(v) => v.write_member(w, first, open, next),
-            None => {
-                w.open_member(first, open, next);
-                w.null();
-            }
-        }
-    }
-    #[inline(always)]
-    fn write_entry(&self, w: &mut CanonicalWriter<'_>, open: &[u8], name: &str) {
-        match self {
-            Some(v) => v.write_entry(w, open, name),
-            None => {
-                w.quoted(open, name, b":");
-                w.null();
-            }
-        }
-    }
     fn value_spec() -> ValueSpec {
         T::value_spec()
     }
@@ -147,20 +105,6 @@ macro_rules! deref_impls {
             #[inline]
             fn is_null(&self) -> bool {
                 (**self).is_null()
-            }
-            #[inline(always)]
-            fn write_member(
-                &self,
-                w: &mut CanonicalWriter<'_>,
-                first: &mut bool,
-                open: &[u8],
-                next: &[u8],
-            ) {
-                (**self).write_member(w, first, open, next)
-            }
-            #[inline(always)]
-            fn write_entry(&self, w: &mut CanonicalWriter<'_>, open: &[u8], name: &str) {
-                (**self).write_entry(w, open, name)
             }
             fn value_spec() -> ValueSpec {
                 T::value_spec()

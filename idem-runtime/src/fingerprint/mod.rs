@@ -1,31 +1,88 @@
 //! The compile-time fingerprint path: [`Canonical`] values written by a [`CanonicalWriter`],
 //! [`Fingerprint`] request types (usually `#[derive(Fingerprint)]`), and the [`RequestHash`].
 //!
-//! The canonical form itself is specified in `docs/fingerprint.md`; [`crate::canonical`] produces
-//! the same bytes from a `serde_json::Value` at run time.
+//! The canonical form itself is specified in `docs/fingerprint.md`; the writer, the encoders of
+//! numbers, strings, timestamps and bytes, and the hash are shared with the run-time path
+//! ([`crate::request`], which produces the same bytes from a `serde_json::Value` under a
+//! [`Spec`](crate::Spec)) and live in `crate::encode`. Here: the trait and its impls for standard
+//! (`impls`) and third-party (`foreign`) types, the writer's methods over [`Canonical`] values
+//! (`collections`), field adapters (`fields`), field masks (`subset`) and whole values as
+//! fingerprints (`whole`).
 
+mod collections;
 pub(crate) mod fields;
 mod foreign;
-mod hash;
 mod impls;
 mod subset;
 mod whole;
-mod writer;
 
-pub use hash::{ParseRequestHashError, RequestHash};
+pub use crate::encode::{CanonicalWriter, ParseRequestHashError, RequestHash};
 pub use subset::{Env, FieldMask, FieldRef, Hashable, Hashed, NoFields, Skipped, hashable};
-pub use writer::CanonicalWriter;
 
-use crate::canonical::ValueSpec;
+use crate::request::ValueSpec;
 
 /// A value with a canonical JSON form (see `docs/fingerprint.md`).
 ///
 /// Implemented for integers, `bool`, strings, `Option`, tuples (as arrays), `Vec`, slices,
-/// arrays, maps with string keys, sets, `serde_json::{Value, Map, Number}`, `rust_decimal::Decimal` (feature `decimal`),
-/// `uuid::Uuid` (feature `uuid`), chrono's `DateTime<Tz>` and `NaiveDate` (feature `chrono`),
-/// time's `OffsetDateTime`, `UtcDateTime` and `Date` (feature `time`), and every type that derives
-/// [`Fingerprint`]. `f32`/`f64` are deliberately **not** implemented: a binary float has
-/// no exact decimal form unless the field opts in with `#[fingerprint(float)]`.
+/// arrays, maps with string keys, sets, `serde_json::{Value, Map, Number}`,
+/// `rust_decimal::Decimal` (feature `decimal`), `uuid::Uuid` (feature `uuid`), chrono's
+/// `DateTime<Tz>` and `NaiveDate` (feature `chrono`), time's `OffsetDateTime`, `UtcDateTime` and
+/// `Date` (feature `time`), and every type that derives [`Fingerprint`]. `f32`/`f64` are
+/// deliberately **not** implemented: a binary float has no exact decimal form unless the field
+/// opts in with `#[fingerprint(float)]`.
+///
+/// To implement it by hand, write the value's canonical text with the [`CanonicalWriter`]'s
+/// methods in [`Canonical::write_canonical`]; an object's members must come in the byte order of
+/// their names, with no `null` member. Override [`Canonical::is_null`] if some values are `null`,
+/// and [`Canonical::value_spec`] if the text is not what the run-time path makes of the value's
+/// serde JSON under [`ValueSpec::Any`]:
+///
+/// ```
+/// use idem_runtime::{Canonical, CanonicalWriter, RequestHash, Spec, ValueSpec};
+///
+/// /// An amount in cents, fingerprinted as the decimal it stands for (`1050` -> `10.5`).
+/// struct Cents(i64);
+///
+/// impl Canonical for Cents {
+///     fn write_canonical(&self, w: &mut CanonicalWriter<'_>) {
+///         w.decimal(i128::from(self.0), 2);
+///     }
+/// }
+///
+/// /// A money amount, as an object.
+/// struct Money {
+///     amount: Cents,
+///     currency: String,
+/// }
+///
+/// impl Canonical for Money {
+///     fn write_canonical(&self, w: &mut CanonicalWriter<'_>) {
+///         let mut first = true;
+///         w.begin_object();
+///         w.member(&mut first, "amount"); // members in the byte order of their names
+///         self.amount.write_canonical(w);
+///         w.member(&mut first, "currency");
+///         self.currency.write_canonical(w);
+///         w.end_object();
+///     }
+///
+///     // Say it when the value's serde JSON needs a spec (here: if it were serialized with the
+///     // amount as a decimal string such as `"10.50"`).
+///     fn value_spec() -> ValueSpec {
+///         ValueSpec::object(Spec::new().field("amount", ValueSpec::Decimal).field("currency", ValueSpec::Any))
+///     }
+/// }
+///
+/// let price = Money { amount: Cents(1050), currency: "EUR".into() };
+/// let mut out = Vec::new();
+/// price.write_canonical(&mut CanonicalWriter::new(&mut out));
+/// assert_eq!(out, br#"{"amount":10.5,"currency":"EUR"}"#);
+/// // A field of a `#[derive(Fingerprint)]` struct, or hashed on its own:
+/// assert_eq!(
+///     RequestHash::of_canonical(|w| price.write_canonical(w)),
+///     RequestHash::of_bytes(br#"{"amount":10.5,"currency":"EUR"}"#),
+/// );
+/// ```
 #[diagnostic::on_unimplemented(
     message = "`{Self}` has no canonical fingerprint form",
     label = "this type cannot be fingerprinted",
@@ -43,35 +100,15 @@ pub trait Canonical {
         false
     }
 
-    /// The run-time spec that canonicalizes `serde_json::to_value(self)` to the same bytes.
-    #[doc(hidden)]
-    fn value_spec() -> ValueSpec;
-
-    /// Writes `self` as the value of an object member whose name generated code rendered at
-    /// compile time: `open` (`{"name":`) if `*first` (then set to `false`), else `next`
-    /// (`,"name":`), then the value. Strings override it to write name and value with one check
-    /// for room.
-    #[doc(hidden)]
-    #[inline(always)]
-    fn write_member(
-        &self,
-        w: &mut CanonicalWriter<'_>,
-        first: &mut bool,
-        open: &[u8],
-        next: &[u8],
-    ) {
-        w.open_member(first, open, next);
-        self.write_canonical(w);
-    }
-
-    /// Writes `self` as the value of an object member named at run time (a map's entry): `open`
-    /// (`{` or `,`), `"name":`, then the value. Strings override it to write the whole entry
-    /// with one check for room.
-    #[doc(hidden)]
-    #[inline(always)]
-    fn write_entry(&self, w: &mut CanonicalWriter<'_>, open: &[u8], name: &str) {
-        w.quoted(open, name, b":");
-        self.write_canonical(w);
+    /// The run-time [`ValueSpec`] under which [`crate::request`] canonicalizes
+    /// `serde_json::to_value(self)` to the same bytes as [`Canonical::write_canonical`]: what
+    /// [`IdempotencyLayer::for_type`](crate::http::IdempotencyLayer::for_type) (feature `axum`)
+    /// hashes a raw body with. The derive and idem's impls give the exact spec (`Decimal` for a
+    /// decimal, an object's whitelist, ...). The default, [`ValueSpec::Any`], fits a value whose
+    /// serde JSON is its canonical text up to the general rules (key order, number form, `null`
+    /// members); otherwise override it, or the run-time path hashes such a value differently.
+    fn value_spec() -> ValueSpec {
+        ValueSpec::Any
     }
 }
 
@@ -110,7 +147,7 @@ pub trait Fingerprint: Canonical {
 
     /// The canonical JSON text of the whitelisted fields.
     fn canonical_json(&self) -> String {
-        hash::render(
+        crate::encode::render(
             |w| self.write_canonical(w),
             // The writer only emits UTF-8: strings are copied whole, everything else is ASCII.
             |text| match core::str::from_utf8(text) {

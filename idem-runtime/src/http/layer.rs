@@ -20,7 +20,6 @@ use tower::{Layer, Service};
 use super::context::header_key;
 use super::respond::{SnapshotRules, exact_replay, mark_unprotected, settle, suppressed_replay};
 use super::{IDEMPOTENCY_KEY, Problem};
-use crate::canonical::{Canonicalizer, Spec, ValueSpec};
 use crate::engine::problem::INVALID_BODY;
 use crate::engine::{
     ClaimSettings, Contract, DEFAULT_LEASE, DEFAULT_TTL, Front, Idem, IdempotencyError, Settlement,
@@ -28,6 +27,7 @@ use crate::engine::{
 };
 use crate::fingerprint::Fingerprint;
 use crate::key::{ScopePart, scoped_key};
+use crate::request::{Canonicalizer, Spec, ValueSpec};
 use crate::store::{BoxError, Record};
 
 /// Default largest request body the layer reads: 1 MiB.
@@ -121,7 +121,7 @@ impl Clone for Config {
 /// ```
 /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 /// use axum::{Router, routing::post, body::Body, http::Request};
-/// use idem_runtime::canonical::Spec;
+/// use idem_runtime::request::Spec;
 /// use idem_runtime::engine::Idem;
 /// use idem_runtime::http::IdempotencyLayer;
 /// use tower::ServiceExt;
@@ -212,7 +212,7 @@ impl IdempotencyLayer {
     /// ```
     /// use idem_runtime::{engine::Idem, http::IdempotencyLayer};
     /// # use idem_runtime as idem;
-    /// # mod m { use idem_runtime::canonical::{Spec, ValueSpec}; use idem_runtime::fingerprint::*;
+    /// # mod m { use idem_runtime::request::{Spec, ValueSpec}; use idem_runtime::fingerprint::*;
     /// # pub struct Pay { pub amount: u64 }
     /// # impl idem_runtime::Canonical for Pay {
     /// #     fn write_canonical(&self, w: &mut CanonicalWriter<'_>) { w.raw(b"{}") }
@@ -420,7 +420,7 @@ impl IdempotencyLayer {
     ///
     /// ```
     /// # use idem_runtime::{Spec, engine::Idem, http::IdempotencyLayer};
-    /// use idem_runtime::canonical::Canonicalizer;
+    /// use idem_runtime::request::Canonicalizer;
     /// # let layer = IdempotencyLayer::new(Idem::new(idem_runtime::store::MemoryStore::new()), Spec::new());
     /// let layer = layer.canonicalizer(Canonicalizer::new().deny_unknown_fields(true));
     /// ```

@@ -14,7 +14,8 @@ use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::ser::{SerializeMap, Serializer};
 use serde::{Deserialize, Serialize};
 
-use super::{CanonicalError, Spec, ValueSpec, VariantSpec};
+use super::{Spec, ValueSpec, VariantSpec};
+use crate::encode::CanonicalError;
 
 const KINDS: &[&str] = &[
     "any",

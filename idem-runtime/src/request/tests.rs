@@ -204,7 +204,7 @@ fn exponent_beyond_i64_is_out_of_range() {
         assert_eq!(e.unwrap_err().kind(), "number_out_of_range", "{text}");
     }
     let mut out = Vec::new();
-    let e = crate::CanonicalWriter::new(&mut out).number_text("1.5e-99999999999999999999");
+    let e = crate::encode::CanonicalWriter::new(&mut out).number_text("1.5e-99999999999999999999");
     assert_eq!(e.unwrap_err().kind(), "number_out_of_range");
 }
 

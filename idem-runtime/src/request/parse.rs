@@ -8,9 +8,8 @@
 
 use std::borrow::Cow;
 
-use super::CanonicalError;
-use super::error::{Path, truncate};
 use super::tree::{Node, Num};
+use crate::encode::{CanonicalError, Path, truncate};
 
 /// Parses one JSON text (surrounded by optional whitespace).
 pub(crate) fn parse(json: &[u8], max_depth: usize) -> Result<Node<'_>> {

@@ -1,11 +1,12 @@
 //! The spec rules, applied to a [`Node`] tree: the one implementation behind both
 //! [`super::canonicalize`] (a `serde_json::Value`) and [`super::canonicalize_slice`] (raw bytes).
 
-use super::error::{Path, truncate};
 use super::spec::Member;
 use super::tree::{Node, Num};
-use super::{CanonicalError, Spec, ValueSpec, datetime, number, scalar};
-use crate::CanonicalWriter;
+use super::{Spec, ValueSpec, VariantSpec};
+use crate::encode::{
+    CanonicalError, CanonicalWriter, Path, datetime, number, scalar, text, truncate,
+};
 
 type Result<T = ()> = core::result::Result<T, CanonicalError>;
 
@@ -130,7 +131,7 @@ impl Rules {
             Node::Null => out.extend_from_slice(b"null"),
             Node::Bool(b) => CanonicalWriter::new(out).bool(*b),
             Node::Number(n) => write_number(*n, path, out)?,
-            Node::Str(s) => super::text::write_escaped_str(out, s),
+            Node::Str(s) => text::write_escaped_str(out, s),
             Node::Array(items) => self.array(items, &ValueSpec::Any, path, out)?,
             Node::Object(members) => self.map(members, &ValueSpec::Any, path, out)?,
         }
@@ -238,7 +239,7 @@ impl Rules {
     fn enumeration(
         &self,
         node: &Node<'_>,
-        variants: &[super::VariantSpec],
+        variants: &[VariantSpec],
         path: &Path<'_>,
         out: &mut Vec<u8>,
     ) -> Result {
@@ -268,7 +269,7 @@ impl Rules {
         match node {
             Node::Str(name) => match find(name)?.payload {
                 None => {
-                    super::text::write_escaped_str(out, name);
+                    text::write_escaped_str(out, name);
                     Ok(())
                 }
                 Some(_) => Err(invalid(
@@ -280,7 +281,7 @@ impl Rules {
                 let (name, payload) = &members[0];
                 match (&find(name)?.payload, payload) {
                     (None, Node::Null) => {
-                        super::text::write_escaped_str(out, name);
+                        text::write_escaped_str(out, name);
                         Ok(())
                     }
                     (None, _) => Err(invalid(
@@ -289,7 +290,7 @@ impl Rules {
                     )),
                     (Some(spec), payload) => {
                         out.push(b'{');
-                        super::text::write_escaped_str(out, name);
+                        text::write_escaped_str(out, name);
                         out.push(b':');
                         self.value(payload, spec, &Path::Member(path, name), out)?;
                         out.push(b'}');
@@ -321,7 +322,7 @@ impl Members {
         if !core::mem::take(&mut self.first) {
             out.push(b',');
         }
-        super::text::write_escaped_str(out, name);
+        text::write_escaped_str(out, name);
         out.push(b':');
     }
 }

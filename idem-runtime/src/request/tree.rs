@@ -6,8 +6,7 @@ use std::borrow::Cow;
 
 use serde_json::Value;
 
-use super::CanonicalError;
-use super::error::Path;
+use crate::encode::{CanonicalError, Path};
 
 /// A JSON value. Object members are sorted by the UTF-8 bytes of their names, names unique.
 #[derive(Debug)]
