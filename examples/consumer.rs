@@ -9,7 +9,7 @@
 //! cargo run --example consumer
 //! ```
 //!
-//! `tests/idempotent_consumer.rs` runs the same [`demo`] against the memory and SQLite stores.
+//! `tests/it/idempotent_consumer.rs` runs the same [`demo`] against the memory and SQLite stores.
 
 use std::collections::HashMap;
 use std::fmt;

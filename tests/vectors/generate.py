@@ -4,7 +4,7 @@
 This is an independent implementation of docs/fingerprint.md in Python, standard library only. It does
 not run or import idem, and it shares no code with it: JSON is parsed by Python's `json` module (with
 hooks that keep numbers as text and reject what RFC 8259 forbids), numbers are canonicalized with
-`decimal`, base64 with `base64`, timestamps with `datetime`, hashes with `hashlib`. `tests/vectors.rs`
+`decimal`, base64 with `base64`, timestamps with `datetime`, hashes with `hashlib`. `tests/it/vectors.rs`
 then checks both Rust entry points against every case.
 
 Usage:  python3 tests/vectors/generate.py          (rewrites fingerprint.json next to this script)

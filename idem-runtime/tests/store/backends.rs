@@ -369,7 +369,7 @@ async fn sqlite_migration_history_is_idem_own() {
 /// up to date and returns, without queueing for the write lock. (It used to take the lock
 /// first, `BEGIN IMMEDIATE`: on a busy database, where every claim is a write, it waited out
 /// the busy timeout and failed with "database is locked", and the instance did not start —
-/// `tests/chaos`, 4 processes of the example on one file.) Here another connection holds the
+/// `tests/faults/chaos`, 4 processes of the example on one file.) Here another connection holds the
 /// write lock throughout.
 #[tokio::test]
 async fn sqlite_migrate_when_up_to_date_takes_no_write_lock() {

@@ -39,13 +39,10 @@ use serde_json::{Value, json};
 use tokio::sync::Semaphore;
 use tower::ServiceExt;
 
-#[path = "common/servers.rs"]
-mod servers;
+use crate::servers;
 use servers::{server_url, unique};
 
-#[path = "common/records.rs"]
-#[allow(dead_code)]
-mod records;
+use crate::records;
 use records::Records;
 
 // ---------------------------------------------------------------- stores
@@ -105,7 +102,7 @@ macro_rules! suite {
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $test() {
                     let Some(fixture) = $make().await else { return };
-                    crate::$test(&fixture).await;
+                    super::$test(&fixture).await;
                 }
             )*
         }
@@ -114,10 +111,10 @@ macro_rules! suite {
 
 macro_rules! every_backend {
     ($($test:ident,)*) => {
-        suite!(memory, crate::memory, $($test,)*);
-        suite!(sqlite, crate::sqlite, $($test,)*);
-        suite!(postgres, crate::postgres, $($test,)*);
-        suite!(mysql, crate::mysql, $($test,)*);
+        suite!(memory, super::memory, $($test,)*);
+        suite!(sqlite, super::sqlite, $($test,)*);
+        suite!(postgres, super::postgres, $($test,)*);
+        suite!(mysql, super::mysql, $($test,)*);
     };
 }
 

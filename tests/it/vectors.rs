@@ -5,7 +5,7 @@ use idem::request::{Spec, canonicalize, canonicalize_slice, fingerprint, fingerp
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-const VECTORS: &str = include_str!("vectors/fingerprint.json");
+const VECTORS: &str = include_str!("../vectors/fingerprint.json");
 
 fn vectors() -> Value {
     serde_json::from_str(VECTORS).expect("fingerprint.json is JSON")

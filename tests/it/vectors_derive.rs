@@ -1,7 +1,7 @@
 //! The fingerprint test vectors against the compile-time path: for each vector that a Rust type
 //! can express, the input is deserialized into a `#[derive(Fingerprint)]` type and its
 //! `canonical_json()` / `fingerprint()` must equal the vector's `canonical` / `sha256`.
-//! (`tests/vectors.rs` checks the same vectors against the run-time paths.)
+//! (`tests/it/vectors.rs` checks the same vectors against the run-time paths.)
 #![cfg(all(feature = "decimal", feature = "chrono", feature = "uuid"))]
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -12,7 +12,7 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-const VECTORS: &str = include_str!("vectors/fingerprint.json");
+const VECTORS: &str = include_str!("../vectors/fingerprint.json");
 
 fn case(name: &str) -> Value {
     let all: Value = serde_json::from_str(VECTORS).expect("fingerprint.json is JSON");

@@ -25,7 +25,8 @@
 //! | `IDEM_CHAOS_STORM` | `1000` | requests per storm |
 //! | `IDEM_CHAOS_SEED` | the clock | the seed of every random choice (printed) |
 //!
-//! The tests run one at a time (`SERIAL`): each wants the machine's two cores for itself.
+//! The tests run one at a time (`SERIAL`, shared with `bad_day`): each wants the machine's two
+//! cores for itself.
 //! Children are killed when a test ends, also when it fails.
 
 use std::io::Write as _;
@@ -37,13 +38,12 @@ mod rng;
 mod storm;
 mod zombie;
 
-#[path = "../common/servers.rs"]
-mod servers;
+use crate::servers;
 
 use fleet::Backend;
 
-/// One test at a time.
-static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+/// One test at a time, and no test of `bad_day` meanwhile.
+use crate::SERIAL;
 
 /// The sizes of a run, from the environment.
 #[derive(Debug, Clone)]

@@ -13,16 +13,16 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-#[path = "../examples/payments.rs"]
+#[path = "../../examples/payments.rs"]
 #[allow(dead_code)]
+#[allow(clippy::module_inception)] // `payments::payments`: the example, in the module of its tests
 mod payments;
 
 use payments::Config;
 
 // ---------------------------------------------------------------- fixtures
 
-#[path = "common/servers.rs"]
-mod servers;
+use crate::servers;
 use servers::{server_url, unique};
 
 #[derive(Clone, Copy)]
@@ -760,7 +760,7 @@ fn config_defaults() {
 /// restart of every replica): each creates the business tables if they are missing, and none
 /// may fail. On PostgreSQL two concurrent `CREATE TABLE IF NOT EXISTS` of one table race (both
 /// see no table; the loser fails with 42P07 "already exists" or a unique violation in
-/// `pg_type`), which `tests/chaos` caught with three processes of the example.
+/// `pg_type`), which `tests/faults/chaos` caught with three processes of the example.
 async fn instances_start_at_once(backend: Backend) {
     let url = match backend {
         Backend::Sqlite => return,

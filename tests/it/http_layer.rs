@@ -27,9 +27,7 @@ struct CreatePayment {
     client_ip: String,
 }
 
-#[path = "common/records.rs"]
-#[allow(dead_code)]
-mod records;
+use crate::records;
 use records::Records;
 
 struct Harness {

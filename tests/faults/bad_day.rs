@@ -6,8 +6,9 @@
 //! outage is lost.
 //!
 //! The tests stop the shared servers (`IDEM_TEST_{POSTGRES,MYSQL}_{STOP,START}`, exported by
-//! `scripts/test`), so they run one at a time (`SERIAL`); cargo runs test binaries one after
-//! another, so no other binary uses the servers meanwhile.
+//! `scripts/test`), so they run one at a time (`SERIAL`, held by the tests of `chaos` too), in
+//! the `faults` binary: cargo runs test binaries one after another, so no other binary uses the
+//! servers meanwhile.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -22,16 +23,14 @@ use axum::{Json, Router};
 use idem::{Fingerprint, Idem, Snapshot, idempotent, store::Store};
 use tower::ServiceExt;
 
-#[path = "common/servers.rs"]
-mod servers;
+use crate::servers;
 use servers::{server_url, unique};
 
-#[path = "common/proxy.rs"]
-mod proxy;
+use crate::proxy;
 use proxy::{StallProxy, host_port};
 
-/// The servers are shared: one outage at a time.
-static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+/// The servers are shared: one outage at a time, and none during a test of `chaos`.
+use crate::SERIAL;
 
 /// How long the engine waits for one answer of the store in these tests.
 const STORE_TIMEOUT: Duration = Duration::from_millis(300);

@@ -3,7 +3,7 @@
 //! and on SQLite.
 
 #[allow(dead_code)]
-#[path = "../examples/consumer.rs"]
+#[path = "../../examples/consumer.rs"]
 mod consumer;
 
 use consumer::{ShipError, Warehouse, demo};

@@ -311,8 +311,7 @@ async fn a_panicking_handler_ends_its_lease_and_keeps_its_operation() {
 
 // ---------------------------------------------------------------- completions under real faults
 
-#[path = "common/servers.rs"]
-mod servers;
+use crate::servers;
 
 static FAULT: HandlerConfig = HandlerConfig::new("tests::fault");
 

@@ -36,13 +36,10 @@ struct Fixture {
     _dir: Option<tempfile::TempDir>,
 }
 
-#[path = "common/servers.rs"]
-mod servers;
+use crate::servers;
 use servers::{server_url, unique};
 
-#[path = "common/records.rs"]
-#[allow(dead_code)]
-mod records;
+use crate::records;
 use records::Records;
 
 async fn memory() -> Option<Fixture> {
@@ -505,7 +502,7 @@ macro_rules! http_suite {
                 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
                 async fn $test() {
                     let Some(fixture) = $make().await else { return };
-                    crate::$test(&fixture).await;
+                    super::$test(&fixture).await;
                 }
             )*
         }
@@ -514,10 +511,10 @@ macro_rules! http_suite {
 
 macro_rules! every_backend {
     ($($test:ident,)*) => {
-        http_suite!(memory, crate::memory, $($test,)*);
-        http_suite!(sqlite, crate::sqlite, $($test,)*);
-        http_suite!(postgres, crate::postgres, $($test,)*);
-        http_suite!(mysql, crate::mysql, $($test,)*);
+        http_suite!(memory, super::memory, $($test,)*);
+        http_suite!(sqlite, super::sqlite, $($test,)*);
+        http_suite!(postgres, super::postgres, $($test,)*);
+        http_suite!(mysql, super::mysql, $($test,)*);
     };
 }
 

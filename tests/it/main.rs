@@ -1,0 +1,28 @@
+//! The integration tests of the facade crate, in one binary (one link of sqlx, axum and tokio
+//! instead of one per file): one module per subject, sharing the helpers of `tests/common/`.
+//!
+//! Tests of several modules run at the same time against the same database servers: each
+//! works in names of its own (`servers::unique`), never on the whole table. The tests that stop
+//! or stall the servers, or want the whole machine, live in `tests/faults/`, a binary that cargo
+//! runs alone.
+//!
+//! One module: `cargo test --all-features --test it hostile::` (a test name filter).
+
+mod derive;
+mod engine_lease;
+mod engine_once;
+mod equivalence;
+mod hostile;
+mod http_engine;
+mod http_layer;
+mod idempotent_axum;
+mod idempotent_consumer;
+mod payments;
+mod snapshot;
+mod vectors;
+mod vectors_derive;
+
+#[path = "../common/records.rs"]
+mod records;
+#[path = "../common/servers.rs"]
+mod servers;
