@@ -10,6 +10,7 @@
 //! | `DATABASE_URL` | `payments.db` | a SQLite file (created if missing; `sqlite://path` too), or `postgres://..` / `mysql://..` (build with `--features postgres` / `mysql`) |
 //! | `PAYMENTS_DELAY_MS` | `0` | processing time added inside payment creation |
 //! | `PAYMENTS_SETTLE_MS` | `500` | how long a refund stays `pending` |
+//! | `PAYMENTS_STORE_TIMEOUT_MS` | `2000` | the longest idem waits for one answer of the store, pool wait included (`Idem::store_timeout`) |
 //!
 //! The idempotency records and the business tables (`payments`, `refunds`, `events`, each with a
 //! unique constraint on the operation id) live in the same database. `X-Tenant-Id` and
@@ -96,6 +97,9 @@ pub struct Config {
     pub delay: Duration,
     /// How long a refund stays `pending` (`PAYMENTS_SETTLE_MS`).
     pub settle: Duration,
+    /// The longest idem waits for one answer of the store (`PAYMENTS_STORE_TIMEOUT_MS`; idem's
+    /// default, 2 s, when `None`).
+    pub store_timeout: Option<Duration>,
 }
 
 impl Default for Config {
@@ -103,12 +107,14 @@ impl Default for Config {
         Config {
             delay: Duration::ZERO,
             settle: Duration::from_millis(500),
+            store_timeout: None,
         }
     }
 }
 
 impl Config {
-    /// Reads `PAYMENTS_DELAY_MS` and `PAYMENTS_SETTLE_MS` (defaults: 0 and 500).
+    /// Reads `PAYMENTS_DELAY_MS`, `PAYMENTS_SETTLE_MS` and `PAYMENTS_STORE_TIMEOUT_MS`
+    /// (defaults: 0, 500 and idem's).
     pub fn from_env() -> Result<Self, BoxError> {
         let ms = |name: &str, default: Duration| -> Result<Duration, BoxError> {
             match std::env::var(name) {
@@ -124,6 +130,12 @@ impl Config {
         Ok(Config {
             delay: ms("PAYMENTS_DELAY_MS", default.delay)?,
             settle: ms("PAYMENTS_SETTLE_MS", default.settle)?,
+            store_timeout: match std::env::var("PAYMENTS_STORE_TIMEOUT_MS") {
+                Ok(v) if !v.trim().is_empty() => {
+                    Some(ms("PAYMENTS_STORE_TIMEOUT_MS", default.settle)?)
+                }
+                _ => None,
+            },
         })
     }
 
@@ -169,14 +181,14 @@ pub async fn app(database_url: &str, config: Config) -> Result<Router, BoxError>
     };
     store.migrate().await?;
     db.create_tables().await?;
-    let state = App {
-        // idem's problem documents under the service's own base, next to its own errors.
-        idem: Idem::from_arc(store)
-            .with_policy(RetryDatabaseErrors)
-            .with_problem_base(api::PROBLEMS),
-        db,
-        config,
-    };
+    // idem's problem documents under the service's own base, next to its own errors.
+    let mut idem = Idem::from_arc(store)
+        .with_policy(RetryDatabaseErrors)
+        .with_problem_base(api::PROBLEMS);
+    if let Some(wait) = config.store_timeout {
+        idem = idem.store_timeout(wait);
+    }
+    let state = App { idem, db, config };
     Ok(Router::new()
         .route("/v1/payments", post(api::create_payment))
         .route("/v1/payments/{id}", get(api::get_payment))

@@ -116,7 +116,7 @@ fn problem_type(headers: &axum::http::HeaderMap, body: &[u8]) -> String {
     v["type"]
         .as_str()
         .unwrap()
-        .rsplit('/')
+        .rsplit(['/', '#'])
         .next()
         .unwrap()
         .to_owned()

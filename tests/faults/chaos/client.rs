@@ -33,11 +33,13 @@ impl Response {
         self.header("retry-after").and_then(|v| v.parse().ok())
     }
 
-    /// The `type` of a problem document, after its last `/` (`in-progress`, ...).
+    /// The slug of a problem document's `type`, after its last `/` or `#` (`in-progress`, ...):
+    /// the example sets its own base (`.../problems/<slug>`), idem's default is
+    /// `...index.html#<slug>`.
     pub fn problem(&self) -> Option<String> {
         let doc: serde_json::Value = serde_json::from_slice(&self.body).ok()?;
         let ty = doc.get("type")?.as_str()?;
-        Some(ty.rsplit('/').next().unwrap_or(ty).to_owned())
+        Some(ty.rsplit(['/', '#']).next().unwrap_or(ty).to_owned())
     }
 
     pub fn text(&self) -> String {
