@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::time::Instant;
 
 use super::error::IdempotencyError;
-use super::flow::{Admission, ClaimSettings, Front, Settlement, answer, bounded};
+use super::front::{Answer, ClaimSettings, Front, Settlement, answer, bounded};
 use super::operation::{OperationId, with_operation};
 use crate::store::{Claim, Completion, Lease, RecordState, Store, StoreError};
 use crate::telemetry::{self, Settled};
@@ -383,9 +383,8 @@ impl Attempt {
             RecordState::Completed | RecordState::FailedStored => Claim::Completed(record),
         };
         match answer(now_claim, self.lease.request_hash, client_key) {
-            Admission::Replay(record) => front.replay(record).await,
-            Admission::Reject(e) => front.reject(e, Some(client_key)),
-            Admission::Run(_) | Admission::Unprotected => own,
+            Answer::Replay(record) => front.replay(record).await,
+            Answer::Reject(e) => front.reject(e, Some(client_key)),
         }
     }
 

@@ -15,90 +15,22 @@
 //! Once the handler has started, the record is never deleted and its operation id never changes
 //! except through [`Settlement::Release`], which only outcomes the policy declares effect-free
 //! produce; see `docs/storage.md`, "Failure points".
+//!
+//! [`Front`]: super::front::Front
+//! [`Settlement`]: super::front::Settlement
+//! [`Settlement::Release`]: super::front::Settlement::Release
 
 use core::future::Future;
-use core::time::Duration;
 
 use super::attempt::Attempt;
-use super::config::{HandlerConfig, Idem};
+use super::config::Idem;
 use super::error::IdempotencyError;
+use super::front::{Answer, ClaimSettings, Front, answer, bounded};
 use super::operation::{fresh_operation_id, with_operation};
-use super::policy::Disposition;
 use crate::fingerprint::RequestHash;
 use crate::key::ScopedKey;
-use crate::store::{Claim, ClaimRequest, Completion, DEFAULT_RETRY_AFTER, Record, StoreError};
+use crate::store::{Claim, ClaimRequest, DEFAULT_RETRY_AFTER, Record};
 use crate::telemetry::{self, Outcome};
-
-/// The durations and failure mode of one claim: the part of a [`HandlerConfig`] (or of the tower
-/// layer's configuration) the flow reads.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct ClaimSettings {
-    pub lease: Duration,
-    pub ttl: Duration,
-    pub timeout: Duration,
-    pub fail_open: bool,
-}
-
-impl ClaimSettings {
-    pub(crate) const fn of(cfg: &HandlerConfig) -> ClaimSettings {
-        ClaimSettings {
-            lease: cfg.lease,
-            ttl: cfg.ttl,
-            timeout: cfg.handler_timeout(),
-            fail_open: cfg.fail_open,
-        }
-    }
-}
-
-/// What becomes of a finished attempt's record.
-#[derive(Debug)]
-pub(crate) enum Settlement {
-    /// Store this snapshot (completed or failed-but-stored) for replay.
-    Store(Completion),
-    /// Delete the record: the operation never started (the policy's
-    /// [`Release`](super::Disposition::Release)), so a corrected retry may run as a new
-    /// operation.
-    Release,
-    /// Keep the record and its operation id, end the lease: the outcome is not final and part of
-    /// the work may be done, so the retry continues the same operation.
-    Abandon,
-}
-
-impl Settlement {
-    /// The settlement of a disposition that stores nothing: `Release` stays a release, anything
-    /// else is abandoned.
-    pub(crate) fn without_result(disposition: Disposition) -> Settlement {
-        match disposition {
-            Disposition::Release => Settlement::Release,
-            _ => Settlement::Abandon,
-        }
-    }
-}
-
-/// What differs between the fronts of the engine. `execute` calls exactly one of `reject`,
-/// `replay`, `unprotected` or `settle` (and, for an attempt superseded while it ran, `settle`
-/// followed by `replay` or `reject`).
-pub(crate) trait Front: Send {
-    /// What the handler's future yields.
-    type Out: Send;
-    /// What the caller receives.
-    type Answer: Send;
-
-    /// An idempotency condition answered instead of running the handler; `client_key` once the
-    /// key was valid.
-    fn reject(&self, error: IdempotencyError, client_key: Option<&str>) -> Self::Answer;
-
-    /// A stored record of the same request.
-    fn replay(self, record: Record) -> impl Future<Output = Self::Answer> + Send;
-
-    /// The handler's output when it ran without protection (store unavailable, `fail_open`).
-    fn unprotected(self, out: Self::Out) -> Self::Answer;
-
-    /// The handler's output: what to do with the record, and the answer. Runs while the lease
-    /// is still renewed (reading a response body takes time).
-    fn settle(&mut self, out: Self::Out)
-    -> impl Future<Output = (Settlement, Self::Answer)> + Send;
-}
 
 /// Runs one request through the flow: `key` is the scoped key and the client's key (or why they
 /// are invalid), `hash` the request's fingerprint, computed before the handler runs.
@@ -218,7 +150,10 @@ pub(crate) async fn admit(
                 sent,
             ))
         }
-        Ok(claim) => answer(claim, hash, client_key),
+        Ok(claim) => match answer(claim, hash, client_key) {
+            Answer::Replay(record) => Admission::Replay(record),
+            Answer::Reject(e) => Admission::Reject(e),
+        },
         Err(e) if settings.fail_open => {
             tracing::warn!(
                 target: "idem",
@@ -241,45 +176,5 @@ pub(crate) async fn admit(
                 retry_after: e.retry_after().unwrap_or(DEFAULT_RETRY_AFTER),
             })
         }
-    }
-}
-
-/// The answer to a claim that did not acquire the key: what a retry of request `hash` sees.
-pub(crate) fn answer(claim: Claim, hash: RequestHash, client_key: &str) -> Admission {
-    let reused = || {
-        Admission::Reject(IdempotencyError::KeyReused {
-            idempotency_key: client_key.to_owned(),
-        })
-    };
-    match claim {
-        Claim::Completed(record) if record.request_hash == hash => Admission::Replay(record),
-        Claim::InProgress {
-            request_hash,
-            retry_after,
-        } if request_hash == hash => {
-            Admission::Reject(IdempotencyError::InProgress { retry_after })
-        }
-        Claim::Completed(_) | Claim::InProgress { .. } => reused(),
-        Claim::Acquired(_) => unreachable!("`answer` is only asked about claims not acquired"),
-    }
-}
-
-/// `call`, or [`StoreError::Unavailable`] when the store gave no answer within `wait` (a server
-/// that stalls without closing its connections, a pool that keeps reconnecting): every store
-/// call of the engine goes through it, so an outage costs a request a bounded time. Outside a
-/// tokio runtime (no timer) the call is awaited as it is.
-pub(crate) async fn bounded<T>(
-    wait: Duration,
-    call: impl Future<Output = Result<T, StoreError>>,
-) -> Result<T, StoreError> {
-    if tokio::runtime::Handle::try_current().is_err() {
-        return call.await;
-    }
-    match tokio::time::timeout(wait, call).await {
-        Ok(result) => result,
-        Err(_) => Err(StoreError::Unavailable {
-            source: format!("the idempotency store gave no answer within {wait:?}").into(),
-            retry_after: DEFAULT_RETRY_AFTER,
-        }),
     }
 }

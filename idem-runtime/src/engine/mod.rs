@@ -71,6 +71,7 @@ mod config;
 mod contract;
 mod error;
 mod flow;
+mod front;
 mod once;
 mod operation;
 mod policy;
@@ -84,7 +85,9 @@ pub use config::{
 pub use contract::Contract;
 pub use error::IdempotencyError;
 #[cfg(feature = "axum")]
-pub(crate) use flow::{ClaimSettings, Front, Settlement, execute};
+pub(crate) use flow::execute;
+#[cfg(feature = "axum")]
+pub(crate) use front::{ClaimSettings, Front, Settlement};
 pub use once::run_once;
 pub use operation::{OperationId, operation_id};
 pub use policy::{DefaultPolicy, Disposition, OutcomePolicy};

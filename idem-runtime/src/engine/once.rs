@@ -8,7 +8,8 @@ use serde::de::DeserializeOwned;
 
 use super::config::{HandlerConfig, Idem};
 use super::error::IdempotencyError;
-use super::flow::{ClaimSettings, Front, Settlement, execute};
+use super::flow::execute;
+use super::front::{ClaimSettings, Front, Settlement};
 use crate::fingerprint::RequestHash;
 use crate::key::{ScopePart, scoped_key};
 use crate::store::{Completion, Record};
