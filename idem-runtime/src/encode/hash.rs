@@ -5,7 +5,7 @@ use core::str::FromStr;
 
 use sha2::{Digest, Sha256};
 
-use super::CanonicalWriter;
+use super::writer::CanonicalWriter;
 
 /// SHA-256 of a request's canonical JSON text. `Display` gives 64 lowercase hex characters, the
 /// form stored in `request_hash CHAR(64)` columns.

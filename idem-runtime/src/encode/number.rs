@@ -5,7 +5,7 @@
 
 use core::ops::{Div, Rem};
 
-use super::CanonicalError;
+use super::error::CanonicalError;
 use super::sink::Sink;
 
 /// Numbers whose plain form would need more than this many zeros are rejected rather than

@@ -251,7 +251,7 @@ mod tests {
         let text = String::from_utf8(out).unwrap();
 
         let mut typed = b"prefix".to_vec();
-        let mut w = crate::encode::CanonicalWriter::new(&mut typed);
+        let mut w = crate::encode::writer::CanonicalWriter::new(&mut typed);
         w.str(s);
         let mut first = false;
         w.member(&mut first, s);

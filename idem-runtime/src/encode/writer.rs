@@ -1,6 +1,6 @@
 //! [`CanonicalWriter`]: appends canonical JSON tokens to a byte buffer.
 
-use super::CanonicalError;
+use super::error::CanonicalError;
 use super::number;
 use super::sink::Sink;
 use super::text;

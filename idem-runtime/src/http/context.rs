@@ -244,7 +244,7 @@ where
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
         let idem = Idem::from_ref(state);
         // Before the body's extractors run: their rejections use the handle's problem base.
-        super::ProblemBase::insert(&idem, &mut parts.extensions);
+        super::respond::ProblemBase::insert(&idem, &mut parts.extensions);
         Ok(IdemContext::new(idem, parts))
     }
 }

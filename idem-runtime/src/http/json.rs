@@ -74,7 +74,7 @@ where
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
         let base = req
             .extensions()
-            .get::<super::ProblemBase>()
+            .get::<super::respond::ProblemBase>()
             .map(|b| b.0.clone());
         match axum::Json::<T>::from_request(req, state).await {
             Ok(axum::Json(value)) => Ok(Json(value)),

@@ -18,9 +18,10 @@ use http_body_util::{BodyExt, LengthLimitError, Limited};
 use tower::{Layer, Service};
 
 use super::context::header_key;
+use super::headers::IDEMPOTENCY_KEY;
 use super::respond::{SnapshotRules, exact_replay, mark_unprotected, settle, suppressed_replay};
-use super::{IDEMPOTENCY_KEY, Problem};
 use crate::engine::problem::INVALID_BODY;
+use crate::engine::problem::Problem;
 use crate::engine::{
     ClaimSettings, Contract, DEFAULT_LEASE, DEFAULT_TTL, Front, Idem, IdempotencyError, Settlement,
     default_timeout, execute,
@@ -598,7 +599,7 @@ where
         None => Err(IdempotencyError::Unscoped),
     };
     let mut req = Request::from_parts(parts, Body::from(bytes));
-    super::ProblemBase::insert(&config.idem, req.extensions_mut());
+    super::respond::ProblemBase::insert(&config.idem, req.extensions_mut());
     let settings = ClaimSettings {
         lease: config.lease,
         ttl: config.ttl,

@@ -8,7 +8,7 @@ use http::header::{CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 
 use super::body::{Captured, capture, concat, read_rest, rejoin};
-use super::{IDEMPOTENCY_STATUS, IDEMPOTENT_REPLAYED, IDEMPOTENT_SNAPSHOT};
+use super::headers::{IDEMPOTENCY_STATUS, IDEMPOTENT_REPLAYED, IDEMPOTENT_SNAPSHOT};
 use crate::engine::problem::{self, Problem};
 use crate::engine::{Disposition, IdempotencyError, Settlement, biz_no_body, key_fields_body};
 use crate::store::{Completion, Record, RecordState};
@@ -429,5 +429,19 @@ mod tests {
             biz_no_in_json(br#"{"id":12345}"#, "id").as_deref(),
             Some("12345")
         );
+    }
+}
+
+/// The problem base of the handle ([`Idem::with_problem_base`](crate::engine::Idem::with_problem_base))
+/// that guards a request, in its extensions, so that [`Json`]'s rejections use it too.
+#[derive(Debug, Clone)]
+pub(crate) struct ProblemBase(pub(crate) std::sync::Arc<str>);
+
+impl ProblemBase {
+    /// Puts `idem`'s problem base, if it has one, into `extensions`.
+    pub(crate) fn insert(idem: &crate::engine::Idem, extensions: &mut http::Extensions) {
+        if let Some(base) = idem.problem_base() {
+            extensions.insert(ProblemBase(base.clone()));
+        }
     }
 }

@@ -1,7 +1,7 @@
 //! The client key: the `Idempotency-Key` header value (an RFC 8941 sf-string, the draft's form, or
 //! a bare key, Stripe's form), or a key taken from the request itself.
 
-use super::{InvalidKey, check_length};
+use super::rules::{InvalidKey, check_length};
 
 /// Parses an `Idempotency-Key` header value into the client key.
 ///

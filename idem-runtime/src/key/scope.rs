@@ -3,7 +3,8 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use super::{InvalidKey, ScopedKey};
+use super::rules::InvalidKey;
+use super::scoped::ScopedKey;
 
 /// One part of a key's scope: tenant, user, account, ... (`scope = [auth.tenant_id, auth.user_id]`).
 ///

@@ -4,7 +4,7 @@ use core::fmt;
 
 use sha2::{Digest, Sha256};
 
-use super::{InvalidKey, validate_key};
+use super::rules::{InvalidKey, validate_key};
 
 /// Domain separator hashed before the parts, so a key hash can never equal the hash of some other
 /// idem structure, and so the encoding can be versioned. v2: any number of scope parts, their

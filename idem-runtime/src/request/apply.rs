@@ -2,8 +2,8 @@
 //! [`super::canonicalize`] (a `serde_json::Value`) and [`super::canonicalize_slice`] (raw bytes).
 
 use super::spec::Member;
+use super::spec::{Spec, ValueSpec, VariantSpec};
 use super::tree::{Node, Num};
-use super::{Spec, ValueSpec, VariantSpec};
 use crate::encode::{
     CanonicalError, CanonicalWriter, Path, datetime, number, scalar, text, truncate,
 };

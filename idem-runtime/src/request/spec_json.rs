@@ -14,7 +14,7 @@ use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::ser::{SerializeMap, Serializer};
 use serde::{Deserialize, Serialize};
 
-use super::{Spec, ValueSpec, VariantSpec};
+use super::spec::{Spec, ValueSpec, VariantSpec};
 use crate::encode::CanonicalError;
 
 const KINDS: &[&str] = &[

@@ -9,7 +9,7 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 /// How long a client is told to wait (`Retry-After`) when the store is unavailable.
 pub const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
 
-/// An error of a [`Store`](super::Store) operation.
+/// An error of a [`Store`](super::interface::Store) operation.
 ///
 /// Only [`StoreError::Unavailable`] is transient ([`StoreError::is_transient`]): the HTTP layer
 /// answers it with `503 Service Unavailable` + `Retry-After`. [`StoreError::FencedOut`] is the
@@ -54,7 +54,7 @@ pub enum StoreError {
         detail: String,
     },
     /// The store is set up wrongly, e.g. its table does not exist: run
-    /// [`Store::migrate`](super::Store::migrate).
+    /// [`Store::migrate`](super::interface::Store::migrate).
     #[error("idempotency store misconfigured: {message}")]
     Config {
         /// What to fix.

@@ -5,10 +5,12 @@ use core::time::Duration;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use super::{
-    BoxFuture, Claim, ClaimRequest, Clock, Completion, Lease, Record, RecordState, ScopedKey,
-    Store, StoreError, SystemClock, new_operation_id,
+use super::clock::{Clock, SystemClock};
+use super::error::StoreError;
+use super::interface::{
+    BoxFuture, Claim, ClaimRequest, Completion, Lease, Record, RecordState, Store, new_operation_id,
 };
+use crate::key::ScopedKey;
 
 /// Number of shards (a power of two); the first byte of the key hash picks one.
 const SHARDS: usize = 32;
@@ -139,7 +141,7 @@ impl MemoryStore {
     fn with_owned<T>(
         &self,
         lease: &Lease,
-        f: impl FnOnce(&mut Shard, super::Timestamp) -> T,
+        f: impl FnOnce(&mut Shard, super::clock::Timestamp) -> T,
     ) -> Result<T, StoreError> {
         let now = self.inner.clock.now();
         let mut shard = self.shard(lease.key.hash());
@@ -266,7 +268,7 @@ impl Store for MemoryStore {
             // records of every shard are listed, sorted, and the first `batch` deleted, each
             // re-checked under its shard's lock (a claim may have replaced it meanwhile).
             let now = self.inner.clock.now();
-            let mut expired: Vec<(super::Timestamp, [u8; 32])> = Vec::new();
+            let mut expired: Vec<(super::clock::Timestamp, [u8; 32])> = Vec::new();
             for shard in self.inner.shards.iter() {
                 let shard = lock(shard);
                 expired.extend(

@@ -17,7 +17,7 @@
 
 use sqlx::migrate::{Migration, Migrator};
 
-use super::StoreError;
+use super::error::StoreError;
 
 /// One row of idem's migration history.
 pub(crate) struct Applied {

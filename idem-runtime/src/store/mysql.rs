@@ -62,14 +62,16 @@ use sqlx::mysql::{
 };
 use sqlx::{AssertSqlSafe, Executor, Row};
 
+use super::clock::{Clock, SystemClock, Timestamp};
+use super::error::StoreError;
 use super::error::classify_sqlx;
+use super::interface::{
+    BoxFuture, Claim, ClaimRequest, Completion, Lease, Record, RecordState, Store, new_operation_id,
+};
 use super::migrate::{history, migrate_error, pending};
 use super::sql_store::ops::{self, CLAIM_ATTEMPTS, contended, fenced_unless_one};
 use super::sql_store::{RawRecord, SqlBackend, SqlCore, millis_param, record_columns};
-use super::{
-    BoxFuture, Claim, ClaimRequest, Clock, Completion, Lease, Record, RecordState, ScopedKey,
-    Store, StoreError, SystemClock, Timestamp, new_operation_id,
-};
+use crate::key::ScopedKey;
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/mysql");
 
@@ -319,7 +321,7 @@ impl MySqlStore {
     }
 
     /// Decides by `clock` instead of the database server's clock: **for tests** (a
-    /// [`ManualClock`](crate::store::ManualClock) moves time without sleeping). Every
+    /// [`ManualClock`](crate::store::clock::ManualClock) moves time without sleeping). Every
     /// statement then passes `clock`'s time where it would read the server's. In production
     /// leave it unset: with it, several application instances would need synchronized
     /// clocks, and a lease would have to exceed the handler's run time plus their skew.

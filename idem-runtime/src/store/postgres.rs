@@ -54,14 +54,16 @@ use std::sync::Arc;
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions, PgRow};
 use sqlx::{Connection, Executor, Postgres, Row};
 
+use super::clock::{Clock, Timestamp};
+use super::error::StoreError;
 use super::error::classify_sqlx;
+use super::interface::{
+    BoxFuture, Claim, ClaimRequest, Completion, Lease, Record, RecordState, Store, new_operation_id,
+};
 use super::migrate::{history, migrate_error, pending};
 use super::sql_store::ops::{self, CLAIM_ATTEMPTS, contended};
 use super::sql_store::{RawRecord, SqlBackend, SqlCore, Stored, millis_param, record_columns};
-use super::{
-    BoxFuture, Claim, ClaimRequest, Clock, Completion, Lease, Record, RecordState, ScopedKey,
-    Store, StoreError, Timestamp, new_operation_id,
-};
+use crate::key::ScopedKey;
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/postgres");
 
@@ -355,7 +357,7 @@ impl PostgresStore {
     }
 
     /// Decides by `clock` instead of the database server's clock: **for tests** (a
-    /// [`ManualClock`](crate::store::ManualClock) moves time without sleeping). Every
+    /// [`ManualClock`](crate::store::clock::ManualClock) moves time without sleeping). Every
     /// statement then passes `clock`'s time where it would read the server's. In production
     /// leave it unset: with it, several application instances would need synchronized
     /// clocks, and a lease would have to exceed the handler's run time plus their skew.

@@ -40,14 +40,16 @@ use sqlx::sqlite::{
 };
 use sqlx::{Executor, Row, Sqlite};
 
+use super::clock::{Clock, SystemClock, Timestamp};
+use super::error::StoreError;
 use super::error::classify_sqlx;
+use super::interface::{
+    BoxFuture, Claim, ClaimRequest, Completion, Lease, Record, Store, new_operation_id,
+};
 use super::migrate::{Applied, history, migrate_error, pending};
 use super::sql_store::ops::{self, CLAIM_ATTEMPTS, contended};
 use super::sql_store::{RawRecord, SqlBackend, SqlCore, millis_param, record_columns};
-use super::{
-    BoxFuture, Claim, ClaimRequest, Clock, Completion, Lease, Record, ScopedKey, Store, StoreError,
-    SystemClock, Timestamp, new_operation_id,
-};
+use crate::key::ScopedKey;
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/sqlite");
 
@@ -242,7 +244,7 @@ impl SqliteStore {
     /// Opens (or creates) the database at `path` with [`SqliteStore::options`] and a pool of up
     /// to 8 connections. Run [`Store::migrate`] before the first claim. Give it a file:
     /// `:memory:` would give every pooled connection a database of its own (use
-    /// [`MemoryStore`](super::MemoryStore) instead).
+    /// [`MemoryStore`](super::memory::MemoryStore) instead).
     ///
     /// # Errors
     /// [`StoreError::Unavailable`] or [`StoreError::Config`] when the file cannot be opened.
@@ -286,7 +288,7 @@ impl SqliteStore {
     }
 
     /// Decides by `clock` instead of the database server's clock: **for tests** (a
-    /// [`ManualClock`](crate::store::ManualClock) moves time without sleeping). Every
+    /// [`ManualClock`](crate::store::clock::ManualClock) moves time without sleeping). Every
     /// statement then passes `clock`'s time where it would read the server's. In production
     /// leave it unset: with it, several application instances would need synchronized
     /// clocks, and a lease would have to exceed the handler's run time plus their skew.
@@ -402,7 +404,7 @@ fn complete_query<'q>(
         .bind(&lease.key.hash()[..])
         .bind(fence)
         .bind(i64::from(
-            super::RecordState::from(completion.outcome).code(),
+            super::interface::RecordState::from(completion.outcome).code(),
         ))
         .bind(i64::from(completion.status))
         .bind(headers)

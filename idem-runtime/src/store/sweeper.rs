@@ -7,7 +7,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use super::{Store, StoreError};
+use super::error::StoreError;
+use super::interface::Store;
 use crate::telemetry;
 
 /// Periodically calls [`Store::purge_expired`] so that expired records (already logically

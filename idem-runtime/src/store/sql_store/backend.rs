@@ -19,7 +19,10 @@ use sqlx::{Database, Pool};
 
 use super::row::{RawRecord, Stored};
 use super::statements::{StatementCounter, send_retrying};
-use crate::store::{Clock, Completion, Lease, ScopedKey, StoreError, SystemClock};
+use crate::key::ScopedKey;
+use crate::store::clock::{Clock, SystemClock};
+use crate::store::error::StoreError;
+use crate::store::interface::{Completion, Lease};
 
 /// A SQL database as the generic store functions see it. Every statement method sends one
 /// statement on `conn` (a connection of the pool, or the caller's transaction)

@@ -1,14 +1,14 @@
-//! The machinery the SQL stores ([`PostgresStore`](super::PostgresStore),
-//! [`MySqlStore`](super::MySqlStore), [`SqliteStore`](super::SqliteStore)) share, split by what
+//! The machinery the SQL stores ([`PostgresStore`](super::postgres::PostgresStore),
+//! [`MySqlStore`](super::mysql::MySqlStore), [`SqliteStore`](super::sqlite::SqliteStore)) share, split by what
 //! it is:
 //!
 //! * `headers`: the response headers of a snapshot as one blob (column `resp_headers`);
 //! * `row`: the columns every backend reads, the checked conversion of a row into a
-//!   [`Record`](super::Record), the integer parameters;
+//!   [`Record`](super::interface::Record), the integer parameters;
 //! * `statements`: counting and retrying the statements a store sends;
 //! * `backend`: what a backend supplies ([`SqlBackend`]: its statements, row decoding and error
 //!   classification) and the state every SQL store holds ([`SqlCore`]);
-//! * `ops`: the [`Store`](super::Store) operations performed alike over any backend.
+//! * `ops`: the [`Store`](super::interface::Store) operations performed alike over any backend.
 //!
 //! Dependencies run one way: `ops` → `backend` → `row` → `headers`, and `backend` →
 //! `statements`; the backend modules (`store::postgres`, ...) use this module, never the other

@@ -1,4 +1,4 @@
-//! The [`Store`](crate::store::Store) operations that every SQL store performs alike, generic
+//! The [`Store`](crate::store::interface::Store) operations that every SQL store performs alike, generic
 //! over its [`SqlBackend`]: each backend's `impl Store` forwards to these, and keeps `claim` and
 //! `purge_expired`, whose statements differ in shape, to itself.
 
@@ -9,7 +9,9 @@ use sqlx::{Connection, Database};
 use super::backend::{SqlBackend, SqlCore};
 use super::headers::encode_headers;
 use super::row::fence_param;
-use crate::store::{Completion, Lease, Record, RecordState, ScopedKey, StoreError};
+use crate::key::ScopedKey;
+use crate::store::error::StoreError;
+use crate::store::interface::{Completion, Lease, Record, RecordState};
 
 /// How many times a claim re-runs when the record changed between its statements (a purge, a
 /// concurrent takeover); each retry starts from a fresh read.
@@ -140,8 +142,8 @@ pub(crate) fn returned_lease(
         return Err(fenced_out(lease));
     };
     Ok(Lease {
-        lease_until: crate::store::Timestamp::from_millis(lease_until),
-        expire_at: crate::store::Timestamp::from_millis(expire_at),
+        lease_until: crate::store::clock::Timestamp::from_millis(lease_until),
+        expire_at: crate::store::clock::Timestamp::from_millis(expire_at),
         ..lease.clone()
     })
 }

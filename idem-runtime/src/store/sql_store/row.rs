@@ -5,7 +5,9 @@ use sqlx::{ColumnIndex, Decode, Row, Type};
 
 use super::headers::decode_headers;
 use crate::fingerprint::RequestHash;
-use crate::store::{Record, RecordState, StoreError, Timestamp};
+use crate::store::clock::Timestamp;
+use crate::store::error::StoreError;
+use crate::store::interface::{Record, RecordState};
 
 /// The columns every SQL backend reads, in [`RawRecord`] order. A macro only so that the
 /// backends' statements can be `concat!`ed at compile time; it expands to a string literal and

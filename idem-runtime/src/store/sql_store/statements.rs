@@ -5,7 +5,7 @@ use core::future::Future;
 use core::time::Duration;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::store::StoreError;
+use crate::store::error::StoreError;
 
 /// How many times one statement (or the purge's short transaction) is sent when the database
 /// rolled it back as a deadlock victim or a serialization failure.

@@ -1,0 +1,465 @@
+//! The interface between the engine and a store: the [`Store`] trait and the values that cross
+//! it (claims, leases, records, completions). Everything else under `store/` implements it.
+
+use core::fmt;
+use core::future::Future;
+use core::ops::ControlFlow;
+use core::pin::Pin;
+use core::time::Duration;
+
+use crate::fingerprint::RequestHash;
+use crate::key::ScopedKey;
+
+use super::clock::{Clock, Timestamp};
+use super::error::StoreError;
+
+/// A boxed, sendable future: the return type of every [`Store`] method, so that the trait stays
+/// object-safe (`Arc<dyn Store>`).
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// The life of a record (column `state`, S4: 0 processing / 1 completed / 2 failed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RecordState {
+    /// A handler holds a lease and runs.
+    Processing,
+    /// A response snapshot is stored and replayed.
+    Completed,
+    /// A terminal error response (e.g. a 500 under `exact_replay`, S2) is stored and replayed.
+    FailedStored,
+}
+
+impl RecordState {
+    /// The value of the `state` column.
+    pub const fn code(self) -> i16 {
+        match self {
+            RecordState::Processing => 0,
+            RecordState::Completed => 1,
+            RecordState::FailedStored => 2,
+        }
+    }
+
+    /// The state of a `state` column value.
+    pub const fn from_code(code: i64) -> Option<Self> {
+        match code {
+            0 => Some(RecordState::Processing),
+            1 => Some(RecordState::Completed),
+            2 => Some(RecordState::FailedStored),
+            _ => None,
+        }
+    }
+}
+
+/// The terminal state a [`Completion`] stores.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    /// The handler's response, stored for replay.
+    Completed,
+    /// A terminal error response stored for replay (a replayed 500 under `exact_replay`).
+    FailedStored,
+}
+
+impl From<Outcome> for RecordState {
+    fn from(o: Outcome) -> Self {
+        match o {
+            Outcome::Completed => RecordState::Completed,
+            Outcome::FailedStored => RecordState::FailedStored,
+        }
+    }
+}
+
+/// What [`Store::claim`] is asked.
+#[derive(Debug, Clone, Copy)]
+pub struct ClaimRequest<'a> {
+    /// The scoped key.
+    pub key: &'a ScopedKey,
+    /// SHA-256 of the request's canonical form (S3).
+    pub request_hash: RequestHash,
+    /// How long the handler may run before another claim may take the record over (S23). It must
+    /// exceed the handler's longest run time plus the clock skew between servers.
+    pub lease: Duration,
+    /// How long the record (and so the guarantee) lives, counted from the claim (S19).
+    pub ttl: Duration,
+}
+
+impl<'a> ClaimRequest<'a> {
+    /// A claim of `key` for a request hashing to `request_hash`.
+    pub fn new(
+        key: &'a ScopedKey,
+        request_hash: RequestHash,
+        lease: Duration,
+        ttl: Duration,
+    ) -> Self {
+        ClaimRequest {
+            key,
+            request_hash,
+            lease,
+            ttl,
+        }
+    }
+
+    /// Checks the durations: the lease must be at least 1 ms.
+    pub(crate) fn validate(&self) -> Result<(), StoreError> {
+        if self.lease < Duration::from_millis(1) {
+            return Err(StoreError::Invalid(format!(
+                "the lease of `{}` is {:?}: use at least 1 ms, and more than the handler's longest run time",
+                self.key, self.lease
+            )));
+        }
+        Ok(())
+    }
+
+    /// `(lease_until, expire_at)` of a claim made at `now`: the record never expires before its
+    /// lease ends.
+    pub(crate) fn deadlines(&self, now: Timestamp) -> (Timestamp, Timestamp) {
+        let lease_until = now + self.lease;
+        (lease_until, (now + self.ttl).max(lease_until))
+    }
+}
+
+/// The answer of [`Store::claim`].
+#[derive(Debug, Clone)]
+pub enum Claim {
+    /// This request owns the key: run the handler, then complete or release the lease.
+    Acquired(Lease),
+    /// A stored snapshot (completed or failed-but-stored); compare its `request_hash` and replay.
+    Completed(Record),
+    /// Another request holds a live lease (or an expired one for another request hash).
+    InProgress {
+        /// The request hash of the holder (a different one means `422`, not `409`).
+        request_hash: RequestHash,
+        /// Time left on the holder's lease (`Retry-After`).
+        retry_after: Duration,
+    },
+}
+
+/// Ownership of a processing record, returned by a successful claim or [`Store::extend`].
+///
+/// The fencing token `fence` grows with every claim of the record; [`Store::complete`],
+/// [`Store::release`], [`Store::abandon`] and [`Store::extend`] succeed only while `fence` and
+/// `operation_id` are still the record's and it is processing (the operation id also tells apart
+/// two records that both start at fence 1, one released or purged, the other claimed afresh).
+/// Its times are the store's: on the SQL stores the database server computed them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lease {
+    /// The claimed key.
+    pub key: ScopedKey,
+    /// The request hash the record was claimed with.
+    pub request_hash: RequestHash,
+    /// The fencing token (1 for a fresh record, +1 for every later claim).
+    pub fence: u64,
+    /// The stable operation id: generated when the operation is first claimed and kept across
+    /// lease takeovers. Pass it downstream (S22) and keep a unique constraint on it in the
+    /// business table (S23).
+    pub operation_id: String,
+    /// When the lease ends (by the store's clock: the database's on the SQL stores).
+    pub lease_until: Timestamp,
+    /// When the record expires (by the store's clock).
+    pub expire_at: Timestamp,
+    /// `true` when this claim took over the expired lease of an earlier holder of the same
+    /// operation: the earlier attempt may have done part of the work (or may still be running).
+    pub took_over: bool,
+}
+
+/// The response snapshot written by [`Store::complete`] (S11, S12).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Completion {
+    /// Completed or failed-but-stored.
+    pub outcome: Outcome,
+    /// HTTP status, 100 to 999.
+    pub status: u16,
+    /// Response headers, already filtered by the caller's whitelist.
+    pub headers: Vec<(String, Vec<u8>)>,
+    /// Response body.
+    pub body: Vec<u8>,
+    /// The business number callers use to query and reconcile (S11).
+    pub biz_no: Option<String>,
+    /// A new expiry for the stored snapshot, an absolute time compared with the store's clock
+    /// (the database server's on the SQL stores); `None` keeps the one set at claim time.
+    pub expire_at: Option<Timestamp>,
+}
+
+impl Completion {
+    /// A snapshot with no headers, no business number and the claim's expiry.
+    pub fn new(outcome: Outcome, status: u16, body: Vec<u8>) -> Self {
+        Completion {
+            outcome,
+            status,
+            headers: Vec::new(),
+            body,
+            biz_no: None,
+            expire_at: None,
+        }
+    }
+
+    /// Sets the whitelisted headers.
+    pub fn with_headers(mut self, headers: Vec<(String, Vec<u8>)>) -> Self {
+        self.headers = headers;
+        self
+    }
+
+    /// Sets the business number.
+    pub fn with_biz_no(mut self, biz_no: impl Into<String>) -> Self {
+        self.biz_no = Some(biz_no.into());
+        self
+    }
+
+    /// Sets the expiry of the stored snapshot.
+    pub fn with_expire_at(mut self, expire_at: Timestamp) -> Self {
+        self.expire_at = Some(expire_at);
+        self
+    }
+
+    pub(crate) fn validate(&self) -> Result<(), StoreError> {
+        if !(100..=999).contains(&self.status) {
+            return Err(StoreError::Invalid(format!(
+                "response status {} is not an HTTP status: use 100 to 999",
+                self.status
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// A stored record, as [`Store::get`] and [`Claim::Completed`] return it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Record {
+    /// The readable key (`tenant:user:operation:client_key`).
+    pub key: String,
+    /// The request hash of the request that created the record.
+    pub request_hash: RequestHash,
+    /// Processing, completed or failed-but-stored.
+    pub state: RecordState,
+    /// The stable operation id.
+    pub operation_id: String,
+    /// The current fencing token.
+    pub fence: u64,
+    /// The stored status (`None` while processing).
+    pub status: Option<u16>,
+    /// The stored, whitelisted response headers.
+    pub headers: Vec<(String, Vec<u8>)>,
+    /// The stored response body.
+    pub body: Vec<u8>,
+    /// The stored business number.
+    pub biz_no: Option<String>,
+    /// When the current lease was taken.
+    pub locked_at: Timestamp,
+    /// When the current (or last) lease ends.
+    pub lease_until: Timestamp,
+    /// When the record becomes logically absent.
+    pub expire_at: Timestamp,
+    /// When the record was first claimed.
+    pub created_at: Timestamp,
+    /// When the record was last written.
+    pub updated_at: Timestamp,
+    /// When the snapshot was stored.
+    pub completed_at: Option<Timestamp>,
+}
+
+impl fmt::Debug for Record {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Record")
+            .field("key", &self.key)
+            .field("request_hash", &self.request_hash)
+            .field("state", &self.state)
+            .field("operation_id", &self.operation_id)
+            .field("fence", &self.fence)
+            .field("status", &self.status)
+            .field("headers", &self.headers.len())
+            .field("body_len", &self.body.len())
+            .field("biz_no", &self.biz_no)
+            .field("lease_until", &self.lease_until)
+            .field("expire_at", &self.expire_at)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Record {
+    /// `true` once `now` has reached `expire_at`: the record is logically absent (S21).
+    pub fn is_expired(&self, now: Timestamp) -> bool {
+        self.expire_at <= now
+    }
+
+    /// What a claim for `request_hash` at `now` finds in this record.
+    pub(crate) fn decide(&self, request_hash: &RequestHash, now: Timestamp) -> Found {
+        if self.is_expired(now) {
+            return Found::Claimable;
+        }
+        match self.state {
+            RecordState::Processing
+                if self.lease_until <= now && self.request_hash == *request_hash =>
+            {
+                Found::Claimable
+            }
+            RecordState::Processing => Found::InProgress {
+                request_hash: self.request_hash,
+                retry_after: self.lease_until.saturating_duration_since(now),
+            },
+            RecordState::Completed | RecordState::FailedStored => Found::Completed,
+        }
+    }
+}
+
+/// What a claim finds in an existing record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Found {
+    /// Expired record or expired lease of the same request: take it.
+    Claimable,
+    /// A stored snapshot.
+    Completed,
+    /// A live lease (or an expired one of another request hash, which is never taken over).
+    InProgress {
+        request_hash: RequestHash,
+        retry_after: Duration,
+    },
+}
+
+impl Found {
+    /// Settles a claim that found `record`: `Break` with the claim's answer when it may not take
+    /// the record (a replay of the snapshot, which `snapshot` makes from `record`, or "in
+    /// progress"), `Continue` with `record` when it may (S21, S23).
+    pub(crate) fn settle<R>(
+        self,
+        record: R,
+        snapshot: impl FnOnce(R) -> Record,
+    ) -> ControlFlow<Claim, R> {
+        match self {
+            Found::Claimable => ControlFlow::Continue(record),
+            Found::Completed => ControlFlow::Break(Claim::Completed(snapshot(record))),
+            Found::InProgress {
+                request_hash,
+                retry_after,
+            } => ControlFlow::Break(Claim::InProgress {
+                request_hash,
+                retry_after,
+            }),
+        }
+    }
+}
+
+/// The claim engine's storage: one record per scoped key, claimed atomically through a unique
+/// index.
+///
+/// Object-safe: the HTTP layer holds an `Arc<dyn Store>`. Every method returns a [`BoxFuture`].
+/// Implementations: `MemoryStore`, and behind cargo features `SqliteStore`, `PostgresStore`,
+/// `MySqlStore`. All follow the same semantics, checked by one shared test suite:
+///
+/// * a record whose `expire_at` has passed is logically absent: the next claim replaces it
+///   atomically, before any physical delete (S21);
+/// * a processing record whose lease has ended is taken over by the next claim **with the same
+///   request hash**, with a higher fencing token and the same operation id (S23); a claim with
+///   another request hash gets [`Claim::InProgress`] (and the engine answers `422`);
+/// * `complete`, `release`, `abandon` and `extend` act only while the lease's fence and
+///   operation id are still the record's and it is processing; a lease whose record was taken
+///   over, released, replaced or purged gets [`StoreError::FencedOut`] and changes nothing. A
+///   lease that ran out, or a record past its `expire_at`, that nobody superseded still
+///   completes: no one else ran, so its result is never dropped;
+/// * time is the store's: the SQL stores decide by the **database server's clock** (the
+///   application servers' clocks never matter; `with_clock` overrides it in tests), the memory
+///   store by its injected [`Clock`].
+///
+/// The design, the SQL of each backend and its statement counts: `docs/storage.md`.
+#[diagnostic::on_unimplemented(
+    note = "idem ships `MemoryStore`, `SqliteStore`, `PostgresStore` and `MySqlStore` (the last three behind cargo features `sqlite`, `postgres`, `mysql`)"
+)]
+pub trait Store: Send + Sync + fmt::Debug {
+    /// Claims `req.key` (see [`Claim`]). One atomic statement in the common paths; see each
+    /// backend's documentation for its statement counts.
+    fn claim<'a>(&'a self, req: &'a ClaimRequest<'a>) -> BoxFuture<'a, Result<Claim, StoreError>>;
+
+    /// Stores the response snapshot and ends the lease, if `lease.fence` and
+    /// `lease.operation_id` are still the record's and it is processing, even past its lease or
+    /// `expire_at` (nobody superseded it); otherwise [`StoreError::FencedOut`] and nothing is
+    /// written. One short statement (S18).
+    ///
+    /// Idempotent: when the record is already stored under this very lease (fence and operation
+    /// id), an earlier call landed and only its acknowledgement was lost; this returns `Ok` and
+    /// the first snapshot stands. So a completion that failed with a transient error may be
+    /// retried as it is.
+    fn complete<'a>(
+        &'a self,
+        lease: &'a Lease,
+        completion: &'a Completion,
+    ) -> BoxFuture<'a, Result<(), StoreError>>;
+
+    /// Deletes the processing record, so that a corrected retry runs (nothing was saved, S2):
+    /// only for an attempt known to have had no effect, since a retry then starts a *new*
+    /// operation (see [`Store::abandon`] otherwise). [`StoreError::FencedOut`] when the lease no
+    /// longer owns it (same conditions as [`Store::complete`]).
+    fn release<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<(), StoreError>>;
+
+    /// Ends the lease at once but keeps the record: still processing, same fence, same operation
+    /// id. The next claim with the same request hash takes it over immediately (`took_over`,
+    /// fence + 1, the **same** operation id), instead of waiting for the lease to run out or
+    /// starting a new operation.
+    ///
+    /// This is what the engine does with an attempt whose handler started but did not finish
+    /// (the request future was dropped, the handler panicked or timed out, the response failed):
+    /// its effects may exist under its operation id, so the record must not be deleted
+    /// ([`Store::release`] would let a retry start a *new* operation). [`StoreError::FencedOut`]
+    /// when the lease no longer owns the record (completed, taken over, released).
+    fn abandon<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<(), StoreError>>;
+
+    /// Renews the lease of a long handler: the lease then ends `by` from now, by the store's
+    /// clock (and the record lives at least that long). Returns the renewed lease (same fence);
+    /// keep it in place of the old one. [`StoreError::FencedOut`] when the lease no longer owns
+    /// the record (same conditions as [`Store::complete`]).
+    fn extend<'a>(
+        &'a self,
+        lease: &'a Lease,
+        by: Duration,
+    ) -> BoxFuture<'a, Result<Lease, StoreError>>;
+
+    /// The live record of `key`, if any (a record expired by the store's clock is `None`).
+    fn get<'a>(&'a self, key: &'a ScopedKey) -> BoxFuture<'a, Result<Option<Record>, StoreError>>;
+
+    /// Physically deletes at most `batch` records expired by the store's clock, oldest expiry
+    /// first (ties by key hash), using the index on `expire_at`; returns how many were deleted.
+    /// Call it repeatedly (see `Sweeper`); sweepers on several instances may run at once.
+    fn purge_expired(&self, batch: u32) -> BoxFuture<'_, Result<u64, StoreError>>;
+
+    /// Creates or upgrades the store's schema (idempotent; a no-op for `MemoryStore`).
+    fn migrate(&self) -> BoxFuture<'_, Result<(), StoreError>>;
+
+    /// The application-side clock of the store: the memory store's clock, or the override a
+    /// SQL store was given with `with_clock` (`SystemClock` without one, although a SQL store
+    /// then decides by the database server's clock, not by this one).
+    fn clock(&self) -> &dyn Clock;
+
+    /// A short name of the backend: the `backend` label of idem's metrics (`memory`, `sqlite`,
+    /// `postgres`, `mysql`); `custom` unless the store says.
+    fn backend(&self) -> &'static str {
+        "custom"
+    }
+}
+
+/// A new stable operation id: a random UUID version 4, lowercase hyphenated.
+pub(crate) fn new_operation_id() -> Result<String, StoreError> {
+    let mut b = [0u8; 16];
+    getrandom::fill(&mut b).map_err(|e| StoreError::Other(format!("no randomness: {e}").into()))?;
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let mut s = String::with_capacity(36);
+    for (i, byte) in b.iter().enumerate() {
+        if matches!(i, 4 | 6 | 8 | 10) {
+            s.push('-');
+        }
+        s.push(char::from(b"0123456789abcdef"[(byte >> 4) as usize]));
+        s.push(char::from(b"0123456789abcdef"[(byte & 0xf) as usize]));
+    }
+    Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn operation_ids_are_uuid_v4() {
+        let a = new_operation_id().unwrap();
+        let b = new_operation_id().unwrap();
+        assert_ne!(a, b);
+        assert_eq!(a.len(), 36);
+        assert_eq!(&a[14..15], "4");
+        assert!(matches!(&a[19..20], "8" | "9" | "a" | "b"));
+    }
+}
