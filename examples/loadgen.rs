@@ -1,0 +1,488 @@
+//! A closed-loop HTTP/1.1 load generator for idempotent write endpoints: N keep-alive
+//! connections, one request in flight on each, for a fixed time, with a chosen mix of
+//! idempotency keys. `scripts/bench-http` drives it against `examples/loadtest_server.rs`
+//! (BENCHMARKS.md, "HTTP end to end"); point it at your own deployment the same way.
+//!
+//! ```sh
+//! cargo run --release --example loadgen -- --url http://127.0.0.1:8080/idem \
+//!     --connections 4 --duration 10s --mix dup30
+//! ```
+//!
+//! | flag | default | |
+//! |---|---|---|
+//! | `--url URL` | `http://127.0.0.1:8080/idem` | the endpoint (`http://` only: put a TLS terminator aside) |
+//! | `--path PATH` | the URL's path | overrides the URL's path and query |
+//! | `--method M` | `POST` | |
+//! | `--connections N` | `1` | keep-alive connections, one request in flight on each (closed loop) |
+//! | `--duration D` | `10s` | how long to measure (`5`, `5s`, `500ms`, `2m`) |
+//! | `--warmup D` | `1s` | load sent before measuring, not counted |
+//! | `--mix M` | `fresh` | `fresh`: a new key per request; `replay`: one key, sent once before the run, then replayed; `dupNN` (`dup30`): NN % of requests reuse one of the connection's last 64 keys, the others are fresh; `none`: no key header |
+//! | `--body JSON` | a small payment | the request body; `@FILE` reads it from a file; every `{key}` in it is replaced by the request's key |
+//! | `--header 'Name: value'` | | an extra request header (repeatable): authentication, tenant |
+//! | `--key-header NAME` | `Idempotency-Key` | the header that carries the key |
+//! | `--key K` | a new one per run | the key replayed by `--mix replay` (keys are otherwise `lg-<run>-<connection>-<n>`) |
+//! | `--threads N` | `1` | client threads (one is enough below ~30k requests/s and leaves the CPUs to the server) |
+//! | `--json` | | one JSON object on stdout instead of the text report |
+//!
+//! A request counts when it starts after the warm-up and finishes before the end. Latency is
+//! from the request's start to its body's last byte. Answers outside `2xx` are counted by status
+//! and as errors, connection failures as `io` errors (the connection is then reopened); responses
+//! carrying `Idempotent-Replayed: true` are counted as `replayed`.
+
+use std::collections::BTreeMap;
+use std::error::Error;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper::header::{CONTENT_TYPE, HOST, HeaderName, HeaderValue};
+use hyper::{Method, Request, Uri};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
+
+type BoxError = Box<dyn Error + Send + Sync>;
+
+const DEFAULT_BODY: &str = r#"{"amount": "100.00", "currency": "EUR", "order_id": "ord_{key}"}"#;
+
+const USAGE: &str = "usage: loadgen [--url http://HOST:PORT/PATH] [--path PATH] [--method M] \
+[--connections N] [--duration D] [--warmup D] [--mix fresh|replay|dupNN|none] [--body JSON|@FILE] \
+[--header 'Name: value']... [--key-header NAME] [--key K] [--threads N] [--json]";
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Mix {
+    None,
+    Fresh,
+    Replay,
+    /// Percent of requests that reuse a recent key.
+    Dup(u32),
+}
+
+impl Mix {
+    fn parse(s: &str) -> Result<Mix, BoxError> {
+        Ok(match s {
+            "none" => Mix::None,
+            "fresh" => Mix::Fresh,
+            "replay" => Mix::Replay,
+            _ => match s.strip_prefix("dup").map(str::parse::<u32>) {
+                Some(Ok(p)) if p <= 100 => Mix::Dup(p),
+                _ => return Err(format!("--mix {s}: fresh, replay, dupNN (0-100) or none").into()),
+            },
+        })
+    }
+
+    fn name(self) -> String {
+        match self {
+            Mix::None => "none".into(),
+            Mix::Fresh => "fresh".into(),
+            Mix::Replay => "replay".into(),
+            Mix::Dup(p) => format!("dup{p}"),
+        }
+    }
+}
+
+struct Config {
+    host: String,
+    port: u16,
+    authority: String,
+    path: String,
+    method: Method,
+    connections: usize,
+    duration: Duration,
+    warmup: Duration,
+    mix: Mix,
+    /// The body, split at every `{key}`.
+    body: Vec<String>,
+    headers: Vec<(HeaderName, HeaderValue)>,
+    key_header: HeaderName,
+    replay_key: String,
+    prefix: String,
+    threads: usize,
+    json: bool,
+}
+
+fn duration(s: &str) -> Result<Duration, BoxError> {
+    let (num, unit) = match s.find(|c: char| c.is_ascii_alphabetic()) {
+        Some(i) => s.split_at(i),
+        None => (s, "s"),
+    };
+    let n: f64 = num.trim().parse().map_err(|e| format!("{s:?}: {e}"))?;
+    let secs = match unit {
+        "ms" => n / 1e3,
+        "s" => n,
+        "m" => n * 60.0,
+        _ => return Err(format!("{s:?}: units ms, s, m").into()),
+    };
+    if !(secs.is_finite() && secs >= 0.0) {
+        return Err(format!("{s:?}: not a duration").into());
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+fn config() -> Result<Config, BoxError> {
+    let mut url = "http://127.0.0.1:8080/idem".to_owned();
+    let mut path = None;
+    let mut method = Method::POST;
+    let mut connections = 1;
+    let mut dur = Duration::from_secs(10);
+    let mut warmup = Duration::from_secs(1);
+    let mut mix = Mix::Fresh;
+    let mut body = DEFAULT_BODY.to_owned();
+    let mut headers = Vec::new();
+    let mut key_header = HeaderName::from_static("idempotency-key");
+    let mut key = None;
+    let mut threads = 1;
+    let mut json = false;
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let mut value = || {
+            it.next()
+                .ok_or_else(|| format!("{flag} needs a value\n{USAGE}"))
+        };
+        match flag.as_str() {
+            "--url" => url = value()?,
+            "--path" => path = Some(value()?),
+            "--method" => method = value()?.parse()?,
+            "--connections" | "-c" => connections = value()?.parse()?,
+            "--duration" | "-d" => dur = duration(&value()?)?,
+            "--warmup" => warmup = duration(&value()?)?,
+            "--mix" => mix = Mix::parse(&value()?)?,
+            "--body" => {
+                let v = value()?;
+                body = match v.strip_prefix('@') {
+                    Some(file) => {
+                        std::fs::read_to_string(file).map_err(|e| format!("{file}: {e}"))?
+                    }
+                    None => v,
+                };
+            }
+            "--header" | "-H" => {
+                let v = value()?;
+                let (name, val) = v
+                    .split_once(':')
+                    .ok_or_else(|| format!("--header {v:?}: 'Name: value'"))?;
+                headers.push((name.trim().parse()?, val.trim().parse()?));
+            }
+            "--key-header" => key_header = value()?.parse()?,
+            "--key" => key = Some(value()?),
+            "--threads" => threads = value()?.parse()?,
+            "--json" => json = true,
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                std::process::exit(0);
+            }
+            _ => return Err(format!("unknown flag {flag}\n{USAGE}").into()),
+        }
+    }
+    let uri: Uri = url.parse().map_err(|e| format!("--url {url}: {e}"))?;
+    if uri.scheme_str() != Some("http") {
+        return Err(format!("--url {url}: http:// only").into());
+    }
+    let host = uri.host().ok_or("--url: no host")?.to_owned();
+    let port = uri.port_u16().unwrap_or(80);
+    let authority = uri.authority().map(ToString::to_string).unwrap_or_default();
+    let path = path.unwrap_or_else(|| {
+        uri.path_and_query()
+            .map_or_else(|| "/".to_owned(), ToString::to_string)
+    });
+    if connections == 0 || threads == 0 {
+        return Err("--connections and --threads must be at least 1".into());
+    }
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let prefix = format!(
+        "lg-{:x}{:05x}",
+        nanos & 0xffff_ffff_ffff,
+        std::process::id()
+    );
+    Ok(Config {
+        host,
+        port,
+        authority,
+        path,
+        method,
+        connections,
+        duration: dur,
+        warmup,
+        mix,
+        body: body.split("{key}").map(str::to_owned).collect(),
+        headers,
+        key_header,
+        replay_key: key.unwrap_or_else(|| format!("{prefix}-replay")),
+        prefix,
+        threads,
+        json,
+    })
+}
+
+/// xorshift64*: the duplicate choices, reproducible per connection.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+}
+
+/// What one connection measured.
+#[derive(Default)]
+struct Tally {
+    latencies_ns: Vec<u64>,
+    status: BTreeMap<u16, u64>,
+    replayed: u64,
+    io_errors: u64,
+}
+
+impl Tally {
+    fn merge(&mut self, other: Tally) {
+        self.latencies_ns.extend(other.latencies_ns);
+        for (s, n) in other.status {
+            *self.status.entry(s).or_default() += n;
+        }
+        self.replayed += other.replayed;
+        self.io_errors += other.io_errors;
+    }
+}
+
+type Sender = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
+
+async fn connect(cfg: &Config) -> Result<Sender, BoxError> {
+    let stream = TcpStream::connect((cfg.host.as_str(), cfg.port)).await?;
+    stream.set_nodelay(true)?;
+    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    Ok(sender)
+}
+
+fn request(cfg: &Config, key: Option<&str>) -> Result<Request<Full<Bytes>>, BoxError> {
+    let body = match key {
+        Some(k) => cfg.body.join(k),
+        None => cfg.body.join(""),
+    };
+    let mut req = Request::builder()
+        .method(cfg.method.clone())
+        .uri(cfg.path.as_str())
+        .header(HOST, cfg.authority.as_str())
+        .header(CONTENT_TYPE, "application/json");
+    if let Some(k) = key {
+        req = req.header(cfg.key_header.clone(), k);
+    }
+    for (name, value) in &cfg.headers {
+        req = req.header(name, value);
+    }
+    Ok(req.body(Full::new(Bytes::from(body)))?)
+}
+
+/// Sends one request and reads the whole answer: (status, replayed).
+async fn send(sender: &mut Sender, req: Request<Full<Bytes>>) -> Result<(u16, bool), BoxError> {
+    sender.ready().await?;
+    let res = sender.send_request(req).await?;
+    let status = res.status().as_u16();
+    let replayed = res
+        .headers()
+        .get("idempotent-replayed")
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"true"));
+    res.into_body().collect().await?;
+    Ok((status, replayed))
+}
+
+/// One connection's closed loop until `end`; counts what starts at or after `from`.
+async fn run_connection(cfg: Arc<Config>, id: usize, from: Instant, end: Instant) -> Tally {
+    let mut tally = Tally::default();
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ (id as u64 + 1).wrapping_mul(0xbf58_476d_1ce4_e5b9));
+    let mut recent: Vec<String> = Vec::with_capacity(64);
+    let mut next_recent = 0;
+    let mut seq = 0u64;
+    let mut sender = None;
+    while Instant::now() < end {
+        let key = match cfg.mix {
+            Mix::None => None,
+            Mix::Replay => Some(cfg.replay_key.clone()),
+            Mix::Fresh => {
+                seq += 1;
+                Some(format!("{}-{id}-{seq}", cfg.prefix))
+            }
+            Mix::Dup(p) => {
+                if !recent.is_empty() && rng.next() % 100 < u64::from(p) {
+                    Some(recent[(rng.next() % recent.len() as u64) as usize].clone())
+                } else {
+                    seq += 1;
+                    let k = format!("{}-{id}-{seq}", cfg.prefix);
+                    if recent.len() < 64 {
+                        recent.push(k.clone());
+                    } else {
+                        recent[next_recent] = k.clone();
+                        next_recent = (next_recent + 1) % 64;
+                    }
+                    Some(k)
+                }
+            }
+        };
+        let req = match request(&cfg, key.as_deref()) {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("loadgen: {e}");
+                std::process::exit(2);
+            }
+        };
+        let s = match sender.as_mut() {
+            Some(s) => s,
+            None => match connect(&cfg).await {
+                Ok(s) => sender.insert(s),
+                Err(_) => {
+                    if Instant::now() >= from {
+                        tally.io_errors += 1;
+                    }
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    continue;
+                }
+            },
+        };
+        let start = Instant::now();
+        let result = send(s, req).await;
+        let done = Instant::now();
+        let counted = start >= from && done <= end;
+        match result {
+            Ok((status, replayed)) => {
+                if counted {
+                    tally.latencies_ns.push((done - start).as_nanos() as u64);
+                    *tally.status.entry(status).or_default() += 1;
+                    tally.replayed += u64::from(replayed);
+                }
+            }
+            Err(_) => {
+                sender = None;
+                if counted {
+                    tally.io_errors += 1;
+                }
+            }
+        }
+    }
+    tally
+}
+
+fn percentile(sorted: &[u64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1] as f64 / 1e3
+}
+
+async fn run(cfg: Config) -> Result<(), BoxError> {
+    let cfg = Arc::new(cfg);
+    if cfg.mix == Mix::Replay {
+        let mut sender = connect(&cfg).await?;
+        let (status, _) = send(&mut sender, request(&cfg, Some(&cfg.replay_key))?).await?;
+        if !(200..300).contains(&status) {
+            return Err(format!("seeding the replayed key: status {status}").into());
+        }
+    }
+    let from = Instant::now() + cfg.warmup;
+    let end = from + cfg.duration;
+    let tasks: Vec<_> = (0..cfg.connections)
+        .map(|id| tokio::spawn(run_connection(cfg.clone(), id, from, end)))
+        .collect();
+    let mut tally = Tally::default();
+    for t in tasks {
+        tally.merge(t.await?);
+    }
+    let mut lat = tally.latencies_ns;
+    lat.sort_unstable();
+    let requests = lat.len() as u64;
+    let secs = cfg.duration.as_secs_f64();
+    let rps = requests as f64 / secs;
+    let errors = tally
+        .status
+        .iter()
+        .filter(|(s, _)| !(200..300).contains(*s))
+        .map(|(_, n)| n)
+        .sum::<u64>()
+        + tally.io_errors;
+    let mean = if requests == 0 {
+        0.0
+    } else {
+        lat.iter().sum::<u64>() as f64 / requests as f64 / 1e3
+    };
+    let (p50, p90, p99) = (
+        percentile(&lat, 0.50),
+        percentile(&lat, 0.90),
+        percentile(&lat, 0.99),
+    );
+    let max = lat.last().map_or(0.0, |&m| m as f64 / 1e3);
+    if cfg.json {
+        let status: serde_json::Map<String, serde_json::Value> = tally
+            .status
+            .iter()
+            .map(|(s, n)| (s.to_string(), (*n).into()))
+            .collect();
+        let out = serde_json::json!({
+            "url": format!("http://{}{}", cfg.authority, cfg.path),
+            "mix": cfg.mix.name(),
+            "connections": cfg.connections,
+            "duration_s": secs,
+            "requests": requests,
+            "rps": rps,
+            "errors": errors,
+            "io_errors": tally.io_errors,
+            "status": status,
+            "replayed": tally.replayed,
+            "p50_us": p50,
+            "p90_us": p90,
+            "p99_us": p99,
+            "max_us": max,
+            "mean_us": mean,
+        });
+        println!("{out}");
+    } else {
+        println!(
+            "{} {}{}  mix {}  connections {}  duration {:.1}s  warmup {:.1}s",
+            cfg.method,
+            cfg.authority,
+            cfg.path,
+            cfg.mix.name(),
+            cfg.connections,
+            secs,
+            cfg.warmup.as_secs_f64()
+        );
+        println!(
+            "requests  {requests}  ({rps:.1}/s), replayed {}",
+            tally.replayed
+        );
+        let statuses: Vec<String> = tally
+            .status
+            .iter()
+            .map(|(s, n)| format!("{s}: {n}"))
+            .collect();
+        println!(
+            "errors    {errors}  (status {}; io {})",
+            statuses.join(", "),
+            tally.io_errors
+        );
+        println!(
+            "latency   p50 {p50:.1} us  p90 {p90:.1} us  p99 {p99:.1} us  max {max:.1} us  mean {mean:.1} us"
+        );
+    }
+    Ok(())
+}
+
+fn main() -> Result<(), BoxError> {
+    let cfg = config()?;
+    let runtime = if cfg.threads == 1 {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(cfg.threads)
+            .enable_all()
+            .build()?
+    };
+    runtime.block_on(run(cfg))
+}

@@ -1,0 +1,269 @@
+//! The service under test of `scripts/bench-http` (BENCHMARKS.md, "HTTP end to end"): one small
+//! payment handler served on loopback, bare and under `#[idempotent]`, with the floors it is
+//! measured against.
+//!
+//! ```sh
+//! cargo run --release --example loadtest_server -- --store memory --addr 127.0.0.1:8080
+//! cargo run --release --example loadtest_server --features postgres,mysql -- \
+//!     --store postgres --url postgres://app:app@127.0.0.1:5432/appdb
+//! ```
+//!
+//! | route | what runs |
+//! |---|---|
+//! | `POST /bare` | the handler alone: parse the JSON payment with `idem::http::Json`, answer `201` with a small JSON body |
+//! | `POST /floor` | the same + one `SELECT 1` on the store's pool (SQL stores only): the one-statement floor |
+//! | `POST /floor2` | the same + two `SELECT 1`, one after the other: the two-statement floor |
+//! | `POST /idem` | the same handler under `#[idempotent(scope = global, contract = "exact_replay")]` |
+//!
+//! A fresh key costs the store two statements (claim, complete), a replay one (the claim returns
+//! the completed row): `/floor2` and `/floor` are what the same number of round trips to the same
+//! pool costs without idem.
+//!
+//! | flag | default | |
+//! |---|---|---|
+//! | `--store memory\|sqlite\|postgres\|mysql` | `memory` | the store (`postgres` and `mysql` need `--features postgres` / `mysql`) |
+//! | `--url URL` | `IDEM_BENCH_POSTGRES_URL` / `IDEM_BENCH_MYSQL_URL`; for SQLite a file in the temporary directory | the database (SQLite: a file path) |
+//! | `--addr HOST:PORT` | `127.0.0.1:8080` | the listening address |
+//! | `--threads N` | the number of CPUs | tokio worker threads |
+//!
+//! The store is migrated at start; keys are never cleaned up (the load generator makes them
+//! unique per run).
+
+use std::error::Error;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{FromRef, State};
+use axum::http::StatusCode;
+use axum::routing::post;
+use idem::http::Json;
+use idem::store::Store;
+use idem::{Fingerprint, Idem, Snapshot, idempotent};
+use rust_decimal::Decimal;
+use serde::{Deserialize, Serialize};
+
+type BoxError = Box<dyn Error + Send + Sync>;
+
+/// The request: a small payment.
+#[derive(Deserialize, Fingerprint)]
+struct CreatePayment {
+    #[serde(deserialize_with = "idem::de::decimal")]
+    amount: Decimal,
+    currency: String,
+    order_id: String,
+}
+
+/// The response.
+#[derive(Serialize, Snapshot)]
+struct Payment {
+    #[snapshot(biz_no)]
+    payment_id: String,
+    status: &'static str,
+    amount: Decimal,
+    currency: String,
+}
+
+/// The store's pool, for the floors.
+#[derive(Clone)]
+enum Pool {
+    Memory,
+    Sqlite(sqlx::SqlitePool),
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    Postgres(sqlx::PgPool),
+    #[cfg_attr(not(feature = "mysql"), allow(dead_code))]
+    MySql(sqlx::MySqlPool),
+}
+
+impl Pool {
+    /// One `SELECT 1` on the pool (nothing for memory).
+    async fn select_one(&self) -> Result<(), sqlx::Error> {
+        const SQL: &str = "SELECT 1";
+        match self {
+            Pool::Memory => Ok(()),
+            Pool::Sqlite(p) => sqlx::query(SQL).execute(p).await.map(drop),
+            Pool::Postgres(p) => sqlx::query(SQL).execute(p).await.map(drop),
+            Pool::MySql(p) => sqlx::query(SQL).execute(p).await.map(drop),
+        }
+    }
+}
+
+#[derive(Clone)]
+struct App {
+    idem: Idem,
+    pool: Pool,
+}
+
+impl FromRef<App> for Idem {
+    fn from_ref(app: &App) -> Idem {
+        app.idem.clone()
+    }
+}
+
+/// The work every route does: the payment answered.
+fn charge(req: CreatePayment) -> (StatusCode, Json<Payment>) {
+    (
+        StatusCode::CREATED,
+        Json(Payment {
+            payment_id: format!("pay_{}", req.order_id),
+            status: "succeeded",
+            amount: req.amount,
+            currency: req.currency,
+        }),
+    )
+}
+
+async fn bare(Json(req): Json<CreatePayment>) -> (StatusCode, Json<Payment>) {
+    charge(req)
+}
+
+async fn floor(
+    State(app): State<App>,
+    Json(req): Json<CreatePayment>,
+) -> Result<(StatusCode, Json<Payment>), StatusCode> {
+    app.pool
+        .select_one()
+        .await
+        .map_err(|_| StatusCode::SERVICE_UNAVAILABLE)?;
+    Ok(charge(req))
+}
+
+async fn floor2(
+    State(app): State<App>,
+    Json(req): Json<CreatePayment>,
+) -> Result<(StatusCode, Json<Payment>), StatusCode> {
+    for _ in 0..2 {
+        app.pool
+            .select_one()
+            .await
+            .map_err(|_| StatusCode::SERVICE_UNAVAILABLE)?;
+    }
+    Ok(charge(req))
+}
+
+#[idempotent(scope = global, contract = "exact_replay")]
+async fn idem_payment(Json(req): Json<CreatePayment>) -> (StatusCode, Json<Payment>) {
+    charge(req)
+}
+
+struct Args {
+    store: String,
+    url: Option<String>,
+    addr: String,
+    threads: Option<usize>,
+}
+
+const USAGE: &str = "usage: loadtest_server [--store memory|sqlite|postgres|mysql] [--url URL] \
+                     [--addr HOST:PORT] [--threads N]";
+
+fn args() -> Result<Args, BoxError> {
+    let mut args = Args {
+        store: "memory".to_owned(),
+        url: None,
+        addr: "127.0.0.1:8080".to_owned(),
+        threads: None,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let mut value = || {
+            it.next()
+                .ok_or_else(|| format!("{flag} needs a value\n{USAGE}"))
+        };
+        match flag.as_str() {
+            "--store" => args.store = value()?,
+            "--url" => args.url = Some(value()?),
+            "--addr" => args.addr = value()?,
+            "--threads" => args.threads = Some(value()?.parse()?),
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                std::process::exit(0);
+            }
+            _ => return Err(format!("unknown flag {flag}\n{USAGE}").into()),
+        }
+    }
+    Ok(args)
+}
+
+#[cfg_attr(not(any(feature = "postgres", feature = "mysql")), allow(dead_code))]
+fn env_url(name: &str) -> Result<String, BoxError> {
+    std::env::var(name).map_err(|_| format!("give --url or set {name}").into())
+}
+
+async fn open(store: &str, url: Option<String>) -> Result<(Arc<dyn Store>, Pool), BoxError> {
+    Ok(match store {
+        "memory" => (Arc::new(idem::MemoryStore::new()), Pool::Memory),
+        "sqlite" => {
+            let path = url.unwrap_or_else(|| {
+                let dir = std::env::temp_dir();
+                dir.join(format!("idem-loadtest-{}.db", std::process::id()))
+                    .display()
+                    .to_string()
+            });
+            let store = idem::SqliteStore::open(&path).await?;
+            let pool = Pool::Sqlite(store.pool().clone());
+            (Arc::new(store), pool)
+        }
+        "postgres" => postgres(url).await?,
+        "mysql" => mysql(url).await?,
+        _ => return Err(format!("unknown store {store}\n{USAGE}").into()),
+    })
+}
+
+#[cfg(feature = "postgres")]
+async fn postgres(url: Option<String>) -> Result<(Arc<dyn Store>, Pool), BoxError> {
+    let url = url.map_or_else(|| env_url("IDEM_BENCH_POSTGRES_URL"), Ok)?;
+    let store = idem::PostgresStore::connect(&url).await?;
+    let pool = Pool::Postgres(store.pool().clone());
+    Ok((Arc::new(store), pool))
+}
+
+#[cfg(not(feature = "postgres"))]
+async fn postgres(_: Option<String>) -> Result<(Arc<dyn Store>, Pool), BoxError> {
+    Err("--store postgres needs `--features postgres`".into())
+}
+
+#[cfg(feature = "mysql")]
+async fn mysql(url: Option<String>) -> Result<(Arc<dyn Store>, Pool), BoxError> {
+    let url = url.map_or_else(|| env_url("IDEM_BENCH_MYSQL_URL"), Ok)?;
+    let store = idem::MySqlStore::connect(&url).await?;
+    let pool = Pool::MySql(store.pool().clone());
+    Ok((Arc::new(store), pool))
+}
+
+#[cfg(not(feature = "mysql"))]
+async fn mysql(_: Option<String>) -> Result<(Arc<dyn Store>, Pool), BoxError> {
+    Err("--store mysql needs `--features mysql`".into())
+}
+
+fn main() -> Result<(), BoxError> {
+    let args = args()?;
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = args.threads {
+        runtime.worker_threads(n);
+    }
+    runtime.enable_all().build()?.block_on(serve(args))
+}
+
+async fn serve(args: Args) -> Result<(), BoxError> {
+    let (store, pool) = open(&args.store, args.url).await?;
+    store.migrate().await?;
+    let app = App {
+        idem: Idem::from_arc(store),
+        pool,
+    };
+    let mut router = Router::new()
+        .route("/bare", post(bare))
+        .route("/idem", post(idem_payment));
+    if !matches!(app.pool, Pool::Memory) {
+        router = router
+            .route("/floor", post(floor))
+            .route("/floor2", post(floor2));
+    }
+    let listener = tokio::net::TcpListener::bind(&args.addr).await?;
+    eprintln!(
+        "loadtest_server: listening on http://{} (store: {})",
+        listener.local_addr()?,
+        args.store
+    );
+    axum::serve(listener, router.with_state(app)).await?;
+    Ok(())
+}
