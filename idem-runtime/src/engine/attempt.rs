@@ -395,7 +395,7 @@ impl Attempt {
 
     fn fenced_error(&self) -> StoreError {
         StoreError::FencedOut {
-            key: self.lease.key.readable().to_owned(),
+            key_hash: self.lease.key.hash_hex().to_string(),
             fence: self.lease.fence,
         }
     }

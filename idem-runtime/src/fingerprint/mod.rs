@@ -6,15 +6,15 @@
 //! ([`crate::request`], which produces the same bytes from a `serde_json::Value` under a
 //! [`Spec`](crate::Spec)) and live in `crate::encode`. Here: the trait and its impls for standard
 //! (`impls`) and third-party (`foreign`) types, the writer's methods over [`Canonical`] values
-//! (`collections`), field adapters (`fields`), field masks (`subset`) and whole values as
-//! fingerprints (`whole`).
+//! (`collections`), field adapters (`fields`), field masks (`subset`), and the `Fingerprint` of
+//! values without named fields, hashed whole (`without_fields`).
 
 mod collections;
 pub(crate) mod fields;
 mod foreign;
 mod impls;
 mod subset;
-mod whole;
+mod without_fields;
 
 pub use crate::encode::{CanonicalWriter, ParseRequestHashError, RequestHash};
 pub use subset::{Env, FieldMask, FieldRef, Hashable, Hashed, NoFields, Skipped, hashable};

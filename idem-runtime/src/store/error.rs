@@ -34,11 +34,13 @@ pub enum StoreError {
     /// fencing token, the record was released, or it expired. Its result must not be stored (and
     /// was not).
     #[error(
-        "the lease on idempotency key `{key}` (fence {fence}) was fenced out: the record was taken over, released or expired, so this result is not stored"
+        "the lease on the idempotency record with key hash {key_hash} (fence {fence}) was fenced out: the record was taken over, released or expired, so this result is not stored"
     )]
     FencedOut {
-        /// The readable key.
-        key: String,
+        /// The key's hash in hex ([`ScopedKey::hash_hex`](crate::key::ScopedKey::hash_hex), the
+        /// `key_hash` column): errors are logged, and a client key or a tenant id is personal
+        /// data in many deployments.
+        key_hash: String,
         /// The fencing token of the stale lease.
         fence: u64,
     },

@@ -161,7 +161,7 @@ fn owned_by(record: &Record, lease: &Lease) -> bool {
 
 fn fenced_out(lease: &Lease) -> StoreError {
     StoreError::FencedOut {
-        key: lease.key.readable().to_owned(),
+        key_hash: lease.key.hash_hex().to_string(),
         fence: lease.fence,
     }
 }

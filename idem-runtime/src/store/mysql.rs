@@ -490,7 +490,7 @@ impl MySqlStore {
             // Another claim, a completion or a purge changed the row since it was read, or its
             // lease or expiry moved by the database's clock: start over.
         }
-        Err(contended(req.key.readable()))
+        Err(contended(req.key))
     }
 
     /// One batch in a short transaction: `SELECT .. FOR UPDATE SKIP LOCKED` locks up to `batch`

@@ -463,7 +463,7 @@ impl PostgresStore {
             let record = decode(&row)?.record;
             return Ok(Claim::Acquired(lease(req, record, &operation_id)));
         }
-        Err(contended(req.key.readable()))
+        Err(contended(req.key))
     }
 
     async fn purge_impl(&self, batch: u32) -> Result<u64, StoreError> {

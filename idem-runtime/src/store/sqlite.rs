@@ -374,7 +374,7 @@ impl SqliteStore {
             }
             // It expired in between: claim again.
         }
-        Err(contended(req.key.readable()))
+        Err(contended(req.key))
     }
 
     async fn purge_impl(&self, batch: u32) -> Result<u64, StoreError> {

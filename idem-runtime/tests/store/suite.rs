@@ -250,6 +250,12 @@ pub async fn zombie_complete_rejected(f: &Fixture) {
     let err = f.store.complete(&zombie, &snapshot()).await.unwrap_err();
     assert!(!err.is_transient());
     assert!(err.to_string().contains("fenced out"), "{err}");
+    // Errors are logged: they name the record by its key's hash, never the readable key.
+    assert!(
+        err.to_string().contains(&key.hash_hex().to_string()),
+        "{err}"
+    );
+    assert!(!err.to_string().contains(key.readable()), "{err}");
     f.store.complete(&holder, &snapshot()).await.unwrap();
 }
 

@@ -193,7 +193,7 @@ pub(crate) fn fenced_unless_one(rows: u64, lease: &Lease) -> Result<(), StoreErr
 /// The error of a lease that no longer owns its record.
 pub(crate) fn fenced_out(lease: &Lease) -> StoreError {
     StoreError::FencedOut {
-        key: lease.key.readable().to_owned(),
+        key_hash: lease.key.hash_hex().to_string(),
         fence: lease.fence,
     }
 }
@@ -221,10 +221,11 @@ pub(crate) fn completed_earlier(
 }
 
 /// The error of a claim that kept finding its record changed under it.
-pub(crate) fn contended(key: &str) -> StoreError {
+pub(crate) fn contended(key: &ScopedKey) -> StoreError {
     StoreError::Unavailable {
         source: format!(
-            "the record of `{key}` changed under {CLAIM_ATTEMPTS} claim attempts in a row"
+            "the record with key hash {} changed under {CLAIM_ATTEMPTS} claim attempts in a row",
+            key.hash_hex()
         )
         .into(),
         retry_after: Duration::from_millis(100),
