@@ -61,6 +61,11 @@ pub const fn default_timeout(lease: Duration) -> Duration {
 }
 
 impl HandlerConfig {
+    /// The TTL unless one is given: 7 days ([`DEFAULT_TTL`]).
+    pub const DEFAULT_TTL: Duration = DEFAULT_TTL;
+    /// The lease unless one is given: 30 seconds ([`DEFAULT_LEASE`]).
+    pub const DEFAULT_LEASE: Duration = DEFAULT_LEASE;
+
     /// The configuration of the operation `operation`, with the defaults below.
     ///
     /// The operation names the operation inside the scoped key
@@ -279,6 +284,13 @@ impl fmt::Debug for Idem {
 }
 
 impl Idem {
+    /// The longest wait for one answer of the store unless [`Idem::store_timeout`] says
+    /// otherwise: 2 seconds ([`DEFAULT_STORE_TIMEOUT`]).
+    pub const DEFAULT_STORE_TIMEOUT: Duration = DEFAULT_STORE_TIMEOUT;
+    /// The largest response body stored whole unless [`Idem::max_snapshot_bytes`] says
+    /// otherwise: 256 KiB ([`DEFAULT_MAX_SNAPSHOT_BYTES`]).
+    pub const DEFAULT_MAX_SNAPSHOT_BYTES: usize = DEFAULT_MAX_SNAPSHOT_BYTES;
+
     /// A handle over `store` with the [`DefaultPolicy`] and 256 KiB snapshots.
     ///
     /// ```
