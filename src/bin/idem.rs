@@ -495,6 +495,13 @@ fn cli() -> Command {
                 .global(true)
                 .help("postgres://..., mysql://... (MariaDB too) or sqlite://path"),
         )
+        .arg(
+            Arg::new("json")
+                .long("json")
+                .global(true)
+                .action(ArgAction::SetTrue)
+                .help("inspect and stats: one JSON object instead of lines"),
+        )
         .subcommand(
             Command::new("migrate")
                 .about("Apply idem's own migrations (idempotent) and print what was applied"),
@@ -567,6 +574,27 @@ fn key_hash(m: &ArgMatches) -> Result<Vec<u8>, Error> {
     Ok(ScopedKey::new(&scope, op, key)?.hash().to_vec())
 }
 
+/// A JSON string literal.
+fn js(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if u32::from(c) < 0x20 => out.push_str(&format!("\\u{:04x}", u32::from(c))),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// An optional JSON value.
+fn opt(value: Option<String>) -> String {
+    value.unwrap_or_else(|| "null".to_owned())
+}
+
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -623,6 +651,32 @@ async fn run(m: ArgMatches) -> Result<(), Error> {
             let Some(r) = db.inspect(&hash).await? else {
                 return Err(format!("no record with key hash {}", hex(&hash)).into());
             };
+            if m.get_flag("json") {
+                let body = r.body.as_deref().filter(|_| sub.get_flag("body"));
+                writeln!(
+                    out,
+                    "{{\"key\":{},\"key_hash\":\"{}\",\"state\":\"{}\",\"expired\":{},\
+                     \"fence\":{},\"operation_id\":{},\"lease_until\":\"{}\",\
+                     \"expire_at\":\"{}\",\"created_at\":\"{}\",\"updated_at\":\"{}\",\
+                     \"request_hash\":{},\"status\":{},\"biz_no\":{},\"body_len\":{},\"body\":{}}}",
+                    js(&r.key),
+                    hex(&hash),
+                    state_name(r.state),
+                    r.expire_at <= r.now,
+                    r.fence,
+                    js(&r.operation_id),
+                    rfc3339(r.lease_until),
+                    rfc3339(r.expire_at),
+                    rfc3339(r.created_at),
+                    rfc3339(r.updated_at),
+                    js(r.request_hash.trim()),
+                    opt(r.status.map(|s| s.to_string())),
+                    opt(r.biz_no.as_deref().map(js)),
+                    r.body.as_ref().map_or(0, Vec::len),
+                    opt(body.map(|b| js(&String::from_utf8_lossy(b)))),
+                )?;
+                return Ok(());
+            }
             writeln!(out, "key           {}", r.key)?;
             writeln!(out, "key hash      {}", hex(&hash))?;
             let expired = if r.expire_at <= r.now {
@@ -652,6 +706,36 @@ async fn run(m: ArgMatches) -> Result<(), Error> {
         }
         Some(("stats", _)) => {
             let s = db.stats().await?;
+            if m.get_flag("json") {
+                let count = |state| {
+                    s.by_state
+                        .iter()
+                        .find(|(st, _)| *st == state)
+                        .map_or(0, |x| x.1)
+                };
+                let oldest = s.oldest.as_ref().map(|(hash, locked_at, _)| {
+                    format!(
+                        "{{\"key_hash\":\"{hash}\",\"locked_at\":\"{}\"}}",
+                        rfc3339(*locked_at)
+                    )
+                });
+                writeln!(
+                    out,
+                    "{{\"processing\":{},\"completed\":{},\"failed_stored\":{},\"expired\":{},\
+                     \"oldest_processing\":{},\"expiring_1h\":{},\"expiring_1d\":{},\
+                     \"table_bytes\":{},\"index_bytes\":{}}}",
+                    count(0),
+                    count(1),
+                    count(2),
+                    s.expired,
+                    opt(oldest),
+                    s.expiring.0,
+                    s.expiring.1,
+                    opt(s.size.0.filter(|b| *b >= 0).map(|b| b.to_string())),
+                    opt(s.size.1.filter(|b| *b >= 0).map(|b| b.to_string())),
+                )?;
+                return Ok(());
+            }
             for state in 0..3 {
                 let n = s
                     .by_state

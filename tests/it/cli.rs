@@ -131,6 +131,16 @@ async fn scenario(url: &str, store: &dyn Store) {
     assert!(stats.contains("expiring in 1 h    1"), "{stats}");
     assert!(stats.contains("expiring in 1 d    1"), "{stats}");
 
+    let json: serde_json::Value = serde_json::from_str(&ok(url, &["stats", "--json"])).unwrap();
+    assert_eq!(json["processing"], 1);
+    assert_eq!(json["oldest_processing"]["key_hash"], hash.as_str());
+    let json: serde_json::Value =
+        serde_json::from_str(&ok(url, &["inspect", "--key-hash", &hash, "--json"])).unwrap();
+    assert_eq!(json["fence"], lease.fence);
+    assert_eq!(json["state"], "processing");
+    assert_eq!(json["operation_id"], lease.operation_id.as_str());
+    assert_eq!(json["body"], serde_json::Value::Null);
+
     // release ends the lease and keeps the operation id; a retry of the same request takes over.
     ok(url, &["release", "--key-hash", &hash, "--fence", &fence]);
     let Claim::Acquired(retry) = store.claim(&claim).await.unwrap() else {
