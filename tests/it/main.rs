@@ -8,6 +8,8 @@
 //!
 //! One module: `cargo test --all-features --test it hostile::` (a test name filter).
 
+#[cfg(feature = "cli")]
+mod cli;
 mod derive;
 mod engine_lease;
 mod engine_once;

@@ -1,0 +1,237 @@
+//! The `idem` CLI (`src/bin/idem.rs`), run as a process against a fresh database of each SQL
+//! backend: migrate, inspect, stats, release, expire (fence-guarded), purge, and its errors.
+
+use std::process::Output;
+use std::time::Duration;
+
+use idem::RequestHash;
+use idem::key::ScopedKey;
+use idem::store::{Claim, ClaimRequest, MySqlStore, PostgresStore, SqliteStore, Store};
+
+use crate::servers::{server_url, unique};
+
+/// Runs `idem --database-url <url> <args>`.
+fn idem(url: &str, args: &[&str]) -> Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_idem"))
+        .arg("--database-url")
+        .arg(url)
+        .args(args)
+        .env_remove("DATABASE_URL")
+        .output()
+        .expect("the idem binary runs")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// `idem <args>` that must succeed; its standard output.
+fn ok(url: &str, args: &[&str]) -> String {
+    let o = idem(url, args);
+    assert!(
+        o.status.success(),
+        "idem {args:?} failed: {}{}",
+        stdout(&o),
+        stderr(&o)
+    );
+    stdout(&o)
+}
+
+/// `idem <args>` that must fail with one line on standard error; that line.
+fn fails(url: &str, args: &[&str]) -> String {
+    let o = idem(url, args);
+    assert!(
+        !o.status.success(),
+        "idem {args:?} succeeded: {}",
+        stdout(&o)
+    );
+    let err = stderr(&o);
+    assert_eq!(err.lines().count(), 1, "one line: {err:?}");
+    assert!(err.starts_with("error: "), "{err:?}");
+    err
+}
+
+/// `database` in place of the database of a `scheme://user:pass@host:port/db?params` URL.
+fn with_database(base: &str, database: &str) -> String {
+    let (server, rest) = base.rsplit_once('/').expect("a URL with a database path");
+    let params = rest.split_once('?').map(|(_, p)| format!("?{p}"));
+    format!("{server}/{database}{}", params.unwrap_or_default())
+}
+
+/// The value printed after `label` in `inspect`'s output.
+fn field<'a>(out: &'a str, label: &str) -> &'a str {
+    out.lines()
+        .find_map(|l| l.strip_prefix(label))
+        .unwrap_or_else(|| panic!("no `{label}` in {out}"))
+        .trim()
+}
+
+/// The whole scenario against `url`; `store` is the library's view of the same database.
+async fn scenario(url: &str, store: &dyn Store) {
+    let first = ok(url, &["migrate"]);
+    assert!(first.contains("applied "), "{first}");
+    let second = ok(url, &["migrate"]);
+    assert!(second.contains("nothing to apply"), "{second}");
+    assert!(!second.contains("applied "), "{second}");
+
+    let key = ScopedKey::new(&["acme", "u1"], "pay", "k-1").unwrap();
+    let claim = ClaimRequest::new(
+        &key,
+        RequestHash::of_bytes(b"the request"),
+        Duration::from_secs(600),
+        Duration::from_secs(1800),
+    );
+    let Claim::Acquired(lease) = store.claim(&claim).await.unwrap() else {
+        panic!("a fresh key is acquired");
+    };
+    let hash = key.hash_hex().to_string();
+
+    let by_parts = ok(
+        url,
+        &[
+            "inspect",
+            "--scope",
+            "acme",
+            "--scope",
+            "u1",
+            "--operation",
+            "pay",
+            "--key",
+            "k-1",
+        ],
+    );
+    let by_hash = ok(url, &["inspect", "--key-hash", &hash]);
+    assert_eq!(by_parts, by_hash);
+    assert_eq!(field(&by_hash, "state"), "processing");
+    assert_eq!(field(&by_hash, "key hash"), hash);
+    assert_eq!(field(&by_hash, "operation id"), lease.operation_id);
+    assert_eq!(
+        field(&by_hash, "request hash"),
+        RequestHash::of_bytes(b"the request").to_string()
+    );
+    let fence = field(&by_hash, "fence").to_owned();
+    assert_eq!(fence, lease.fence.to_string());
+    assert!(
+        field(&by_hash, "expire at").contains("Z (in 29m"),
+        "{by_hash}"
+    );
+    let missing = fails(url, &["inspect", "--operation", "pay", "--key", "other"]);
+    assert!(missing.contains("no record"), "{missing}");
+
+    let stats = ok(url, &["stats"]);
+    assert!(stats.contains("processing    1"), "{stats}");
+    assert!(
+        stats.contains(&format!("oldest processing  {hash}")),
+        "{stats}"
+    );
+    assert!(stats.contains("expiring in 1 h    1"), "{stats}");
+    assert!(stats.contains("expiring in 1 d    1"), "{stats}");
+
+    let json: serde_json::Value = serde_json::from_str(&ok(url, &["stats", "--json"])).unwrap();
+    assert_eq!(json["processing"], 1);
+    assert_eq!(json["oldest_processing"]["key_hash"], hash.as_str());
+    let json: serde_json::Value =
+        serde_json::from_str(&ok(url, &["inspect", "--key-hash", &hash, "--json"])).unwrap();
+    assert_eq!(json["fence"], lease.fence);
+    assert_eq!(json["state"], "processing");
+    assert_eq!(json["operation_id"], lease.operation_id.as_str());
+    assert_eq!(json["body"], serde_json::Value::Null);
+
+    // release ends the lease and keeps the operation id; a retry of the same request takes over.
+    ok(url, &["release", "--key-hash", &hash, "--fence", &fence]);
+    let Claim::Acquired(retry) = store.claim(&claim).await.unwrap() else {
+        panic!("a released lease is taken over");
+    };
+    assert_eq!(retry.operation_id, lease.operation_id);
+    assert_eq!(retry.fence, lease.fence + 1);
+
+    // The operator's fence is now stale.
+    let stale = fails(url, &["expire", "--key-hash", &hash, "--fence", &fence]);
+    assert!(
+        stale.contains(&format!(
+            "the record changed since you inspected it (fence now {})",
+            retry.fence
+        )),
+        "{stale}"
+    );
+    let dry = ok(url, &["purge", "--dry-run"]);
+    assert!(dry.contains("0 expired records would be purged"), "{dry}");
+    let fence = retry.fence.to_string();
+    ok(url, &["expire", "--key-hash", &hash, "--fence", &fence]);
+    let expired = ok(url, &["inspect", "--key-hash", &hash]);
+    assert!(field(&expired, "state").contains("(expired)"), "{expired}");
+
+    let dry = ok(url, &["purge", "--dry-run"]);
+    assert!(dry.contains("1 expired records would be purged"), "{dry}");
+    assert!(ok(url, &["inspect", "--key-hash", &hash]).contains("fence"));
+    let purged = ok(url, &["purge", "--batch", "10"]);
+    assert!(purged.contains("purged 1 expired records"), "{purged}");
+    fails(url, &["inspect", "--key-hash", &hash]);
+    let stats = ok(url, &["stats"]);
+    assert!(stats.contains("processing    0"), "{stats}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cli_on_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("idem.db");
+    let url = format!("sqlite://{}", path.display());
+    let store = SqliteStore::open(&path).await.unwrap();
+    scenario(&url, &store).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cli_on_postgres() {
+    let Some(base) = server_url("IDEM_TEST_POSTGRES_URL") else {
+        return;
+    };
+    let name = unique("cli");
+    let pool = sqlx::PgPool::connect(&base).await.unwrap();
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+        .execute(&pool)
+        .await
+        .unwrap();
+    pool.close().await;
+    let url = with_database(&base, &name);
+    let store = PostgresStore::connect(&url).await.unwrap();
+    scenario(&url, &store).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cli_on_mysql() {
+    let Some(base) = server_url("IDEM_TEST_MYSQL_URL") else {
+        return;
+    };
+    let name = unique("cli");
+    let pool = sqlx::MySqlPool::connect(&base).await.unwrap();
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+        .execute(&pool)
+        .await
+        .unwrap();
+    pool.close().await;
+    let url = with_database(&base, &name);
+    let store = MySqlStore::connect(&url).await.unwrap();
+    scenario(&url, &store).await;
+}
+
+#[test]
+fn cli_errors_are_one_line() {
+    let unreachable = fails("postgres://idem:secret@127.0.0.1:1/idem", &["stats"]);
+    assert!(!unreachable.contains("secret"), "{unreachable}");
+    let unknown = fails("oracle://x:secret@host/db", &["stats"]);
+    assert!(unknown.contains("unsupported database URL"), "{unknown}");
+    assert!(!unknown.contains("secret"), "{unknown}");
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("absent.db").display());
+    let unmigrated = fails(&url, &["inspect", "--key-hash", &"ab".repeat(32)]);
+    assert!(
+        unmigrated.contains("idem_idempotency_records"),
+        "{unmigrated}"
+    );
+    let bad_hash = fails(&url, &["inspect", "--key-hash", "xyz"]);
+    assert!(bad_hash.contains("64 hex digits"), "{bad_hash}");
+}
