@@ -781,8 +781,8 @@ mod metered {
     }
 
     /// `name{label=value,..}` (labels sorted) -> counter or gauge value, or histogram count,
-    /// since the recorder was installed. (A snapshot drains counters and histograms: the deltas
-    /// are added up here, so that the two tests below never lose each other's values.)
+    /// since the recorder was installed. (A snapshot drains every metric: the deltas are added
+    /// up here, so that the tests below never lose each other's values.)
     fn read() -> HashMap<String, f64> {
         static TOTALS: std::sync::Mutex<Option<HashMap<String, f64>>> = std::sync::Mutex::new(None);
         let mut totals = TOTALS.lock().unwrap();
@@ -798,7 +798,8 @@ mod metered {
             let total = totals.entry(name).or_insert(0.0);
             match value {
                 DebugValue::Counter(n) => *total += n as f64,
-                DebugValue::Gauge(g) => *total = g.into_inner(),
+                // Drained like the others (`swap(0)`): a gauge's value is the sum of its reads.
+                DebugValue::Gauge(g) => *total += g.into_inner(),
                 DebugValue::Histogram(v) => *total += v.len() as f64,
             }
         }
@@ -907,4 +908,44 @@ mod metered {
     }
 
     static UNAVAILABLE: HandlerConfig = HandlerConfig::new("tests::unavailable");
+
+    static STORE_DOWN: HandlerConfig =
+        HandlerConfig::new("tests::store-down").lease(Duration::from_millis(300));
+
+    /// The database goes away while the handler runs: the completion is retried while the lease
+    /// is held (`idem_completion_retries_total`), then given up (`settlement="failed"`).
+    #[tokio::test(flavor = "current_thread")]
+    async fn completion_retries_and_failures_are_counted() {
+        let _ = snapshotter();
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(dir.path().join("idem.db")).await.unwrap();
+        store.migrate().await.unwrap();
+        let pool = store.pool().clone();
+        let idem = Idem::new(store);
+        let hash = RequestHash::of_bytes(b"store-down");
+        let answer = run_once::<String, Status, _>(&idem, &STORE_DOWN, "m-4", &[], hash, async {
+            pool.close().await;
+            Ok("shipped".to_owned())
+        })
+        .await;
+        assert_eq!(answer.unwrap(), "shipped");
+        let op = "backend=sqlite,operation=tests::store-down";
+        let failed = format!("idem_settlements_total{{{op},settlement=failed}}");
+        // The retries run in the background until the lease ends (300 ms).
+        let mut m = read();
+        for _ in 0..500 {
+            if m.contains_key(&failed) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            m = read();
+        }
+        assert_eq!(m.get(&failed).copied(), Some(1.0), "{m:#?}");
+        let retries = format!("idem_completion_retries_total{{{op}}}");
+        assert!(m.get(&retries).copied().unwrap_or(0.0) >= 1.0, "{m:#?}");
+        assert_eq!(
+            m.get(&format!("idem_in_flight{{{op}}}")).copied(),
+            Some(0.0)
+        );
+    }
 }
