@@ -104,7 +104,7 @@ mod imp {
     pub(crate) fn request(key: &ScopedKey, backend: &'static str, outcome: Outcome) {
         metrics::counter!(
             REQUESTS,
-            "operation" => key.operation().to_owned(),
+            "operation" => key.shared_operation(),
             "backend" => backend,
             "outcome" => outcome.label(),
         )
@@ -114,7 +114,7 @@ mod imp {
     pub(crate) fn settled(key: &ScopedKey, backend: &'static str, settled: Settled) {
         metrics::counter!(
             SETTLEMENTS,
-            "operation" => key.operation().to_owned(),
+            "operation" => key.shared_operation(),
             "backend" => backend,
             "settlement" => settled.label(),
         )
@@ -124,7 +124,7 @@ mod imp {
     pub(crate) fn completion_retry(key: &ScopedKey, backend: &'static str) {
         metrics::counter!(
             COMPLETION_RETRIES,
-            "operation" => key.operation().to_owned(),
+            "operation" => key.shared_operation(),
             "backend" => backend,
         )
         .increment(1);
@@ -133,7 +133,7 @@ mod imp {
     pub(crate) fn handler(key: &ScopedKey, backend: &'static str, ran: Duration) {
         metrics::histogram!(
             HANDLER_SECONDS,
-            "operation" => key.operation().to_owned(),
+            "operation" => key.shared_operation(),
             "backend" => backend,
         )
         .record(ran.as_secs_f64());
@@ -142,7 +142,7 @@ mod imp {
     pub(crate) fn in_flight(key: &ScopedKey, backend: &'static str, delta: f64) {
         metrics::gauge!(
             IN_FLIGHT,
-            "operation" => key.operation().to_owned(),
+            "operation" => key.shared_operation(),
             "backend" => backend,
         )
         .increment(delta);

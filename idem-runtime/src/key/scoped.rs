@@ -1,6 +1,7 @@
 //! [`ScopedKey`]: the client key scoped by its caller and operation (`tenant:user:operation:client_key`, S4).
 
 use core::fmt;
+use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
 
@@ -52,8 +53,9 @@ const KEY_HASH_DOMAIN: &[u8] = b"idem.scoped-key.v2\0";
 pub struct ScopedKey {
     hash: [u8; 32],
     readable: String,
-    /// The operation as given (also inside `readable`, escaped): a label for logs and metrics.
-    operation: Box<str>,
+    /// The operation as given (also inside `readable`, escaped): a label for logs and metrics,
+    /// shared so that neither cloning the key nor labelling a metric allocates.
+    operation: Arc<str>,
 }
 
 impl ScopedKey {
@@ -113,6 +115,12 @@ impl ScopedKey {
     /// The operation this key is scoped to, as given to [`ScopedKey::new`].
     pub fn operation(&self) -> &str {
         &self.operation
+    }
+
+    /// [`ScopedKey::operation`], shared: the `operation` label of idem's metrics.
+    #[cfg(feature = "metrics")]
+    pub(crate) fn shared_operation(&self) -> Arc<str> {
+        Arc::clone(&self.operation)
     }
 
     /// [`ScopedKey::hash`] as 64 lowercase hex digits, written without allocating: what idem's
