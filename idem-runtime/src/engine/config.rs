@@ -430,11 +430,9 @@ impl Idem {
         error: &IdempotencyError,
         idempotency_key: Option<&str>,
     ) -> super::problem::Problem {
-        let p = error.problem(idempotency_key);
-        match &self.problem_base {
-            Some(base) => p.rebase(base),
-            None => p,
-        }
+        error
+            .problem(idempotency_key)
+            .rebase_onto(self.problem_base.as_deref())
     }
 
     /// Sets the router-wide default scope: the scope of every handler that says `scope = default`

@@ -198,6 +198,14 @@ impl Problem {
         self
     }
 
+    /// [`Problem::rebase`] onto a handle's base, if it has one.
+    pub(crate) fn rebase_onto(self, base: Option<&str>) -> Self {
+        match base {
+            Some(base) => self.rebase(base),
+            None => self,
+        }
+    }
+
     /// The `status` member.
     ///
     /// ```

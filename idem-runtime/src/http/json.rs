@@ -164,10 +164,6 @@ impl IntoResponse for JsonRejection {
             self.detail
         );
         let p = Problem::new(INVALID_BODY, title, self.status.as_u16(), detail);
-        match &self.base {
-            Some(base) => p.rebase(base),
-            None => p,
-        }
-        .into_response()
+        p.rebase_onto(self.base.as_deref()).into_response()
     }
 }

@@ -563,11 +563,8 @@ where
         Err(e) => {
             let detail = format!("the request body could not be read: {e}; send it again");
             let p = Problem::new(INVALID_BODY, "Invalid request body", 400, detail);
-            return Ok(match config.idem.problem_base() {
-                Some(base) => p.rebase(base),
-                None => p,
-            }
-            .into_response());
+            let base = config.idem.problem_base().map(|b| &**b);
+            return Ok(p.rebase_onto(base).into_response());
         }
     };
     let hash = match config.canonicalizer.fingerprint_slice(&bytes, &config.spec) {
