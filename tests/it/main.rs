@@ -10,6 +10,7 @@
 
 #[cfg(feature = "cli")]
 mod cli;
+mod contention;
 mod derive;
 mod engine_lease;
 mod engine_once;

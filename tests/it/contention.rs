@@ -1,0 +1,321 @@
+//! Contention: a storm of concurrent requests with one idempotency key through an
+//! `#[idempotent]` axum handler, in process (`tower::ServiceExt::oneshot`), over every store:
+//! memory, SQLite (a file in a temporary directory), PostgreSQL and MariaDB (when
+//! `IDEM_TEST_POSTGRES_URL` / `IDEM_TEST_MYSQL_URL` are set). The handler runs once, every other
+//! request is answered `409` (in progress) or replayed, and the storm costs the store one claim
+//! per request and one completion: no polling, no second claim. BENCHMARKS.md, "Contention",
+//! measures the same storm over HTTP.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{FromRef, State};
+use axum::http::header::{CONTENT_TYPE, RETRY_AFTER};
+use axum::http::{Request, StatusCode};
+use axum::routing::post;
+use http_body_util::BodyExt;
+use idem::http::Json;
+use idem::store::{
+    BoxFuture, Claim, ClaimRequest, Clock, Completion, Lease, Record, Store, StoreError,
+};
+use idem::{Fingerprint, Idem, Snapshot, idempotent};
+use tokio::sync::Barrier;
+use tower::ServiceExt;
+
+use crate::servers::{server_url, unique};
+
+/// Concurrent requests per storm.
+const STORM: u64 = 200;
+
+/// A store that counts the engine's calls into the one it wraps.
+#[derive(Debug)]
+struct Counted {
+    inner: Arc<dyn Store>,
+    claims: AtomicU64,
+    completes: AtomicU64,
+    /// `get`, `release`, `abandon`, `extend`, `purge_expired`: none in a storm.
+    others: AtomicU64,
+}
+
+impl Counted {
+    fn new(inner: Arc<dyn Store>) -> Self {
+        Counted {
+            inner,
+            claims: AtomicU64::new(0),
+            completes: AtomicU64::new(0),
+            others: AtomicU64::new(0),
+        }
+    }
+
+    fn other(&self) {
+        self.others.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+impl Store for Counted {
+    fn claim<'a>(&'a self, req: &'a ClaimRequest<'a>) -> BoxFuture<'a, Result<Claim, StoreError>> {
+        self.claims.fetch_add(1, Ordering::SeqCst);
+        self.inner.claim(req)
+    }
+
+    fn complete<'a>(
+        &'a self,
+        lease: &'a Lease,
+        completion: &'a Completion,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        self.completes.fetch_add(1, Ordering::SeqCst);
+        self.inner.complete(lease, completion)
+    }
+
+    fn release<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<(), StoreError>> {
+        self.other();
+        self.inner.release(lease)
+    }
+
+    fn abandon<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<(), StoreError>> {
+        self.other();
+        self.inner.abandon(lease)
+    }
+
+    fn extend<'a>(
+        &'a self,
+        lease: &'a Lease,
+        by: Duration,
+    ) -> BoxFuture<'a, Result<Lease, StoreError>> {
+        self.other();
+        self.inner.extend(lease, by)
+    }
+
+    fn get<'a>(
+        &'a self,
+        key: &'a idem::key::ScopedKey,
+    ) -> BoxFuture<'a, Result<Option<Record>, StoreError>> {
+        self.other();
+        self.inner.get(key)
+    }
+
+    fn purge_expired(&self, batch: u32) -> BoxFuture<'_, Result<u64, StoreError>> {
+        self.other();
+        self.inner.purge_expired(batch)
+    }
+
+    fn migrate(&self) -> BoxFuture<'_, Result<(), StoreError>> {
+        self.inner.migrate()
+    }
+
+    fn clock(&self) -> &dyn Clock {
+        self.inner.clock()
+    }
+
+    fn backend(&self) -> &'static str {
+        self.inner.backend()
+    }
+}
+
+/// A store and its statement counter (`None` for memory).
+struct Fixture {
+    store: Arc<dyn Store>,
+    statements: Option<Box<dyn Fn() -> u64 + Send + Sync>>,
+    _dir: Option<tempfile::TempDir>,
+}
+
+async fn memory() -> Option<Fixture> {
+    Some(Fixture {
+        store: Arc::new(idem::MemoryStore::new()),
+        statements: None,
+        _dir: None,
+    })
+}
+
+async fn sqlite() -> Option<Fixture> {
+    let dir = tempfile::tempdir().unwrap();
+    let store = idem::SqliteStore::open(dir.path().join("idem.db"))
+        .await
+        .unwrap();
+    store.migrate().await.unwrap();
+    let count = store.clone();
+    Some(Fixture {
+        store: Arc::new(store),
+        statements: Some(Box::new(move || count.statement_count())),
+        _dir: Some(dir),
+    })
+}
+
+async fn postgres() -> Option<Fixture> {
+    let url = server_url("IDEM_TEST_POSTGRES_URL")?;
+    let store = idem::PostgresStore::connect(&url).await.unwrap();
+    store.migrate().await.unwrap();
+    let count = store.clone();
+    Some(Fixture {
+        store: Arc::new(store),
+        statements: Some(Box::new(move || count.statement_count())),
+        _dir: None,
+    })
+}
+
+async fn mysql() -> Option<Fixture> {
+    let url = server_url("IDEM_TEST_MYSQL_URL")?;
+    let store = idem::MySqlStore::connect(&url).await.unwrap();
+    store.migrate().await.unwrap();
+    let count = store.clone();
+    Some(Fixture {
+        store: Arc::new(store),
+        statements: Some(Box::new(move || count.statement_count())),
+        _dir: None,
+    })
+}
+
+#[derive(Clone)]
+struct App {
+    idem: Idem,
+    runs: Arc<AtomicU64>,
+}
+
+impl FromRef<App> for Idem {
+    fn from_ref(app: &App) -> Idem {
+        app.idem.clone()
+    }
+}
+
+#[derive(serde::Deserialize, Fingerprint)]
+struct CreatePayment {
+    amount: u64,
+    currency: String,
+}
+
+#[derive(serde::Serialize, Snapshot)]
+struct Payment {
+    #[snapshot(biz_no)]
+    id: String,
+    amount: u64,
+    currency: String,
+}
+
+/// Holds the key for a while, so that the storm meets it in progress as well as completed.
+#[idempotent(scope = global, contract = "exact_replay")]
+async fn create_payment(
+    State(app): State<App>,
+    Json(req): Json<CreatePayment>,
+) -> (StatusCode, Json<Payment>) {
+    let n = app.runs.fetch_add(1, Ordering::SeqCst) + 1;
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    (
+        StatusCode::CREATED,
+        Json(Payment {
+            id: format!("pay_{n}"),
+            amount: req.amount,
+            currency: req.currency,
+        }),
+    )
+}
+
+async fn single_key_storm(fx: Fixture) {
+    let counted = Arc::new(Counted::new(fx.store.clone()));
+    let app = App {
+        // Generous: the storm queues on the store's pool, and a slow machine must not turn
+        // that wait into 503s; what is asserted is the work done, not how long it took.
+        idem: Idem::from_arc(counted.clone()).store_timeout(Duration::from_secs(60)),
+        runs: Arc::default(),
+    };
+    let router = Router::new()
+        .route("/payments", post(create_payment))
+        .with_state(app.clone());
+    let key = unique("storm");
+    let before = fx.statements.as_ref().map(|count| count());
+    let gate = Arc::new(Barrier::new(STORM as usize));
+    let tasks: Vec<_> = (0..STORM)
+        .map(|_| {
+            let req = Request::post("/payments")
+                .header(CONTENT_TYPE, "application/json")
+                .header("idempotency-key", key.as_str())
+                .body(Body::from(r#"{"amount":100,"currency":"EUR"}"#))
+                .unwrap();
+            let (router, gate) = (router.clone(), gate.clone());
+            tokio::spawn(async move {
+                gate.wait().await;
+                let res = router.oneshot(req).await.unwrap();
+                let (parts, body) = res.into_parts();
+                let body = body.collect().await.unwrap().to_bytes();
+                (parts.status, parts.headers, body)
+            })
+        })
+        .collect();
+    let (mut fresh, mut replayed, mut in_progress) = (0, 0, 0);
+    for t in tasks {
+        let (status, headers, body) = t.await.unwrap();
+        let replay = headers
+            .get("idempotent-replayed")
+            .is_some_and(|v| v == "true");
+        match status {
+            StatusCode::CREATED if replay => replayed += 1,
+            StatusCode::CREATED => fresh += 1,
+            StatusCode::CONFLICT => {
+                assert!(headers.contains_key(RETRY_AFTER), "409 without Retry-After");
+                in_progress += 1;
+            }
+            other => panic!(
+                "unexpected {other} in a single-key storm: {}",
+                String::from_utf8_lossy(&body)
+            ),
+        }
+    }
+    assert_eq!(
+        app.runs.load(Ordering::SeqCst),
+        1,
+        "the handler ran more than once"
+    );
+    assert_eq!(fresh, 1, "{fresh} first answers");
+    assert_eq!(fresh + replayed + in_progress, STORM);
+
+    // The engine's calls: one claim per request, one completion, nothing else (a request that
+    // polled the key, claimed twice or read the record would show here).
+    assert_eq!(counted.claims.load(Ordering::SeqCst), STORM, "claims");
+    assert_eq!(counted.completes.load(Ordering::SeqCst), 1, "completions");
+    assert_eq!(
+        counted.others.load(Ordering::SeqCst),
+        0,
+        "other store calls"
+    );
+
+    // The statements behind them (docs/storage.md, "Statements per path"): the winner's claim
+    // is 1 and its completion 1; every other request's claim is at most 2 — on MariaDB and
+    // SQLite always 2 (the claim statement, then the read of the row it met, in progress or
+    // completed); on PostgreSQL 1 (the claim returns the row it met), or 2 when that row was
+    // committed after the claim's snapshot, which is what a storm does to most of them (the
+    // race row of the table). So exactly 2 per request on MariaDB and SQLite, and between
+    // 1 per request plus the completion and 2 per request on PostgreSQL. Nothing releases,
+    // purges or expires the key, so no claim loops ("claim again"), and one row's inserts do
+    // not deadlock: any statement more (a retried claim, a poll) fails on MariaDB and SQLite,
+    // and the calls counted above catch a second claim on every backend.
+    if let (Some(before), Some(count)) = (before, fx.statements.as_ref()) {
+        let sent = count() - before;
+        let expected = match counted.backend() {
+            "postgres" => STORM + 1..=2 * STORM,
+            _ => 2 * STORM..=2 * STORM,
+        };
+        assert!(
+            expected.contains(&sent),
+            "{sent} statements for {STORM} requests on {}, expected {expected:?}",
+            counted.backend()
+        );
+    }
+}
+
+macro_rules! every_backend {
+    ($($backend:ident,)*) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn $backend() {
+                let Some(fixture) = super::$backend().await else { return };
+                super::single_key_storm(fixture).await;
+            }
+        )*
+    };
+}
+
+mod single_key_storm {
+    every_backend!(memory, sqlite, postgres, mysql,);
+}
