@@ -23,11 +23,23 @@
 //! | `--key K` | a new one per run | the key replayed by `--mix replay` (keys are otherwise `lg-<run>-<connection>-<n>`) |
 //! | `--threads N` | `1` | client threads (one is enough below ~30k requests/s and leaves the CPUs to the server) |
 //! | `--json` | | one JSON object on stdout instead of the text report |
+//! | `--burst N` | | burst mode instead of the closed loop: open N connections, then send one request on each at the same moment (a barrier); `--connections`, `--duration` and `--mix` do not apply |
+//! | `--burst-keys one\|distinct` | `distinct` | in a burst, one key on all N requests (a single-key storm) or N distinct keys |
+//! | `--repeat R` | `5` | measured bursts, new keys in each, after one unmeasured (none with `--warmup 0`); the report gives the median over bursts |
+//! | `--stats PATH` | | a `GET` of PATH on the same server before and after each burst: a JSON object whose numbers are reported as per-burst differences (`examples/loadtest_server.rs` serves `/stats`: the store's statements, the handler's runs) |
 //!
 //! A request counts when it starts after the warm-up and finishes before the end. Latency is
 //! from the request's start to its body's last byte. Answers outside `2xx` are counted by status
 //! and as errors, connection failures as `io` errors (the connection is then reopened); responses
 //! carrying `Idempotent-Replayed: true` are counted as `replayed`.
+//!
+//! A burst's requests are built and their connections ready before the barrier opens; its wall
+//! time runs from the barrier to the last answer's last byte, its throughput is N / wall time,
+//! and a request's latency runs from its own start (the single client thread writes the N
+//! requests one after the other, so the last starts a little after the barrier). The N
+//! connections stay open across bursts (a connection that failed is reopened before the next
+//! burst); 1,000 of them need as many file descriptors (`ulimit -n`) and fit the server's
+//! accept backlog (1,024 for tokio's `TcpListener::bind`).
 
 use std::collections::BTreeMap;
 use std::error::Error;
@@ -47,7 +59,8 @@ const DEFAULT_BODY: &str = r#"{"amount": "100.00", "currency": "EUR", "order_id"
 
 const USAGE: &str = "usage: loadgen [--url http://HOST:PORT/PATH] [--path PATH] [--method M] \
 [--connections N] [--duration D] [--warmup D] [--mix fresh|replay|dupNN|none] [--body JSON|@FILE] \
-[--header 'Name: value']... [--key-header NAME] [--key K] [--threads N] [--json]";
+[--header 'Name: value']... [--key-header NAME] [--key K] [--threads N] [--json] \
+[--burst N [--burst-keys one|distinct] [--repeat R] [--stats PATH]]";
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Mix {
@@ -99,6 +112,12 @@ struct Config {
     prefix: String,
     threads: usize,
     json: bool,
+    /// Burst mode: the number of requests released at once.
+    burst: Option<usize>,
+    /// In a burst, one key for all requests.
+    burst_one_key: bool,
+    repeat: usize,
+    stats: Option<String>,
 }
 
 fn duration(s: &str) -> Result<Duration, BoxError> {
@@ -133,6 +152,10 @@ fn config() -> Result<Config, BoxError> {
     let mut key = None;
     let mut threads = 1;
     let mut json = false;
+    let mut burst = None;
+    let mut burst_one_key = false;
+    let mut repeat = 5;
+    let mut stats = None;
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         let mut value = || {
@@ -167,6 +190,16 @@ fn config() -> Result<Config, BoxError> {
             "--key" => key = Some(value()?),
             "--threads" => threads = value()?.parse()?,
             "--json" => json = true,
+            "--burst" => burst = Some(value()?.parse()?),
+            "--burst-keys" => {
+                burst_one_key = match value()?.as_str() {
+                    "one" => true,
+                    "distinct" => false,
+                    v => return Err(format!("--burst-keys {v}: one or distinct").into()),
+                }
+            }
+            "--repeat" => repeat = value()?.parse()?,
+            "--stats" => stats = Some(value()?),
             "-h" | "--help" => {
                 println!("{USAGE}");
                 std::process::exit(0);
@@ -185,8 +218,8 @@ fn config() -> Result<Config, BoxError> {
         uri.path_and_query()
             .map_or_else(|| "/".to_owned(), ToString::to_string)
     });
-    if connections == 0 || threads == 0 {
-        return Err("--connections and --threads must be at least 1".into());
+    if connections == 0 || threads == 0 || burst == Some(0) || repeat == 0 {
+        return Err("--connections, --threads, --burst and --repeat must be at least 1".into());
     }
     let nanos = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -213,6 +246,10 @@ fn config() -> Result<Config, BoxError> {
         prefix,
         threads,
         json,
+        burst,
+        burst_one_key,
+        repeat,
+        stats,
     })
 }
 
@@ -472,6 +509,242 @@ async fn run(cfg: Config) -> Result<(), BoxError> {
     Ok(())
 }
 
+/// One request on `sender`, timed: (status and replayed, or the failure; start; end).
+type Timed = (Result<(u16, bool), BoxError>, Instant, Instant);
+
+/// Opens the connections a burst lacks, all at once.
+async fn fill(cfg: &Arc<Config>, senders: &mut [Option<Sender>]) -> Result<(), BoxError> {
+    let mut tasks = tokio::task::JoinSet::new();
+    for (i, slot) in senders.iter().enumerate() {
+        if slot.is_none() {
+            let cfg = cfg.clone();
+            tasks.spawn(async move { (i, connect(&cfg).await) });
+        }
+    }
+    while let Some(done) = tasks.join_next().await {
+        let (i, sender) = done?;
+        senders[i] = Some(sender.map_err(|e| format!("opening connection {i}: {e}"))?);
+    }
+    Ok(())
+}
+
+/// The numbers of the JSON object at `--stats`, or nothing without the flag.
+async fn read_stats(cfg: &Config) -> Result<BTreeMap<String, f64>, BoxError> {
+    let Some(path) = &cfg.stats else {
+        return Ok(BTreeMap::new());
+    };
+    let mut sender = connect(cfg).await?;
+    let req = Request::builder()
+        .uri(path.as_str())
+        .header(HOST, cfg.authority.as_str())
+        .body(Full::new(Bytes::new()))?;
+    sender.ready().await?;
+    let res = sender.send_request(req).await?;
+    if !res.status().is_success() {
+        return Err(format!("GET {path}: status {}", res.status()).into());
+    }
+    let body = res.into_body().collect().await?.to_bytes();
+    let value: serde_json::Value = serde_json::from_slice(&body)?;
+    Ok(value
+        .as_object()
+        .ok_or_else(|| format!("GET {path}: not a JSON object"))?
+        .iter()
+        .filter_map(|(k, v)| Some((k.clone(), v.as_f64()?)))
+        .collect())
+}
+
+/// What one burst measured.
+struct Burst {
+    wall: Duration,
+    tally: Tally,
+    /// `--stats` after minus before.
+    stats: BTreeMap<String, f64>,
+}
+
+/// One burst: every request built and its connection ready, then all released at once.
+async fn burst(
+    cfg: &Arc<Config>,
+    senders: &mut [Option<Sender>],
+    id: &str,
+) -> Result<Burst, BoxError> {
+    fill(cfg, senders).await?;
+    let n = senders.len();
+    let before = read_stats(cfg).await?;
+    let gate = Arc::new(tokio::sync::Barrier::new(n + 1));
+    let mut tasks = Vec::with_capacity(n);
+    for (i, slot) in senders.iter_mut().enumerate() {
+        let key = if cfg.burst_one_key {
+            format!("{}-{id}", cfg.prefix)
+        } else {
+            format!("{}-{id}-{i}", cfg.prefix)
+        };
+        let req = request(cfg, Some(&key))?;
+        let mut sender = slot.take().ok_or("a connection is missing")?;
+        let gate = gate.clone();
+        tasks.push(tokio::spawn(async move {
+            let ready = sender.ready().await;
+            gate.wait().await;
+            let start = Instant::now();
+            let result = match ready {
+                Ok(()) => send(&mut sender, req).await,
+                Err(e) => Err(e.into()),
+            };
+            let timed: Timed = (result, start, Instant::now());
+            (sender, timed)
+        }));
+    }
+    gate.wait().await;
+    let released = Instant::now();
+    let mut tally = Tally::default();
+    let mut last = released;
+    for (slot, task) in senders.iter_mut().zip(tasks) {
+        let (sender, (result, start, done)) = task.await?;
+        last = last.max(done);
+        match result {
+            Ok((status, replayed)) => {
+                *slot = Some(sender);
+                tally.latencies_ns.push((done - start).as_nanos() as u64);
+                *tally.status.entry(status).or_default() += 1;
+                tally.replayed += u64::from(replayed);
+            }
+            Err(_) => tally.io_errors += 1,
+        }
+    }
+    let after = read_stats(cfg).await?;
+    let stats = after
+        .iter()
+        .filter_map(|(k, v)| Some((k.clone(), v - before.get(k)?)))
+        .collect();
+    Ok(Burst {
+        wall: last - released,
+        tally,
+        stats,
+    })
+}
+
+fn median(mut xs: Vec<f64>) -> f64 {
+    if xs.is_empty() {
+        return 0.0;
+    }
+    xs.sort_by(f64::total_cmp);
+    let m = xs.len() / 2;
+    if xs.len() % 2 == 1 {
+        xs[m]
+    } else {
+        (xs[m - 1] + xs[m]) / 2.0
+    }
+}
+
+/// `--burst`: one unmeasured burst (unless `--warmup 0`), then `--repeat` measured ones.
+async fn run_bursts(cfg: Config, n: usize) -> Result<(), BoxError> {
+    let cfg = Arc::new(cfg);
+    let mut senders: Vec<Option<Sender>> = (0..n).map(|_| None).collect();
+    if !cfg.warmup.is_zero() {
+        burst(&cfg, &mut senders, "w").await?;
+    }
+    let mut bursts = Vec::with_capacity(cfg.repeat);
+    for r in 0..cfg.repeat {
+        bursts.push(burst(&cfg, &mut senders, &format!("b{r}")).await?);
+    }
+    let mut total = Tally::default();
+    let mut per_burst = Vec::new();
+    let (mut rps, mut wall, mut p50, mut p99, mut max) = (vec![], vec![], vec![], vec![], vec![]);
+    let mut stats: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    for b in bursts {
+        let mut lat = b.tally.latencies_ns.clone();
+        lat.sort_unstable();
+        let secs = b.wall.as_secs_f64();
+        let answered = lat.len() as f64;
+        let x = serde_json::json!({
+            "wall_ms": secs * 1e3,
+            "rps": if secs > 0.0 { answered / secs } else { 0.0 },
+            "p50_us": percentile(&lat, 0.50),
+            "p99_us": percentile(&lat, 0.99),
+            "max_us": lat.last().map_or(0.0, |&m| m as f64 / 1e3),
+            "stats": b.stats,
+        });
+        rps.push(x["rps"].as_f64().unwrap_or(0.0));
+        wall.push(secs * 1e3);
+        p50.push(percentile(&lat, 0.50));
+        p99.push(percentile(&lat, 0.99));
+        max.push(lat.last().map_or(0.0, |&m| m as f64 / 1e3));
+        for (k, v) in &b.stats {
+            stats.entry(k.clone()).or_default().push(*v);
+        }
+        per_burst.push(x);
+        total.merge(b.tally);
+    }
+    let requests = total.latencies_ns.len() as u64;
+    let errors = total
+        .status
+        .iter()
+        .filter(|(s, _)| !(200..300).contains(*s))
+        .map(|(_, n)| n)
+        .sum::<u64>()
+        + total.io_errors;
+    let keys = if cfg.burst_one_key { "one" } else { "distinct" };
+    let stats_median: BTreeMap<String, f64> =
+        stats.into_iter().map(|(k, v)| (k, median(v))).collect();
+    let (rps, wall, p50, p99, max) = (
+        median(rps),
+        median(wall),
+        median(p50),
+        median(p99),
+        median(max),
+    );
+    if cfg.json {
+        let status: serde_json::Map<String, serde_json::Value> = total
+            .status
+            .iter()
+            .map(|(s, n)| (s.to_string(), (*n).into()))
+            .collect();
+        let out = serde_json::json!({
+            "url": format!("http://{}{}", cfg.authority, cfg.path),
+            "burst": n,
+            "keys": keys,
+            "repeat": cfg.repeat,
+            "requests": requests,
+            "rps": rps,
+            "wall_ms": wall,
+            "p50_us": p50,
+            "p99_us": p99,
+            "max_us": max,
+            "errors": errors,
+            "io_errors": total.io_errors,
+            "status": status,
+            "replayed": total.replayed,
+            "stats": stats_median,
+            "bursts": per_burst,
+        });
+        println!("{out}");
+    } else {
+        println!(
+            "{} {}{}  burst {n}  keys {keys}  repeat {}  (medians over bursts)",
+            cfg.method, cfg.authority, cfg.path, cfg.repeat
+        );
+        println!("burst     wall {wall:.1} ms  ({rps:.1} req/s)");
+        let statuses: Vec<String> = total
+            .status
+            .iter()
+            .map(|(s, n)| format!("{s}: {n}"))
+            .collect();
+        println!(
+            "answers   {requests}, replayed {}; errors {errors} (status {}; io {})",
+            total.replayed,
+            statuses.join(", "),
+            total.io_errors
+        );
+        println!("latency   p50 {p50:.1} us  p99 {p99:.1} us  max {max:.1} us");
+        for (k, v) in &stats_median {
+            println!(
+                "stats     {k} {v} per burst ({:.2} per request)",
+                v / n as f64
+            );
+        }
+    }
+    Ok(())
+}
+
 fn main() -> Result<(), BoxError> {
     let cfg = config()?;
     let runtime = if cfg.threads == 1 {
@@ -484,5 +757,8 @@ fn main() -> Result<(), BoxError> {
             .enable_all()
             .build()?
     };
-    runtime.block_on(run(cfg))
+    match cfg.burst {
+        Some(n) => runtime.block_on(run_bursts(cfg, n)),
+        None => runtime.block_on(run(cfg)),
+    }
 }

@@ -14,10 +14,13 @@
 //! | `POST /floor` | the same + one `SELECT 1` on the store's pool (SQL stores only): the one-statement floor |
 //! | `POST /floor2` | the same + two `SELECT 1`, one after the other: the two-statement floor |
 //! | `POST /idem` | the same handler under `#[idempotent(scope = global, contract = "exact_replay")]` |
+//! | `GET /stats` | `{"statements": n, "handler_runs": n}`: the SQL statements the store has sent (`statement_count()`; `null` for memory) and the times the `/idem` handler ran, since start |
 //!
 //! A fresh key costs the store two statements (claim, complete), a replay one (the claim returns
 //! the completed row): `/floor2` and `/floor` are what the same number of round trips to the same
-//! pool costs without idem.
+//! pool costs without idem. `/stats` is read by the load generator around each burst
+//! (`loadgen --stats`, BENCHMARKS.md, "Contention"): statements per request, handler runs per
+//! key.
 //!
 //! | flag | default | |
 //! |---|---|---|
@@ -31,11 +34,12 @@
 
 use std::error::Error;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use axum::Router;
 use axum::extract::{FromRef, State};
 use axum::http::StatusCode;
-use axum::routing::post;
+use axum::routing::{get, post};
 use idem::http::Json;
 use idem::store::Store;
 use idem::{Fingerprint, Idem, Snapshot, idempotent};
@@ -87,10 +91,16 @@ impl Pool {
     }
 }
 
+/// The store's statement counter (`None` for memory, which sends none).
+type Statements = Option<Arc<dyn Fn() -> u64 + Send + Sync>>;
+
 #[derive(Clone)]
 struct App {
     idem: Idem,
     pool: Pool,
+    statements: Statements,
+    /// How many times the `/idem` handler ran.
+    runs: Arc<AtomicU64>,
 }
 
 impl FromRef<App> for Idem {
@@ -141,8 +151,19 @@ async fn floor2(
 }
 
 #[idempotent(scope = global, contract = "exact_replay")]
-async fn idem_payment(Json(req): Json<CreatePayment>) -> (StatusCode, Json<Payment>) {
+async fn idem_payment(
+    State(app): State<App>,
+    Json(req): Json<CreatePayment>,
+) -> (StatusCode, Json<Payment>) {
+    app.runs.fetch_add(1, Ordering::Relaxed);
     charge(req)
+}
+
+async fn stats(State(app): State<App>) -> axum::Json<serde_json::Value> {
+    axum::Json(serde_json::json!({
+        "statements": app.statements.as_ref().map(|count| count()),
+        "handler_runs": app.runs.load(Ordering::Relaxed),
+    }))
 }
 
 struct Args {
@@ -188,9 +209,9 @@ fn env_url(name: &str) -> Result<String, BoxError> {
     std::env::var(name).map_err(|_| format!("give --url or set {name}").into())
 }
 
-async fn open(store: &str, url: Option<String>) -> Result<(Arc<dyn Store>, Pool), BoxError> {
+async fn open(store: &str, url: Option<String>) -> Result<Opened, BoxError> {
     Ok(match store {
-        "memory" => (Arc::new(idem::MemoryStore::new()), Pool::Memory),
+        "memory" => (Arc::new(idem::MemoryStore::new()), Pool::Memory, None),
         "sqlite" => {
             let path = url.unwrap_or_else(|| {
                 let dir = std::env::temp_dir();
@@ -200,7 +221,12 @@ async fn open(store: &str, url: Option<String>) -> Result<(Arc<dyn Store>, Pool)
             });
             let store = idem::SqliteStore::open(&path).await?;
             let pool = Pool::Sqlite(store.pool().clone());
-            (Arc::new(store), pool)
+            let count = store.clone();
+            (
+                Arc::new(store),
+                pool,
+                counter(move || count.statement_count()),
+            )
         }
         "postgres" => postgres(url).await?,
         "mysql" => mysql(url).await?,
@@ -208,29 +234,46 @@ async fn open(store: &str, url: Option<String>) -> Result<(Arc<dyn Store>, Pool)
     })
 }
 
+/// The store, its pool and its statement counter.
+type Opened = (Arc<dyn Store>, Pool, Statements);
+
+fn counter(count: impl Fn() -> u64 + Send + Sync + 'static) -> Statements {
+    Some(Arc::new(count))
+}
+
 #[cfg(feature = "postgres")]
-async fn postgres(url: Option<String>) -> Result<(Arc<dyn Store>, Pool), BoxError> {
+async fn postgres(url: Option<String>) -> Result<Opened, BoxError> {
     let url = url.map_or_else(|| env_url("IDEM_BENCH_POSTGRES_URL"), Ok)?;
     let store = idem::PostgresStore::connect(&url).await?;
     let pool = Pool::Postgres(store.pool().clone());
-    Ok((Arc::new(store), pool))
+    let count = store.clone();
+    Ok((
+        Arc::new(store),
+        pool,
+        counter(move || count.statement_count()),
+    ))
 }
 
 #[cfg(not(feature = "postgres"))]
-async fn postgres(_: Option<String>) -> Result<(Arc<dyn Store>, Pool), BoxError> {
+async fn postgres(_: Option<String>) -> Result<Opened, BoxError> {
     Err("--store postgres needs `--features postgres`".into())
 }
 
 #[cfg(feature = "mysql")]
-async fn mysql(url: Option<String>) -> Result<(Arc<dyn Store>, Pool), BoxError> {
+async fn mysql(url: Option<String>) -> Result<Opened, BoxError> {
     let url = url.map_or_else(|| env_url("IDEM_BENCH_MYSQL_URL"), Ok)?;
     let store = idem::MySqlStore::connect(&url).await?;
     let pool = Pool::MySql(store.pool().clone());
-    Ok((Arc::new(store), pool))
+    let count = store.clone();
+    Ok((
+        Arc::new(store),
+        pool,
+        counter(move || count.statement_count()),
+    ))
 }
 
 #[cfg(not(feature = "mysql"))]
-async fn mysql(_: Option<String>) -> Result<(Arc<dyn Store>, Pool), BoxError> {
+async fn mysql(_: Option<String>) -> Result<Opened, BoxError> {
     Err("--store mysql needs `--features mysql`".into())
 }
 
@@ -244,15 +287,18 @@ fn main() -> Result<(), BoxError> {
 }
 
 async fn serve(args: Args) -> Result<(), BoxError> {
-    let (store, pool) = open(&args.store, args.url).await?;
+    let (store, pool, statements) = open(&args.store, args.url).await?;
     store.migrate().await?;
     let app = App {
         idem: Idem::from_arc(store),
         pool,
+        statements,
+        runs: Arc::default(),
     };
     let mut router = Router::new()
         .route("/bare", post(bare))
-        .route("/idem", post(idem_payment));
+        .route("/idem", post(idem_payment))
+        .route("/stats", get(stats));
     if !matches!(app.pool, Pool::Memory) {
         router = router
             .route("/floor", post(floor))
