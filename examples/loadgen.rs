@@ -1,11 +1,15 @@
 //! A closed-loop HTTP/1.1 load generator for idempotent write endpoints: N keep-alive
 //! connections, one request in flight on each, for a fixed time, with a chosen mix of
-//! idempotency keys. `scripts/bench-http` drives it against `examples/loadtest_server.rs`
-//! (BENCHMARKS.md, "HTTP end to end"); point it at your own deployment the same way.
+//! idempotency keys; or bursts of N requests released at once, on one key or N keys.
+//! `scripts/bench-http` and `scripts/bench-storm` drive it against
+//! `examples/loadtest_server.rs` (BENCHMARKS.md, "HTTP end to end" and "Contention"); point it
+//! at your own deployment the same way.
 //!
 //! ```sh
 //! cargo run --release --example loadgen -- --url http://127.0.0.1:8080/idem \
 //!     --connections 4 --duration 10s --mix dup30
+//! cargo run --release --example loadgen -- --url http://127.0.0.1:8080/idem \
+//!     --burst 1000 --burst-keys one --repeat 9 --stats /stats
 //! ```
 //!
 //! | flag | default | |
@@ -23,7 +27,7 @@
 //! | `--key K` | a new one per run | the key replayed by `--mix replay` (keys are otherwise `lg-<run>-<connection>-<n>`) |
 //! | `--threads N` | `1` | client threads (one is enough below ~30k requests/s and leaves the CPUs to the server) |
 //! | `--json` | | one JSON object on stdout instead of the text report |
-//! | `--burst N` | | burst mode instead of the closed loop: open N connections, then send one request on each at the same moment (a barrier); `--connections`, `--duration` and `--mix` do not apply |
+//! | `--burst N` | | burst mode instead of the closed loop: open N connections, then send one request on each at the same moment (a barrier); `--connections`, `--duration`, `--mix` and `--key` do not apply (keys are `lg-<run>-<burst>` or `lg-<run>-<burst>-<n>`) |
 //! | `--burst-keys one\|distinct` | `distinct` | in a burst, one key on all N requests (a single-key storm) or N distinct keys |
 //! | `--repeat R` | `5` | measured bursts, new keys in each, after one unmeasured (none with `--warmup 0`); the report gives the median over bursts |
 //! | `--stats PATH` | | a `GET` of PATH on the same server before and after each burst: a JSON object whose numbers are reported as per-burst differences (`examples/loadtest_server.rs` serves `/stats`: the store's statements, the handler's runs) |
