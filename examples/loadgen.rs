@@ -30,6 +30,7 @@
 //! | `--burst N` | | burst mode instead of the closed loop: open N connections, then send one request on each at the same moment (a barrier); `--connections`, `--duration`, `--mix` and `--key` do not apply (keys are `lg-<run>-<burst>` or `lg-<run>-<burst>-<n>`) |
 //! | `--burst-keys one\|distinct` | `distinct` | in a burst, one key on all N requests (a single-key storm) or N distinct keys |
 //! | `--repeat R` | `5` | measured bursts, new keys in each, after one unmeasured (none with `--warmup 0`); the report gives the median over bursts |
+//! | `--baseline PATH` | | pairs every burst with the same burst on PATH (distinct keys, no `--stats`), before it and after it in turn, and reports the medians of the per-pair ratios: a baseline measured within a second of its subject |
 //! | `--stats PATH` | | a `GET` of PATH on the same server before and after each burst: a JSON object whose numbers are reported as per-burst differences (`examples/loadtest_server.rs` serves `/stats`: the store's statements, the handler's runs) |
 //!
 //! A request counts when it starts after the warm-up and finishes before the end. Latency is
@@ -64,7 +65,7 @@ const DEFAULT_BODY: &str = r#"{"amount": "100.00", "currency": "EUR", "order_id"
 const USAGE: &str = "usage: loadgen [--url http://HOST:PORT/PATH] [--path PATH] [--method M] \
 [--connections N] [--duration D] [--warmup D] [--mix fresh|replay|dupNN|none] [--body JSON|@FILE] \
 [--header 'Name: value']... [--key-header NAME] [--key K] [--threads N] [--json] \
-[--burst N [--burst-keys one|distinct] [--repeat R] [--stats PATH]]";
+[--burst N [--burst-keys one|distinct] [--repeat R] [--stats PATH] [--baseline PATH]]";
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Mix {
@@ -122,6 +123,8 @@ struct Config {
     burst_one_key: bool,
     repeat: usize,
     stats: Option<String>,
+    /// In burst mode, the path of the baseline burst paired with each burst.
+    baseline: Option<String>,
 }
 
 fn duration(s: &str) -> Result<Duration, BoxError> {
@@ -160,6 +163,7 @@ fn config() -> Result<Config, BoxError> {
     let mut burst_one_key = false;
     let mut repeat = 5;
     let mut stats = None;
+    let mut baseline = None;
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         let mut value = || {
@@ -204,6 +208,7 @@ fn config() -> Result<Config, BoxError> {
             }
             "--repeat" => repeat = value()?.parse()?,
             "--stats" => stats = Some(value()?),
+            "--baseline" => baseline = Some(value()?),
             "-h" | "--help" => {
                 println!("{USAGE}");
                 std::process::exit(0);
@@ -254,6 +259,7 @@ fn config() -> Result<Config, BoxError> {
         burst_one_key,
         repeat,
         stats,
+        baseline,
     })
 }
 
@@ -302,13 +308,21 @@ async fn connect(cfg: &Config) -> Result<Sender, BoxError> {
 }
 
 fn request(cfg: &Config, key: Option<&str>) -> Result<Request<Full<Bytes>>, BoxError> {
+    request_to(cfg, &cfg.path, key)
+}
+
+fn request_to(
+    cfg: &Config,
+    path: &str,
+    key: Option<&str>,
+) -> Result<Request<Full<Bytes>>, BoxError> {
     let body = match key {
         Some(k) => cfg.body.join(k),
         None => cfg.body.join(""),
     };
     let mut req = Request::builder()
         .method(cfg.method.clone())
-        .uri(cfg.path.as_str())
+        .uri(path)
         .header(HOST, cfg.authority.as_str())
         .header(CONTENT_TYPE, "application/json");
     if let Some(k) = key {
@@ -565,24 +579,38 @@ struct Burst {
     stats: BTreeMap<String, f64>,
 }
 
+/// What a burst sends: the subject (`--url`, `--burst-keys`, `--stats`) or the baseline
+/// (`--baseline`, distinct keys, no stats).
+#[derive(Clone, Copy)]
+struct Target<'a> {
+    path: &'a str,
+    one_key: bool,
+    stats: bool,
+}
+
 /// One burst: every request built and its connection ready, then all released at once.
 async fn burst(
     cfg: &Arc<Config>,
     senders: &mut [Option<Sender>],
     id: &str,
+    target: Target<'_>,
 ) -> Result<Burst, BoxError> {
     fill(cfg, senders).await?;
     let n = senders.len();
-    let before = read_stats(cfg).await?;
+    let before = if target.stats {
+        read_stats(cfg).await?
+    } else {
+        BTreeMap::new()
+    };
     let gate = Arc::new(tokio::sync::Barrier::new(n + 1));
     let mut tasks = Vec::with_capacity(n);
     for (i, slot) in senders.iter_mut().enumerate() {
-        let key = if cfg.burst_one_key {
+        let key = if target.one_key {
             format!("{}-{id}", cfg.prefix)
         } else {
             format!("{}-{id}-{i}", cfg.prefix)
         };
-        let req = request(cfg, Some(&key))?;
+        let req = request_to(cfg, target.path, Some(&key))?;
         let mut sender = slot.take().ok_or("a connection is missing")?;
         let gate = gate.clone();
         tasks.push(tokio::spawn(async move {
@@ -614,7 +642,11 @@ async fn burst(
             Err(_) => tally.io_errors += 1,
         }
     }
-    let after = read_stats(cfg).await?;
+    let after = if target.stats {
+        read_stats(cfg).await?
+    } else {
+        BTreeMap::new()
+    };
     let stats = after
         .iter()
         .filter_map(|(k, v)| Some((k.clone(), v - before.get(k)?)))
@@ -639,39 +671,84 @@ fn median(mut xs: Vec<f64>) -> f64 {
     }
 }
 
-/// `--burst`: one unmeasured burst (unless `--warmup 0`), then `--repeat` measured ones.
+/// A burst's figures: (req/s, p50 µs, p99 µs, max µs).
+fn figures(b: &Burst) -> (f64, f64, f64, f64) {
+    let mut lat = b.tally.latencies_ns.clone();
+    lat.sort_unstable();
+    let secs = b.wall.as_secs_f64();
+    let rps = if secs > 0.0 {
+        lat.len() as f64 / secs
+    } else {
+        0.0
+    };
+    let max = lat.last().map_or(0.0, |&m| m as f64 / 1e3);
+    (rps, percentile(&lat, 0.50), percentile(&lat, 0.99), max)
+}
+
+/// `--burst`: one unmeasured burst (unless `--warmup 0`), then `--repeat` measured ones; with
+/// `--baseline`, each paired with a burst on the baseline, before it or after it in turn.
 async fn run_bursts(cfg: Config, n: usize) -> Result<(), BoxError> {
     let cfg = Arc::new(cfg);
     let mut senders: Vec<Option<Sender>> = (0..n).map(|_| None).collect();
-    if !cfg.warmup.is_zero() {
-        burst(&cfg, &mut senders, "w").await?;
-    }
+    let subject = Target {
+        path: &cfg.path,
+        one_key: cfg.burst_one_key,
+        stats: true,
+    };
+    let base = cfg.baseline.as_deref().map(|path| Target {
+        path,
+        one_key: false,
+        stats: false,
+    });
+    let ids = (!cfg.warmup.is_zero())
+        .then(|| "w".to_owned())
+        .into_iter()
+        .chain((0..cfg.repeat).map(|r| format!("b{r}")));
     let mut bursts = Vec::with_capacity(cfg.repeat);
-    for r in 0..cfg.repeat {
-        bursts.push(burst(&cfg, &mut senders, &format!("b{r}")).await?);
+    for (i, id) in ids.enumerate() {
+        let mut paired = None;
+        if let Some(base) = base.filter(|_| i % 2 == 0) {
+            paired = Some(burst(&cfg, &mut senders, &format!("{id}-base"), base).await?);
+        }
+        let b = burst(&cfg, &mut senders, &id, subject).await?;
+        if let Some(base) = base.filter(|_| i % 2 == 1) {
+            paired = Some(burst(&cfg, &mut senders, &format!("{id}-base"), base).await?);
+        }
+        if id != "w" {
+            bursts.push((b, paired));
+        }
     }
     let mut total = Tally::default();
     let mut per_burst = Vec::new();
     let (mut rps, mut wall, mut p50, mut p99, mut max) = (vec![], vec![], vec![], vec![], vec![]);
+    let (mut base_rps, mut rps_x, mut p99_x) = (vec![], vec![], vec![]);
     let mut stats: BTreeMap<String, Vec<f64>> = BTreeMap::new();
-    for b in bursts {
-        let mut lat = b.tally.latencies_ns.clone();
-        lat.sort_unstable();
+    for (b, paired) in bursts {
+        let (r, q50, q99, m) = figures(&b);
         let secs = b.wall.as_secs_f64();
-        let answered = lat.len() as f64;
-        let x = serde_json::json!({
+        let mut x = serde_json::json!({
             "wall_ms": secs * 1e3,
-            "rps": if secs > 0.0 { answered / secs } else { 0.0 },
-            "p50_us": percentile(&lat, 0.50),
-            "p99_us": percentile(&lat, 0.99),
-            "max_us": lat.last().map_or(0.0, |&m| m as f64 / 1e3),
+            "rps": r,
+            "p50_us": q50,
+            "p99_us": q99,
+            "max_us": m,
             "stats": b.stats,
         });
-        rps.push(x["rps"].as_f64().unwrap_or(0.0));
+        if let Some(pb) = &paired {
+            let (br, _, b99, _) = figures(pb);
+            x["baseline_rps"] = br.into();
+            x["baseline_p99_us"] = b99.into();
+            base_rps.push(br);
+            if br > 0.0 && b99 > 0.0 {
+                rps_x.push(r / br);
+                p99_x.push(q99 / b99);
+            }
+        }
+        rps.push(r);
         wall.push(secs * 1e3);
-        p50.push(percentile(&lat, 0.50));
-        p99.push(percentile(&lat, 0.99));
-        max.push(lat.last().map_or(0.0, |&m| m as f64 / 1e3));
+        p50.push(q50);
+        p99.push(q99);
+        max.push(m);
         for (k, v) in &b.stats {
             stats.entry(k.clone()).or_default().push(*v);
         }
@@ -718,6 +795,10 @@ async fn run_bursts(cfg: Config, n: usize) -> Result<(), BoxError> {
             "status": status,
             "replayed": total.replayed,
             "stats": stats_median,
+            "baseline": cfg.baseline,
+            "baseline_rps": base.map(|_| median(base_rps.clone())),
+            "rps_x_baseline": base.map(|_| median(rps_x.clone())),
+            "p99_x_baseline": base.map(|_| median(p99_x.clone())),
             "bursts": per_burst,
         });
         println!("{out}");
@@ -739,6 +820,14 @@ async fn run_bursts(cfg: Config, n: usize) -> Result<(), BoxError> {
             total.io_errors
         );
         println!("latency   p50 {p50:.1} us  p99 {p99:.1} us  max {max:.1} us");
+        if let Some(path) = &cfg.baseline {
+            println!(
+                "baseline  {path}: {:.1} req/s; req/s x{:.2}, p99 x{:.2} (per pair of bursts)",
+                median(base_rps),
+                median(rps_x),
+                median(p99_x)
+            );
+        }
         for (k, v) in &stats_median {
             println!(
                 "stats     {k} {v} per burst ({:.2} per request)",
