@@ -4,7 +4,7 @@ use core::convert::Infallible;
 
 use axum::extract::{FromRef, FromRequestParts, MatchedPath};
 use http::request::Parts;
-use http::{HeaderMap, HeaderValue, Method};
+use http::{HeaderMap, HeaderValue, Method, Uri};
 
 use crate::engine::{Idem, IdempotencyError};
 use crate::key::{InvalidKey, ScopedKey, parse_header_key, validate_key};
@@ -41,8 +41,9 @@ pub struct IdemContext {
     idem: Idem,
     headers: HeaderMap,
     method: Method,
-    path: String,
-    route: Option<String>,
+    /// The request's URI (reference-counted, not copied: its path is what `path()` gives).
+    uri: Uri,
+    route: Option<MatchedPath>,
     default_scope: Option<Option<Vec<String>>>,
 }
 
@@ -63,11 +64,8 @@ impl IdemContext {
             idem,
             headers: parts.headers.clone(),
             method: parts.method.clone(),
-            path: parts.uri.path().to_owned(),
-            route: parts
-                .extensions
-                .get::<MatchedPath>()
-                .map(|m| m.as_str().to_owned()),
+            uri: parts.uri.clone(),
+            route: parts.extensions.get::<MatchedPath>().cloned(),
         }
     }
 
@@ -117,7 +115,7 @@ impl IdemContext {
     /// assert_eq!(cx.path(), "/a/b");
     /// ```
     pub fn path(&self) -> &str {
-        &self.path
+        self.uri.path()
     }
 
     /// axum's matched route template (`/v1/payments/{id}/refunds`), when the request was routed
@@ -130,7 +128,7 @@ impl IdemContext {
     /// assert_eq!(cx.route(), None); // not routed
     /// ```
     pub fn route(&self) -> Option<&str> {
-        self.route.as_deref()
+        self.route.as_ref().map(MatchedPath::as_str)
     }
 
     /// The operation name of a handler without `operation = ".."`: the method and the matched
@@ -144,11 +142,7 @@ impl IdemContext {
     /// assert_eq!(cx.route_operation(), "POST /a/b");
     /// ```
     pub fn route_operation(&self) -> String {
-        format!(
-            "{} {}",
-            self.method,
-            self.route.as_deref().unwrap_or(&self.path)
-        )
+        format!("{} {}", self.method, self.route().unwrap_or(self.path()))
     }
 
     /// The scope parts of the router-wide default scope ([`Idem::with_default_scope`]) for this
@@ -176,7 +170,7 @@ impl IdemContext {
                 tracing::error!(
                     target: "idem",
                     method = %self.method,
-                    path = %self.path,
+                    path = %self.path(),
                     "a handler with `scope = default` runs on an `Idem` handle without a default \
                      scope: set one with `Idem::with_default_scope`, or give the handler its own \
                      `scope = [..]`; answering 500"

@@ -167,6 +167,14 @@ impl fmt::Display for ScopedKey {
 }
 
 fn escape_part(part: &str, out: &mut String) {
+    // The usual part needs no escape: copied at once.
+    if !part
+        .bytes()
+        .any(|b| matches!(b, b'%' | b':') || b.is_ascii_control() || b >= 0x80)
+    {
+        out.push_str(part);
+        return;
+    }
     for c in part.chars() {
         match c {
             '%' => out.push_str("%25"),

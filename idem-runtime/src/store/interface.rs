@@ -434,8 +434,7 @@ pub trait Store: Send + Sync + fmt::Debug {
 
 /// A new stable operation id: a random UUID version 4, lowercase hyphenated.
 pub(crate) fn new_operation_id() -> Result<String, StoreError> {
-    let mut b = [0u8; 16];
-    getrandom::fill(&mut b).map_err(|e| StoreError::Other(format!("no randomness: {e}").into()))?;
+    let mut b = random_16()?;
     b[6] = (b[6] & 0x0f) | 0x40;
     b[8] = (b[8] & 0x3f) | 0x80;
     let mut s = String::with_capacity(36);
@@ -447,6 +446,44 @@ pub(crate) fn new_operation_id() -> Result<String, StoreError> {
         s.push(char::from(b"0123456789abcdef"[(byte & 0xf) as usize]));
     }
     Ok(s)
+}
+
+/// Operating-system randomness drawn [`RANDOM_POOL`] bytes at a time, per thread.
+struct RandomPool {
+    bytes: [u8; RANDOM_POOL],
+    /// Bytes of `bytes` already handed out.
+    used: usize,
+    /// The process that drew them: a child forked since draws its own, so that parent and child
+    /// never hand out the same id.
+    pid: u32,
+}
+
+/// 32 operation ids per `getrandom` system call: the call costs about a microsecond, as much as
+/// the rest of the engine's work on a fresh key with the memory store (BENCHMARKS.md, "Cost
+/// per request").
+const RANDOM_POOL: usize = 512;
+
+std::thread_local! {
+    static RANDOM: core::cell::RefCell<RandomPool> = const {
+        core::cell::RefCell::new(RandomPool { bytes: [0; RANDOM_POOL], used: RANDOM_POOL, pid: 0 })
+    };
+}
+
+/// 16 random bytes from the operating system's generator, never handed out twice (neither in
+/// another thread, nor in a forked child).
+fn random_16() -> Result<[u8; 16], StoreError> {
+    RANDOM.with_borrow_mut(|pool| {
+        let pid = std::process::id();
+        if pool.used + 16 > RANDOM_POOL || pool.pid != pid {
+            getrandom::fill(&mut pool.bytes)
+                .map_err(|e| StoreError::Other(format!("no randomness: {e}").into()))?;
+            (pool.used, pool.pid) = (0, pid);
+        }
+        let mut out = [0; 16];
+        out.copy_from_slice(&pool.bytes[pool.used..pool.used + 16]);
+        pool.used += 16;
+        Ok(out)
+    })
 }
 
 #[cfg(test)]
@@ -461,5 +498,26 @@ mod tests {
         assert_eq!(a.len(), 36);
         assert_eq!(&a[14..15], "4");
         assert!(matches!(&a[19..20], "8" | "9" | "a" | "b"));
+    }
+
+    #[test]
+    fn operation_ids_are_unique_across_refills_and_threads() {
+        let ids: Vec<String> = std::thread::scope(|s| {
+            let threads: Vec<_> = (0..4)
+                .map(|_| {
+                    s.spawn(|| {
+                        (0..1000)
+                            .map(|_| new_operation_id().unwrap())
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            threads
+                .into_iter()
+                .flat_map(|t| t.join().unwrap())
+                .collect()
+        });
+        let distinct: std::collections::HashSet<&String> = ids.iter().collect();
+        assert_eq!(distinct.len(), 4000);
     }
 }

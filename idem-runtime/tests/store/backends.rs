@@ -468,6 +468,33 @@ async fn sweeper_purges_in_the_background() {
     handle.stop().await;
 }
 
+/// The SQLite store checkpoints its WAL on a task of its own every 256 writes, so that no
+/// commit of a request pays for it: 300 claims and their completions (600 writes) start two
+/// (one, if the first still runs at the 512th write), and every record is still there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_checkpoints_in_the_background() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = sqlite_store(&dir.path().join("wal.db")).await;
+    let keys: Vec<_> = (0..300)
+        .map(|i| idem_runtime::key::ScopedKey::new(&["t"], "wal", &format!("k{i}")).unwrap())
+        .collect();
+    for key in &keys {
+        let lease = acquire(&store, &req(key, hash("a"))).await;
+        store.complete(&lease, &done()).await.unwrap();
+    }
+    for _ in 0..5_000 {
+        if store.checkpoint_count() >= 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    assert!((1..=2).contains(&store.checkpoint_count()));
+    for key in &keys {
+        let record = store.get(key).await.unwrap().expect("stored");
+        assert_eq!(record.state, RecordState::Completed);
+    }
+}
+
 /// Two processes claim the same 300 keys in one SQLite file: every key has exactly one winner.
 /// The child is this test binary again, running only this test with `IDEM_SQLITE_CHILD` set.
 /// Both wait at a barrier (each creates its ready file, then waits for the other's) so that
