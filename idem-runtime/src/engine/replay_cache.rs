@@ -120,7 +120,8 @@ impl ReplayCache {
     }
 
     /// Sets how long an entry is served after it was filled: the longest an operator's
-    /// `idem expire --fence N` (which ends a record early) goes unseen by this process.
+    /// `idem expire --fence N` (which ends a record early) goes unseen by this process. Like
+    /// [`ReplayCache::clock_margin`], it returns a new, empty cache: set both before sharing it.
     ///
     /// ```
     /// use core::time::Duration;
