@@ -14,6 +14,7 @@
 //! | `POST /floor` | the same + one `SELECT 1` on the store's pool (SQL stores only): the one-statement floor |
 //! | `POST /floor2` | the same + two `SELECT 1`, one after the other: the two-statement floor |
 //! | `POST /idem` | the same handler under `#[idempotent(scope = global, contract = "exact_replay")]` |
+//! | `POST /idem-cached` | the same, through a handle with a replay cache over the same store (`ReplayCache::new(100_000)`, defaults otherwise): replays of records it has seen cost no statement |
 //! | `GET /stats` | `{"statements": n, "handler_runs": n}`: the SQL statements the store has sent (`statement_count()`; `null` for memory) and the times the `/idem` handler ran, since start |
 //!
 //! A fresh key costs the store two statements (claim, complete), a replay one (the claim returns
@@ -42,7 +43,7 @@ use axum::http::StatusCode;
 use axum::routing::{get, post};
 use idem::http::Json;
 use idem::store::Store;
-use idem::{Fingerprint, Idem, Snapshot, idempotent};
+use idem::{Fingerprint, Idem, ReplayCache, Snapshot, idempotent};
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 
@@ -295,10 +296,22 @@ async fn serve(args: Args) -> Result<(), BoxError> {
         statements,
         runs: Arc::default(),
     };
+    let cached = App {
+        idem: app
+            .idem
+            .clone()
+            .with_replay_cache(ReplayCache::new(100_000)),
+        ..app.clone()
+    };
     let mut router = Router::new()
         .route("/bare", post(bare))
         .route("/idem", post(idem_payment))
-        .route("/stats", get(stats));
+        .route("/stats", get(stats))
+        .merge(
+            Router::new()
+                .route("/idem-cached", post(idem_payment))
+                .with_state(cached),
+        );
     if !matches!(app.pool, Pool::Memory) {
         router = router
             .route("/floor", post(floor))

@@ -346,7 +346,7 @@ pub use idem_macros::Snapshot;
 pub use idem_runtime::engine::problem;
 pub use idem_runtime::engine::{
     AsIdem, Contract, DefaultPolicy, Disposition, HandlerConfig, Idem, IdempotencyError,
-    OperationId, OutcomePolicy, Snapshot, operation_id, run_once,
+    OperationId, OutcomePolicy, ReplayCache, Snapshot, operation_id, run_once,
 };
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]

@@ -627,6 +627,20 @@ async fn sqlite_store() {
     suite(Idem::new(store)).await;
 }
 
+/// The same behaviour through a handle with a replay cache: replays of records it stored come
+/// from the cache, and a `latest_state` replay still renders the current state through `lookup`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_store_with_a_replay_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = idem::SqliteStore::open(dir.path().join("idem.db"))
+        .await
+        .unwrap();
+    store.migrate().await.unwrap();
+    let cache = idem::ReplayCache::new(1000);
+    suite(Idem::new(store).with_replay_cache(cache.clone())).await;
+    assert!(!cache.is_empty());
+}
+
 #[derive(Snapshot, serde::Serialize)]
 struct Thing {
     #[snapshot(biz_no)]

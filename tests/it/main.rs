@@ -21,6 +21,7 @@ mod http_layer;
 mod idempotent_axum;
 mod idempotent_consumer;
 mod payments;
+mod replay_cache;
 mod snapshot;
 mod vectors;
 mod vectors_derive;

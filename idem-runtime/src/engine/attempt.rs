@@ -15,6 +15,7 @@ use tokio::time::Instant;
 use super::error::IdempotencyError;
 use super::front::{Answer, ClaimSettings, Front, Settlement, answer, bounded};
 use super::operation::{OperationId, with_operation};
+use super::replay_cache::ReplayCache;
 use crate::store::{Claim, Completion, Lease, RecordState, Store, StoreError};
 use crate::telemetry::{self, Settled};
 
@@ -43,6 +44,8 @@ pub(crate) struct Attempt {
     /// The record still needs settling: abandon it on drop.
     armed: bool,
     held: Arc<Held>,
+    /// Where a stored result is kept for replays, if the handle has a cache.
+    replay_cache: Option<ReplayCache>,
 }
 
 /// What the lease keeper knows about the lease, shared with the attempt.
@@ -87,7 +90,15 @@ impl Attempt {
             wait,
             armed: true,
             held: Arc::new(held),
+            replay_cache: None,
         }
+    }
+
+    /// Keeps the result, once stored, in `cache`
+    /// ([`Idem::with_replay_cache`](super::Idem::with_replay_cache)).
+    pub(crate) fn with_replay_cache(mut self, cache: Option<ReplayCache>) -> Self {
+        self.replay_cache = cache;
+        self
     }
 
     /// The operation id handed to the handler.
@@ -286,7 +297,11 @@ impl Attempt {
             return Err(self.fenced_error());
         }
         let call = bounded(self.wait, self.store.complete(&self.lease, completion));
-        telemetry::store_call(self.store.backend(), "complete", call).await
+        let stored = telemetry::store_call(self.store.backend(), "complete", call).await;
+        if let (Ok(()), Some(cache)) = (&stored, &self.replay_cache) {
+            cache.insert_completed(&self.lease, completion, self.store.clock());
+        }
+        stored
     }
 
     /// Stores the snapshot, retrying what the store refuses for the moment (a busy database, a

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use super::contract::Contract;
 use super::error::IdempotencyError;
 use super::policy::{DefaultPolicy, OutcomePolicy};
+use super::replay_cache::ReplayCache;
 use crate::store::Store;
 
 /// Everything `#[idempotent]` fixes at compile time for one handler; generated as a `static`.
@@ -258,6 +259,7 @@ pub struct Idem {
     max_snapshot_bytes: usize,
     store_timeout: Duration,
     problem_base: Option<Arc<str>>,
+    replay_cache: Option<ReplayCache>,
     #[cfg(feature = "axum")]
     default_scope: Option<Arc<DefaultScopeFn>>,
 }
@@ -276,7 +278,8 @@ impl fmt::Debug for Idem {
             .field("policy", &self.policy)
             .field("max_snapshot_bytes", &self.max_snapshot_bytes)
             .field("store_timeout", &self.store_timeout)
-            .field("problem_base", &self.problem_base);
+            .field("problem_base", &self.problem_base)
+            .field("replay_cache", &self.replay_cache);
         #[cfg(feature = "axum")]
         d.field("default_scope", &self.default_scope.is_some());
         d.finish()
@@ -319,6 +322,7 @@ impl Idem {
             max_snapshot_bytes: DEFAULT_MAX_SNAPSHOT_BYTES,
             store_timeout: DEFAULT_STORE_TIMEOUT,
             problem_base: None,
+            replay_cache: None,
             #[cfg(feature = "axum")]
             default_scope: None,
         }
@@ -421,6 +425,36 @@ impl Idem {
     /// The base set with [`Idem::with_problem_base`], if any.
     pub fn problem_base(&self) -> Option<&Arc<str>> {
         self.problem_base.as_ref()
+    }
+
+    /// Keeps the completed records this handle sees (claims that find one, results it stores) in
+    /// `cache`, and replays a retry of the same request from it without a store call, for as
+    /// long as the cache's bounds allow (see [`ReplayCache`]): never past the record's expiry
+    /// minus the cache's clock margin, never longer than its `max_age` after it was filled (an
+    /// operator's `idem expire` goes unseen by this process for at most that long). Off unless
+    /// set. Handles given the same cache (or clones of one) share its entries.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use idem_runtime::engine::{Idem, ReplayCache};
+    /// let idem = Idem::new(idem_runtime::store::MemoryStore::new())
+    ///     .with_replay_cache(ReplayCache::new(10_000).max_age(Duration::from_secs(1)));
+    /// assert_eq!(idem.replay_cache().unwrap().max_age_in_force(), Duration::from_secs(1));
+    /// ```
+    #[must_use]
+    pub fn with_replay_cache(mut self, cache: ReplayCache) -> Self {
+        self.replay_cache = Some(cache);
+        self
+    }
+
+    /// The cache set with [`Idem::with_replay_cache`], if any.
+    ///
+    /// ```
+    /// use idem_runtime::engine::Idem;
+    /// assert!(Idem::new(idem_runtime::store::MemoryStore::new()).replay_cache().is_none());
+    /// ```
+    pub fn replay_cache(&self) -> Option<&ReplayCache> {
+        self.replay_cache.as_ref()
     }
 
     /// The problem document of `error` as this handle sends it (its base applied);

@@ -121,6 +121,9 @@ pub(crate) enum Admission {
 /// * any store error is `Unavailable` (503 + `Retry-After`: the error's own wait, 1 s by default),
 ///   unless the handler fails open. A non-transient error (a missing table, a corrupt row) is
 ///   answered the same way: the client cannot fix it, and a 500 would invite endless retries (S9).
+///
+/// With a replay cache ([`Idem::with_replay_cache`]), a cached record of the same request is
+/// replayed without a claim, and a completed record a claim finds is cached.
 pub(crate) async fn admit(
     idem: &Idem,
     key: &ScopedKey,
@@ -128,6 +131,10 @@ pub(crate) async fn admit(
     hash: RequestHash,
     settings: ClaimSettings,
 ) -> Admission {
+    let cache = idem.replay_cache();
+    if let Some(record) = cache.and_then(|c| c.get(key, &hash, idem.store().clock())) {
+        return Admission::Replay(record);
+    }
     let req = ClaimRequest::new(key, hash, settings.lease, settings.ttl);
     // Measured before the claim is sent: the lease cannot end earlier than this plus its length.
     let sent = tokio::time::Instant::now();
@@ -142,16 +149,16 @@ pub(crate) async fn admit(
                 Outcome::Fresh
             };
             telemetry::request(key, backend, outcome);
-            Admission::Run(Attempt::new(
-                idem.store().clone(),
-                lease,
-                settings,
-                wait,
-                sent,
-            ))
+            let attempt = Attempt::new(idem.store().clone(), lease, settings, wait, sent);
+            Admission::Run(attempt.with_replay_cache(cache.cloned()))
         }
         Ok(claim) => match answer(claim, hash, client_key) {
-            Answer::Replay(record) => Admission::Replay(record),
+            Answer::Replay(record) => {
+                if let Some(c) = cache {
+                    c.insert(key, &record, idem.store().clock());
+                }
+                Admission::Replay(record)
+            }
             Answer::Reject(e) => Admission::Reject(e),
         },
         Err(e) if settings.fail_open => {

@@ -76,6 +76,7 @@ mod once;
 mod operation;
 mod policy;
 pub mod problem;
+mod replay_cache;
 mod snapshot;
 
 pub use config::{
@@ -91,6 +92,9 @@ pub(crate) use front::{ClaimSettings, Front, Settlement};
 pub use once::run_once;
 pub use operation::{OperationId, operation_id};
 pub use policy::{DefaultPolicy, Disposition, OutcomePolicy};
+pub use replay_cache::{
+    DEFAULT_REPLAY_CACHE_CLOCK_MARGIN, DEFAULT_REPLAY_CACHE_MAX_AGE, ReplayCache,
+};
 pub use snapshot::Snapshot;
 #[cfg(feature = "axum")]
 pub(crate) use snapshot::{biz_no_body, key_fields_body};

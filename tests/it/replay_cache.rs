@@ -1,0 +1,306 @@
+//! The replay cache (`Idem::with_replay_cache`) over real stores: a cached replay sends nothing
+//! to the store, and the cache never answers what the store would not — another request under
+//! the key, an expired record, a record an operator expired (after at most `max_age`), a record
+//! of another handle over the same database.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use idem::problem;
+use idem::store::{
+    BoxFuture, Claim, ClaimRequest, Clock, Completion, Lease, ManualClock, MemoryStore, Record,
+    SqliteStore, Store, StoreError,
+};
+use idem::{HandlerConfig, Idem, IdempotencyError, ReplayCache, RequestHash, run_once};
+
+static SHIP: HandlerConfig = HandlerConfig::new("tests::cached_ship").ttl(Duration::from_secs(60));
+
+/// A store that counts the calls it is sent.
+#[derive(Debug)]
+struct Counting {
+    inner: Arc<dyn Store>,
+    calls: AtomicU64,
+}
+
+impl Counting {
+    fn new(inner: Arc<dyn Store>) -> Arc<Self> {
+        Arc::new(Counting {
+            inner,
+            calls: AtomicU64::new(0),
+        })
+    }
+
+    fn calls(&self) -> u64 {
+        self.calls.load(Ordering::SeqCst)
+    }
+
+    fn count(&self) {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+impl Store for Counting {
+    fn claim<'a>(&'a self, req: &'a ClaimRequest<'a>) -> BoxFuture<'a, Result<Claim, StoreError>> {
+        self.count();
+        self.inner.claim(req)
+    }
+    fn complete<'a>(
+        &'a self,
+        lease: &'a Lease,
+        completion: &'a Completion,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        self.count();
+        self.inner.complete(lease, completion)
+    }
+    fn release<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<(), StoreError>> {
+        self.count();
+        self.inner.release(lease)
+    }
+    fn abandon<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<(), StoreError>> {
+        self.count();
+        self.inner.abandon(lease)
+    }
+    fn extend<'a>(
+        &'a self,
+        lease: &'a Lease,
+        by: Duration,
+    ) -> BoxFuture<'a, Result<Lease, StoreError>> {
+        self.count();
+        self.inner.extend(lease, by)
+    }
+    fn get<'a>(
+        &'a self,
+        key: &'a idem::key::ScopedKey,
+    ) -> BoxFuture<'a, Result<Option<Record>, StoreError>> {
+        self.count();
+        self.inner.get(key)
+    }
+    fn purge_expired(&self, batch: u32) -> BoxFuture<'_, Result<u64, StoreError>> {
+        self.count();
+        self.inner.purge_expired(batch)
+    }
+    fn migrate(&self) -> BoxFuture<'_, Result<(), StoreError>> {
+        self.inner.migrate()
+    }
+    fn clock(&self) -> &dyn Clock {
+        self.inner.clock()
+    }
+    fn backend(&self) -> &'static str {
+        self.inner.backend()
+    }
+}
+
+#[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+enum JobError {
+    Idempotency(u16, String),
+}
+
+impl From<IdempotencyError> for JobError {
+    fn from(e: IdempotencyError) -> Self {
+        JobError::Idempotency(e.status(), e.problem_type().to_owned())
+    }
+}
+
+/// A consumer that ships `sku` for message `msg`: the result names the run that made it.
+struct Consumer {
+    idem: Idem,
+    runs: Arc<AtomicUsize>,
+}
+
+impl Consumer {
+    fn new(store: Arc<dyn Store>, cache: ReplayCache, runs: &Arc<AtomicUsize>) -> Self {
+        Consumer {
+            idem: Idem::from_arc(store).with_replay_cache(cache),
+            runs: runs.clone(),
+        }
+    }
+
+    async fn ship(&self, msg: &str, sku: &str) -> Result<String, JobError> {
+        let runs = self.runs.clone();
+        let sku = sku.to_owned();
+        run_once(
+            &self.idem,
+            &SHIP,
+            msg,
+            &[&"warehouse-1"],
+            RequestHash::of_bytes(sku.as_bytes()),
+            async move {
+                let run = runs.fetch_add(1, Ordering::SeqCst) + 1;
+                Ok(format!("shp_{sku}_run{run}"))
+            },
+        )
+        .await
+    }
+}
+
+fn cache() -> ReplayCache {
+    ReplayCache::new(1000)
+        .max_age(Duration::from_secs(3600))
+        .clock_margin(Duration::from_secs(5))
+}
+
+async fn sqlite(clock: &Arc<ManualClock>) -> (Arc<SqliteStore>, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path().join("idem.db"))
+        .await
+        .unwrap()
+        .with_clock(clock.clone());
+    store.migrate().await.unwrap();
+    (Arc::new(store), dir)
+}
+
+async fn cached_replays_send_nothing(store: Arc<dyn Store>) {
+    let counting = Counting::new(store);
+    let runs = Arc::default();
+    let c = Consumer::new(counting.clone(), cache(), &runs);
+    let first = c.ship("m-1", "sku-1").await.unwrap();
+    assert_eq!(counting.calls(), 2, "claim + complete");
+    for _ in 0..3 {
+        assert_eq!(c.ship("m-1", "sku-1").await.unwrap(), first);
+    }
+    assert_eq!(counting.calls(), 2, "replays from the cache");
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    // Another handle (empty cache) over the same store: its first replay claims and fills.
+    let other = Consumer::new(counting.clone(), cache(), &runs);
+    assert_eq!(other.ship("m-1", "sku-1").await.unwrap(), first);
+    assert_eq!(counting.calls(), 3);
+    assert_eq!(other.ship("m-1", "sku-1").await.unwrap(), first);
+    assert_eq!(counting.calls(), 3);
+}
+
+#[tokio::test]
+async fn memory_cached_replays_send_nothing_to_the_store() {
+    cached_replays_send_nothing(Arc::new(MemoryStore::new())).await;
+}
+
+#[tokio::test]
+async fn sqlite_cached_replays_send_nothing_to_the_store() {
+    let clock = Arc::new(ManualClock::starting_now());
+    let (store, _dir) = sqlite(&clock).await;
+    let before = store.statement_count();
+    cached_replays_send_nothing(store.clone()).await;
+    // Fresh: claim + complete; the second handle's claim of a completed record: two more on
+    // SQLite (docs/storage.md, "Statements per path"); the cached replays: none.
+    assert_eq!(store.statement_count() - before, 4);
+}
+
+#[tokio::test]
+async fn another_request_under_a_cached_key_is_still_422() {
+    let counting = Counting::new(Arc::new(MemoryStore::new()));
+    let runs = Arc::default();
+    let c = Consumer::new(counting.clone(), cache(), &runs);
+    c.ship("m-1", "sku-1").await.unwrap();
+    let calls = counting.calls();
+    let reused = c.ship("m-1", "sku-9").await.unwrap_err();
+    assert_eq!(
+        reused,
+        JobError::Idempotency(422, problem::KEY_REUSED.into())
+    );
+    assert_eq!(counting.calls(), calls + 1, "the store decided");
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn an_entry_near_the_records_expiry_is_not_served() {
+    let clock = Arc::new(ManualClock::starting_now());
+    let counting = Counting::new(Arc::new(MemoryStore::with_clock(clock.clone())));
+    let runs = Arc::default();
+    let c = Consumer::new(counting.clone(), cache(), &runs);
+    let first = c.ship("m-1", "sku-1").await.unwrap();
+    let calls = counting.calls();
+    // TTL 60 s, margin 5 s: served from the cache until 55 s.
+    clock.advance(Duration::from_millis(54_999));
+    assert_eq!(c.ship("m-1", "sku-1").await.unwrap(), first);
+    assert_eq!(counting.calls(), calls);
+    // Within the margin: the store answers (the record still lives) and the cache is not
+    // refilled.
+    clock.advance(Duration::from_millis(1));
+    assert_eq!(c.ship("m-1", "sku-1").await.unwrap(), first);
+    assert_eq!(counting.calls(), calls + 1);
+    assert_eq!(c.ship("m-1", "sku-1").await.unwrap(), first);
+    assert_eq!(counting.calls(), calls + 2);
+    // Past the TTL: the key is free, the job runs again.
+    clock.advance(Duration::from_secs(5));
+    let again = c.ship("m-1", "sku-1").await.unwrap();
+    assert_ne!(again, first);
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn the_cache_holds_at_most_its_capacity() {
+    let counting = Counting::new(Arc::new(MemoryStore::new()));
+    let runs = Arc::default();
+    let cache = ReplayCache::new(16);
+    let c = Consumer::new(counting.clone(), cache.clone(), &runs);
+    for i in 0..200 {
+        c.ship(&format!("m-{i}"), "sku-1").await.unwrap();
+        assert!(cache.len() <= 16, "{} entries", cache.len());
+    }
+    assert_eq!(cache.capacity(), 16);
+    // The oldest keys were evicted: the store answers their replays.
+    let calls = counting.calls();
+    c.ship("m-0", "sku-1").await.unwrap();
+    assert_eq!(counting.calls(), calls + 1);
+    assert_eq!(runs.load(Ordering::SeqCst), 200);
+}
+
+/// Two handles, each with its own cache, over one SQLite database: two processes.
+#[tokio::test]
+async fn two_handles_over_one_sqlite_store_stay_correct() {
+    let clock = Arc::new(ManualClock::starting_now());
+    let (store, _dir) = sqlite(&clock).await;
+    let runs = Arc::default();
+    let a = Consumer::new(store.clone(), cache(), &runs);
+    let b = Consumer::new(store.clone(), cache(), &runs);
+    let first = a.ship("m-1", "sku-1").await.unwrap();
+    assert_eq!(b.ship("m-1", "sku-1").await.unwrap(), first);
+    assert_eq!(
+        b.ship("m-1", "sku-9").await.unwrap_err(),
+        JobError::Idempotency(422, problem::KEY_REUSED.into())
+    );
+    // Both caches hold the record; the TTL passes and the record is purged.
+    clock.advance(Duration::from_secs(61));
+    assert_eq!(store.purge_expired(100).await.unwrap(), 1);
+    // B runs the key afresh (another payload is a new request now); A must not replay its copy.
+    let second = b.ship("m-1", "sku-2").await.unwrap();
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
+    assert_eq!(a.ship("m-1", "sku-2").await.unwrap(), second);
+    assert_eq!(
+        a.ship("m-1", "sku-1").await.unwrap_err(),
+        JobError::Idempotency(422, problem::KEY_REUSED.into())
+    );
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
+}
+
+/// `idem expire --fence N` ends a record early in the database: a handle with a cache replays its
+/// copy for at most `max_age`, then sees the key free.
+#[tokio::test]
+async fn an_operator_expire_is_seen_after_max_age() {
+    let clock = Arc::new(ManualClock::starting_now());
+    let (store, _dir) = sqlite(&clock).await;
+    let runs = Arc::default();
+    let c = Consumer::new(
+        store.clone(),
+        cache().max_age(Duration::from_secs(2)),
+        &runs,
+    );
+    let first = c.ship("m-1", "sku-1").await.unwrap();
+    // What the CLI's `expire` does: expire_at = min(expire_at, now).
+    let now = clock.now().as_millis();
+    let expired = sqlx::query("UPDATE idem_idempotency_records SET expire_at = min(expire_at, ?1)")
+        .bind(now)
+        .execute(store.pool())
+        .await
+        .unwrap();
+    assert_eq!(expired.rows_affected(), 1);
+    // Within max_age the copy is still served (the bounded staleness)...
+    clock.advance(Duration::from_millis(1_999));
+    assert_eq!(c.ship("m-1", "sku-1").await.unwrap(), first);
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    // ...and no longer after it: the store finds the key free.
+    clock.advance(Duration::from_millis(1));
+    let again = c.ship("m-1", "sku-1").await.unwrap();
+    assert_ne!(again, first);
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
+}
