@@ -31,8 +31,8 @@
 //! checkpoint itself after every 256 writes, as a `PRAGMA
 //! wal_checkpoint(PASSIVE)` on a task of its own (when a tokio runtime is running), which
 //! never blocks a writer; the log is then restarted by the next writer before it reaches the
-//! automatic threshold, which stays as a backstop. With it, fresh requests at one connection
-//! had a p99 about a third lower and 20 % more throughput (BENCHMARKS.md, "HTTP end to end").
+//! automatic threshold, which stays as a backstop. In a paired run, fresh requests at one
+//! connection had 1.3-2x the throughput and half the p99 (BENCHMARKS.md, "HTTP end to end").
 //! These background statements are not counted by [`SqliteStore::statement_count`].
 //!
 //! An `INSERT` takes SQLite's write lock even when its upsert changes nothing, so a replay briefly
