@@ -18,102 +18,16 @@ use axum::http::{Request, StatusCode};
 use axum::routing::post;
 use http_body_util::BodyExt;
 use idem::http::Json;
-use idem::store::{
-    BoxFuture, Claim, ClaimRequest, Clock, Completion, Lease, Record, Store, StoreError,
-};
+use idem::store::Store;
 use idem::{Fingerprint, Idem, Snapshot, idempotent};
 use tokio::sync::Barrier;
 use tower::ServiceExt;
 
+use crate::counted::Counted;
 use crate::servers::{server_url, unique};
 
 /// Concurrent requests per storm.
 const STORM: u64 = 200;
-
-/// A store that counts the engine's calls into the one it wraps.
-#[derive(Debug)]
-struct Counted {
-    inner: Arc<dyn Store>,
-    claims: AtomicU64,
-    completes: AtomicU64,
-    /// `get`, `release`, `abandon`, `extend`, `purge_expired`: none in a storm.
-    others: AtomicU64,
-}
-
-impl Counted {
-    fn new(inner: Arc<dyn Store>) -> Self {
-        Counted {
-            inner,
-            claims: AtomicU64::new(0),
-            completes: AtomicU64::new(0),
-            others: AtomicU64::new(0),
-        }
-    }
-
-    fn other(&self) {
-        self.others.fetch_add(1, Ordering::SeqCst);
-    }
-}
-
-impl Store for Counted {
-    fn claim<'a>(&'a self, req: &'a ClaimRequest<'a>) -> BoxFuture<'a, Result<Claim, StoreError>> {
-        self.claims.fetch_add(1, Ordering::SeqCst);
-        self.inner.claim(req)
-    }
-
-    fn complete<'a>(
-        &'a self,
-        lease: &'a Lease,
-        completion: &'a Completion,
-    ) -> BoxFuture<'a, Result<(), StoreError>> {
-        self.completes.fetch_add(1, Ordering::SeqCst);
-        self.inner.complete(lease, completion)
-    }
-
-    fn release<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<(), StoreError>> {
-        self.other();
-        self.inner.release(lease)
-    }
-
-    fn abandon<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<(), StoreError>> {
-        self.other();
-        self.inner.abandon(lease)
-    }
-
-    fn extend<'a>(
-        &'a self,
-        lease: &'a Lease,
-        by: Duration,
-    ) -> BoxFuture<'a, Result<Lease, StoreError>> {
-        self.other();
-        self.inner.extend(lease, by)
-    }
-
-    fn get<'a>(
-        &'a self,
-        key: &'a idem::key::ScopedKey,
-    ) -> BoxFuture<'a, Result<Option<Record>, StoreError>> {
-        self.other();
-        self.inner.get(key)
-    }
-
-    fn purge_expired(&self, batch: u32) -> BoxFuture<'_, Result<u64, StoreError>> {
-        self.other();
-        self.inner.purge_expired(batch)
-    }
-
-    fn migrate(&self) -> BoxFuture<'_, Result<(), StoreError>> {
-        self.inner.migrate()
-    }
-
-    fn clock(&self) -> &dyn Clock {
-        self.inner.clock()
-    }
-
-    fn backend(&self) -> &'static str {
-        self.inner.backend()
-    }
-}
 
 /// A store and its statement counter (`None` for memory).
 struct Fixture {
@@ -213,7 +127,7 @@ async fn create_payment(
 }
 
 async fn single_key_storm(fx: Fixture) {
-    let counted = Arc::new(Counted::new(fx.store.clone()));
+    let counted = Counted::new(fx.store.clone());
     let app = App {
         // Generous: the storm queues on the store's pool, and a slow machine must not turn
         // that wait into 503s; what is asserted is the work done, not how long it took.
@@ -272,13 +186,9 @@ async fn single_key_storm(fx: Fixture) {
 
     // The engine's calls: one claim per request, one completion, nothing else (a request that
     // polled the key, claimed twice or read the record would show here).
-    assert_eq!(counted.claims.load(Ordering::SeqCst), STORM, "claims");
-    assert_eq!(counted.completes.load(Ordering::SeqCst), 1, "completions");
-    assert_eq!(
-        counted.others.load(Ordering::SeqCst),
-        0,
-        "other store calls"
-    );
+    assert_eq!(counted.claims(), STORM, "claims");
+    assert_eq!(counted.completes(), 1, "completions");
+    assert_eq!(counted.others(), 0, "other store calls");
 
     // The statements behind them (docs/storage.md, "Statements per path"): the winner's claim
     // is 1 and its completion 1; every other request's claim is at most 2 — on MariaDB and

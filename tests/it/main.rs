@@ -26,6 +26,8 @@ mod snapshot;
 mod vectors;
 mod vectors_derive;
 
+#[path = "../common/counted.rs"]
+mod counted;
 #[path = "../common/records.rs"]
 mod records;
 #[path = "../common/servers.rs"]

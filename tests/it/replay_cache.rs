@@ -4,92 +4,16 @@
 //! of another handle over the same database.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use idem::problem;
-use idem::store::{
-    BoxFuture, Claim, ClaimRequest, Clock, Completion, Lease, ManualClock, MemoryStore, Record,
-    SqliteStore, Store, StoreError,
-};
+use idem::store::{Clock, ManualClock, MemoryStore, SqliteStore, Store};
 use idem::{HandlerConfig, Idem, IdempotencyError, ReplayCache, RequestHash, run_once};
 
+use crate::counted::Counted;
+
 static SHIP: HandlerConfig = HandlerConfig::new("tests::cached_ship").ttl(Duration::from_secs(60));
-
-/// A store that counts the calls it is sent.
-#[derive(Debug)]
-struct Counting {
-    inner: Arc<dyn Store>,
-    calls: AtomicU64,
-}
-
-impl Counting {
-    fn new(inner: Arc<dyn Store>) -> Arc<Self> {
-        Arc::new(Counting {
-            inner,
-            calls: AtomicU64::new(0),
-        })
-    }
-
-    fn calls(&self) -> u64 {
-        self.calls.load(Ordering::SeqCst)
-    }
-
-    fn count(&self) {
-        self.calls.fetch_add(1, Ordering::SeqCst);
-    }
-}
-
-impl Store for Counting {
-    fn claim<'a>(&'a self, req: &'a ClaimRequest<'a>) -> BoxFuture<'a, Result<Claim, StoreError>> {
-        self.count();
-        self.inner.claim(req)
-    }
-    fn complete<'a>(
-        &'a self,
-        lease: &'a Lease,
-        completion: &'a Completion,
-    ) -> BoxFuture<'a, Result<(), StoreError>> {
-        self.count();
-        self.inner.complete(lease, completion)
-    }
-    fn release<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<(), StoreError>> {
-        self.count();
-        self.inner.release(lease)
-    }
-    fn abandon<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<(), StoreError>> {
-        self.count();
-        self.inner.abandon(lease)
-    }
-    fn extend<'a>(
-        &'a self,
-        lease: &'a Lease,
-        by: Duration,
-    ) -> BoxFuture<'a, Result<Lease, StoreError>> {
-        self.count();
-        self.inner.extend(lease, by)
-    }
-    fn get<'a>(
-        &'a self,
-        key: &'a idem::key::ScopedKey,
-    ) -> BoxFuture<'a, Result<Option<Record>, StoreError>> {
-        self.count();
-        self.inner.get(key)
-    }
-    fn purge_expired(&self, batch: u32) -> BoxFuture<'_, Result<u64, StoreError>> {
-        self.count();
-        self.inner.purge_expired(batch)
-    }
-    fn migrate(&self) -> BoxFuture<'_, Result<(), StoreError>> {
-        self.inner.migrate()
-    }
-    fn clock(&self) -> &dyn Clock {
-        self.inner.clock()
-    }
-    fn backend(&self) -> &'static str {
-        self.inner.backend()
-    }
-}
 
 #[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 enum JobError {
@@ -151,7 +75,7 @@ async fn sqlite(clock: &Arc<ManualClock>) -> (Arc<SqliteStore>, tempfile::TempDi
 }
 
 async fn cached_replays_send_nothing(store: Arc<dyn Store>) {
-    let counting = Counting::new(store);
+    let counting = Counted::new(store);
     let runs = Arc::default();
     let c = Consumer::new(counting.clone(), cache(), &runs);
     let first = c.ship("m-1", "sku-1").await.unwrap();
@@ -187,7 +111,7 @@ async fn sqlite_cached_replays_send_nothing_to_the_store() {
 
 #[tokio::test]
 async fn another_request_under_a_cached_key_is_still_422() {
-    let counting = Counting::new(Arc::new(MemoryStore::new()));
+    let counting = Counted::new(Arc::new(MemoryStore::new()));
     let runs = Arc::default();
     let c = Consumer::new(counting.clone(), cache(), &runs);
     c.ship("m-1", "sku-1").await.unwrap();
@@ -204,7 +128,7 @@ async fn another_request_under_a_cached_key_is_still_422() {
 #[tokio::test]
 async fn an_entry_near_the_records_expiry_is_not_served() {
     let clock = Arc::new(ManualClock::starting_now());
-    let counting = Counting::new(Arc::new(MemoryStore::with_clock(clock.clone())));
+    let counting = Counted::new(Arc::new(MemoryStore::with_clock(clock.clone())));
     let runs = Arc::default();
     let c = Consumer::new(counting.clone(), cache(), &runs);
     let first = c.ship("m-1", "sku-1").await.unwrap();
@@ -229,7 +153,7 @@ async fn an_entry_near_the_records_expiry_is_not_served() {
 
 #[tokio::test]
 async fn the_cache_holds_at_most_its_capacity() {
-    let counting = Counting::new(Arc::new(MemoryStore::new()));
+    let counting = Counted::new(Arc::new(MemoryStore::new()));
     let runs = Arc::default();
     let cache = ReplayCache::new(16);
     let c = Consumer::new(counting.clone(), cache.clone(), &runs);
