@@ -17,8 +17,11 @@ impl From<IdempotencyError> for Status {
     }
 }
 
-static SHORT_LEASE: HandlerConfig =
-    HandlerConfig::new("tests::short_lease").lease(Duration::from_millis(200));
+/// A 200 ms lease, and a handler timeout well past the 800 ms handler below (the default, four
+/// leases, would end it at the same millisecond as its own sleep).
+static SHORT_LEASE: HandlerConfig = HandlerConfig::new("tests::short_lease")
+    .lease(Duration::from_millis(200))
+    .timeout(Duration::from_secs(10));
 
 async fn long_handler_keeps_its_lease(store: Arc<dyn Store>) {
     let idem = Idem::from_arc(store);
