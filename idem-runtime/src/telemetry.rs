@@ -30,6 +30,9 @@ pub(crate) const STORE_SECONDS: &str = "idem_store_seconds";
 /// `idem_in_flight{operation, backend}`: attempts of this process holding a lease right now
 /// (processing records it owns).
 pub(crate) const IN_FLIGHT: &str = "idem_in_flight";
+/// `idem_replay_cache_hits_total{operation, backend}`: replays answered from the handle's replay
+/// cache, without a claim (also counted as `replay` in [`REQUESTS`]).
+pub(crate) const REPLAY_CACHE_HITS: &str = "idem_replay_cache_hits_total";
 /// `idem_purged_total{backend}`: expired records the sweeper deleted.
 pub(crate) const PURGED: &str = "idem_purged_total";
 
@@ -160,6 +163,15 @@ mod imp {
         out
     }
 
+    pub(crate) fn replay_cache_hit(key: &ScopedKey, backend: &'static str) {
+        metrics::counter!(
+            REPLAY_CACHE_HITS,
+            "operation" => key.shared_operation(),
+            "backend" => backend,
+        )
+        .increment(1);
+    }
+
     pub(crate) fn purged(backend: &'static str, n: u64) {
         metrics::counter!(PURGED, "backend" => backend).increment(n);
     }
@@ -181,6 +193,7 @@ mod imp {
     ) -> T {
         call.await
     }
+    pub(crate) fn replay_cache_hit(_: &ScopedKey, _: &'static str) {}
     pub(crate) fn purged(_: &'static str, _: u64) {}
 }
 

@@ -809,6 +809,38 @@ mod metered {
         totals.clone()
     }
 
+    static CACHED: HandlerConfig = HandlerConfig::new("tests::metered_cache");
+
+    /// A replay answered from the replay cache counts as a hit, and as a replay.
+    #[tokio::test(flavor = "current_thread")]
+    async fn replay_cache_hits_are_counted() {
+        let _ = snapshotter();
+        let idem = Idem::new(MemoryStore::new()).with_replay_cache(idem::ReplayCache::new(16));
+        let hash = RequestHash::of_bytes(b"cached");
+        let run = |body: &'static str| {
+            run_once::<String, Status, _>(&idem, &CACHED, "c-1", &[&"t"], hash, async move {
+                Ok(body.to_owned())
+            })
+        };
+        let before = read();
+        assert_eq!(run("first").await.unwrap(), "first");
+        assert_eq!(run("again").await.unwrap(), "first");
+        assert_eq!(run("again").await.unwrap(), "first");
+        let m = read();
+        let delta = |name: &str| {
+            m.get(name).copied().unwrap_or(0.0) - before.get(name).copied().unwrap_or(0.0)
+        };
+        let labels = "backend=memory,operation=tests::metered_cache";
+        assert_eq!(
+            delta(&format!("idem_replay_cache_hits_total{{{labels}}}")),
+            2.0
+        );
+        assert_eq!(
+            delta(&format!("idem_requests_total{{{labels},outcome=replay}}")),
+            2.0
+        );
+    }
+
     static METERED: HandlerConfig = HandlerConfig::new("tests::metered")
         .lease(Duration::from_millis(60))
         .ttl(Duration::from_secs(60));

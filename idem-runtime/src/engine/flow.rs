@@ -133,6 +133,7 @@ pub(crate) async fn admit(
 ) -> Admission {
     let cache = idem.replay_cache();
     if let Some(record) = cache.and_then(|c| c.get(key, &hash, idem.store().clock())) {
+        telemetry::replay_cache_hit(key, idem.store().backend());
         return Admission::Replay(record);
     }
     let req = ClaimRequest::new(key, hash, settings.lease, settings.ttl);
