@@ -12,6 +12,7 @@ use idem::store::{Clock, ManualClock, MemoryStore, SqliteStore, Store};
 use idem::{HandlerConfig, Idem, IdempotencyError, ReplayCache, RequestHash, run_once};
 
 use crate::counted::Counted;
+use crate::servers::{server_url, unique};
 
 static SHIP: HandlerConfig = HandlerConfig::new("tests::cached_ship").ttl(Duration::from_secs(60));
 
@@ -169,32 +170,74 @@ async fn the_cache_holds_at_most_its_capacity() {
     assert_eq!(runs.load(Ordering::SeqCst), 200);
 }
 
-/// Two handles, each with its own cache, over one SQLite database: two processes.
+/// Two handles, each with its own cache, over one database: two processes. `purge` deletes the
+/// expired record before it is used again (SQLite: a file of the test's own); on the shared
+/// servers the expired record is replaced by the next claim instead (S21), since a purge there
+/// would reach other tests' records.
+async fn two_handles_stay_correct(
+    store: Arc<dyn Store>,
+    clock: &ManualClock,
+    key: &str,
+    purge: bool,
+) {
+    let runs = Arc::default();
+    let a = Consumer::new(store.clone(), cache(), &runs);
+    let b = Consumer::new(store.clone(), cache(), &runs);
+    let first = a.ship(key, "sku-1").await.unwrap();
+    assert_eq!(b.ship(key, "sku-1").await.unwrap(), first);
+    assert_eq!(
+        b.ship(key, "sku-9").await.unwrap_err(),
+        JobError::Idempotency(422, problem::KEY_REUSED.into())
+    );
+    // Both caches hold the record; the TTL passes (and the record is purged).
+    clock.advance(Duration::from_secs(61));
+    if purge {
+        assert_eq!(store.purge_expired(100).await.unwrap(), 1);
+    }
+    // B runs the key afresh (another payload is a new request now); A must not replay its copy.
+    let second = b.ship(key, "sku-2").await.unwrap();
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
+    assert_eq!(a.ship(key, "sku-2").await.unwrap(), second);
+    assert_eq!(
+        a.ship(key, "sku-1").await.unwrap_err(),
+        JobError::Idempotency(422, problem::KEY_REUSED.into())
+    );
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
+}
+
 #[tokio::test]
 async fn two_handles_over_one_sqlite_store_stay_correct() {
     let clock = Arc::new(ManualClock::starting_now());
     let (store, _dir) = sqlite(&clock).await;
-    let runs = Arc::default();
-    let a = Consumer::new(store.clone(), cache(), &runs);
-    let b = Consumer::new(store.clone(), cache(), &runs);
-    let first = a.ship("m-1", "sku-1").await.unwrap();
-    assert_eq!(b.ship("m-1", "sku-1").await.unwrap(), first);
-    assert_eq!(
-        b.ship("m-1", "sku-9").await.unwrap_err(),
-        JobError::Idempotency(422, problem::KEY_REUSED.into())
-    );
-    // Both caches hold the record; the TTL passes and the record is purged.
-    clock.advance(Duration::from_secs(61));
-    assert_eq!(store.purge_expired(100).await.unwrap(), 1);
-    // B runs the key afresh (another payload is a new request now); A must not replay its copy.
-    let second = b.ship("m-1", "sku-2").await.unwrap();
-    assert_eq!(runs.load(Ordering::SeqCst), 2);
-    assert_eq!(a.ship("m-1", "sku-2").await.unwrap(), second);
-    assert_eq!(
-        a.ship("m-1", "sku-1").await.unwrap_err(),
-        JobError::Idempotency(422, problem::KEY_REUSED.into())
-    );
-    assert_eq!(runs.load(Ordering::SeqCst), 2);
+    two_handles_stay_correct(store, &clock, "m-1", true).await;
+}
+
+#[tokio::test]
+async fn two_handles_over_one_postgres_store_stay_correct() {
+    let Some(url) = server_url("IDEM_TEST_POSTGRES_URL") else {
+        return;
+    };
+    let clock = Arc::new(ManualClock::starting_now());
+    let store = idem::PostgresStore::connect(&url)
+        .await
+        .unwrap()
+        .with_clock(clock.clone());
+    store.migrate().await.unwrap();
+    two_handles_stay_correct(Arc::new(store), &clock, &unique("cache-pg"), false).await;
+}
+
+#[tokio::test]
+async fn two_handles_over_one_mysql_store_stay_correct() {
+    let Some(url) = server_url("IDEM_TEST_MYSQL_URL") else {
+        return;
+    };
+    let clock = Arc::new(ManualClock::starting_now());
+    let store = idem::MySqlStore::connect(&url)
+        .await
+        .unwrap()
+        .with_clock(clock.clone());
+    store.migrate().await.unwrap();
+    two_handles_stay_correct(Arc::new(store), &clock, &unique("cache-my"), false).await;
 }
 
 /// `idem expire --fence N` ends a record early in the database: a handle with a cache replays its
