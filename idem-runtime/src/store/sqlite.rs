@@ -397,7 +397,8 @@ impl SqliteStore {
         lease: &Lease,
         completion: &Completion,
     ) -> Result<(), StoreError> {
-        ops::complete_in(&self.core, conn, lease, completion).await
+        let completed = ops::complete_in(&self.core, conn, lease, completion).await;
+        self.written(completed)
     }
 
     async fn claim_impl(&self, req: &ClaimRequest<'_>) -> Result<Claim, StoreError> {
@@ -464,7 +465,13 @@ impl SqliteStore {
                     .execute(&self.core.pool)
             })
             .await?;
-        Ok(done.rows_affected())
+        let deleted = done.rows_affected();
+        // A batch that deleted rows grows the WAL like any write: a store that only purges
+        // (an idle service's sweeper) checkpoints in the background too.
+        if deleted > 0 {
+            self.wrote();
+        }
+        Ok(deleted)
     }
 }
 

@@ -468,6 +468,36 @@ async fn sweeper_purges_in_the_background() {
     handle.stop().await;
 }
 
+/// A purge batch that deleted records counts as a write toward the background checkpoint, so a
+/// store that only purges checkpoints too: 127 claims and their completions are 254 writes (no
+/// checkpoint yet); the two batches that purge them are the 255th and 256th, and start one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_purge_batches_count_toward_checkpoints() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::starting_now());
+    let store = sqlite_store(&dir.path().join("purge-wal.db"))
+        .await
+        .with_clock(clock.clone());
+    for i in 0..127 {
+        let key = idem_runtime::key::ScopedKey::new(&["t"], "wal", &format!("p{i}")).unwrap();
+        let lease = acquire(&store, &req(&key, hash("a"))).await;
+        store.complete(&lease, &done()).await.unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(store.checkpoint_count(), 0);
+    clock.advance(TTL + Duration::from_secs(1));
+    assert_eq!(store.purge_expired(100).await.unwrap(), 100);
+    assert_eq!(store.purge_expired(100).await.unwrap(), 27);
+    assert_eq!(store.purge_expired(100).await.unwrap(), 0, "not a write");
+    for _ in 0..5_000 {
+        if store.checkpoint_count() >= 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    assert_eq!(store.checkpoint_count(), 1);
+}
+
 /// The SQLite store checkpoints its WAL on a task of its own every 256 writes, so that no
 /// commit of a request pays for it: 300 claims and their completions (600 writes) start two
 /// (one, if the first still runs at the 512th write), and every record is still there.
