@@ -13,7 +13,11 @@
 //! | `PAYMENTS_STORE_TIMEOUT_MS` | `2000` | the longest idem waits for one answer of the store, pool wait included (`Idem::store_timeout`) |
 //!
 //! The idempotency records and the business tables (`payments`, `refunds`, `events`, each with a
-//! unique constraint on the operation id) live in the same database. `X-Tenant-Id` and
+//! unique constraint on the operation id) live in the same database. A payment is created in
+//! idem's atomic mode (`#[idempotent(transaction = tx)]`): its row and the stored response commit
+//! in one transaction, so a crash or a cancellation leaves both or neither. Refunds and events
+//! use the two-commit mode, where the unique constraint on the operation id keeps a retried
+//! operation's row single. `X-Tenant-Id` and
 //! `X-User-Id`, both optional, scope the keys: the same key under two tenants is two operations.
 //!
 //! Amounts are accepted as JSON numbers or decimal strings (`100`, `"100"`, `100.00`,

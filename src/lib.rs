@@ -163,6 +163,12 @@ pub use idem_runtime::store::PostgresStore;
 #[cfg(feature = "sqlite")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
 pub use idem_runtime::store::SqliteStore;
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+#[cfg_attr(
+    docsrs,
+    doc(cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite")))
+)]
+pub use idem_runtime::store::{AnySql, SqlTx, Tx};
 
 /// Makes an axum handler (or any `async fn .. -> Result<T, E>`) idempotent: the request is
 /// fingerprinted before the body runs, the key is claimed in the store, and the body runs until

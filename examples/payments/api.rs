@@ -6,13 +6,13 @@ use axum::extract::{FromRef, Path, State};
 use axum::http::header::LOCATION;
 use axum::http::{HeaderName, StatusCode};
 use idem::http::{Json, Problem};
-use idem::{Fingerprint, Idem, Snapshot, idempotent};
+use idem::{AnySql, Fingerprint, Idem, Snapshot, Tx, idempotent};
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::Config;
-use super::db::{Db, EventRow, PaymentRow, RefundRow, now_ms};
+use super::db::{Db, EventRow, PaymentRow, RefundRow, insert_payment, now_ms};
 
 /// The router's state.
 #[derive(Clone)]
@@ -146,14 +146,18 @@ impl From<PaymentRow> for Payment {
 
 type Created<T> = Result<(StatusCode, [(HeaderName, String); 1], Json<T>), Problem>;
 
+/// `POST /v1/payments`, in idem's atomic mode (`transaction = tx`): the payment row is written
+/// in `tx`, and idem commits it together with the stored response, or neither.
 #[idempotent(
     scope = [header("X-Tenant-Id"), header("X-User-Id")],
     contract = "exact_replay",
     ttl = "90d",
-    lease = "10s"
+    lease = "10s",
+    transaction = tx
 )]
 pub async fn create_payment(
     State(app): State<App>,
+    mut tx: Tx<AnySql>,
     Json(req): Json<CreatePayment>,
 ) -> Created<Payment> {
     if req.amount <= Decimal::ZERO {
@@ -188,7 +192,7 @@ pub async fn create_payment(
         metadata: req.metadata.map(|m| Value::Object(m).to_string()),
         created_at: now_ms(),
     };
-    let row = app.db.insert_payment(&row).await.map_err(db_error)?;
+    let row = insert_payment(&mut tx, &row).await.map_err(db_error)?;
     let location = format!("/v1/payments/{}", row.payment_id);
     Ok((
         StatusCode::CREATED,

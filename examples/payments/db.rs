@@ -2,12 +2,17 @@
 //! one small enum over the three sqlx pools, and each query written once with `?` placeholders
 //! (numbered `$1, $2, ..` for PostgreSQL).
 //!
-//! Every table keeps a unique constraint on the operation id (S23): if a retry takes over an
+//! Payments are written in the handler's transaction, which idem commits together with the
+//! stored response (the atomic mode): a payment exists if and only if its response is stored.
+//! Refunds and events are written on the pool and completed afterwards (two commits): their
+//! tables keep a unique constraint on the operation id (S23), so that if a retry takes over an
 //! attempt that stalled after writing its row, the second insert fails on that constraint and
-//! the row the first attempt wrote is returned instead; nothing is written twice.
+//! the row the first attempt wrote is returned instead; nothing is written twice. `payments`
+//! keeps the constraint too.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use idem::SqlTx;
 use sqlx::FromRow;
 
 /// A pool of the store's database.
@@ -43,6 +48,35 @@ macro_rules! on_pool {
                 let $q: &'static str = $sql;
                 $body
             }
+        }
+    };
+}
+
+/// Runs `$body` with `$conn` bound to the connection of the handler's transaction (idem's
+/// atomic mode, `Tx<AnySql>`) and `$q` to the SQL text in that database's placeholder syntax.
+macro_rules! on_tx {
+    ($tx:expr, $sql:expr, |$conn:ident, $q:ident| $body:expr) => {
+        match $tx {
+            SqlTx::Sqlite(tx) => {
+                let $conn = &mut **tx;
+                let $q: &'static str = $sql;
+                $body
+            }
+            #[cfg(feature = "postgres")]
+            SqlTx::Postgres(tx) => {
+                let $conn = &mut **tx;
+                let $q = sqlx::AssertSqlSafe(dollar_placeholders($sql));
+                $body
+            }
+            #[cfg(feature = "mysql")]
+            SqlTx::MySql(tx) => {
+                let $conn = &mut **tx;
+                let $q: &'static str = $sql;
+                $body
+            }
+            _ => Err(sqlx::Error::Configuration(
+                "a transaction on a database this example is not built for".into(),
+            )),
         }
     };
 }
@@ -166,6 +200,27 @@ fn is_unique_violation(e: &sqlx::Error) -> bool {
     matches!(e, sqlx::Error::Database(db) if db.is_unique_violation())
 }
 
+/// Inserts `row` in the handler's transaction, which commits it together with the stored
+/// response (idem's atomic mode): a retry after a failure finds either both or neither, so the
+/// insert needs no fallback to a row written earlier.
+pub async fn insert_payment(tx: &mut SqlTx, row: &PaymentRow) -> sqlx::Result<PaymentRow> {
+    let sql = "INSERT INTO payments (payment_id, operation_id, amount, currency, customer_id, \
+               order_id, metadata, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)";
+    on_tx!(tx, sql, |conn, q| sqlx::query(q)
+        .bind(&row.payment_id)
+        .bind(&row.operation_id)
+        .bind(&row.amount)
+        .bind(&row.currency)
+        .bind(&row.customer_id)
+        .bind(&row.order_id)
+        .bind(&row.metadata)
+        .bind(row.created_at)
+        .execute(conn)
+        .await
+        .map(drop))?;
+    Ok(row.clone())
+}
+
 impl Db {
     /// Creates the business tables if they do not exist; several instances may start at once.
     pub async fn create_tables(&self) -> sqlx::Result<()> {
@@ -193,25 +248,6 @@ impl Db {
                 .map(drop))?;
         }
         Ok(())
-    }
-
-    /// Inserts `row`, or returns the row its operation already wrote (S23).
-    pub async fn insert_payment(&self, row: &PaymentRow) -> sqlx::Result<PaymentRow> {
-        let sql = "INSERT INTO payments (payment_id, operation_id, amount, currency, customer_id, \
-                   order_id, metadata, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)";
-        let inserted = on_pool!(self, sql, |pool, q| sqlx::query(q)
-            .bind(&row.payment_id)
-            .bind(&row.operation_id)
-            .bind(&row.amount)
-            .bind(&row.currency)
-            .bind(&row.customer_id)
-            .bind(&row.order_id)
-            .bind(&row.metadata)
-            .bind(row.created_at)
-            .execute(pool)
-            .await
-            .map(drop));
-        row_of_operation!(self, "payments", row, inserted)
     }
 
     /// The payment `payment_id`.

@@ -109,6 +109,7 @@ pub fn fields(input: TokenStream) -> TokenStream {
 /// | `headers` | `["x-request-cost", ..]`: response headers replayed besides `content-type` and `location` | none |
 /// | `fail_open` | `fail_open` or `fail_open = true`: when the store is unavailable, run the handler without protection instead of answering `503` | fail closed |
 /// | `max_snapshot_bytes` | the largest response body stored, in bytes | the `Idem` handle's (256 KiB) |
+/// | `transaction` | `transaction = tx`, axum handlers only: the atomic mode. `tx` is a parameter of type `idem::Tx<S>` (`S`: `PostgresStore`, `MySqlStore`, `SqliteStore`, or `AnySql` for whichever the handle holds); idem begins it on the store's pool after the claim, the handler writes its rows in it (`&mut *tx`), and idem writes the stored result in it and commits both — or neither (`idem::store::Tx`) | two commits: the handler's own, then the result's |
 /// | `crate` | `crate = "::path::to::idem"` when `idem` is renamed or re-exported | `::idem` |
 ///
 /// # Forms
@@ -131,7 +132,10 @@ pub fn fields(input: TokenStream) -> TokenStream {
 /// ttl; an unknown contract; `latest_state` without `lookup`; a `fields` entry that is not a
 /// field of the request type, an `env` or `skip` field, an empty or repeated list; a function
 /// that is not `async`; a response type without a business number; no `Json<T>` argument; with
-/// `store`, a return type that is not a `Result`.
+/// `store`, a return type that is not a `Result`; `transaction = tx` without a parameter `tx`,
+/// with `store` or with `fail_open`, on a parameter that is not a `Tx`, or with a store that
+/// cannot complete in a transaction (`Tx<MemoryStore>`); a `Tx<..>` parameter without
+/// `transaction = ..`.
 ///
 /// Set `IDEM_MACROS_DEBUG=1` while building to print the expansion.
 #[proc_macro_attribute]

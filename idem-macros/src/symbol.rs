@@ -40,6 +40,7 @@ pub(crate) const OPERATION: Symbol = Symbol("operation");
 pub(crate) const HEADERS: Symbol = Symbol("headers");
 pub(crate) const FAIL_OPEN: Symbol = Symbol("fail_open");
 pub(crate) const MAX_SNAPSHOT_BYTES: Symbol = Symbol("max_snapshot_bytes");
+pub(crate) const TRANSACTION: Symbol = Symbol("transaction");
 
 // Inside `#[idempotent(fingerprint(..))]`.
 pub(crate) const FIELDS: Symbol = Symbol("fields");

@@ -77,9 +77,16 @@ pub use crate::engine::{
 };
 #[cfg(feature = "axum")]
 pub use crate::http::run::{run, run_latest};
+#[cfg(all(
+    feature = "axum",
+    any(feature = "postgres", feature = "mysql", feature = "sqlite")
+))]
+pub use crate::http::run::{run_atomic, run_latest_atomic};
 #[cfg(feature = "axum")]
 pub use crate::http::{IdemContext, IntoSnapshot, KeySource};
 pub use crate::key::{ScopePart, write_scope_part};
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+pub use crate::store::{TxParam, TxSlot, take_tx, tx_slot};
 #[cfg(feature = "axum")]
 pub use axum;
 #[cfg(feature = "axum")]

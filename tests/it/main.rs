@@ -8,6 +8,7 @@
 //!
 //! One module: `cargo test --all-features --test it hostile::` (a test name filter).
 
+mod atomic;
 #[cfg(feature = "cli")]
 mod cli;
 mod contention;

@@ -53,6 +53,9 @@ pub(crate) struct Plan<'a> {
     pub(crate) fail_open: bool,
     pub(crate) max_snapshot_bytes: Option<&'a syn::Expr>,
     pub(crate) lookup: Option<&'a syn::Expr>,
+    /// `transaction = tx`: the handler's `Tx` parameter (removed from the signature, bound in
+    /// the body to the transaction the runtime begins).
+    pub(crate) transaction: Option<&'a syn::PatType>,
     pub(crate) krate: syn::Path,
 }
 
@@ -163,6 +166,19 @@ pub(crate) fn find_impl_trait(ty: &syn::Type) -> Option<&syn::TypeImplTrait> {
         syn::Type::Array(a) => find_impl_trait(&a.elem),
         syn::Type::Slice(s) => find_impl_trait(&s.elem),
         _ => None,
+    }
+}
+
+/// Whether `ty` is written like idem's transaction, `Tx<S>` (also `idem::Tx<S>`): a path whose
+/// last segment is `Tx` with one type argument.
+pub(crate) fn looks_like_tx(ty: &syn::Type) -> bool {
+    match ty {
+        syn::Type::Path(p) if p.qself.is_none() => p.path.segments.last().is_some_and(|last| {
+            last.ident == "Tx" && single_type_argument(&last.arguments).is_some()
+        }),
+        syn::Type::Paren(p) => looks_like_tx(&p.elem),
+        syn::Type::Group(g) => looks_like_tx(&g.elem),
+        _ => false,
     }
 }
 

@@ -31,6 +31,7 @@ const KEYS: &[(Symbol, &str)] = &[
     (HEADERS, "headers = [\"x-request-cost\"]"),
     (FAIL_OPEN, "fail_open"),
     (MAX_SNAPSHOT_BYTES, "max_snapshot_bytes = 65536"),
+    (TRANSACTION, "transaction = tx"),
     (CRATE, "crate = \"::idem\""),
 ];
 
@@ -102,6 +103,8 @@ pub(crate) struct Args {
     pub(crate) headers: Attr<Option<Vec<String>>>,
     pub(crate) fail_open: Attr<Option<bool>>,
     pub(crate) max_snapshot_bytes: Attr<Option<syn::Expr>>,
+    /// `transaction = tx`: the atomic mode, with the handler's `Tx` parameter.
+    pub(crate) transaction: Attr<Option<Ident>>,
     pub(crate) krate: Attr<Option<syn::Path>>,
     /// A key or value did not parse (already reported): which keys were meant is unknown, so
     /// the checks across keys stay quiet rather than report consequences of that mistake.
@@ -125,6 +128,7 @@ impl Args {
             headers: Attr::none(WHAT, HEADERS),
             fail_open: Attr::none(WHAT, FAIL_OPEN),
             max_snapshot_bytes: Attr::none(WHAT, MAX_SNAPSHOT_BYTES),
+            transaction: Attr::none(WHAT, TRANSACTION),
             krate: Attr::none(WHAT, CRATE),
             malformed: false,
         };
@@ -245,6 +249,15 @@ impl Args {
             s if s == MAX_SNAPSHOT_BYTES => {
                 let value = parse_max_bytes(cx, input)?;
                 self.max_snapshot_bytes.set(cx, key, value);
+            }
+            s if s == TRANSACTION => {
+                let name = input.call(Ident::parse_any).map_err(|err| {
+                    syn::Error::new(
+                        err.span(),
+                        "`transaction` names the handler's transaction parameter: write `transaction = tx`, with `mut tx: idem::Tx<PostgresStore>` among the handler's arguments",
+                    )
+                })?;
+                self.transaction.set(cx, key, Some(name));
             }
             s if s == CRATE => {
                 let value = parse_crate_value(cx, input, "#[idempotent(crate = \"::idem\")]")?;

@@ -27,6 +27,7 @@ pub(crate) fn plan<'a>(cx: &Ctxt, args: &'a Args, item: &'a syn::ItemFn) -> Opti
     }
     check_lookup(cx, args, &form);
     check_durations(cx, args);
+    let transaction = transaction(cx, args, sig, &form);
     let target = target(cx, args, sig, &form);
 
     let key = match args.key.get() {
@@ -62,6 +63,7 @@ pub(crate) fn plan<'a>(cx: &Ctxt, args: &'a Args, item: &'a syn::ItemFn) -> Opti
         || args.ttl.get().is_some_and(Option::is_none)
         || args.lease.get().is_some_and(Option::is_none)
         || args.timeout.get().is_some_and(Option::is_none)
+        || args.transaction.get().is_some_and(Option::is_none)
     {
         return None;
     }
@@ -81,6 +83,10 @@ pub(crate) fn plan<'a>(cx: &Ctxt, args: &'a Args, item: &'a syn::ItemFn) -> Opti
         fail_open: args.fail_open.valid().copied().unwrap_or(false),
         max_snapshot_bytes: args.max_snapshot_bytes.valid(),
         lookup: args.lookup.valid(),
+        transaction: match (args.transaction.valid(), transaction) {
+            (Some(_), None) => return None,
+            (_, found) => found,
+        },
         krate: args
             .krate
             .valid()
@@ -238,6 +244,66 @@ fn check_durations(cx: &Ctxt, args: &Args) {
             ),
         );
     }
+}
+
+/// The parameter named by `transaction = tx` (the atomic mode), checked against the form and
+/// `fail_open`; without the key, a parameter written `Tx<S>` is an error (it is no extractor:
+/// only the atomic mode can give it a value).
+fn transaction<'a>(
+    cx: &Ctxt,
+    args: &Args,
+    sig: &'a syn::Signature,
+    form: &Form<'_>,
+) -> Option<&'a syn::PatType> {
+    let typed = || {
+        sig.inputs.iter().filter_map(|arg| match arg {
+            syn::FnArg::Typed(t) => Some(t),
+            syn::FnArg::Receiver(_) => None,
+        })
+    };
+    let Some(name) = args.transaction.valid() else {
+        if !args.transaction.is_given() {
+            for t in typed().filter(|t| ast::looks_like_tx(&t.ty)) {
+                cx.error_spanned_by(
+                    &t.ty,
+                    "a `Tx` parameter is the transaction of the atomic mode, begun by `#[idempotent]` after the claim and committed with the stored result: name it in the attribute, as in `#[idempotent(transaction = tx, ..)]`, or take a transaction of your own from your pool",
+                );
+            }
+        }
+        return None;
+    };
+    if let Form::Consumer { .. } = form {
+        cx.error_spanned_by(
+            name,
+            "`transaction = ..` is the atomic mode of axum handlers; a function with `store = ..` stores its result after it returns: write its rows in a transaction of your own, keyed on `idem::operation_id()`",
+        );
+        return None;
+    }
+    if let Some(open) = args.fail_open.key_tokens()
+        && args.fail_open.valid().copied().unwrap_or(false)
+    {
+        cx.error_spanned_by(
+            open,
+            "`fail_open` runs the handler without the store when the store is unreachable, and `transaction = ..` begins the handler's transaction on the store's own database: remove `fail_open`",
+        );
+    }
+    let found = typed().find(|t| match &*t.pat {
+        syn::Pat::Ident(p) => p.subpat.is_none() && p.ident == *name,
+        _ => false,
+    });
+    if found.is_none() {
+        cx.error_spanned_by(
+            name,
+            format!(
+                "`{}` has no parameter `{}`: `transaction = {}` names the handler's transaction, as in `mut {}: idem::Tx<PostgresStore>` (or `MySqlStore`, `SqliteStore`, `AnySql`)",
+                sig.ident.unraw(),
+                name.unraw(),
+                name.unraw(),
+                name.unraw(),
+            ),
+        );
+    }
+    found
 }
 
 /// The argument fingerprinted: `fingerprint(arg = name)`, else the `Json<T>` body (axum) or the

@@ -39,20 +39,32 @@ pub(crate) fn expand(plan: &Plan<'_>) -> TokenStream {
     let hash = hash(plan, &pv);
     let (key_prelude, key_arg) = key(plan, &pv);
     let (scope_prelude, scope_arg) = scope(plan, &pv);
-    let body = body(item, &ret_ty);
+    let (tx_prelude, tx_bind) = transaction(plan, &pv, &mut sig);
+    let body = body(item, &ret_ty, &tx_bind);
 
     let call = match &plan.form {
         Form::Axum => {
             sig.inputs
                 .insert(0, syn::parse_quote!(__idem_cx: #pv::IdemContext));
             sig.output = syn::parse_quote_spanned!(ret_span=> -> #pv::Response);
+            let atomic = plan.transaction.is_some();
             let (run, lookup_prelude, lookup_arg) = match (plan.contract, plan.lookup) {
                 (Contract::LatestState, Some(lookup)) => (
-                    quote!(#pv::run_latest::<#ret_ty, _, _, _, _>),
+                    if atomic {
+                        quote!(#pv::run_latest_atomic::<#ret_ty, _, _, _, _>)
+                    } else {
+                        quote!(#pv::run_latest::<#ret_ty, _, _, _, _>)
+                    },
                     quote_spanned!(lookup.span()=> let __idem_lookup = #lookup;),
                     quote!(, __idem_lookup),
                 ),
+                _ if atomic => (quote!(#pv::run_atomic::<#ret_ty, _>), quote!(), quote!()),
                 _ => (quote!(#pv::run::<#ret_ty, _>), quote!(), quote!()),
+            };
+            let hook_arg = if atomic {
+                quote!(__idem_tx_hook,)
+            } else {
+                quote!()
             };
             // Spanned on the return type: an `IntoSnapshot` it lacks is reported there.
             let run = respan(run, ret_span);
@@ -64,11 +76,13 @@ pub(crate) fn expand(plan: &Plan<'_>) -> TokenStream {
                     #key_arg,
                     #scope_arg,
                     __idem_hash,
+                    #hook_arg
                     #body
                     #lookup_arg
                 },
             );
             quote! {
+                #tx_prelude
                 #lookup_prelude
                 #run #call
             }
@@ -296,12 +310,48 @@ fn scope(plan: &Plan<'_>, pv: &TokenStream) -> (TokenStream, TokenStream) {
 /// block is checked against the declared return type `R` as a function body would be, so a
 /// tail expression of another type is reported at that expression ("expected `R`"), and a
 /// `return` in the body leaves the async block with its value, as it left the function.
-fn body(item: &syn::ItemFn, ret_ty: &TokenStream) -> TokenStream {
+///
+/// In the atomic mode the body first binds the handler's `Tx` parameter (`tx_bind`); it is
+/// dropped, handing the transaction back to the runtime, when the block has produced its value.
+fn body(item: &syn::ItemFn, ret_ty: &TokenStream, tx_bind: &TokenStream) -> TokenStream {
     let block = &item.block;
     quote! {
         async move {
+            #tx_bind
             let __idem_out: #ret_ty = #block;
             __idem_out
         }
     }
+}
+
+/// The atomic mode (`transaction = tx`): the `Tx` parameter leaves the signature (it is no
+/// extractor); the prelude makes the slot the runtime begins the transaction into and the hook
+/// it does so through, and the body binds the parameter's pattern from the slot. The type's
+/// `TxParam` bound is spanned on the user's type.
+fn transaction(
+    plan: &Plan<'_>,
+    pv: &TokenStream,
+    sig: &mut syn::Signature,
+) -> (TokenStream, TokenStream) {
+    let Some(param) = plan.transaction else {
+        return (quote!(), quote!());
+    };
+    sig.inputs = core::mem::take(&mut sig.inputs)
+        .into_iter()
+        .filter(|arg| !matches!(arg, syn::FnArg::Typed(t) if t == param))
+        .collect();
+    let (pat, ty) = (&param.pat, &param.ty);
+    // Spanned on the user's type as a whole: a type that is no `Tx`, or a `Tx` of a store that
+    // cannot do it, is reported there.
+    let prelude = respan(
+        quote! {
+            let (__idem_tx_slot, __idem_tx_hook) = #pv::tx_slot::<#ty>();
+        },
+        ty.span(),
+    );
+    let take = respan(quote!(#pv::take_tx::<#ty>(&__idem_tx_slot)), ty.span());
+    let bind = quote! {
+        let #pat: #ty = #take;
+    };
+    (prelude, bind)
 }

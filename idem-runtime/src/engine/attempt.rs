@@ -13,10 +13,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::time::Instant;
 
 use super::error::IdempotencyError;
-use super::front::{Answer, ClaimSettings, Front, Settlement, answer, bounded};
+use super::front::{Answer, Atomic, ClaimSettings, Front, Settlement, answer, bounded};
 use super::operation::{OperationId, with_operation};
 use super::replay_cache::ReplayCache;
-use crate::store::{Claim, Completion, Lease, RecordState, Store, StoreError};
+use crate::store::{Claim, Completion, DEFAULT_RETRY_AFTER, Lease, RecordState, Store, StoreError};
 use crate::telemetry::{self, Settled};
 
 /// First wait before a completion the store refused for the moment is sent again; it doubles up
@@ -150,12 +150,28 @@ impl Attempt {
             });
         }
         let handler = with_operation(self.operation(), handler).instrument(span);
+        let atomic = front.atomic();
+        if let Some(atomic) = &atomic
+            && let Err(e) = self.begin(&**atomic).await
+        {
+            return front.reject(
+                IdempotencyError::Unavailable {
+                    retry_after: e.retry_after().unwrap_or(DEFAULT_RETRY_AFTER),
+                },
+                Some(client_key),
+            );
+        }
         let started = std::time::Instant::now();
         if tokio::runtime::Handle::try_current().is_err() {
             // No timer, no background renewal: run it, settle once.
             let out = handler.await;
             self.ran(started);
             let (settlement, answer) = front.settle(out).await;
+            if let Some(atomic) = &atomic {
+                return self
+                    .settle_atomic(&**atomic, settlement, front, answer, client_key)
+                    .await;
+            }
             let _ = self.carry_out(settlement).await;
             return answer;
         }
@@ -176,6 +192,11 @@ impl Attempt {
         };
         self.ran(started);
         let Ok(out) = out else {
+            if let Some(atomic) = &atomic {
+                // Before the record is abandoned: on SQLite the open transaction holds the write
+                // lock that abandoning needs.
+                atomic.rollback().await;
+            }
             self.timed_out(timeout).await;
             return front.reject(
                 IdempotencyError::TimedOut { after: timeout },
@@ -187,6 +208,13 @@ impl Attempt {
             settled = front.settle(out) => settled,
             never = &mut keeper => match never {},
         };
+        if let Some(atomic) = &atomic {
+            return tokio::select! {
+                biased;
+                answer = self.settle_atomic(&**atomic, settlement, front, answer, client_key) => answer,
+                never = &mut keeper => match never {},
+            };
+        }
         let stored = match settlement {
             Settlement::Store(completion) => {
                 let first = tokio::select! {
@@ -216,6 +244,98 @@ impl Attempt {
         match stored {
             Err(StoreError::FencedOut { .. }) => self.superseded(front, answer, client_key).await,
             _ => answer,
+        }
+    }
+
+    /// Begins the atomic mode's transaction, before the handler's first poll. When it cannot
+    /// begin, the handler never ran: the lease ends at once, and the record keeps its operation
+    /// id (a record taken over may hold earlier work under it), so the retry runs the handler.
+    async fn begin(&mut self, atomic: &dyn Atomic) -> Result<(), StoreError> {
+        let call = bounded(self.wait, atomic.begin(&*self.store));
+        let begun = telemetry::store_call(self.store.backend(), "begin", call).await;
+        if let Err(e) = &begun {
+            self.report("the handler's transaction did not begin", e);
+            let abandoned = self.abandon().await;
+            let _ = self.note_failure("lease not ended", Settled::Abandoned, abandoned);
+        }
+        begun
+    }
+
+    /// Settles an atomic attempt: the completion written and committed in the handler's
+    /// transaction with its rows, or everything rolled back.
+    ///
+    /// * Stored and committed: the handler's answer.
+    /// * Fenced out (a retry took the operation over while this attempt ran): nothing of this
+    ///   attempt committed, so it answers what a retry sees now, like a superseded attempt of
+    ///   the two-commit mode — but never its own answer, which describes rows that do not exist.
+    /// * The completion or the commit failed (connection lost, deadlock, no answer in time):
+    ///   the rows rolled back with the result, or the commit's outcome is unknown. The record
+    ///   keeps its operation id and its lease ends at once (a fenced `UPDATE` that changes
+    ///   nothing if the commit did go through: the record is then completed), and the client is
+    ///   answered `503` + `Retry-After`: its retry replays what committed or runs the handler
+    ///   again, under the same operation id.
+    /// * Nothing to store (release, abandon): the transaction rolls back first (on SQLite it
+    ///   holds the write lock the release needs), then the record is settled as usual.
+    async fn settle_atomic<Fr: Front>(
+        &mut self,
+        atomic: &dyn Atomic,
+        settlement: Settlement,
+        front: Fr,
+        answer: Fr::Answer,
+        client_key: &str,
+    ) -> Fr::Answer {
+        let completion = match settlement {
+            Settlement::Store(completion) => completion,
+            other => {
+                atomic.rollback().await;
+                let _ = self.carry_out(other).await;
+                return answer;
+            }
+        };
+        let committed = if self.fenced_out() {
+            atomic.rollback().await;
+            Err(self.fenced_error())
+        } else {
+            let call = bounded(
+                self.wait,
+                atomic.commit(&*self.store, &self.lease, &completion),
+            );
+            telemetry::store_call(self.store.backend(), "complete", call).await
+        };
+        match committed {
+            Ok(()) => {
+                if let Some(cache) = &self.replay_cache {
+                    cache.insert_completed(&self.lease, &completion, self.store.clock());
+                }
+                let _ = self.note_failure("result not stored", Settled::Stored, Ok(()));
+                answer
+            }
+            Err(e @ StoreError::FencedOut { .. }) => {
+                let _ = self.note_failure("result not stored", Settled::Stored, Err(e));
+                drop(answer);
+                let own = front.reject(
+                    IdempotencyError::Unavailable {
+                        retry_after: DEFAULT_RETRY_AFTER,
+                    },
+                    Some(client_key),
+                );
+                self.superseded(front, own, client_key).await
+            }
+            Err(e) => {
+                self.report(
+                    "result not stored, and the handler's transaction rolled back with it",
+                    &e,
+                );
+                let abandoned = self.abandon().await;
+                let _ = self.note_failure("lease not ended", Settled::Abandoned, abandoned);
+                drop(answer);
+                front.reject(
+                    IdempotencyError::Unavailable {
+                        retry_after: e.retry_after().unwrap_or(DEFAULT_RETRY_AFTER),
+                    },
+                    Some(client_key),
+                )
+            }
         }
     }
 

@@ -3,14 +3,18 @@
 //! [`ClaimSettings`] of a claim, the [`Answer`] to a claim not won, and [`bounded`] store calls.
 //! Below both, so that the flow may own attempts without an attempt importing the flow.
 
+use core::fmt;
 use core::future::Future;
 use core::time::Duration;
+use std::sync::Arc;
 
 use super::config::HandlerConfig;
 use super::error::IdempotencyError;
 use super::policy::Disposition;
 use crate::fingerprint::RequestHash;
-use crate::store::{Claim, Completion, DEFAULT_RETRY_AFTER, Record, StoreError};
+use crate::store::{
+    BoxFuture, Claim, Completion, DEFAULT_RETRY_AFTER, Lease, Record, Store, StoreError,
+};
 
 /// The durations and failure mode of one claim: the part of a [`HandlerConfig`] (or of the tower
 /// layer's configuration) the flow reads.
@@ -81,6 +85,32 @@ pub(crate) trait Front: Send {
     /// is still renewed (reading a response body takes time).
     fn settle(&mut self, out: Self::Out)
     -> impl Future<Output = (Settlement, Self::Answer)> + Send;
+
+    /// The handler's transaction in the atomic mode: begun after the claim, the completion
+    /// written and committed in it. `None` (the default): the two-commit mode.
+    fn atomic(&self) -> Option<Arc<dyn Atomic>> {
+        None
+    }
+}
+
+/// What the engine does with the transaction of an atomic handler (`store::Tx`, implemented
+/// by `store::atomic::AtomicHook`); object-safe, so that the engine is not generic over the
+/// store.
+pub(crate) trait Atomic: Send + Sync + fmt::Debug {
+    /// Begins the transaction on `store` and hands it to the handler.
+    fn begin<'a>(&'a self, store: &'a dyn Store) -> BoxFuture<'a, Result<(), StoreError>>;
+
+    /// Writes `completion` in the handler's transaction and commits both. The transaction is
+    /// gone afterwards, committed or rolled back.
+    fn commit<'a>(
+        &'a self,
+        store: &'a dyn Store,
+        lease: &'a Lease,
+        completion: &'a Completion,
+    ) -> BoxFuture<'a, Result<(), StoreError>>;
+
+    /// Rolls the transaction back, if the handler did not keep it.
+    fn rollback(&self) -> BoxFuture<'_, ()>;
 }
 
 /// What a request that did not win the claim is answered.

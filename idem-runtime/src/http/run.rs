@@ -3,6 +3,7 @@
 
 use core::future::Future;
 use core::marker::PhantomData;
+use std::sync::Arc;
 
 use axum::response::{IntoResponse, Response};
 use http::StatusCode;
@@ -13,10 +14,13 @@ use super::respond::{
 };
 use super::snapshot::IntoSnapshot;
 use crate::engine::{
-    ClaimSettings, Contract, Front, HandlerConfig, Idem, IdempotencyError, Settlement, execute,
+    Atomic, ClaimSettings, Contract, Front, HandlerConfig, Idem, IdempotencyError, Settlement,
+    execute,
 };
 use crate::fingerprint::RequestHash;
 use crate::key::ScopePart;
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+use crate::store::AtomicMode;
 use crate::store::{Record, RecordState};
 
 /// Runs an `exact_replay` or `suppress_only` handler for a key (and scope) until one result is
@@ -95,6 +99,7 @@ where
             idem: cx.idem(),
             cfg,
             lookup: NoLookup,
+            atomic: None,
             _out: PhantomData::<fn() -> R>,
         };
         execute(cx.idem(), ClaimSettings::of(cfg), key, hash, front, handler).await
@@ -172,12 +177,88 @@ where
     LF: Future<Output = LR> + Send,
     LR: IntoResponse,
 {
+    latest_with(cx, cfg, key, scope, hash, handler, lookup, None)
+}
+
+/// [`run`] in the atomic mode (`#[idempotent(transaction = tx)]`): the transaction of `hook`'s
+/// slot begins after the claim, and the result commits in it with the handler's rows.
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+pub fn run_atomic<R, F>(
+    cx: IdemContext,
+    cfg: &'static HandlerConfig,
+    key: KeySource<'_>,
+    scope: &[&dyn ScopePart],
+    hash: RequestHash,
+    hook: AtomicMode,
+    handler: F,
+) -> impl Future<Output = Response> + use<R, F>
+where
+    F: Future<Output = R> + Send,
+    R: IntoSnapshot + Send,
+{
+    let key = cx.key(key, cfg.operation, scope);
+    let atomic = hook.0;
+    async move {
+        let front = Handler {
+            idem: cx.idem(),
+            cfg,
+            lookup: NoLookup,
+            atomic: Some(atomic),
+            _out: PhantomData::<fn() -> R>,
+        };
+        execute(cx.idem(), ClaimSettings::of(cfg), key, hash, front, handler).await
+    }
+}
+
+/// [`run_latest`] in the atomic mode (see [`run_atomic`]).
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+#[allow(clippy::too_many_arguments)]
+pub fn run_latest_atomic<R, F, L, LF, LR>(
+    cx: IdemContext,
+    cfg: &'static HandlerConfig,
+    key: KeySource<'_>,
+    scope: &[&dyn ScopePart],
+    hash: RequestHash,
+    hook: AtomicMode,
+    handler: F,
+    lookup: L,
+) -> impl Future<Output = Response> + use<R, F, L, LF, LR>
+where
+    F: Future<Output = R> + Send,
+    R: IntoSnapshot + Send,
+    L: FnOnce(String) -> LF + Send,
+    LF: Future<Output = LR> + Send,
+    LR: IntoResponse,
+{
+    let atomic = hook.0;
+    latest_with(cx, cfg, key, scope, hash, handler, lookup, Some(atomic))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn latest_with<R, F, L, LF, LR>(
+    cx: IdemContext,
+    cfg: &'static HandlerConfig,
+    key: KeySource<'_>,
+    scope: &[&dyn ScopePart],
+    hash: RequestHash,
+    handler: F,
+    lookup: L,
+    atomic: Option<Arc<dyn Atomic>>,
+) -> impl Future<Output = Response> + use<R, F, L, LF, LR>
+where
+    F: Future<Output = R> + Send,
+    R: IntoSnapshot + Send,
+    L: FnOnce(String) -> LF + Send,
+    LF: Future<Output = LR> + Send,
+    LR: IntoResponse,
+{
     let key = cx.key(key, cfg.operation, scope);
     async move {
         let front = Handler {
             idem: cx.idem(),
             cfg,
             lookup: Lookup(lookup),
+            atomic,
             _out: PhantomData::<fn() -> R>,
         };
         execute(cx.idem(), ClaimSettings::of(cfg), key, hash, front, handler).await
@@ -226,6 +307,8 @@ struct Handler<'a, L, R> {
     idem: &'a Idem,
     cfg: &'static HandlerConfig,
     lookup: L,
+    /// The handler's transaction in the atomic mode.
+    atomic: Option<Arc<dyn Atomic>>,
     _out: PhantomData<fn() -> R>,
 }
 
@@ -247,6 +330,10 @@ impl<L: Replayer, R: IntoSnapshot + Send> Front for Handler<'_, L, R> {
         let mut resp = out.into_response();
         mark_unprotected(&mut resp);
         resp
+    }
+
+    fn atomic(&self) -> Option<Arc<dyn Atomic>> {
+        self.atomic.clone()
     }
 
     async fn settle(&mut self, out: R) -> (Settlement, Response) {

@@ -358,10 +358,13 @@ impl Found {
 ///   store by its injected [`Clock`].
 ///
 /// The design, the SQL of each backend and its statement counts: `docs/storage.md`.
+///
+/// `Any` is a supertrait so that the atomic mode ([`Tx`](crate::store::Tx)) can find the
+/// concrete SQL store behind a handle's `Arc<dyn Store>`.
 #[diagnostic::on_unimplemented(
     note = "idem ships `MemoryStore`, `SqliteStore`, `PostgresStore` and `MySqlStore` (the last three behind cargo features `sqlite`, `postgres`, `mysql`)"
 )]
-pub trait Store: Send + Sync + fmt::Debug {
+pub trait Store: core::any::Any + Send + Sync + fmt::Debug {
     /// Claims `req.key` (see [`Claim`]). One atomic statement in the common paths; see each
     /// backend's documentation for its statement counts.
     fn claim<'a>(&'a self, req: &'a ClaimRequest<'a>) -> BoxFuture<'a, Result<Claim, StoreError>>;

@@ -41,6 +41,8 @@
 //! # }).unwrap();
 //! ```
 
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+pub(crate) mod atomic;
 mod clock;
 mod error;
 mod interface;
@@ -60,6 +62,14 @@ pub(crate) mod sql_store;
 pub mod sqlite;
 mod sweeper;
 
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+#[cfg_attr(
+    docsrs,
+    doc(cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite")))
+)]
+pub use atomic::{AnySql, SqlTx, Tx, TxStore};
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+pub use atomic::{AtomicHook, AtomicMode, TxParam, TxSlot, take_tx, tx_slot};
 pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
 pub use error::{BoxError, DEFAULT_RETRY_AFTER, StoreError};
 pub use interface::{

@@ -1,0 +1,550 @@
+//! The atomic mode (`#[idempotent(transaction = tx)]`) on SQLite, PostgreSQL and MariaDB: the
+//! handler's business row and its stored result commit in one transaction, or neither exists.
+//!
+//! * a request commits exactly one row and one stored result; its retry replays without
+//!   running the handler;
+//! * the request future dropped between the business write and the commit: no row, no result;
+//!   the retry takes the record over at once (same operation id) and commits exactly one row;
+//! * a handler answer that is not stored (a 422 releases the record) rolls its row back; a
+//!   failure that is stored (a 500 under `exact_replay`) commits with its row;
+//! * a zombie — an attempt whose lease was taken over while it ran — cannot commit its row: its
+//!   fenced completion matches no record inside its transaction (PostgreSQL, MariaDB, and
+//!   SQLite before the zombie's first write); on SQLite a transaction that has written holds
+//!   the write lock, so a takeover waits for it and replays its result instead.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{FromRef, State};
+use axum::http::{Request, StatusCode};
+use axum::response::Response;
+use axum::routing::post;
+use axum::{Json, Router};
+use idem::store::{ManualClock, RecordState, Store};
+use idem::{AnySql, Fingerprint, Idem, Snapshot, SqlTx, Tx, idempotent};
+use tokio::sync::Notify;
+use tower::ServiceExt;
+
+use crate::servers::{server_url, unique};
+
+/// What the next run of the handler does after writing its row.
+#[derive(Clone, Default)]
+enum Then {
+    /// Answer 201.
+    #[default]
+    Created,
+    /// Tell `wrote`, wait for `go`, then answer 201.
+    Pause { wrote: Arc<Notify>, go: Arc<Notify> },
+    /// Tell `wrote` and wait for `go` before writing the row, then answer 201.
+    PauseBeforeWrite { wrote: Arc<Notify>, go: Arc<Notify> },
+    /// Answer this status (not stored by the default policy).
+    Fail(StatusCode),
+}
+
+#[derive(Clone)]
+struct App {
+    idem: Idem,
+    table: String,
+    runs: Arc<AtomicU32>,
+    then: Arc<Mutex<Vec<Then>>>,
+}
+
+impl FromRef<App> for Idem {
+    fn from_ref(app: &App) -> Idem {
+        app.idem.clone()
+    }
+}
+
+#[derive(serde::Deserialize, Fingerprint)]
+struct Order {
+    item: String,
+}
+
+#[derive(serde::Serialize, Snapshot)]
+struct Placed {
+    #[snapshot(biz_no)]
+    order_id: String,
+    run: u32,
+}
+
+/// Inserts a row of `table` for the current operation in `tx`, whichever database it is on.
+async fn insert(tx: &mut SqlTx, table: &str, item: &str) -> Result<(), sqlx::Error> {
+    let op = idem::operation_id()
+        .expect("inside the handler")
+        .to_string();
+    match tx {
+        SqlTx::Postgres(tx) => {
+            let sql = format!("INSERT INTO {table} (operation_id, item) VALUES ($1, $2)");
+            sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(op)
+                .bind(item)
+                .execute(&mut **tx)
+                .await?;
+        }
+        SqlTx::MySql(tx) => {
+            let sql = format!("INSERT INTO {table} (operation_id, item) VALUES (?, ?)");
+            sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(op)
+                .bind(item)
+                .execute(&mut **tx)
+                .await?;
+        }
+        SqlTx::Sqlite(tx) => {
+            let sql = format!("INSERT INTO {table} (operation_id, item) VALUES (?, ?)");
+            sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(op)
+                .bind(item)
+                .execute(&mut **tx)
+                .await?;
+        }
+        _ => unreachable!("every SQL store is compiled in these tests"),
+    }
+    Ok(())
+}
+
+#[idempotent(scope = global, transaction = tx)]
+async fn place(
+    State(app): State<App>,
+    mut tx: Tx<AnySql>,
+    Json(order): Json<Order>,
+) -> Result<(StatusCode, Json<Placed>), StatusCode> {
+    let run = app.runs.fetch_add(1, Ordering::SeqCst) + 1;
+    let then = app.then.lock().unwrap().pop().unwrap_or_default();
+    if let Then::PauseBeforeWrite { wrote, go } = &then {
+        wrote.notify_one();
+        go.notified().await;
+    }
+    insert(&mut tx, &app.table, &order.item)
+        .await
+        .map_err(|_| StatusCode::SERVICE_UNAVAILABLE)?;
+    match then {
+        Then::Created | Then::PauseBeforeWrite { .. } => {}
+        Then::Pause { wrote, go } => {
+            wrote.notify_one();
+            go.notified().await;
+        }
+        Then::Fail(status) => return Err(status),
+    }
+    let order_id = format!("ord_{}", idem::operation_id().unwrap());
+    Ok((StatusCode::CREATED, Json(Placed { order_id, run })))
+}
+
+/// A backend under test: the store (its clock is `clock`) and a way to count rows.
+struct Backend {
+    store: Arc<dyn Store>,
+    clock: Arc<ManualClock>,
+    rows: Box<dyn Fn(&str) -> futures_count::CountFuture + Send + Sync>,
+    create: Box<dyn Fn(&str) -> futures_count::UnitFuture + Send + Sync>,
+    _dir: Option<tempfile::TempDir>,
+}
+
+/// Boxed futures for the row-count closures (no `futures` crate needed).
+mod futures_count {
+    use std::future::Future;
+    use std::pin::Pin;
+    pub type CountFuture = Pin<Box<dyn Future<Output = i64> + Send>>;
+    pub type UnitFuture = Pin<Box<dyn Future<Output = ()> + Send>>;
+}
+
+const SCHEMA: &str = "(operation_id VARCHAR(64) NOT NULL, item VARCHAR(64) NOT NULL)";
+
+async fn sqlite() -> Option<Backend> {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::starting_now());
+    let store = idem::SqliteStore::open(dir.path().join("idem.db"))
+        .await
+        .unwrap()
+        .with_clock(clock.clone());
+    store.migrate().await.unwrap();
+    let pool = store.pool().clone();
+    let (p1, p2) = (pool.clone(), pool);
+    Some(Backend {
+        store: Arc::new(store),
+        clock,
+        rows: Box::new(move |t| {
+            let (pool, sql) = (p1.clone(), format!("SELECT COUNT(*) FROM {t}"));
+            Box::pin(async move {
+                sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+                    .fetch_one(&pool)
+                    .await
+                    .unwrap()
+            })
+        }),
+        create: Box::new(move |t| {
+            let (pool, sql) = (p2.clone(), format!("CREATE TABLE {t} {SCHEMA}"));
+            Box::pin(async move {
+                sqlx::query(sqlx::AssertSqlSafe(sql))
+                    .execute(&pool)
+                    .await
+                    .unwrap();
+            })
+        }),
+        _dir: Some(dir),
+    })
+}
+
+async fn postgres() -> Option<Backend> {
+    let url = server_url("IDEM_TEST_POSTGRES_URL")?;
+    let clock = Arc::new(ManualClock::starting_now());
+    let store = idem::PostgresStore::connect(&url)
+        .await
+        .unwrap()
+        .with_clock(clock.clone());
+    store.migrate().await.unwrap();
+    let pool = store.pool().clone();
+    let (p1, p2) = (pool.clone(), pool);
+    Some(Backend {
+        store: Arc::new(store),
+        clock,
+        rows: Box::new(move |t| {
+            let (pool, sql) = (p1.clone(), format!("SELECT COUNT(*) FROM {t}"));
+            Box::pin(async move {
+                sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+                    .fetch_one(&pool)
+                    .await
+                    .unwrap()
+            })
+        }),
+        create: Box::new(move |t| {
+            let (pool, sql) = (p2.clone(), format!("CREATE TABLE {t} {SCHEMA}"));
+            Box::pin(async move {
+                sqlx::query(sqlx::AssertSqlSafe(sql))
+                    .execute(&pool)
+                    .await
+                    .unwrap();
+            })
+        }),
+        _dir: None,
+    })
+}
+
+async fn mysql() -> Option<Backend> {
+    let url = server_url("IDEM_TEST_MYSQL_URL")?;
+    let clock = Arc::new(ManualClock::starting_now());
+    let store = idem::MySqlStore::connect(&url)
+        .await
+        .unwrap()
+        .with_clock(clock.clone());
+    store.migrate().await.unwrap();
+    let pool = store.pool().clone();
+    let (p1, p2) = (pool.clone(), pool);
+    Some(Backend {
+        store: Arc::new(store),
+        clock,
+        rows: Box::new(move |t| {
+            let (pool, sql) = (p1.clone(), format!("SELECT COUNT(*) FROM {t}"));
+            Box::pin(async move {
+                sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+                    .fetch_one(&pool)
+                    .await
+                    .unwrap()
+            })
+        }),
+        create: Box::new(move |t| {
+            let (pool, sql) = (
+                p2.clone(),
+                format!("CREATE TABLE {t} {SCHEMA} ENGINE = InnoDB"),
+            );
+            Box::pin(async move {
+                sqlx::query(sqlx::AssertSqlSafe(sql))
+                    .execute(&pool)
+                    .await
+                    .unwrap();
+            })
+        }),
+        _dir: None,
+    })
+}
+
+impl Backend {
+    async fn app(&self) -> App {
+        let table = unique("atomic");
+        (self.create)(&table).await;
+        App {
+            idem: Idem::from_arc(self.store.clone()),
+            table,
+            runs: Arc::default(),
+            then: Arc::default(),
+        }
+    }
+
+    async fn rows(&self, app: &App) -> i64 {
+        (self.rows)(&app.table).await
+    }
+}
+
+fn router(app: &App) -> Router {
+    Router::new()
+        .route("/orders", post(place))
+        .with_state(app.clone())
+}
+
+fn request(key: &str) -> Request<Body> {
+    Request::post("/orders")
+        .header("content-type", "application/json")
+        .header("idempotency-key", key)
+        .body(Body::from(r#"{"item":"book"}"#))
+        .unwrap()
+}
+
+async fn send(app: &App, key: &str) -> Response {
+    router(app).oneshot(request(key)).await.unwrap()
+}
+
+async fn body(resp: Response) -> serde_json::Value {
+    let bytes = http_body_util::BodyExt::collect(resp.into_body())
+        .await
+        .unwrap()
+        .to_bytes();
+    serde_json::from_slice(&bytes).unwrap()
+}
+
+/// The state of the record of `key` (the operation is the route, the scope global).
+async fn record_state(app: &App, key: &str) -> Option<RecordState> {
+    let scoped = idem::key::ScopedKey::new::<&str>(&[], "POST /orders", key).unwrap();
+    let record = app.idem.store().get(&scoped).await.unwrap();
+    record.map(|r| r.state)
+}
+
+/// Waits for the paused handler to have written its row (or fails the test instead of hanging).
+async fn wrote_within(wrote: &Notify) {
+    tokio::time::timeout(Duration::from_secs(10), wrote.notified())
+        .await
+        .expect("the handler ran and wrote its row");
+}
+
+/// Sends `key` until the answer is not `409` (an abandoned lease is ended by a spawned task).
+async fn send_until_not_in_progress(app: &App, key: &str) -> Response {
+    for _ in 0..100 {
+        let resp = send(app, key).await;
+        if resp.status() != StatusCode::CONFLICT {
+            return resp;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("`{key}` stayed in progress");
+}
+
+async fn commits_rows_and_result_together(backend: Backend) {
+    // Unique: the servers keep the records of earlier runs.
+    let key = unique("k");
+    let app = backend.app().await;
+    let first = send(&app, &key).await;
+    assert_eq!(first.status(), StatusCode::CREATED);
+    let first = body(first).await;
+    assert_eq!(backend.rows(&app).await, 1);
+    assert_eq!(record_state(&app, &key).await, Some(RecordState::Completed));
+    let retry = send(&app, &key).await;
+    assert_eq!(retry.status(), StatusCode::CREATED);
+    assert_eq!(retry.headers()["idempotent-replayed"], "true");
+    assert_eq!(body(retry).await, first);
+    assert_eq!(app.runs.load(Ordering::SeqCst), 1);
+    assert_eq!(backend.rows(&app).await, 1);
+}
+
+async fn dropped_between_write_and_commit(backend: Backend) {
+    // Unique: the servers keep the records of earlier runs.
+    let key = unique("k");
+    let app = backend.app().await;
+    let (wrote, go) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+    app.then.lock().unwrap().push(Then::Pause {
+        wrote: wrote.clone(),
+        go,
+    });
+    let first = tokio::spawn({
+        let (app, key) = (app.clone(), key.clone());
+        async move { send(&app, &key).await }
+    });
+    wrote_within(&wrote).await;
+    // The row is written in the open transaction; the client goes away.
+    first.abort();
+    assert!(first.await.unwrap_err().is_cancelled());
+    assert_eq!(
+        record_state(&app, &key).await,
+        Some(RecordState::Processing),
+        "the record stays, with its operation id, for the retry"
+    );
+    assert_eq!(backend.rows(&app).await, 0, "the row rolled back");
+
+    let retry = send_until_not_in_progress(&app, &key).await;
+    assert_eq!(retry.status(), StatusCode::CREATED);
+    let retried = body(retry).await;
+    assert_eq!(retried["run"], 2);
+    assert_eq!(backend.rows(&app).await, 1, "exactly one row");
+    assert_eq!(record_state(&app, &key).await, Some(RecordState::Completed));
+    let replay = send(&app, &key).await;
+    assert_eq!(replay.headers()["idempotent-replayed"], "true");
+    assert_eq!(body(replay).await, retried);
+    assert_eq!(backend.rows(&app).await, 1);
+}
+
+async fn unstored_answers_roll_back(backend: Backend) {
+    // Unique: the servers keep the records of earlier runs.
+    let key = unique("k");
+    let app = backend.app().await;
+    // 422 from the handler: the operation never started (released), its row rolled back.
+    app.then
+        .lock()
+        .unwrap()
+        .push(Then::Fail(StatusCode::UNPROCESSABLE_ENTITY));
+    let refused = send(&app, &key).await;
+    assert_eq!(refused.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(backend.rows(&app).await, 0);
+    assert_eq!(record_state(&app, &key).await, None, "released");
+    // A 500 is stored as a failure under exact_replay: it commits with its row, and replays.
+    app.then
+        .lock()
+        .unwrap()
+        .push(Then::Fail(StatusCode::INTERNAL_SERVER_ERROR));
+    let failed = send(&app, &key).await;
+    assert_eq!(failed.status(), StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(backend.rows(&app).await, 1);
+    assert_eq!(
+        record_state(&app, &key).await,
+        Some(RecordState::FailedStored)
+    );
+    let replay = send(&app, &key).await;
+    assert_eq!(replay.status(), StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(replay.headers()["idempotent-replayed"], "true");
+    assert_eq!(app.runs.load(Ordering::SeqCst), 2);
+    assert_eq!(backend.rows(&app).await, 1);
+}
+
+/// The zombie's fenced completion matches no record inside its transaction, so its row never
+/// commits; it answers what a retry sees (the takeover's result). PostgreSQL and MariaDB: the
+/// zombie wrote its row before the takeover.
+async fn zombie_cannot_commit(backend: Backend) {
+    zombie(backend, false).await;
+}
+
+/// SQLite: a transaction that has written holds the write lock, so the zombie here is one that
+/// was taken over before its first write.
+async fn zombie_taken_over_before_writing_cannot_commit(backend: Backend) {
+    zombie(backend, true).await;
+}
+
+async fn zombie(backend: Backend, before_write: bool) {
+    // Unique: the servers keep the records of earlier runs.
+    let key = unique("k");
+    let app = backend.app().await;
+    let (wrote, go) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+    let (w, g) = (wrote.clone(), go.clone());
+    app.then.lock().unwrap().push(if before_write {
+        Then::PauseBeforeWrite { wrote: w, go: g }
+    } else {
+        Then::Pause { wrote: w, go: g }
+    });
+    let zombie = tokio::spawn({
+        let (app, key) = (app.clone(), key.clone());
+        async move { send(&app, &key).await }
+    });
+    wrote_within(&wrote).await;
+    // Its lease runs out (by the store's clock) and a retry takes the operation over.
+    backend.clock.advance(Duration::from_secs(31));
+    let takeover = send(&app, &key).await;
+    assert_eq!(takeover.status(), StatusCode::CREATED);
+    let taken = body(takeover).await;
+    assert_eq!(taken["run"], 2);
+    assert_eq!(backend.rows(&app).await, 1);
+
+    go.notify_one();
+    let zombie = zombie.await.unwrap();
+    assert_eq!(zombie.status(), StatusCode::CREATED);
+    assert_eq!(zombie.headers()["idempotent-replayed"], "true");
+    assert_eq!(
+        body(zombie).await,
+        taken,
+        "the zombie answers the stored result"
+    );
+    assert_eq!(
+        backend.rows(&app).await,
+        1,
+        "the zombie's row never committed"
+    );
+}
+
+/// SQLite: a transaction that has written holds the write lock, so a takeover cannot happen
+/// until it ends: the retry waits, the first attempt commits, and the retry replays its result.
+async fn sqlite_takeover_waits_for_the_transaction(backend: Backend) {
+    // Unique: the servers keep the records of earlier runs.
+    let key = unique("k");
+    let app = backend.app().await;
+    let (wrote, go) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+    app.then.lock().unwrap().push(Then::Pause {
+        wrote: wrote.clone(),
+        go: go.clone(),
+    });
+    let first = tokio::spawn({
+        let (app, key) = (app.clone(), key.clone());
+        async move { send(&app, &key).await }
+    });
+    wrote_within(&wrote).await;
+    backend.clock.advance(Duration::from_secs(31));
+    let retry = tokio::spawn({
+        let (app, key) = (app.clone(), key.clone());
+        async move { send(&app, &key).await }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    go.notify_one();
+    let first = first.await.unwrap();
+    assert_eq!(first.status(), StatusCode::CREATED);
+    let first = body(first).await;
+    let retry = retry.await.unwrap();
+    assert_eq!(retry.status(), StatusCode::CREATED);
+    assert_eq!(retry.headers()["idempotent-replayed"], "true");
+    assert_eq!(body(retry).await, first);
+    assert_eq!(app.runs.load(Ordering::SeqCst), 1);
+    assert_eq!(backend.rows(&app).await, 1);
+}
+
+/// A handle over another store: `Tx<AnySql>` cannot begin, the handler does not run, `503`.
+#[tokio::test]
+async fn memory_store_cannot_begin_a_transaction() {
+    // Unique: the servers keep the records of earlier runs.
+    let key = unique("k");
+    let app = App {
+        idem: Idem::new(idem::MemoryStore::new()),
+        table: "unused".into(),
+        runs: Arc::default(),
+        then: Arc::default(),
+    };
+    let resp = send(&app, &key).await;
+    assert_eq!(resp.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(app.runs.load(Ordering::SeqCst), 0);
+}
+
+macro_rules! per_backend {
+    ($backend:ident: $($test:ident),* $(,)?) => {
+        mod $backend {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $test() {
+                    let Some(backend) = super::$backend().await else { return };
+                    super::$test(backend).await;
+                }
+            )*
+        }
+    };
+}
+
+per_backend!(sqlite:
+    commits_rows_and_result_together,
+    zombie_taken_over_before_writing_cannot_commit,
+    dropped_between_write_and_commit,
+    unstored_answers_roll_back,
+    sqlite_takeover_waits_for_the_transaction,
+);
+per_backend!(postgres:
+    commits_rows_and_result_together,
+    dropped_between_write_and_commit,
+    unstored_answers_roll_back,
+    zombie_cannot_commit,
+);
+per_backend!(mysql:
+    commits_rows_and_result_together,
+    dropped_between_write_and_commit,
+    unstored_answers_roll_back,
+    zombie_cannot_commit,
+);
