@@ -40,7 +40,6 @@
 //! | `--store S` | | `postgres`, `mysql` or `sqlite` |
 //! | `--url URL` | | a server URL (its database is only used to create the others), or a file path prefix for SQLite |
 //! | `--fillfactor N` | | PostgreSQL: `ALTER TABLE .. SET (fillfactor = N)` before loading |
-//! | `--sequential-pk` | | MariaDB, an experiment (not the shipped schema; the purge then sorts): the clustered primary key on a new `AUTO_INCREMENT` column, `key_hash` a `UNIQUE KEY uk_idem_key` |
 //! | `scale --sizes A,B,..` | `10000,1000000` | stored records per database |
 //! | `scale --rounds N --ops N` | `5`, `400` | rounds, and operations per path, size and round |
 //! | `purge --expired N --live N` | `1000000`, `100000` | the backlog and the live records beside it |
@@ -67,7 +66,7 @@ use sqlx::{AssertSqlSafe, Connection, Executor, MySqlConnection, PgConnection};
 type BoxError = Box<dyn Error + Send + Sync>;
 
 const USAGE: &str = "usage: store_scale --store postgres|mysql|sqlite --url URL [--fillfactor N] \
-[--sequential-pk] [--keep] (scale [--sizes A,B,..] [--rounds N] [--ops N] | purge [--expired N] [--live N] \
+[--keep] (scale [--sizes A,B,..] [--rounds N] [--ops N] | purge [--expired N] [--live N] \
 [--batches A,B,..] [--tasks N] [--window D] [--max D])";
 
 const LEASE: Duration = Duration::from_secs(30);
@@ -197,7 +196,6 @@ struct Server {
     kind: Kind,
     url: String,
     fillfactor: Option<u32>,
-    sequential_pk: bool,
 }
 
 impl Server {
@@ -246,16 +244,6 @@ impl Server {
                 let opts = self.url.parse::<MySqlConnectOptions>()?.database(&name);
                 let store = MySqlStore::connect_with(opts).await?;
                 store.migrate().await?;
-                if self.sequential_pk {
-                    // The store recognizes a duplicate on `uk_idem_key` as on `PRIMARY`.
-                    sqlx::query(
-                        "ALTER TABLE idem_idempotency_records DROP PRIMARY KEY, \
-                         ADD COLUMN id BIGINT NOT NULL AUTO_INCREMENT FIRST, ADD PRIMARY KEY (id), \
-                         ADD UNIQUE KEY uk_idem_key (key_hash)",
-                    )
-                    .execute(store.pool())
-                    .await?;
-                }
                 my = Some(store.clone());
                 Arc::new(store)
             }
@@ -1008,7 +996,6 @@ fn parse_duration(s: &str) -> Result<Duration, BoxError> {
 async fn main() -> Result<(), BoxError> {
     let mut it = std::env::args().skip(1);
     let (mut kind, mut url, mut fillfactor, mut keep, mut mode) = (None, None, None, false, None);
-    let mut sequential_pk = false;
     let mut sizes = vec![10_000, 1_000_000];
     let (mut rounds, mut ops) = (5, 400);
     let mut pa = PurgeArgs {
@@ -1036,7 +1023,6 @@ async fn main() -> Result<(), BoxError> {
             "--url" => url = Some(value()?),
             "--fillfactor" => fillfactor = Some(value()?.parse()?),
             "--keep" => keep = true,
-            "--sequential-pk" => sequential_pk = true,
             "scale" | "purge" => mode = Some(arg.clone()),
             "--sizes" => sizes = parse_list(&value()?)?,
             "--rounds" => rounds = value()?.parse()?,
@@ -1061,7 +1047,6 @@ async fn main() -> Result<(), BoxError> {
         kind,
         url,
         fillfactor,
-        sequential_pk,
     };
     if mode == "scale" {
         sizes.sort_unstable();

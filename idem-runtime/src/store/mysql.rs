@@ -10,7 +10,7 @@
 //! | complete, release, abandon, extend | 1 `UPDATE` / `DELETE` / `UPDATE` / `UPDATE` |
 //! | complete that matched no row (a retry after a lost acknowledgement, or fenced out) | +1 `SELECT` of the owner |
 //! | get | 1 `SELECT` |
-//! | purge_expired | 4: `BEGIN`, `SELECT .. ORDER BY expire_at, key_hash LIMIT ? FOR UPDATE SKIP LOCKED`, `DELETE .. WHERE key_hash IN (..)`, `COMMIT` |
+//! | purge_expired | 4: `BEGIN`, `SELECT .. ORDER BY expire_at, created_at, key_hash LIMIT ? FOR UPDATE SKIP LOCKED`, `DELETE .. WHERE key_hash IN (..)`, `COMMIT` |
 //!
 //! So a fresh request costs 2 statements (claim, complete) and a replay 2. A statement rolled
 //! back as a deadlock victim (1213) is sent again, up to 3 times, before
@@ -28,14 +28,31 @@
 //! "now". [`MySqlStore::with_clock`] overrides it for tests. Minimum versions: MariaDB 10.6,
 //! MySQL 8.0.1 (`SKIP LOCKED`).
 //!
+//! # The table's order
+//!
+//! The primary key is InnoDB's clustered index, the table itself: `(created_at, key_hash)`
+//! (migration `20261201000001`; before it, `key_hash` alone). `created_at` is the claim's "now"
+//! by the database's clock, so a new record goes to the table's right edge, whose pages are in
+//! the buffer pool, and the purge, which follows `expire_at` (the creation time plus a TTL,
+//! mostly), empties its left edge. Clustered on the SHA-256 `key_hash`, every claim went to a
+//! random page of the whole table, which stopped fitting the buffer pool at about a million
+//! records (`BENCHMARKS.md`, "At scale"). The claim index is the unique secondary index
+//! `uk_idem_key` on `key_hash`. Not an `AUTO_INCREMENT` column: an `INSERT` that generates
+//! an id reports that id in the OK packet instead of the `LAST_INSERT_ID(now)` above, and the
+//! fresh claim would get its lease's times wrong. Replacing an expired record sets its
+//! `created_at`, which moves the row to the right edge like a fresh record.
+//!
 //! # Why not `INSERT .. ON DUPLICATE KEY UPDATE`
 //!
 //! MySQL has no `RETURNING`, so the claim is a plain `INSERT` and a duplicate is recognized by
 //! error number 1062 **and** the name of the index that collided (S15): only a collision on the
-//! claim index (`PRIMARY`, the primary key on `key_hash`; `uk_idem_key` is accepted too) means
-//! "the key exists"; a 1062 on any other unique index is an error. The error message text is
-//! never matched; the index name is the only part read from it, because MySQL reports it
-//! nowhere else.
+//! claim index `uk_idem_key`, or on `PRIMARY`, means "the key exists"; a 1062 on any other
+//! unique index is an error. InnoDB checks the primary key first, so two claims of one key in
+//! the same millisecond collide on `PRIMARY` (`(created_at, key_hash)`, which holds the key
+//! hash: a duplicate of it is a duplicate key hash), later ones on `uk_idem_key`; `PRIMARY` is
+//! also the claim index of a table not yet migrated past `20261201000001`. The error message
+//! text is never matched; the index name is the only part read from it, because MySQL reports
+//! it nowhere else.
 //!
 //! `ON DUPLICATE KEY UPDATE` was rejected for two reasons. Its assignments are evaluated left
 //! to right, each seeing the columns already assigned, so a conditional takeover
@@ -89,7 +106,7 @@ macro_rules! now {
     };
 }
 
-/// The claim (S13, S15): a plain insert; the primary key on `key_hash` decides. Every time is
+/// The claim (S13, S15): a plain insert; the unique index on `key_hash` decides. Every time is
 /// computed from the database's clock, and `updated_at = LAST_INSERT_ID(now)` hands that "now"
 /// back in the OK packet (`last_insert_id`): MySQL has no `RETURNING`, and the lease's deadlines
 /// follow from it without another round trip. Binds: key hash, readable key, request hash,
@@ -162,7 +179,7 @@ const TAKEOVER_SQL: &str = concat!(
 );
 
 /// The row of a key and the database's "now". Binds: override, key hash.
-/// A plain lookup on the primary key: a derived table that put the key first, as the other
+/// A plain lookup through `uk_idem_key`: a derived table that put the key first, as the other
 /// backends bind it, was materialized as a temporary table on every execution, measured at
 /// 0.3-0.5 ms on the server against 0.12 ms, on every replay.
 const SELECT_SQL: &str = concat!(
@@ -226,13 +243,13 @@ const EXTEND_SQL: &str = concat!(
 
 /// The purge's first statement, in a short transaction of its own: lock up to `?` expired
 /// records along `idx_idem_expire_at` (InnoDB secondary indexes end with the primary key, so
-/// `(expire_at, key_hash)` is the index order: no sort), skipping those another transaction
-/// holds. Binds: override, batch.
+/// `(expire_at, created_at, key_hash)` is the index order: no sort), skipping those another
+/// transaction holds. Binds: override, batch.
 const PURGE_SELECT_SQL: &str = concat!(
     "SELECT key_hash FROM idem_idempotency_records WHERE expire_at <= ",
     now!(),
     " \
-     ORDER BY expire_at, key_hash LIMIT ? FOR UPDATE SKIP LOCKED"
+     ORDER BY expire_at, created_at, key_hash LIMIT ? FOR UPDATE SKIP LOCKED"
 );
 
 /// The statements of this store, for the benchmark's hand-written baseline. Not a public API.
@@ -636,9 +653,11 @@ async fn migrate_on(conn: &mut MySqlConnection) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// `true` when `err` is a duplicate key (1062) on the claim index (S15). The number decides;
-/// the index name is read from the end of the message (`.. for key 'PRIMARY'` on MariaDB,
-/// `.. for key 'idem_idempotency_records.PRIMARY'` on MySQL 8), the only place MySQL reports it.
+/// `true` when `err` is a duplicate key (1062) on the claim index `uk_idem_key` or on the
+/// primary key, which holds `key_hash` (S15, module docs). The number decides; the index name
+/// is read from the end of the message (`.. for key 'uk_idem_key'` on MariaDB,
+/// `.. for key 'idem_idempotency_records.uk_idem_key'` on MySQL 8), the only place MySQL
+/// reports it.
 fn is_claim_collision(err: &sqlx::Error) -> bool {
     let sqlx::Error::Database(db) = err else {
         return false;

@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use idem_runtime::store::{
-    Claim, ClaimRequest, Completion, Lease, ManualClock, Outcome, PostgresStore, RecordState,
-    SqliteStore, Store, StoreError,
+    Claim, ClaimRequest, Clock, Completion, Lease, ManualClock, MySqlStore, Outcome, PostgresStore,
+    RecordState, SqliteStore, Store, StoreError, SystemClock,
 };
 
 use crate::support::*;
@@ -325,16 +325,226 @@ async fn mysql_migration_history_is_idem_own() {
         "CREATE TABLE IF NOT EXISTS app_orders (id BIGINT PRIMARY KEY)",
     )
     .await;
-    let ours: Vec<i64> = sqlx::query_scalar("SELECT version FROM idem_sqlx_migrations")
-        .fetch_all(store.pool())
-        .await
-        .unwrap();
-    assert_eq!(ours.len(), 1);
+    let ours: Vec<i64> =
+        sqlx::query_scalar("SELECT version FROM idem_sqlx_migrations ORDER BY version")
+            .fetch_all(store.pool())
+            .await
+            .unwrap();
+    assert_eq!(ours, [20261130000001, 20261201000001]);
     let theirs: Vec<i64> = sqlx::query_scalar("SELECT version FROM _sqlx_migrations")
         .fetch_all(store.pool())
         .await
         .unwrap();
-    assert!(!theirs.contains(&ours[0]));
+    assert!(ours.iter().all(|v| !theirs.contains(v)));
+}
+
+/// The MariaDB table as the first migration created it (clustered on `key_hash`), holding
+/// records in every state, is rebuilt in place by `20261201000001` (clustered on `(created_at,
+/// key_hash)`, claim index `uk_idem_key`): completed records still replay byte for byte, a live
+/// lease still holds its key and completes, and claims go on deciding by the unique index.
+#[tokio::test]
+async fn mysql_table_of_the_first_migration_is_upgraded_in_place() {
+    use sqlx::Executor;
+    let Some(url) = server_url("IDEM_TEST_MYSQL_URL") else {
+        return;
+    };
+    let (url, _guard) = private_database(&url, "myup").await;
+    let clock = Arc::new(ManualClock::starting_now());
+    let store = MySqlStore::connect(&url)
+        .await
+        .unwrap()
+        .with_clock(clock.clone());
+    // The database as a build with only the first migration left it.
+    store.migrate().await.unwrap();
+    store
+        .pool()
+        .execute(sqlx::raw_sql(
+            "DROP TABLE idem_idempotency_records; \
+             DELETE FROM idem_sqlx_migrations WHERE version > 20261130000001",
+        ))
+        .await
+        .unwrap();
+    store
+        .pool()
+        .execute(sqlx::raw_sql(include_str!(
+            "../../migrations/mysql/20261130000001_idempotency_records.sql"
+        )))
+        .await
+        .unwrap();
+    let primary = |pool: sqlx::MySqlPool| async move {
+        sqlx::query_scalar::<_, String>(
+            "SELECT column_name FROM information_schema.statistics \
+             WHERE table_schema = DATABASE() AND table_name = 'idem_idempotency_records' \
+               AND index_name = 'PRIMARY' ORDER BY seq_in_index",
+        )
+        .fetch_all(&pool)
+        .await
+        .unwrap()
+    };
+    assert_eq!(primary(store.pool().clone()).await, ["key_hash"]);
+
+    // Records of the old table: completed, processing, expired.
+    let completed: Vec<_> = (0..50).map(|i| unique_key(&format!("up-{i}"))).collect();
+    for (i, key) in completed.iter().enumerate() {
+        let lease = acquire(&store, &req(key, hash("a"))).await;
+        let body = format!("body-{i}").into_bytes();
+        let done = Completion::new(Outcome::Completed, 201, body).with_biz_no(format!("B-{i}"));
+        store.complete(&lease, &done).await.unwrap();
+        clock.advance(Duration::from_millis(3));
+    }
+    let live_key = unique_key("up-live");
+    let live = acquire(&store, &req(&live_key, hash("b"))).await;
+    let expired_key = unique_key("up-expired");
+    let short = ClaimRequest::new(
+        &expired_key,
+        hash("c"),
+        Duration::from_secs(1),
+        Duration::from_secs(2),
+    );
+    let expired = acquire(&store, &short).await;
+    store.complete(&expired, &done()).await.unwrap();
+    clock.advance(Duration::from_secs(3));
+
+    // The new build starts: the pending migration rebuilds the table.
+    store.migrate().await.unwrap();
+    assert_eq!(
+        primary(store.pool().clone()).await,
+        ["created_at", "key_hash"]
+    );
+    let unique: Vec<(String, String, i64)> = sqlx::query_as(
+        "SELECT index_name, column_name, CAST(non_unique AS SIGNED) FROM information_schema.statistics \
+         WHERE table_schema = DATABASE() AND table_name = 'idem_idempotency_records' \
+           AND index_name = 'uk_idem_key'",
+    )
+    .fetch_all(store.pool())
+    .await
+    .unwrap();
+    assert_eq!(
+        unique,
+        [("uk_idem_key".to_owned(), "key_hash".to_owned(), 0)]
+    );
+
+    for (i, key) in completed.iter().enumerate() {
+        match store.claim(&req(key, hash("a"))).await.unwrap() {
+            Claim::Completed(rec) => {
+                assert_eq!(rec.status, Some(201));
+                assert_eq!(rec.body, format!("body-{i}").into_bytes());
+                assert_eq!(rec.biz_no, Some(format!("B-{i}")));
+            }
+            other => panic!("record {i} not replayed after the upgrade: {other:?}"),
+        }
+    }
+    assert!(matches!(
+        store.claim(&req(&live_key, hash("b"))).await.unwrap(),
+        Claim::InProgress { .. }
+    ));
+    store.complete(&live, &done()).await.unwrap();
+    assert!(matches!(
+        store.claim(&req(&live_key, hash("b"))).await.unwrap(),
+        Claim::Completed(_)
+    ));
+    // The expired record is replaced by a new operation, then purged with nothing else.
+    let again = acquire(&store, &short).await;
+    assert_eq!(again.fence, 2);
+    store.release(&again).await.unwrap();
+    let fresh_key = unique_key("up-fresh");
+    acquire(&store, &req(&fresh_key, hash("d"))).await;
+    assert!(matches!(
+        store.claim(&req(&fresh_key, hash("d"))).await.unwrap(),
+        Claim::InProgress { .. }
+    ));
+    let expiring = unique_key("up-expiring");
+    let lease = acquire(
+        &store,
+        &ClaimRequest::new(
+            &expiring,
+            hash("e"),
+            Duration::from_secs(1),
+            Duration::from_secs(2),
+        ),
+    )
+    .await;
+    store.complete(&lease, &done()).await.unwrap();
+    clock.advance(Duration::from_secs(3));
+    assert_eq!(store.purge_expired(1000).await.unwrap(), 1);
+    assert!(store.get(&expiring).await.unwrap().is_none());
+    assert!(store.get(&completed[0]).await.unwrap().is_some());
+}
+
+/// The writing statements hand the server's "now" back through `LAST_INSERT_ID(now)` in the OK
+/// packet. On the server's clock (no override), the lease each path returns is exactly the one
+/// it stored, and starts within the test's own clock's window: the fresh insert, the takeover of
+/// an ended lease, the extension, the replacement of an expired record. (An `INSERT` into a
+/// table with an `AUTO_INCREMENT` column reports the generated id there instead.)
+#[tokio::test]
+async fn mysql_leases_carry_the_server_clock() {
+    let Some(store) = mysql_store().await else {
+        return;
+    };
+    let key = unique_key("server-now");
+    let lease_d = Duration::from_millis(400);
+    let request = ClaimRequest::new(&key, hash("a"), lease_d, Duration::from_millis(800));
+    let stored = |lease: Lease| {
+        let store = store.clone();
+        async move {
+            let rec = store.get(&lease.key).await.unwrap().unwrap();
+            assert_eq!(rec.lease_until, lease.lease_until, "{lease:?}");
+            assert_eq!(rec.expire_at, lease.expire_at, "{lease:?}");
+            assert_eq!(rec.fence, lease.fence);
+            rec
+        }
+    };
+    // Server and test run on one host: a start outside this window is not the server's "now".
+    let within = |before: idem_runtime::store::Timestamp, lease: &Lease, by: Duration| {
+        let after = SystemClock.now();
+        let start = lease.lease_until.as_millis() - by.as_millis() as i64;
+        assert!(
+            start >= before.as_millis() - 2_000 && start <= after.as_millis() + 2_000,
+            "lease starting at {start} ms, outside {before:?}..{after:?}"
+        );
+    };
+
+    let before = SystemClock.now();
+    let fresh = acquire(&store, &request).await;
+    within(before, &fresh, lease_d);
+    let rec = stored(fresh.clone()).await;
+    assert_eq!(
+        rec.locked_at.as_millis(),
+        fresh.lease_until.as_millis() - 400
+    );
+
+    tokio::time::sleep(Duration::from_millis(450)).await;
+    let before = SystemClock.now();
+    let taken = acquire(&store, &request).await;
+    assert!(taken.took_over);
+    within(before, &taken, lease_d);
+    stored(taken.clone()).await;
+
+    let before = SystemClock.now();
+    let extended = store
+        .extend(&taken, Duration::from_millis(500))
+        .await
+        .unwrap();
+    within(before, &extended, Duration::from_millis(500));
+    stored(extended.clone()).await;
+
+    let before = SystemClock.now();
+    store.complete(&extended, &done()).await.unwrap();
+    let rec = store.get(&key).await.unwrap().unwrap();
+    let completed_at = rec.completed_at.unwrap().as_millis();
+    assert!(
+        completed_at >= before.as_millis() - 2_000
+            && completed_at <= SystemClock.now().as_millis() + 2_000
+    );
+
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    let before = SystemClock.now();
+    let replaced = acquire(&store, &request).await;
+    assert!(!replaced.took_over);
+    assert_eq!(replaced.fence, 3);
+    within(before, &replaced, lease_d);
+    stored(replaced.clone()).await;
+    store.release(&replaced).await.unwrap();
 }
 
 #[tokio::test]
