@@ -43,6 +43,8 @@
 
 mod clock;
 mod error;
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+pub(crate) mod headers;
 mod interface;
 mod memory;
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]

@@ -1,5 +1,6 @@
 //! The response headers of a snapshot as one length-prefixed blob (column `resp_headers`), so
-//! that names and values may contain any byte.
+//! that names and values may contain any byte: a module of its own, for every store that keeps
+//! snapshots outside the process.
 
 /// Version byte of the header blob.
 const HEADERS_V1: u8 = 1;
