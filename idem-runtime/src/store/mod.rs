@@ -43,7 +43,12 @@
 
 mod clock;
 mod error;
-#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+#[cfg(any(
+    feature = "postgres",
+    feature = "mysql",
+    feature = "sqlite",
+    feature = "redis"
+))]
 pub(crate) mod headers;
 mod interface;
 mod memory;
@@ -55,6 +60,9 @@ pub mod mysql;
 #[cfg(feature = "postgres")]
 #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
 pub mod postgres;
+#[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+pub mod redis;
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 pub(crate) mod sql_store;
 #[cfg(feature = "sqlite")]
@@ -68,6 +76,9 @@ pub use interface::{
     BoxFuture, Claim, ClaimRequest, Completion, Lease, Outcome, Record, RecordState, Store,
 };
 
+#[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+pub use self::redis::RedisStore;
 pub(crate) use interface::new_operation_id;
 pub use memory::MemoryStore;
 #[cfg(feature = "mysql")]
