@@ -73,12 +73,13 @@ my_stop() {
 
 # Redis with the persistence the Redis store's guarantees need (docs/storage.md, "Redis"): an
 # append-only file written and fsynced before every acknowledgement, and no eviction.
+# REDIS_APPENDFSYNC=everysec measures the weaker setting (benchmarks only).
 redis_start() {
   local dir=$1 port
   port=$(cat "$dir/port")
   redis-server --bind 127.0.0.1 --port "$port" --dir "$dir" --daemonize yes \
     --pidfile "$dir/redis.pid" --logfile "$dir/redis.log" --appendonly yes \
-    --appendfsync always --maxmemory-policy noeviction --save '' >/dev/null
+    --appendfsync "${REDIS_APPENDFSYNC:-always}" --maxmemory-policy noeviction --save '' >/dev/null
   for _ in $(seq 1 600); do
     if redis-cli -h 127.0.0.1 -p "$port" ping 2>/dev/null | grep -q PONG; then
       return 0

@@ -276,6 +276,18 @@ return deleted
 "#
 );
 
+/// The scripts of this store, for the benchmark's hand-written baseline. Not a public API.
+#[doc(hidden)]
+pub mod scripts {
+    /// The claim script: `KEYS` record, index; `ARGV` readable key, request hash, operation id,
+    /// now (`''`: the server's), lease ms, TTL ms, expiry margin ms, key hash in hex.
+    pub const CLAIM: &str = super::CLAIM_LUA;
+    /// The completion script: `KEYS` record, index; `ARGV` fence, operation id, state, status,
+    /// headers blob, body, `'1'` with a business number, the business number, expire_at (`''`),
+    /// now (`''`), expiry margin ms, key hash in hex.
+    pub const COMPLETE: &str = super::COMPLETE_LUA;
+}
+
 static CLAIM: LazyLock<Script> = LazyLock::new(|| Script::new(CLAIM_LUA));
 static COMPLETE: LazyLock<Script> = LazyLock::new(|| Script::new(COMPLETE_LUA));
 static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(RELEASE_LUA));
