@@ -71,7 +71,7 @@ my_stop() {
   kill -KILL "$pid" 2>/dev/null || true
 }
 
-# Redis with the persistence the Redis store's guarantees need (docs/storage.md, "Redis"): an
+# Redis with the persistence the Redis store's guarantees need (docs/storage.md, "Redis / Valkey"): an
 # append-only file written and fsynced before every acknowledgement, and no eviction.
 # REDIS_APPENDFSYNC=everysec measures the weaker setting (benchmarks only).
 redis_start() {

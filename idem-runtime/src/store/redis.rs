@@ -62,12 +62,13 @@
 //! operation again. The guarantees of the other stores need `appendonly yes` with
 //! `appendfsync always`; `maxmemory-policy` must be `noeviction` (an evicted record is a rerun).
 //! Replication is asynchronous: a failover to a replica can lose acknowledged writes. See
-//! `docs/storage.md`, "Redis". [`Store::migrate`] refuses an evicting server and warns about
-//! the persistence settings it can read.
+//! `docs/storage.md`, "Redis / Valkey". [`Store::migrate`] refuses an evicting server and
+//! warns about the persistence settings it can read.
 //!
-//! Redis 5 or later, or Valkey (tested with Redis 7.0); a standalone server or a
-//! Sentinel-managed primary: the scripts touch two keys that Redis Cluster would place on
-//! different nodes.
+//! Redis 5 or later, or Valkey (tested with Redis 7.0). The store connects to one address: a
+//! standalone primary, or the stable endpoint a managed service moves on failover (mind the
+//! failover note above). Not Redis Cluster: the scripts touch two keys that Cluster would place
+//! on different nodes.
 
 use core::fmt;
 use core::time::Duration;
@@ -671,7 +672,7 @@ impl RedisStore {
                     Err(e) if is_transient(&e) => Err(classify(e)),
                     Err(e) => {
                         tracing::warn!(target: "idem", setting = name, error = %e,
-                            "cannot read the Redis setting: check it by hand (docs/storage.md, \"Redis\")");
+                            "cannot read the Redis setting: check it by hand (docs/storage.md, \"Redis / Valkey\")");
                         Ok(None)
                     }
                 }
@@ -693,7 +694,7 @@ impl RedisStore {
             tracing::warn!(target: "idem",
                 appendonly = appendonly.as_deref().unwrap_or("?"),
                 appendfsync = fsync.as_deref().unwrap_or("?"),
-                "Redis may lose acknowledged claims and completions on a crash, and a lost one lets a retry run its operation again: `appendonly yes` and `appendfsync always` keep them (docs/storage.md, \"Redis\")");
+                "Redis may lose acknowledged claims and completions on a crash, and a lost one lets a retry run its operation again: `appendonly yes` and `appendfsync always` keep them (docs/storage.md, \"Redis / Valkey\")");
         }
         for script in [
             &*CLAIM, &*COMPLETE, &*RELEASE, &*ABANDON, &*EXTEND, &*GET, &*PURGE,
