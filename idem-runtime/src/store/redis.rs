@@ -4,9 +4,10 @@
 //! # Data layout
 //!
 //! One hash per record, `<prefix>rec:<key hash in hex>`, with the fields of the SQL stores'
-//! columns (`idem_key`, `request_hash`, `state`, `operation_id`, `fence`, `resp_status`,
-//! `resp_headers`, `resp_body`, `biz_no`, `locked_at`, `lease_until`, `expire_at`,
-//! `created_at`, `updated_at`, `completed_at`; times in milliseconds since the Unix epoch), and
+//! columns (`idem_key`, `request_hash`, `state`, `operation_id`, `fence`, `rev` (+1 on every
+//! write, for diagnostics), `resp_status`, `resp_headers`, `resp_body`, `biz_no`, `locked_at`,
+//! `lease_until`, `expire_at`, `created_at`, `updated_at`, `completed_at`; times in
+//! milliseconds since the Unix epoch), and
 //! one sorted set, `<prefix>expire_at`, of the key hashes scored by `expire_at`: the index
 //! [`Store::purge_expired`] walks. The prefix is `idem:` unless
 //! [`with_prefix`](RedisStore::with_prefix) sets another.
@@ -145,6 +146,7 @@ end
 redis.call('HSET', KEYS[1], 'idem_key', ARGV[1], 'request_hash', ARGV[2], 'state', '0',
   'operation_id', op, 'fence', int(fence), 'locked_at', int(now), 'lease_until', int(lease_until),
   'expire_at', int(expire_at), 'created_at', int(created), 'updated_at', int(now))
+redis.call('HINCRBY', KEYS[1], 'rev', 1)
 keep(KEYS[1], expire_at, now, margin)
 redis.call('ZADD', KEYS[2], int(expire_at), ARGV[8])
 return {1, fence, op, lease_until, expire_at, took, now}
@@ -176,6 +178,7 @@ if not owned then return 1 end
 local now = clock(ARGV[10])
 redis.call('HSET', KEYS[1], 'state', ARGV[3], 'resp_status', ARGV[4], 'resp_headers', ARGV[5],
   'resp_body', ARGV[6], 'updated_at', int(now), 'completed_at', int(now))
+redis.call('HINCRBY', KEYS[1], 'rev', 1)
 if ARGV[7] == '1' then
   redis.call('HSET', KEYS[1], 'biz_no', ARGV[8])
 else
@@ -212,6 +215,7 @@ const ABANDON_LUA: &str = concat!(
 if not owned then return 0 end
 local now = clock(ARGV[3])
 redis.call('HSET', KEYS[1], 'lease_until', int(math.min(tonumber(r[5]), now)), 'updated_at', int(now))
+redis.call('HINCRBY', KEYS[1], 'rev', 1)
 return 1
 "#
 );
@@ -228,6 +232,7 @@ local now = clock(ARGV[4])
 local lu = now + tonumber(ARGV[3])
 local ea = math.max(tonumber(r[4]), lu)
 redis.call('HSET', KEYS[1], 'lease_until', int(lu), 'expire_at', int(ea), 'updated_at', int(now))
+redis.call('HINCRBY', KEYS[1], 'rev', 1)
 redis.call('ZADD', KEYS[2], int(ea), ARGV[6])
 keep(KEYS[1], ea, now, tonumber(ARGV[5]))
 return {1, lu, ea}
