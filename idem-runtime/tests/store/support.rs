@@ -283,21 +283,26 @@ pub async fn redis(start: Timestamp) -> Option<Fixture> {
 /// A Redis store on `IDEM_TEST_REDIS_URL` under a key prefix no other store (nor an earlier run
 /// against the same server) uses, checked by `migrate()`.
 pub async fn redis_store() -> Option<idem_runtime::store::RedisStore> {
-    static N: AtomicU64 = AtomicU64::new(0);
     let url = server_url("IDEM_TEST_REDIS_URL")?;
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    let prefix = format!(
-        "idem-test:{}-{nanos}-{}:",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    );
+    let prefix = redis_prefix();
     let store = idem_runtime::store::RedisStore::connect(&url)
         .await
         .unwrap()
         .with_prefix(&prefix);
     store.migrate().await.unwrap();
     Some(store)
+}
+
+/// A Redis key prefix no other store (nor an earlier run against the same server) uses.
+pub fn redis_prefix() -> String {
+    static N: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!(
+        "idem-test:{}-{nanos}-{}:",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
 }
