@@ -369,7 +369,61 @@ async fn redis_evicting_server_is_refused() {
     store.migrate().await.unwrap();
 }
 
-/// Serializes the Redis tests of this binary: one stops the server, one changes its settings.
+/// A Redis server at its `maxmemory` with `noeviction` refuses writes (`OOM`): a claim of a new
+/// key and a completion are `Unavailable` (503, retry later) and write nothing, while a replay,
+/// which writes nothing, is still answered; once memory is available again both go through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_out_of_memory_is_unavailable() {
+    let _serial = REDIS_SETTINGS.lock().await;
+    let Some(store) = redis_store().await else {
+        return;
+    };
+    let done = Completion::new(Outcome::Completed, 200, b"paid".to_vec());
+    let replayed = unique_key("redis-oom-replayed");
+    let Claim::Acquired(first) = store.claim(&req(&replayed, hash("a"))).await.unwrap() else {
+        panic!("fresh key not free")
+    };
+    store.complete(&first, &done).await.unwrap();
+    let pending = unique_key("redis-oom-pending");
+    let Claim::Acquired(lease) = store.claim(&req(&pending, hash("a"))).await.unwrap() else {
+        panic!("fresh key not free")
+    };
+    let conn = store.connection().clone();
+    let set = |bytes: &'static str| {
+        let mut conn = conn.clone();
+        async move {
+            let () = redis::cmd("CONFIG")
+                .arg("SET")
+                .arg("maxmemory")
+                .arg(bytes)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+        }
+    };
+    set("1").await;
+    let fresh = unique_key("redis-oom-fresh");
+    let claimed = store.claim(&req(&fresh, hash("a"))).await;
+    let completed = store.complete(&lease, &done).await;
+    let replay = store.claim(&req(&replayed, hash("a"))).await;
+    let read = store.get(&pending).await;
+    set("0").await;
+    assert_unavailable(claimed, "claim at maxmemory");
+    assert_unavailable(completed, "complete at maxmemory");
+    match replay {
+        Ok(Claim::Completed(rec)) => assert_eq!(rec.body, b"paid"),
+        other => panic!("a replay writes nothing and must be answered: {other:?}"),
+    }
+    assert!(read.unwrap().is_some_and(|r| r.completed_at.is_none()));
+    // Nothing was written meanwhile; now both go through.
+    assert!(matches!(
+        store.claim(&req(&fresh, hash("a"))).await.unwrap(),
+        Claim::Acquired(l) if l.fence == 1
+    ));
+    store.complete(&lease, &done).await.unwrap();
+}
+
+/// Serializes the Redis tests of this binary: one stops the server, others change its settings.
 static REDIS_SETTINGS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// SQLite has no server to stop: it "goes away" for writers when another connection holds the
