@@ -66,7 +66,9 @@
 //! `docs/storage.md`, "Redis / Valkey". [`Store::migrate`] refuses an evicting server and
 //! warns about the persistence settings it can read.
 //!
-//! Redis 5 or later, or Valkey (tested with Redis 7.0). The store connects to one address: a
+//! Needs Redis 5 or later (the scripts read `TIME` before they write); tested with Redis 7.0.
+//! Valkey speaks the same commands and Lua but is not tested here (Debian 12 does not package
+//! it). The store connects to one address: a
 //! standalone primary, or the stable endpoint a managed service moves on failover (mind the
 //! failover note above). Not Redis Cluster: the scripts touch two keys that Cluster would place
 //! on different nodes.
