@@ -1,9 +1,10 @@
 //! Store overhead: `claim + complete` and `replay` through idem's stores, each against the very
 //! same SQL statements hand-written with sqlx, in the same run, against the same database.
 //!
-//! Run with `scripts/bench` (starts throwaway PostgreSQL and MariaDB servers, like
-//! `scripts/test`); a backend whose URL (`IDEM_TEST_POSTGRES_URL`, `IDEM_TEST_MYSQL_URL`) is unset
-//! is skipped. idem and the baseline alternate operation by operation so that drift on a shared
+//! Run with `scripts/bench` (starts throwaway PostgreSQL, MariaDB and Redis servers, like
+//! `scripts/test`); a backend whose URL (`IDEM_TEST_POSTGRES_URL`, `IDEM_TEST_MYSQL_URL`,
+//! `IDEM_TEST_REDIS_URL`) is unset is skipped. Redis's baseline is the store's own Lua scripts
+//! (`idem::store::redis::scripts`) invoked by hand with the `redis` crate. idem and the baseline alternate operation by operation so that drift on a shared
 //! machine hits both alike; the table reports medians over the rounds. Not criterion:
 //! what matters here is the ratio of two interleaved measurements, printed as a Markdown table.
 
@@ -16,8 +17,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use idem::RequestHash;
 use idem::key::ScopedKey;
 use idem::store::{
-    Claim, ClaimRequest, Completion, MemoryStore, MySqlStore, Outcome, PostgresStore, SqliteStore,
-    Store,
+    Claim, ClaimRequest, Completion, MemoryStore, MySqlStore, Outcome, PostgresStore, RedisStore,
+    SqliteStore, Store,
 };
 use sha2::{Digest, Sha256};
 use sqlx::{MySqlPool, PgPool, Row, SqlitePool};
@@ -503,6 +504,120 @@ impl Replay for Sqlite {
     }
 }
 
+/// The Redis store's own scripts (`idem::store::redis::scripts`), invoked by hand on the
+/// store's connection under the store's key prefix, with the key hash precomputed.
+#[derive(Clone)]
+struct Redis {
+    conn: redis::aio::ConnectionManager,
+    prefix: Arc<str>,
+    claim: Arc<redis::Script>,
+    complete: Arc<redis::Script>,
+}
+
+/// The expiry margin the store passes by default (ms).
+const REDIS_MARGIN_MS: i64 = 300_000;
+
+impl Redis {
+    fn new(store: &RedisStore, prefix: &str) -> Self {
+        Redis {
+            conn: store.connection().clone(),
+            prefix: Arc::from(prefix),
+            claim: Arc::new(redis::Script::new(idem::store::redis::scripts::CLAIM)),
+            complete: Arc::new(redis::Script::new(idem::store::redis::scripts::COMPLETE)),
+        }
+    }
+
+    /// The claim script's reply for a record of `hex` (key hash in hex).
+    async fn claim(&self, hex: &str, readable: &str, request: &str) -> Vec<redis::Value> {
+        let mut conn = self.conn.clone();
+        self.claim
+            .key(format!("{}rec:{hex}", self.prefix))
+            .key(format!("{}expire_at", self.prefix))
+            .arg(readable)
+            .arg(request)
+            .arg(OPERATION_ID)
+            .arg("")
+            .arg(LEASE_MS)
+            .arg(TTL_MS)
+            .arg(REDIS_MARGIN_MS)
+            .arg(hex)
+            .invoke_async(&mut conn)
+            .await
+            .unwrap()
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn redis_int(v: &redis::Value) -> i64 {
+    match v {
+        redis::Value::Int(n) => *n,
+        redis::Value::BulkString(b) => std::str::from_utf8(b).unwrap().parse().unwrap(),
+        other => panic!("not an integer: {other:?}"),
+    }
+}
+
+fn redis_bytes(v: &redis::Value) -> Option<&[u8]> {
+    match v {
+        redis::Value::BulkString(b) => Some(b),
+        _ => None,
+    }
+}
+
+impl Baseline for Redis {
+    async fn claim_complete(&self, label: &str) {
+        let r = raw(&fresh(label));
+        let hex = hex(&r.key_hash);
+        // `{1, fence, operation id, lease_until, expire_at, took_over, now}`
+        let out = self.claim(&hex, &r.readable, &r.request_hex).await;
+        assert_eq!(redis_int(&out[0]), 1);
+        let fence = redis_int(&out[1]);
+        let mut conn = self.conn.clone();
+        let done: i64 = self
+            .complete
+            .key(format!("{}rec:{hex}", self.prefix))
+            .key(format!("{}expire_at", self.prefix))
+            .arg(fence)
+            .arg(&r.operation_id)
+            .arg(1)
+            .arg(201)
+            .arg(vec![1u8, 0, 0, 0, 0])
+            .arg(body())
+            .arg("1")
+            .arg("PAY-1")
+            .arg("")
+            .arg("")
+            .arg(REDIS_MARGIN_MS)
+            .arg(&hex)
+            .invoke_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(done, 2);
+    }
+}
+
+impl Replay for Redis {
+    async fn replay(&self, client: &str) {
+        let key = key(client);
+        let request = RequestHash::of_bytes(b"{}").to_string();
+        // `{3, now, idem_key, request_hash, state, operation_id, fence, resp_status,
+        // resp_headers, resp_body, biz_no, locked_at, lease_until, expire_at, ..}`
+        let out = self
+            .claim(&key.hash_hex().to_string(), key.readable(), &request)
+            .await;
+        assert_eq!(redis_int(&out[0]), 3);
+        let now = redis_int(&out[1]);
+        let replayed = redis_bytes(&out[3]) == Some(request.as_bytes())
+            && redis_int(&out[4]) == 1
+            && redis_int(&out[7]) == 201
+            && redis_bytes(&out[9]).is_some()
+            && redis_int(&out[13]) > now;
+        assert!(replayed);
+    }
+}
+
 /// The rows of an SQL backend, named with the statements idem sends on each path (`counts`:
 /// claim + complete, replay), which [`check_statements`] verifies after the run.
 fn paths(counts: [u64; 2]) -> [String; 2] {
@@ -569,6 +684,19 @@ async fn bench_sqlite() {
     check_statements("SQLite", store.statement_count() - sent, n, counts);
 }
 
+async fn bench_redis(url: &str) {
+    let prefix = format!("idem-bench:{}:", fresh("run"));
+    let store = RedisStore::connect(url).await.unwrap().with_prefix(&prefix);
+    store.migrate().await.unwrap();
+    let n = 500;
+    let base = Redis::new(&store, &prefix);
+    let (counts, sent) = ([2, 1], store.command_count());
+    let [cc, rp] = paths(counts);
+    let [cc, rp] = [cc, rp].map(|p| p.replace("statement", "script call"));
+    bench("Redis", [&cc, &rp], "rd", n, &store, Some(&base)).await;
+    check_statements("Redis", store.command_count() - sent, n, counts);
+}
+
 async fn bench_memory() {
     let store = MemoryStore::new();
     let paths = ["claim + complete", "replay"];
@@ -599,6 +727,10 @@ fn main() {
         match std::env::var("IDEM_TEST_MYSQL_URL") {
             Ok(url) => bench_mysql(&url).await,
             Err(_) => eprintln!("note: IDEM_TEST_MYSQL_URL unset, MariaDB skipped"),
+        }
+        match std::env::var("IDEM_TEST_REDIS_URL") {
+            Ok(url) => bench_redis(&url).await,
+            Err(_) => eprintln!("note: IDEM_TEST_REDIS_URL unset, Redis skipped"),
         }
         bench_memory().await;
     });

@@ -11,8 +11,8 @@
 //! | route | what runs |
 //! |---|---|
 //! | `POST /bare` | the handler alone: parse the JSON payment with `idem::http::Json`, answer `201` with a small JSON body |
-//! | `POST /floor` | the same + one `SELECT 1` on the store's pool (SQL stores only): the one-statement floor |
-//! | `POST /floor2` | the same + two `SELECT 1`, one after the other: the two-statement floor |
+//! | `POST /floor` | the same + one `SELECT 1` on the store's pool (SQL stores; `PING` on the Redis store's connection): the one-statement floor |
+//! | `POST /floor2` | the same + two `SELECT 1` (or `PING`), one after the other: the two-statement floor |
 //! | `POST /idem` | the same handler under `#[idempotent(scope = global, contract = "exact_replay")]` |
 //! | `POST /idem-cached` | the same, through a handle with a replay cache over the same store (`ReplayCache::new(100_000)`, defaults otherwise): replays of records it has seen cost no statement |
 //! | `GET /stats` | `{"statements": n, "handler_runs": n}`: the SQL statements the store has sent (`statement_count()`; `null` for memory) and the times the `/idem` handler ran, since start |
@@ -25,8 +25,8 @@
 //!
 //! | flag | default | |
 //! |---|---|---|
-//! | `--store memory\|sqlite\|postgres\|mysql` | `memory` | the store (`postgres` and `mysql` need `--features postgres` / `mysql`) |
-//! | `--url URL` | `IDEM_BENCH_POSTGRES_URL` / `IDEM_BENCH_MYSQL_URL`; for SQLite a file in the temporary directory | the database (SQLite: a file path) |
+//! | `--store memory\|sqlite\|postgres\|mysql\|redis` | `memory` | the store (`postgres`, `mysql` and `redis` need `--features postgres` / `mysql` / `redis`) |
+//! | `--url URL` | `IDEM_BENCH_POSTGRES_URL` / `IDEM_BENCH_MYSQL_URL` / `IDEM_BENCH_REDIS_URL`; for SQLite a file in the temporary directory | the database (SQLite: a file path) |
 //! | `--addr HOST:PORT` | `127.0.0.1:8080` | the listening address |
 //! | `--threads N` | the number of CPUs | tokio worker threads |
 //!
@@ -77,17 +77,25 @@ enum Pool {
     Postgres(sqlx::PgPool),
     #[cfg_attr(not(feature = "mysql"), allow(dead_code))]
     MySql(sqlx::MySqlPool),
+    #[cfg(feature = "redis")]
+    Redis(redis::aio::ConnectionManager),
 }
 
 impl Pool {
-    /// One `SELECT 1` on the pool (nothing for memory).
-    async fn select_one(&self) -> Result<(), sqlx::Error> {
+    /// One `SELECT 1` on the pool (`PING` on Redis, nothing for memory).
+    async fn select_one(&self) -> Result<(), BoxError> {
         const SQL: &str = "SELECT 1";
         match self {
             Pool::Memory => Ok(()),
-            Pool::Sqlite(p) => sqlx::query(SQL).execute(p).await.map(drop),
-            Pool::Postgres(p) => sqlx::query(SQL).execute(p).await.map(drop),
-            Pool::MySql(p) => sqlx::query(SQL).execute(p).await.map(drop),
+            Pool::Sqlite(p) => Ok(sqlx::query(SQL).execute(p).await.map(drop)?),
+            Pool::Postgres(p) => Ok(sqlx::query(SQL).execute(p).await.map(drop)?),
+            Pool::MySql(p) => Ok(sqlx::query(SQL).execute(p).await.map(drop)?),
+            #[cfg(feature = "redis")]
+            Pool::Redis(c) => {
+                let mut c = c.clone();
+                let () = redis::cmd("PING").query_async(&mut c).await?;
+                Ok(())
+            }
         }
     }
 }
@@ -174,7 +182,7 @@ struct Args {
     threads: Option<usize>,
 }
 
-const USAGE: &str = "usage: loadtest_server [--store memory|sqlite|postgres|mysql] [--url URL] \
+const USAGE: &str = "usage: loadtest_server [--store memory|sqlite|postgres|mysql|redis] [--url URL] \
                      [--addr HOST:PORT] [--threads N]";
 
 fn args() -> Result<Args, BoxError> {
@@ -205,7 +213,10 @@ fn args() -> Result<Args, BoxError> {
     Ok(args)
 }
 
-#[cfg_attr(not(any(feature = "postgres", feature = "mysql")), allow(dead_code))]
+#[cfg_attr(
+    not(any(feature = "postgres", feature = "mysql", feature = "redis")),
+    allow(dead_code)
+)]
 fn env_url(name: &str) -> Result<String, BoxError> {
     std::env::var(name).map_err(|_| format!("give --url or set {name}").into())
 }
@@ -231,6 +242,7 @@ async fn open(store: &str, url: Option<String>) -> Result<Opened, BoxError> {
         }
         "postgres" => postgres(url).await?,
         "mysql" => mysql(url).await?,
+        "redis" => redis_store(url).await?,
         _ => return Err(format!("unknown store {store}\n{USAGE}").into()),
     })
 }
@@ -276,6 +288,24 @@ async fn mysql(url: Option<String>) -> Result<Opened, BoxError> {
 #[cfg(not(feature = "mysql"))]
 async fn mysql(_: Option<String>) -> Result<Opened, BoxError> {
     Err("--store mysql needs `--features mysql`".into())
+}
+
+#[cfg(feature = "redis")]
+async fn redis_store(url: Option<String>) -> Result<Opened, BoxError> {
+    let url = url.map_or_else(|| env_url("IDEM_BENCH_REDIS_URL"), Ok)?;
+    let store = idem::RedisStore::connect(&url).await?;
+    let pool = Pool::Redis(store.connection().clone());
+    let count = store.clone();
+    Ok((
+        Arc::new(store),
+        pool,
+        counter(move || count.command_count()),
+    ))
+}
+
+#[cfg(not(feature = "redis"))]
+async fn redis_store(_: Option<String>) -> Result<Opened, BoxError> {
+    Err("--store redis needs `--features redis`".into())
 }
 
 fn main() -> Result<(), BoxError> {

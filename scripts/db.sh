@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Throwaway database servers for the tests: PostgreSQL 15 and MariaDB on loopback, data in a
-# directory of their own, fsync off (tests only). Recipes measured on Debian 12.
+# Throwaway database servers for the tests: PostgreSQL 15, MariaDB and Redis on loopback, data
+# in a directory of their own, fsync off for the SQL servers (tests only). Recipes measured on
+# Debian 12.
 #
 #   scripts/db.sh pg-init DIR PORT   initdb + start + role `app` / database `appdb`
 #   scripts/db.sh pg-start DIR       start again (after pg-stop)
@@ -8,9 +9,13 @@
 #   scripts/db.sh my-init DIR PORT   mariadb-install-db + start + user `app` / database `appdb`
 #   scripts/db.sh my-start DIR
 #   scripts/db.sh my-stop DIR
+#   scripts/db.sh redis-init DIR PORT  start redis-server (append-only file, fsync per write)
+#   scripts/db.sh redis-start DIR
+#   scripts/db.sh redis-stop DIR
 #   scripts/db.sh free-port          print a free loopback TCP port
 #
-# URLs: postgres://app:app@127.0.0.1:PORT/appdb and mysql://app:app@127.0.0.1:PORT/appdb
+# URLs: postgres://app:app@127.0.0.1:PORT/appdb, mysql://app:app@127.0.0.1:PORT/appdb and
+# redis://127.0.0.1:PORT/0
 set -euo pipefail
 
 PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
@@ -66,7 +71,39 @@ my_stop() {
   kill -KILL "$pid" 2>/dev/null || true
 }
 
-cmd=${1:?usage: scripts/db.sh pg-init|pg-start|pg-stop|my-init|my-start|my-stop|free-port ...}
+# Redis with the persistence the Redis store's guarantees need (docs/storage.md, "Redis / Valkey"): an
+# append-only file written and fsynced before every acknowledgement, and no eviction.
+# REDIS_APPENDFSYNC=everysec measures the weaker setting (benchmarks only).
+redis_start() {
+  local dir=$1 port
+  port=$(cat "$dir/port")
+  redis-server --bind 127.0.0.1 --port "$port" --dir "$dir" --daemonize yes \
+    --pidfile "$dir/redis.pid" --logfile "$dir/redis.log" --appendonly yes \
+    --appendfsync "${REDIS_APPENDFSYNC:-always}" --maxmemory-policy noeviction --save '' >/dev/null
+  for _ in $(seq 1 600); do
+    if redis-cli -h 127.0.0.1 -p "$port" ping 2>/dev/null | grep -q PONG; then
+      return 0
+    fi
+    sleep 0.05
+  done
+  echo "redis-server did not start; see $dir/redis.log" >&2
+  tail -20 "$dir/redis.log" >&2 || true
+  return 1
+}
+
+redis_stop() {
+  local dir=$1 pid
+  [ -f "$dir/redis.pid" ] || return 0
+  pid=$(cat "$dir/redis.pid")
+  kill -TERM "$pid" 2>/dev/null || return 0
+  for _ in $(seq 1 600); do
+    kill -0 "$pid" 2>/dev/null || return 0
+    sleep 0.05
+  done
+  kill -KILL "$pid" 2>/dev/null || true
+}
+
+cmd=${1:?usage: scripts/db.sh pg-init|pg-start|pg-stop|my-init|my-start|my-stop|redis-init|redis-start|redis-stop|free-port ...}
 case "$cmd" in
   free-port)
     python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
@@ -97,5 +134,12 @@ case "$cmd" in
     ;;
   my-start) my_start "$2" ;;
   my-stop) my_stop "$2" ;;
+  redis-init)
+    dir=$2; port=$3
+    mkdir -p "$dir"; echo "$port" >"$dir/port"
+    redis_start "$dir"
+    ;;
+  redis-start) redis_start "$2" ;;
+  redis-stop) redis_stop "$2" ;;
   *) echo "unknown command: $cmd" >&2; exit 2 ;;
 esac

@@ -160,6 +160,9 @@ pub use idem_runtime::store::MySqlStore;
 #[cfg(feature = "postgres")]
 #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
 pub use idem_runtime::store::PostgresStore;
+#[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+pub use idem_runtime::store::RedisStore;
 #[cfg(feature = "sqlite")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
 pub use idem_runtime::store::SqliteStore;

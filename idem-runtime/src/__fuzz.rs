@@ -2,13 +2,13 @@
 //! whose input comes from outside, forwarded unchanged. Not a public API: no semver guarantees,
 //! and nothing here is meant for applications.
 
-/// The SQL stores' decoder of the stored response-header blob (`store::sql_store`): `None` for
+/// The stores' decoder of the stored response-header blob (`store::headers`): `None` for
 /// anything that [`encode_headers`] did not write.
 pub fn decode_headers(blob: &[u8]) -> Option<Vec<(String, Vec<u8>)>> {
-    crate::store::sql_store::headers::decode_headers(blob)
+    crate::store::headers::decode_headers(blob)
 }
 
-/// The SQL stores' encoder of response headers into one blob (`store::sql_store`).
+/// The stores' encoder of response headers into one blob (`store::headers`).
 pub fn encode_headers(headers: &[(String, Vec<u8>)]) -> Vec<u8> {
-    crate::store::sql_store::headers::encode_headers(headers)
+    crate::store::headers::encode_headers(headers)
 }

@@ -1,7 +1,7 @@
 //! Contention: a storm of concurrent requests with one idempotency key through an
 //! `#[idempotent]` axum handler, in process (`tower::ServiceExt::oneshot`), over every store:
-//! memory, SQLite (a file in a temporary directory), PostgreSQL and MariaDB (when
-//! `IDEM_TEST_POSTGRES_URL` / `IDEM_TEST_MYSQL_URL` are set). The handler runs once, every other
+//! memory, SQLite (a file in a temporary directory), PostgreSQL, MariaDB and Redis (when
+//! `IDEM_TEST_POSTGRES_URL` / `IDEM_TEST_MYSQL_URL` / `IDEM_TEST_REDIS_URL` are set). The handler runs once, every other
 //! request is answered `409` (in progress) or replayed, and the storm costs the store one claim
 //! per request and one completion: no polling, no second claim. BENCHMARKS.md, "Contention",
 //! measures the same storm over HTTP.
@@ -78,6 +78,18 @@ async fn mysql() -> Option<Fixture> {
     Some(Fixture {
         store: Arc::new(store),
         statements: Some(Box::new(move || count.statement_count())),
+        _dir: None,
+    })
+}
+
+async fn redis() -> Option<Fixture> {
+    let url = server_url("IDEM_TEST_REDIS_URL")?;
+    let store = idem::RedisStore::connect(&url).await.unwrap();
+    store.migrate().await.unwrap();
+    let count = store.clone();
+    Some(Fixture {
+        store: Arc::new(store),
+        statements: Some(Box::new(move || count.command_count())),
         _dir: None,
     })
 }
@@ -199,11 +211,14 @@ async fn single_key_storm(fx: Fixture) {
     // 1 per request plus the completion and 2 per request on PostgreSQL. Nothing releases,
     // purges or expires the key, so no claim loops ("claim again"), and one row's inserts do
     // not deadlock: any statement more (a retried claim, a poll) fails on MariaDB and SQLite,
-    // and the calls counted above catch a second claim on every backend.
+    // and the calls counted above catch a second claim on every backend. On Redis every claim
+    // is one script call whatever it meets, and nothing races between scripts: exactly one per
+    // request, plus the completion.
     if let (Some(before), Some(count)) = (before, fx.statements.as_ref()) {
         let sent = count() - before;
         let expected = match counted.backend() {
             "postgres" => STORM + 1..=2 * STORM,
+            "redis" => STORM + 1..=STORM + 1,
             _ => 2 * STORM..=2 * STORM,
         };
         assert!(
@@ -227,5 +242,5 @@ macro_rules! every_backend {
 }
 
 mod single_key_storm {
-    every_backend!(memory, sqlite, postgres, mysql,);
+    every_backend!(memory, sqlite, postgres, mysql, redis,);
 }

@@ -240,6 +240,22 @@ async fn two_handles_over_one_mysql_store_stay_correct() {
     two_handles_stay_correct(Arc::new(store), &clock, &unique("cache-my"), false).await;
 }
 
+/// On Redis the store's key prefix is the test's own, so the purge counts this record only.
+#[tokio::test]
+async fn two_handles_over_one_redis_store_stay_correct() {
+    let Some(url) = server_url("IDEM_TEST_REDIS_URL") else {
+        return;
+    };
+    let clock = Arc::new(ManualClock::starting_now());
+    let store = idem::RedisStore::connect(&url)
+        .await
+        .unwrap()
+        .with_prefix(&format!("{}:", unique("cache-rd")))
+        .with_clock(clock.clone());
+    store.migrate().await.unwrap();
+    two_handles_stay_correct(Arc::new(store), &clock, "m-1", true).await;
+}
+
 /// `idem expire --fence N` ends a record early in the database: a handle with a cache replays its
 /// copy for at most `max_age`, then sees the key free.
 #[tokio::test]

@@ -341,7 +341,7 @@ impl Found {
 ///
 /// Object-safe: the HTTP layer holds an `Arc<dyn Store>`. Every method returns a [`BoxFuture`].
 /// Implementations: `MemoryStore`, and behind cargo features `SqliteStore`, `PostgresStore`,
-/// `MySqlStore`. All follow the same semantics, checked by one shared test suite:
+/// `MySqlStore`, `RedisStore`. All follow the same semantics, checked by one shared test suite:
 ///
 /// * a record whose `expire_at` has passed is logically absent: the next claim replaces it
 ///   atomically, before any physical delete (S21);
@@ -353,16 +353,16 @@ impl Found {
 ///   over, released, replaced or purged gets [`StoreError::FencedOut`] and changes nothing. A
 ///   lease that ran out, or a record past its `expire_at`, that nobody superseded still
 ///   completes: no one else ran, so its result is never dropped;
-/// * time is the store's: the SQL stores decide by the **database server's clock** (the
-///   application servers' clocks never matter; `with_clock` overrides it in tests), the memory
-///   store by its injected [`Clock`].
+/// * time is the store's: the SQL stores and the Redis store decide by the **database server's
+///   clock** (the application servers' clocks never matter; `with_clock` overrides it in
+///   tests), the memory store by its injected [`Clock`].
 ///
 /// The design, the SQL of each backend and its statement counts: `docs/storage.md`.
 ///
 /// `Any` is a supertrait so that the atomic mode ([`Tx`](crate::store::Tx)) can find the
 /// concrete SQL store behind a handle's `Arc<dyn Store>`.
 #[diagnostic::on_unimplemented(
-    note = "idem ships `MemoryStore`, `SqliteStore`, `PostgresStore` and `MySqlStore` (the last three behind cargo features `sqlite`, `postgres`, `mysql`)"
+    note = "idem ships `MemoryStore`, `SqliteStore`, `PostgresStore`, `MySqlStore` and `RedisStore` (the last four behind cargo features `sqlite`, `postgres`, `mysql`, `redis`)"
 )]
 pub trait Store: core::any::Any + Send + Sync + fmt::Debug {
     /// Claims `req.key` (see [`Claim`]). One atomic statement in the common paths; see each
@@ -429,7 +429,7 @@ pub trait Store: core::any::Any + Send + Sync + fmt::Debug {
     fn clock(&self) -> &dyn Clock;
 
     /// A short name of the backend: the `backend` label of idem's metrics (`memory`, `sqlite`,
-    /// `postgres`, `mysql`); `custom` unless the store says.
+    /// `postgres`, `mysql`, `redis`); `custom` unless the store says.
     fn backend(&self) -> &'static str {
         "custom"
     }

@@ -45,6 +45,13 @@
 pub(crate) mod atomic;
 mod clock;
 mod error;
+#[cfg(any(
+    feature = "postgres",
+    feature = "mysql",
+    feature = "sqlite",
+    feature = "redis"
+))]
+pub(crate) mod headers;
 mod interface;
 mod memory;
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
@@ -55,6 +62,9 @@ pub mod mysql;
 #[cfg(feature = "postgres")]
 #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
 pub mod postgres;
+#[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+pub mod redis;
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 pub(crate) mod sql_store;
 #[cfg(feature = "sqlite")]
@@ -76,6 +86,9 @@ pub use interface::{
     BoxFuture, Claim, ClaimRequest, Completion, Lease, Outcome, Record, RecordState, Store,
 };
 
+#[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+pub use self::redis::RedisStore;
 pub(crate) use interface::new_operation_id;
 pub use memory::MemoryStore;
 #[cfg(feature = "mysql")]

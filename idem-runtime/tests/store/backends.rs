@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use idem_runtime::key::ScopedKey;
 use idem_runtime::store::{
     Claim, ClaimRequest, Clock, Completion, Lease, ManualClock, MySqlStore, Outcome, PostgresStore,
     RecordState, SqliteStore, Store, StoreError, SystemClock,
@@ -104,6 +105,140 @@ async fn mysql_statement_counts() {
     let store = store.with_clock(clock.clone());
     let counts = statement_counts(&store, &clock, &|| store.statement_count()).await;
     assert_eq!(counts, [1, 2, 2, 3, 3, 1, 1, 1]);
+}
+
+#[tokio::test]
+async fn redis_statement_counts() {
+    let Some(store) = redis_store().await else {
+        return;
+    };
+    let clock = Arc::new(ManualClock::starting_now());
+    let store = store.with_clock(clock.clone());
+    let counts = statement_counts(&store, &clock, &|| store.command_count()).await;
+    // One script per path, takeovers and replaced records included.
+    assert_eq!(counts, [1, 1, 1, 1, 1, 1, 1, 1]);
+}
+
+/// A Redis record that does not decode is `Corrupt`, named by its readable key, never replayed.
+#[tokio::test]
+async fn redis_corrupt_record_is_reported() {
+    let Some(store) = redis_store().await else {
+        return;
+    };
+    let key = unique_key("corrupt");
+    let lease = acquire(&store, &req(&key, hash("a"))).await;
+    store.complete(&lease, &done()).await.unwrap();
+    let record = redis_record_key(&store, &key).await;
+    let mut conn = store.connection().clone();
+    let () = redis::cmd("HSET")
+        .arg(&record)
+        .arg("resp_headers")
+        .arg(&[2u8][..])
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    match store.claim(&req(&key, hash("a"))).await {
+        Err(StoreError::Corrupt { key: k, detail }) => {
+            assert_eq!(k, key.readable());
+            assert!(detail.contains("headers"), "{detail}");
+        }
+        other => panic!("expected Corrupt, got {other:?}"),
+    }
+    let () = redis::cmd("HDEL")
+        .arg(&record)
+        .arg("fence")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(matches!(
+        store.claim(&req(&key, hash("a"))).await,
+        Err(StoreError::Corrupt { .. })
+    ));
+}
+
+/// The Redis key of `key`'s record, found by its key hash among the store's keys.
+async fn redis_record_key(store: &idem_runtime::store::RedisStore, key: &ScopedKey) -> String {
+    let mut conn = store.connection().clone();
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("*rec:{}", key.hash_hex()))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(keys.len(), 1, "{keys:?}");
+    keys.into_iter().next().unwrap()
+}
+
+/// Redis deletes a record by itself `expire_at` + the margin after the claim (the key's Redis
+/// expiry follows every write); the purge drops the index entry of a record Redis already
+/// deleted without counting it, and the key is free again.
+#[tokio::test]
+async fn redis_expiry_follows_expire_at() {
+    let Some(store) = redis_store().await else {
+        return;
+    };
+    let clock = Arc::new(ManualClock::starting_now());
+    let margin = Duration::from_secs(120);
+    let store = store.with_clock(clock.clone()).with_expiry_margin(margin);
+    let mut conn = store.connection().clone();
+    let pttl = |record: String| {
+        let mut conn = conn.clone();
+        async move {
+            let ms: i64 = redis::cmd("PTTL")
+                .arg(record)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            Duration::from_millis(ms as u64)
+        }
+    };
+    let ttl = Duration::from_secs(60);
+    let key = unique_key("redis-expiry");
+    let lease = acquire(&store, &ClaimRequest::new(&key, hash("a"), LEASE, ttl)).await;
+    let record = redis_record_key(&store, &key).await;
+    let t = pttl(record.clone()).await;
+    assert!(
+        t <= ttl + margin && t > ttl + margin - Duration::from_secs(5),
+        "{t:?}"
+    );
+    // A longer lease and a snapshot's own expiry move it along.
+    let long = store
+        .extend(&lease, Duration::from_secs(600))
+        .await
+        .unwrap();
+    let t = pttl(record.clone()).await;
+    assert!(
+        t > Duration::from_secs(600) + margin - Duration::from_secs(5),
+        "{t:?}"
+    );
+    let until = idem_runtime::store::Clock::now(&*clock) + Duration::from_secs(3600);
+    store
+        .complete(&long, &done().with_expire_at(until))
+        .await
+        .unwrap();
+    let t = pttl(record.clone()).await;
+    assert!(
+        t > Duration::from_secs(3600) + margin - Duration::from_secs(5),
+        "{t:?}"
+    );
+
+    // Redis deleted it (as its expiry would): the purge drops the entry and counts nothing.
+    let () = redis::cmd("DEL")
+        .arg(&record)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    clock.advance(Duration::from_secs(3601));
+    assert_eq!(store.purge_expired(10).await.unwrap(), 0);
+    let index = record.replace(&format!("rec:{}", key.hash_hex()), "expire_at");
+    let left: i64 = redis::cmd("ZCARD")
+        .arg(&index)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(left, 0);
+    assert!(store.get(&key).await.unwrap().is_none());
+    let fresh = acquire(&store, &req(&key, hash("b"))).await;
+    assert_eq!(fresh.fence, 1);
 }
 
 /// Completion inside the caller's transaction: the business write and the snapshot commit

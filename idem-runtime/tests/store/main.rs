@@ -1,6 +1,6 @@
 //! The store suite against every backend: memory, SQLite (a file in a temporary directory),
-//! PostgreSQL and MariaDB (servers started by `scripts/test`, URLs in `IDEM_TEST_POSTGRES_URL` /
-//! `IDEM_TEST_MYSQL_URL`). Tests use unique keys so that they run in parallel on one server.
+//! PostgreSQL, MariaDB and Redis (servers started by `scripts/test`, URLs in
+//! `IDEM_TEST_POSTGRES_URL` / `IDEM_TEST_MYSQL_URL` / `IDEM_TEST_REDIS_URL`). Tests use unique keys so that they run in parallel on one server.
 
 mod backends;
 mod faults;
@@ -59,3 +59,5 @@ store_suite!(
     crate::support::postgres_private
 );
 store_suite!(mysql, crate::support::mysql, crate::support::mysql_private);
+// Every Redis fixture has a key prefix of its own: private already.
+store_suite!(redis, crate::support::redis, crate::support::redis);

@@ -3,7 +3,8 @@
 //! statement, without passing the answer on. The statement ran and committed; the client only
 //! sees its connection drop (`Unavailable`). A claim retried after that sees its own record in
 //! progress until the lease ends, then takes it over with the same operation id; a completion
-//! retried after that is accepted once.
+//! retried after that is accepted once. On Redis the "statement" is a script call (`EVALSHA`),
+//! which has run in full before the first byte of its reply.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -22,6 +23,9 @@ use crate::support::*;
 enum Protocol {
     Postgres,
     MySql,
+    /// RESP: not framed here; a client write that carries `EVALSHA` is a statement, and the
+    /// first byte of the reply means it ran.
+    Redis,
 }
 
 /// Splits a byte stream into the protocol's messages, returning the kind of each message that
@@ -70,6 +74,7 @@ impl Framer {
                     let kind = if self.buf[3] == 0 { self.buf[4] } else { 0 };
                     (kind, len as usize + 4)
                 }
+                Protocol::Redis => break,
             };
             if self.buf.len() < len {
                 break;
@@ -141,10 +146,13 @@ async fn relay(
         tokio::select! {
             n = client.read(&mut cbuf) => {
                 let Ok(n @ 1..) = n else { return };
-                let statement = from_client.feed(&cbuf[..n]).into_iter().any(|k| match protocol {
-                    Protocol::Postgres => k == b'E' || k == b'Q',
-                    Protocol::MySql => k == 0x17 || k == 0x03,
-                });
+                let statement = match protocol {
+                    Protocol::Redis => cbuf[..n].windows(7).any(|w| w == b"EVALSHA"),
+                    _ => from_client.feed(&cbuf[..n]).into_iter().any(|k| match protocol {
+                        Protocol::Postgres => k == b'E' || k == b'Q',
+                        _ => k == 0x17 || k == 0x03,
+                    }),
+                };
                 if statement
                     && !triggered
                     && armed
@@ -166,7 +174,7 @@ async fn relay(
                     continue;
                 }
                 let complete = match protocol {
-                    Protocol::MySql => true,
+                    Protocol::MySql | Protocol::Redis => true,
                     Protocol::Postgres => answer.feed(&sbuf[..n]).into_iter().any(|k| {
                         done_seen |= k == b'C' || k == b'E';
                         done_seen && k == b'Z'
@@ -305,6 +313,38 @@ async fn mysql_lost_acknowledgements() {
         sqlx::query_scalar("SELECT rev FROM idem_idempotency_records WHERE key_hash = ?")
             .bind(&key.hash()[..])
             .fetch_one(&raw)
+            .await
+            .unwrap()
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_lost_acknowledgements() {
+    let Some(url) = server_url("IDEM_TEST_REDIS_URL") else {
+        return;
+    };
+    let prefix = redis_prefix();
+    let direct = idem_runtime::store::RedisStore::connect(&url)
+        .await
+        .unwrap()
+        .with_prefix(&prefix);
+    direct.migrate().await.unwrap();
+    let (_, rest) = url.split_once("//").unwrap();
+    let (host, db) = rest.split_once('/').unwrap_or((rest, "0"));
+    let proxy = Proxy::start(host.parse().unwrap(), Protocol::Redis).await;
+    let clock = Arc::new(ManualClock::starting_now());
+    let store = idem_runtime::store::RedisStore::connect(&format!("redis://{}/{db}", proxy.addr))
+        .await
+        .unwrap()
+        .with_prefix(&prefix)
+        .with_clock(clock.clone());
+    let conn = direct.connection().clone();
+    lost_acknowledgements(Arc::new(store), &clock, &proxy, async |key| {
+        redis::cmd("HGET")
+            .arg(format!("{prefix}rec:{}", key.hash_hex()))
+            .arg("rev")
+            .query_async(&mut conn.clone())
             .await
             .unwrap()
     })

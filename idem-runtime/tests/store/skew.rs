@@ -1,8 +1,9 @@
 //! Application clocks that disagree by minutes, as a real fault: the test re-executes this
 //! binary for itself as a child process whose clock libfaketime moves 10 minutes ahead (then
-//! behind), both talking to one PostgreSQL or MariaDB server. The SQL stores decide by the
-//! database's clock, so neither process may take over the other's live lease, see the other's
-//! records expire early, or purge records the server does not consider expired.
+//! behind), both talking to one PostgreSQL, MariaDB or Redis server. The SQL stores decide by
+//! the database's clock and the Redis store by the Redis server's `TIME`, so neither process may
+//! take over the other's live lease, see the other's records expire early, or purge records the
+//! server does not consider expired.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -230,4 +231,18 @@ async fn mysql_clock_skew_between_processes() {
         return;
     };
     skew_between_processes("skew::mysql_clock_skew_between_processes", Arc::new(store)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_clock_skew_between_processes() {
+    let Some(url) = server_url("IDEM_TEST_REDIS_URL") else {
+        return;
+    };
+    // Parent and child share one key prefix (their keys are the run's own).
+    let store = idem_runtime::store::RedisStore::connect(&url)
+        .await
+        .unwrap()
+        .with_prefix("idem-test:skew:");
+    store.migrate().await.unwrap();
+    skew_between_processes("skew::redis_clock_skew_between_processes", Arc::new(store)).await;
 }

@@ -266,3 +266,43 @@ pub async fn mysql_private(start: Timestamp) -> Option<Fixture> {
         _guard: Some(Box::new(guard)),
     })
 }
+
+/// A Redis store under a key prefix of its own (so that a purge sees this fixture's records
+/// only), with a manual clock at `start`.
+pub async fn redis(start: Timestamp) -> Option<Fixture> {
+    let store = redis_store().await?;
+    let clock = Arc::new(ManualClock::new(start));
+    Some(Fixture {
+        store: Arc::new(store.with_clock(clock.clone())),
+        clock,
+        backend: "redis",
+        _guard: None,
+    })
+}
+
+/// A Redis store on `IDEM_TEST_REDIS_URL` under a key prefix no other store (nor an earlier run
+/// against the same server) uses, checked by `migrate()`.
+pub async fn redis_store() -> Option<idem_runtime::store::RedisStore> {
+    let url = server_url("IDEM_TEST_REDIS_URL")?;
+    let prefix = redis_prefix();
+    let store = idem_runtime::store::RedisStore::connect(&url)
+        .await
+        .unwrap()
+        .with_prefix(&prefix);
+    store.migrate().await.unwrap();
+    Some(store)
+}
+
+/// A Redis key prefix no other store (nor an earlier run against the same server) uses.
+pub fn redis_prefix() -> String {
+    static N: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!(
+        "idem-test:{}-{nanos}-{}:",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}

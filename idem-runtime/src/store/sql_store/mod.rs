@@ -2,7 +2,6 @@
 //! [`MySqlStore`](super::mysql::MySqlStore), [`SqliteStore`](super::sqlite::SqliteStore)) share, split by what
 //! it is:
 //!
-//! * `headers`: the response headers of a snapshot as one blob (column `resp_headers`);
 //! * `row`: the columns every backend reads, the checked conversion of a row into a
 //!   [`Record`](super::interface::Record), the integer parameters;
 //! * `statements`: counting and retrying the statements a store sends;
@@ -10,12 +9,11 @@
 //!   classification) and the state every SQL store holds ([`SqlCore`]);
 //! * `ops`: the [`Store`](super::interface::Store) operations performed alike over any backend.
 //!
-//! Dependencies run one way: `ops` → `backend` → `row` → `headers`, and `backend` →
+//! Dependencies run one way: `ops` → `backend` → `row` → `store::headers`, and `backend` →
 //! `statements`; the backend modules (`store::postgres`, ...) use this module, never the other
 //! way round.
 
 mod backend;
-pub(crate) mod headers;
 pub(crate) mod ops;
 mod row;
 mod statements;

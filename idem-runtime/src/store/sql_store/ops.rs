@@ -7,10 +7,10 @@ use core::time::Duration;
 use sqlx::{Connection, Database};
 
 use super::backend::{SqlBackend, SqlCore};
-use super::headers::encode_headers;
 use super::row::fence_param;
 use crate::key::ScopedKey;
 use crate::store::error::StoreError;
+use crate::store::headers::encode_headers;
 use crate::store::interface::{Completion, Lease, Record, RecordState};
 
 /// How many times a claim re-runs when the record changed between its statements (a purge, a

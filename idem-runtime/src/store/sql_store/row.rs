@@ -3,10 +3,10 @@
 
 use sqlx::{ColumnIndex, Decode, Row, Type};
 
-use super::headers::decode_headers;
 use crate::fingerprint::RequestHash;
 use crate::store::clock::Timestamp;
 use crate::store::error::StoreError;
+use crate::store::headers::decode_headers;
 use crate::store::interface::{Record, RecordState};
 
 /// The columns every SQL backend reads, in [`RawRecord`] order. A macro only so that the

@@ -1,5 +1,6 @@
-//! The response headers of a snapshot as one length-prefixed blob (column `resp_headers`), so
-//! that names and values may contain any byte.
+//! The response headers of a snapshot as one length-prefixed blob (column `resp_headers` of the
+//! SQL stores, field `resp_headers` of the Redis store), so that names and values may contain
+//! any byte.
 
 /// Version byte of the header blob.
 const HEADERS_V1: u8 = 1;

@@ -1,0 +1,927 @@
+//! [`RedisStore`]: the claim engine on Redis or Valkey, for services whose fast shared state is
+//! there already.
+//!
+//! # Data layout
+//!
+//! One hash per record, `<prefix>rec:<key hash in hex>`, with the fields of the SQL stores'
+//! columns (`idem_key`, `request_hash`, `state`, `operation_id`, `fence`, `rev` (+1 on every
+//! write, for diagnostics), `resp_status`, `resp_headers`, `resp_body`, `biz_no`, `locked_at`,
+//! `lease_until`, `expire_at`, `created_at`, `updated_at`, `completed_at`; times in
+//! milliseconds since the Unix epoch), and
+//! one sorted set, `<prefix>expire_at`, of the key hashes scored by `expire_at`: the index
+//! [`Store::purge_expired`] walks. The prefix is `idem:` unless
+//! [`with_prefix`](RedisStore::with_prefix) sets another.
+//!
+//! # Commands per path
+//!
+//! Every operation is **one** `EVALSHA` of a Lua script that reads the record, decides and
+//! writes atomically (Redis runs one script at a time, and no other command in between):
+//!
+//! | path | commands |
+//! |---|---|
+//! | fresh claim, replay (completed), in progress | 1: the claim script |
+//! | expired record replaced, expired lease taken over | 1: the same script |
+//! | complete (also a retry after a lost acknowledgement, or fenced out), release, abandon, extend | 1 script each |
+//! | get | 1 script (it reads the clock and the record together) |
+//! | purge_expired | 1 script per batch |
+//!
+//! So a fresh request costs 2 commands (claim, complete) and a replay 1. After a server
+//! restart (scripts are not persisted) the first call of each script is answered `NOSCRIPT`
+//! and sent again with `SCRIPT LOAD` first: nothing ran, so resending is safe.
+//!
+//! **Why a script and not `SET key .. NX PX`**: `SET NX` decides a fresh claim, but every other
+//! answer of a claim needs the record (a replay returns the snapshot, "in progress" returns the
+//! holder's request hash and lease), and a takeover must compare the fence, the lease and the
+//! request hash before writing; with `SET NX` those would be a second round trip and a script
+//! anyway, and a fresh claim would still have to write the record's other fields. One script
+//! does all of it in one round trip, atomically, which is the property `SET NX` is used for:
+//! two claims of one key can never both see it free (S13).
+//!
+//! # Time
+//!
+//! The server's clock decides, as on the SQL stores: every script reads `TIME` on the Redis
+//! server, takes the lease and TTL as durations, and returns the times it wrote.
+//! [`RedisStore::with_clock`] overrides it for tests: the scripts then get the clock's time as an
+//! argument instead.
+//!
+//! # Expiry
+//!
+//! `expire_at` decides (S19-S21): a record past it is logically absent, whatever Redis still
+//! holds. Every write also sets the key's Redis expiry to `expire_at` plus a margin
+//! ([`with_expiry_margin`](RedisStore::with_expiry_margin), 5 minutes by default), so that a
+//! record nobody purges is still deleted by Redis, after the sweeper had its chance: a late
+//! completion of an expired record nobody superseded is accepted until then, as on the SQL
+//! stores until the purge. [`Store::purge_expired`] deletes logically expired records along the
+//! sorted set, oldest expiry first (ties by key hash), and drops the index entries of records
+//! Redis already deleted (those are not counted). Run a [`Sweeper`](super::Sweeper) as with the
+//! other stores: it also keeps the index from growing.
+//!
+//! # Durability
+//!
+//! A claim is acknowledged once Redis has applied it in memory; whether it survives a crash
+//! depends on the server's persistence, and a lost claim or completion lets a retry run the
+//! operation again. The guarantees of the other stores need `appendonly yes` with
+//! `appendfsync always`; `maxmemory-policy` must be `noeviction` (an evicted record is a rerun).
+//! Replication is asynchronous: a failover to a replica can lose acknowledged writes. See
+//! `docs/storage.md`, "Redis / Valkey". [`Store::migrate`] refuses an evicting server and
+//! warns about the persistence settings it can read.
+//!
+//! Needs Redis 5 or later (the scripts read `TIME` before they write); tested with Redis 7.0.
+//! Valkey speaks the same commands and Lua but is not tested here (Debian 12 does not package
+//! it). The store connects to one address: a
+//! standalone primary, or the stable endpoint a managed service moves on failover (mind the
+//! failover note above). Not Redis Cluster: the scripts touch two keys that Cluster would place
+//! on different nodes.
+
+use core::fmt;
+use core::time::Duration;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock};
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{ErrorKind, RedisError, Script, ServerErrorKind, Value};
+
+use super::clock::{Clock, SystemClock, Timestamp, duration_millis};
+use super::error::StoreError;
+use super::headers::{decode_headers, encode_headers};
+use super::interface::{
+    BoxFuture, Claim, ClaimRequest, Completion, Lease, Record, RecordState, Store, new_operation_id,
+};
+use crate::key::ScopedKey;
+
+/// Lua shared by the scripts: the clock, integers as decimal strings, the record's fields.
+macro_rules! lua_prelude {
+    () => {
+        r#"
+local function clock(arg)
+  if arg ~= '' then return tonumber(arg) end
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local function int(n) return string.format('%d', n) end
+local function keep(key, expire_at, now, margin)
+  redis.call('PEXPIRE', key, int(math.max(expire_at - now, 0) + margin))
+end
+local function record(key)
+  return redis.call('HMGET', key, 'idem_key', 'request_hash', 'state', 'operation_id', 'fence',
+    'resp_status', 'resp_headers', 'resp_body', 'biz_no', 'locked_at', 'lease_until', 'expire_at',
+    'created_at', 'updated_at', 'completed_at')
+end
+"#
+    };
+}
+
+/// The claim (S13, S21, S23). `KEYS`: record, index. `ARGV`: readable key, request hash, a new
+/// operation id, now (`''`: the server's), lease ms, TTL ms, expiry margin ms, key hash (the
+/// index member). Answers `{1, fence, operation id, lease_until, expire_at, took_over, now}`
+/// (acquired), `{2, holder's request hash, retry after ms}` (in progress), `{3, now, record..}`
+/// (completed) or `{0, detail}` (a record that does not decode).
+const CLAIM_LUA: &str = concat!(
+    lua_prelude!(),
+    r#"
+local now = clock(ARGV[4])
+local lease, ttl, margin = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+local lease_until = now + lease
+local r = redis.call('HMGET', KEYS[1], 'state', 'fence', 'operation_id', 'request_hash',
+  'lease_until', 'expire_at', 'created_at')
+local fence, op, created, expire_at, took = 1, ARGV[3], now, now + math.max(lease, ttl), 0
+if r[1] or r[2] or r[3] or r[6] then
+  local f, lu, ea, ca = tonumber(r[2]), tonumber(r[5]), tonumber(r[6]), tonumber(r[7])
+  if not (r[1] and f and lu and ea and ca and r[3] and r[4]) then
+    return {0, 'missing or malformed field'}
+  end
+  if ea > now then
+    if r[1] ~= '0' then
+      local rec = record(KEYS[1])
+      return {3, now, unpack(rec)}
+    end
+    if lu > now or r[4] ~= ARGV[2] then
+      return {2, r[4], math.max(lu - now, 0)}
+    end
+    -- An ended lease of the same request: take over, same operation (S23).
+    op, created, expire_at, took = r[3], ca, math.max(ea, lease_until), 1
+  end
+  -- Expired: logically absent, a new operation replaces it (S21); the fence still grows.
+  fence = f + 1
+  redis.call('HDEL', KEYS[1], 'resp_status', 'resp_headers', 'resp_body', 'biz_no', 'completed_at')
+end
+redis.call('HSET', KEYS[1], 'idem_key', ARGV[1], 'request_hash', ARGV[2], 'state', '0',
+  'operation_id', op, 'fence', int(fence), 'locked_at', int(now), 'lease_until', int(lease_until),
+  'expire_at', int(expire_at), 'created_at', int(created), 'updated_at', int(now))
+redis.call('HINCRBY', KEYS[1], 'rev', 1)
+keep(KEYS[1], expire_at, now, margin)
+redis.call('ZADD', KEYS[2], int(expire_at), ARGV[8])
+return {1, fence, op, lease_until, expire_at, took, now}
+"#
+);
+
+/// `owned`: the record is processing under the lease's fence (`ARGV[1]`) and operation id
+/// (`ARGV[2]`).
+macro_rules! lua_owned {
+    () => {
+        r#"
+local r = redis.call('HMGET', KEYS[1], 'state', 'fence', 'operation_id', 'expire_at', 'lease_until')
+local ours = r[1] ~= false and r[2] == ARGV[1] and r[3] == ARGV[2]
+local owned = ours and r[1] == '0'
+"#
+    };
+}
+
+/// Completion (S18). `KEYS`: record, index. `ARGV`: fence, operation id, state, status,
+/// headers, body, `'1'` with a business number, the business number, expire_at (`''`: keep),
+/// now, margin, key hash. Answers 2 (stored), 1 (stored earlier under this very lease: a retry
+/// after a lost acknowledgement) or 0 (fenced out).
+const COMPLETE_LUA: &str = concat!(
+    lua_prelude!(),
+    lua_owned!(),
+    r#"
+if not ours then return 0 end
+if not owned then return 1 end
+local now = clock(ARGV[10])
+redis.call('HSET', KEYS[1], 'state', ARGV[3], 'resp_status', ARGV[4], 'resp_headers', ARGV[5],
+  'resp_body', ARGV[6], 'updated_at', int(now), 'completed_at', int(now))
+redis.call('HINCRBY', KEYS[1], 'rev', 1)
+if ARGV[7] == '1' then
+  redis.call('HSET', KEYS[1], 'biz_no', ARGV[8])
+else
+  redis.call('HDEL', KEYS[1], 'biz_no')
+end
+if ARGV[9] ~= '' then
+  local ea = tonumber(ARGV[9])
+  redis.call('HSET', KEYS[1], 'expire_at', ARGV[9])
+  redis.call('ZADD', KEYS[2], ARGV[9], ARGV[12])
+  keep(KEYS[1], ea, now, tonumber(ARGV[11]))
+end
+return 2
+"#
+);
+
+/// Release: deletes the processing record the lease owns. `KEYS`: record, index. `ARGV`:
+/// fence, operation id, key hash. Answers 1, or 0 (fenced out).
+const RELEASE_LUA: &str = concat!(
+    lua_owned!(),
+    r#"
+if not owned then return 0 end
+redis.call('UNLINK', KEYS[1])
+redis.call('ZREM', KEYS[2], ARGV[3])
+return 1
+"#
+);
+
+/// Abandon: ends the lease now, keeps the record. `KEYS`: record. `ARGV`: fence, operation id,
+/// now. Answers 1, or 0 (fenced out).
+const ABANDON_LUA: &str = concat!(
+    lua_prelude!(),
+    lua_owned!(),
+    r#"
+if not owned then return 0 end
+local now = clock(ARGV[3])
+redis.call('HSET', KEYS[1], 'lease_until', int(math.min(tonumber(r[5]), now)), 'updated_at', int(now))
+redis.call('HINCRBY', KEYS[1], 'rev', 1)
+return 1
+"#
+);
+
+/// Extend: the lease ends `by` from now, the record lives at least as long. `KEYS`: record,
+/// index. `ARGV`: fence, operation id, by ms, now, margin, key hash. Answers
+/// `{1, lease_until, expire_at}`, or `{0}` (fenced out).
+const EXTEND_LUA: &str = concat!(
+    lua_prelude!(),
+    lua_owned!(),
+    r#"
+if not owned then return {0} end
+local now = clock(ARGV[4])
+local lu = now + tonumber(ARGV[3])
+local ea = math.max(tonumber(r[4]), lu)
+redis.call('HSET', KEYS[1], 'lease_until', int(lu), 'expire_at', int(ea), 'updated_at', int(now))
+redis.call('HINCRBY', KEYS[1], 'rev', 1)
+redis.call('ZADD', KEYS[2], int(ea), ARGV[6])
+keep(KEYS[1], ea, now, tonumber(ARGV[5]))
+return {1, lu, ea}
+"#
+);
+
+/// The record and the clock, read together. `KEYS`: record. `ARGV`: now. Answers
+/// `{now, record..}`.
+const GET_LUA: &str = concat!(
+    lua_prelude!(),
+    r#"
+local now = clock(ARGV[1])
+local rec = record(KEYS[1])
+return {now, unpack(rec)}
+"#
+);
+
+/// Purge (S21) along the index, oldest expiry first, ties by key hash (the sorted set's own
+/// order): deletes up to `batch` records whose `expire_at` has passed, re-checked on the record
+/// itself; drops the entries of records Redis already deleted without counting them, looking at
+/// no more than ten batches' worth of entries in one call. `KEYS`: index. `ARGV`: now, batch,
+/// record key prefix. Answers the number of records deleted.
+const PURGE_LUA: &str = concat!(
+    lua_prelude!(),
+    r#"
+local now, batch = clock(ARGV[1]), tonumber(ARGV[2])
+local deleted, seen = 0, 0
+while deleted < batch and seen < 10 * batch do
+  local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', int(now), 'LIMIT', 0, batch - deleted)
+  if #ids == 0 then break end
+  for _, id in ipairs(ids) do
+    local key = ARGV[3] .. id
+    local ea = tonumber(redis.call('HGET', key, 'expire_at'))
+    if ea and ea > now then
+      redis.call('ZADD', KEYS[1], int(ea), id)
+    else
+      if ea then
+        redis.call('UNLINK', key)
+        deleted = deleted + 1
+      end
+      redis.call('ZREM', KEYS[1], id)
+    end
+  end
+  seen = seen + #ids
+end
+return deleted
+"#
+);
+
+/// The scripts of this store, for the benchmark's hand-written baseline. Not a public API.
+#[doc(hidden)]
+pub mod scripts {
+    /// The claim script: `KEYS` record, index; `ARGV` readable key, request hash, operation id,
+    /// now (`''`: the server's), lease ms, TTL ms, expiry margin ms, key hash in hex.
+    pub const CLAIM: &str = super::CLAIM_LUA;
+    /// The completion script: `KEYS` record, index; `ARGV` fence, operation id, state, status,
+    /// headers blob, body, `'1'` with a business number, the business number, expire_at (`''`),
+    /// now (`''`), expiry margin ms, key hash in hex.
+    pub const COMPLETE: &str = super::COMPLETE_LUA;
+}
+
+static CLAIM: LazyLock<Script> = LazyLock::new(|| Script::new(CLAIM_LUA));
+static COMPLETE: LazyLock<Script> = LazyLock::new(|| Script::new(COMPLETE_LUA));
+static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(RELEASE_LUA));
+static ABANDON: LazyLock<Script> = LazyLock::new(|| Script::new(ABANDON_LUA));
+static EXTEND: LazyLock<Script> = LazyLock::new(|| Script::new(EXTEND_LUA));
+static GET: LazyLock<Script> = LazyLock::new(|| Script::new(GET_LUA));
+static PURGE: LazyLock<Script> = LazyLock::new(|| Script::new(PURGE_LUA));
+
+/// The default key prefix.
+const DEFAULT_PREFIX: &str = "idem:";
+
+/// The default time Redis keeps a record past its `expire_at` before deleting it by itself.
+const DEFAULT_EXPIRY_MARGIN: Duration = Duration::from_secs(300);
+
+/// A [`Store`] on Redis or Valkey: one hash per record, every operation one atomic Lua script
+/// (see the [module documentation](self) for the layout, the scripts and the durability the
+/// guarantees need).
+///
+/// Every decision about time is taken by the Redis server's clock (`TIME`), never the
+/// application's.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), idem_runtime::store::StoreError> {
+/// use std::sync::Arc;
+/// use idem_runtime::store::{RedisStore, Store, Sweeper};
+/// let store = RedisStore::connect("redis://127.0.0.1:6379/0").await?;
+/// store.migrate().await?; // checks `maxmemory-policy`, loads the scripts
+/// let sweeper = Sweeper::new(Arc::new(store.clone())).spawn();
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct RedisStore {
+    conn: ConnectionManager,
+    /// `<prefix>rec:`, the prefix of the records' keys.
+    records: Arc<str>,
+    /// `<prefix>expire_at`, the sorted set of expiries.
+    index: Arc<str>,
+    clock: Option<Arc<dyn Clock>>,
+    margin: Duration,
+    commands: Arc<AtomicU64>,
+}
+
+impl fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisStore")
+            .field("records", &self.records)
+            .field("index", &self.index)
+            .field("clock_override", &self.clock.is_some())
+            .field("expiry_margin", &self.margin)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RedisStore {
+    /// The connection options [`connect`](Self::connect) uses: connecting gives up after 2 s,
+    /// a command after 5 s, and a lost connection is re-established in the background with one
+    /// retry per attempt, so that requests meanwhile fail fast with
+    /// [`StoreError::Unavailable`] instead of queueing behind the reconnection.
+    pub fn connection_options() -> ConnectionManagerConfig {
+        ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(Duration::from_secs(2)))
+            .set_response_timeout(Some(Duration::from_secs(5)))
+            .set_number_of_retries(1)
+            .set_min_delay(Duration::from_millis(50))
+            .set_max_delay(Duration::from_millis(500))
+    }
+
+    /// Connects to `url` (`redis://[user:password@]host[:port][/db]`) with
+    /// [`connection_options`](Self::connection_options).
+    ///
+    /// # Errors
+    /// [`StoreError::Config`] for a malformed URL; [`StoreError::Unavailable`] when the server
+    /// cannot be reached.
+    pub async fn connect(url: &str) -> Result<Self, StoreError> {
+        let client = redis::Client::open(url).map_err(|e| StoreError::Config {
+            message: "invalid Redis URL".to_owned(),
+            source: Some(Box::new(e)),
+        })?;
+        Self::connect_with(client, Self::connection_options()).await
+    }
+
+    /// Connects with the `redis` crate's client (TLS, a Unix socket, credentials, ...) and
+    /// connection manager options.
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`] when the server cannot be reached.
+    pub async fn connect_with(
+        client: redis::Client,
+        options: ConnectionManagerConfig,
+    ) -> Result<Self, StoreError> {
+        let conn = ConnectionManager::new_with_config(client, options)
+            .await
+            .map_err(classify)?;
+        Ok(Self::from_connection(conn))
+    }
+
+    /// A store over an existing connection manager (shared with the application's own use of
+    /// Redis: it multiplexes every command over one connection).
+    pub fn from_connection(conn: ConnectionManager) -> Self {
+        RedisStore {
+            conn,
+            records: Arc::from(format!("{DEFAULT_PREFIX}rec:")),
+            index: Arc::from(format!("{DEFAULT_PREFIX}expire_at")),
+            clock: None,
+            margin: DEFAULT_EXPIRY_MARGIN,
+            commands: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// Keeps the records under `prefix` (`idem:` by default): several services, or several
+    /// stores with their own records, on one server.
+    pub fn with_prefix(mut self, prefix: &str) -> Self {
+        self.records = Arc::from(format!("{prefix}rec:"));
+        self.index = Arc::from(format!("{prefix}expire_at"));
+        self
+    }
+
+    /// How long Redis keeps a record past its `expire_at` before deleting it by itself (5
+    /// minutes by default): longer than the sweeper's interval, so that the sweeper normally
+    /// deletes it first.
+    pub fn with_expiry_margin(mut self, margin: Duration) -> Self {
+        self.margin = margin;
+        self
+    }
+
+    /// Decides by `clock` instead of the Redis server's clock: **for tests** (a
+    /// [`ManualClock`](crate::store::ManualClock) moves time without sleeping). Every script
+    /// then gets `clock`'s time where it would read the server's `TIME`. In production leave it
+    /// unset: several application instances would otherwise need synchronized clocks.
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = Some(clock);
+        self
+    }
+
+    /// The connection manager.
+    pub fn connection(&self) -> &ConnectionManager {
+        &self.conn
+    }
+
+    /// Commands (script calls) sent so far by this store and its clones; diagnostics.
+    pub fn command_count(&self) -> u64 {
+        self.commands.load(Ordering::Relaxed)
+    }
+
+    fn record_key(&self, key: &ScopedKey) -> String {
+        format!("{}{}", self.records, key.hash_hex())
+    }
+
+    /// The override's time as a script argument, or `''`: the server's `TIME`.
+    fn now_arg(&self) -> String {
+        self.clock
+            .as_ref()
+            .map(|c| c.now().as_millis().to_string())
+            .unwrap_or_default()
+    }
+
+    fn margin_ms(&self) -> i64 {
+        duration_millis(self.margin)
+    }
+
+    /// Sends one script invocation.
+    async fn call(&self, invocation: &redis::ScriptInvocation<'_>) -> Result<Value, StoreError> {
+        self.commands.fetch_add(1, Ordering::Relaxed);
+        let mut conn = self.conn.clone();
+        invocation.invoke_async(&mut conn).await.map_err(classify)
+    }
+
+    async fn claim_impl(&self, req: &ClaimRequest<'_>) -> Result<Claim, StoreError> {
+        req.validate()?;
+        let operation_id = new_operation_id()?;
+        let hash_hex = req.key.hash_hex().to_string();
+        let out = self
+            .call(
+                CLAIM
+                    .key(self.record_key(req.key))
+                    .key(&*self.index)
+                    .arg(req.key.readable())
+                    .arg(req.request_hash.to_string())
+                    .arg(&operation_id)
+                    .arg(self.now_arg())
+                    .arg(duration_millis(req.lease))
+                    .arg(duration_millis(req.ttl))
+                    .arg(self.margin_ms())
+                    .arg(&hash_hex),
+            )
+            .await?;
+        let bad = |detail: &str| StoreError::Corrupt {
+            key: req.key.readable().to_owned(),
+            detail: detail.to_owned(),
+        };
+        let items = array(out).ok_or_else(|| bad("unexpected reply to the claim script"))?;
+        match items.first().and_then(int) {
+            Some(1) => {
+                let field = |i: usize| items.get(i).and_then(int);
+                let (Some(fence), Some(lease_until), Some(expire_at), Some(took_over)) =
+                    (field(1), field(3), field(4), field(5))
+                else {
+                    return Err(bad("unexpected reply to the claim script"));
+                };
+                let operation_id = items
+                    .get(2)
+                    .and_then(text)
+                    .ok_or_else(|| bad("operation_id"))?;
+                Ok(Claim::Acquired(Lease {
+                    key: req.key.clone(),
+                    request_hash: req.request_hash,
+                    fence: u64::try_from(fence).map_err(|_| bad("fence"))?,
+                    operation_id,
+                    lease_until: Timestamp::from_millis(lease_until),
+                    expire_at: Timestamp::from_millis(expire_at),
+                    took_over: took_over == 1,
+                }))
+            }
+            Some(2) => {
+                let request_hash = items
+                    .get(1)
+                    .and_then(text)
+                    .and_then(|h| h.parse().ok())
+                    .ok_or_else(|| bad("request_hash"))?;
+                let retry_after = items.get(2).and_then(int).ok_or_else(|| bad("lease"))?;
+                Ok(Claim::InProgress {
+                    request_hash,
+                    retry_after: Duration::from_millis(retry_after.max(0) as u64),
+                })
+            }
+            Some(3) => {
+                let (record, _) = decode_record(req.key.readable(), &items[1..])?;
+                record.map(Claim::Completed).ok_or_else(|| bad("vanished"))
+            }
+            _ => Err(bad(&items.get(1).and_then(text).unwrap_or_else(|| {
+                "unexpected reply to the claim script".to_owned()
+            }))),
+        }
+    }
+
+    async fn complete_impl(
+        &self,
+        lease: &Lease,
+        completion: &Completion,
+    ) -> Result<(), StoreError> {
+        completion.validate()?;
+        let state = RecordState::from(completion.outcome).code();
+        let out = self
+            .call(
+                COMPLETE
+                    .key(self.record_key(&lease.key))
+                    .key(&*self.index)
+                    .arg(lease.fence)
+                    .arg(&lease.operation_id)
+                    .arg(state)
+                    .arg(completion.status)
+                    .arg(encode_headers(&completion.headers))
+                    .arg(&completion.body[..])
+                    .arg(if completion.biz_no.is_some() {
+                        "1"
+                    } else {
+                        "0"
+                    })
+                    .arg(completion.biz_no.as_deref().unwrap_or(""))
+                    .arg(
+                        completion
+                            .expire_at
+                            .map(|t| t.as_millis().to_string())
+                            .unwrap_or_default(),
+                    )
+                    .arg(self.now_arg())
+                    .arg(self.margin_ms())
+                    .arg(lease.key.hash_hex().to_string()),
+            )
+            .await?;
+        match int(&out) {
+            Some(1 | 2) => Ok(()),
+            _ => Err(fenced_out(lease)),
+        }
+    }
+
+    async fn release_impl(&self, lease: &Lease) -> Result<(), StoreError> {
+        let out = self
+            .call(
+                RELEASE
+                    .key(self.record_key(&lease.key))
+                    .key(&*self.index)
+                    .arg(lease.fence)
+                    .arg(&lease.operation_id)
+                    .arg(lease.key.hash_hex().to_string()),
+            )
+            .await?;
+        match int(&out) {
+            Some(1) => Ok(()),
+            _ => Err(fenced_out(lease)),
+        }
+    }
+
+    async fn abandon_impl(&self, lease: &Lease) -> Result<(), StoreError> {
+        let out = self
+            .call(
+                ABANDON
+                    .key(self.record_key(&lease.key))
+                    .arg(lease.fence)
+                    .arg(&lease.operation_id)
+                    .arg(self.now_arg()),
+            )
+            .await?;
+        match int(&out) {
+            Some(1) => Ok(()),
+            _ => Err(fenced_out(lease)),
+        }
+    }
+
+    async fn extend_impl(&self, lease: &Lease, by: Duration) -> Result<Lease, StoreError> {
+        let out = self
+            .call(
+                EXTEND
+                    .key(self.record_key(&lease.key))
+                    .key(&*self.index)
+                    .arg(lease.fence)
+                    .arg(&lease.operation_id)
+                    .arg(duration_millis(by))
+                    .arg(self.now_arg())
+                    .arg(self.margin_ms())
+                    .arg(lease.key.hash_hex().to_string()),
+            )
+            .await?;
+        let items = array(out).unwrap_or_default();
+        match (
+            items.first().and_then(int),
+            items.get(1).and_then(int),
+            items.get(2).and_then(int),
+        ) {
+            (Some(1), Some(lease_until), Some(expire_at)) => Ok(Lease {
+                lease_until: Timestamp::from_millis(lease_until),
+                expire_at: Timestamp::from_millis(expire_at),
+                ..lease.clone()
+            }),
+            _ => Err(fenced_out(lease)),
+        }
+    }
+
+    async fn get_impl(&self, key: &ScopedKey) -> Result<Option<Record>, StoreError> {
+        let out = self
+            .call(GET.key(self.record_key(key)).arg(self.now_arg()))
+            .await?;
+        let items = array(out).ok_or_else(|| StoreError::Corrupt {
+            key: key.readable().to_owned(),
+            detail: "unexpected reply to the read script".to_owned(),
+        })?;
+        let (record, now) = decode_record(key.readable(), &items)?;
+        Ok(record.filter(|r| !r.is_expired(now)))
+    }
+
+    async fn purge_impl(&self, batch: u32) -> Result<u64, StoreError> {
+        let out = self
+            .call(
+                PURGE
+                    .key(&*self.index)
+                    .arg(self.now_arg())
+                    .arg(batch.max(1))
+                    .arg(&*self.records),
+            )
+            .await?;
+        int(&out)
+            .and_then(|n| u64::try_from(n).ok())
+            .ok_or_else(|| StoreError::Other("unexpected reply to the purge script".into()))
+    }
+
+    /// Refuses a server that evicts keys, warns about persistence settings that lose
+    /// acknowledged claims on a crash, and loads the scripts. A server that forbids `CONFIG`
+    /// (some managed services) is only warned about.
+    async fn migrate_impl(&self) -> Result<(), StoreError> {
+        let mut conn = self.conn.clone();
+        let config = |name: &'static str| {
+            let mut conn = conn.clone();
+            async move {
+                let reply: Result<Vec<String>, RedisError> = redis::cmd("CONFIG")
+                    .arg("GET")
+                    .arg(name)
+                    .query_async(&mut conn)
+                    .await;
+                match reply {
+                    Ok(pair) => Ok(pair.get(1).cloned()),
+                    Err(e) if is_transient(&e) => Err(classify(e)),
+                    Err(e) => {
+                        tracing::warn!(target: "idem", setting = name, error = %e,
+                            "cannot read the Redis setting: check it by hand (docs/storage.md, \"Redis / Valkey\")");
+                        Ok(None)
+                    }
+                }
+            }
+        };
+        if let Some(policy) = config("maxmemory-policy").await?
+            && policy != "noeviction"
+        {
+            return Err(StoreError::Config {
+                message: format!(
+                    "Redis evicts keys (`maxmemory-policy {policy}`): an evicted record lets a retry run its operation again; set `maxmemory-policy noeviction`"
+                ),
+                source: None,
+            });
+        }
+        let appendonly = config("appendonly").await?;
+        let fsync = config("appendfsync").await?;
+        if appendonly.as_deref() == Some("no") || fsync.as_deref().is_some_and(|f| f != "always") {
+            tracing::warn!(target: "idem",
+                appendonly = appendonly.as_deref().unwrap_or("?"),
+                appendfsync = fsync.as_deref().unwrap_or("?"),
+                "Redis may lose acknowledged claims and completions on a crash, and a lost one lets a retry run its operation again: `appendonly yes` and `appendfsync always` keep them (docs/storage.md, \"Redis / Valkey\")");
+        }
+        for script in [
+            &*CLAIM, &*COMPLETE, &*RELEASE, &*ABANDON, &*EXTEND, &*GET, &*PURGE,
+        ] {
+            script
+                .prepare_invoke()
+                .load_async(&mut conn)
+                .await
+                .map_err(classify)?;
+        }
+        Ok(())
+    }
+}
+
+/// The elements of an array reply.
+fn array(v: Value) -> Option<Vec<Value>> {
+    match v {
+        Value::Array(items) => Some(items),
+        _ => None,
+    }
+}
+
+/// An integer reply (or a decimal string).
+fn int(v: &Value) -> Option<i64> {
+    match v {
+        Value::Int(n) => Some(*n),
+        Value::BulkString(b) => core::str::from_utf8(b).ok()?.parse().ok(),
+        _ => None,
+    }
+}
+
+/// A UTF-8 string reply.
+fn text(v: &Value) -> Option<String> {
+    match v {
+        Value::BulkString(b) => String::from_utf8(b.clone()).ok(),
+        Value::SimpleString(s) => Some(s.clone()),
+        _ => None,
+    }
+}
+
+/// A binary string reply; `None` for a missing field.
+fn bytes(v: &Value) -> Option<&[u8]> {
+    match v {
+        Value::BulkString(b) => Some(b),
+        _ => None,
+    }
+}
+
+/// Decodes `{now, idem_key, request_hash, state, operation_id, fence, resp_status,
+/// resp_headers, resp_body, biz_no, locked_at, lease_until, expire_at, created_at, updated_at,
+/// completed_at}`: the record (`None` when the key holds none) and the script's "now".
+fn decode_record(key: &str, items: &[Value]) -> Result<(Option<Record>, Timestamp), StoreError> {
+    let bad = |detail: String| StoreError::Corrupt {
+        key: key.to_owned(),
+        detail,
+    };
+    if items.len() != 16 {
+        return Err(bad(format!("{} fields instead of 16", items.len())));
+    }
+    let now = int(&items[0]).ok_or_else(|| bad("the script's clock".to_owned()))?;
+    let now = Timestamp::from_millis(now);
+    let f = &items[1..];
+    if matches!(f[0], Value::Nil) && f.iter().all(|v| matches!(v, Value::Nil)) {
+        return Ok((None, now));
+    }
+    let time = |i: usize, name: &str| {
+        int(&f[i])
+            .map(Timestamp::from_millis)
+            .ok_or_else(|| bad(format!("{name}: missing or not a number")))
+    };
+    let key = text(&f[0]).ok_or_else(|| bad("idem_key".to_owned()))?;
+    let request_hash = text(&f[1])
+        .and_then(|h| h.parse().ok())
+        .ok_or_else(|| bad("request_hash".to_owned()))?;
+    let state = int(&f[2])
+        .and_then(RecordState::from_code)
+        .ok_or_else(|| bad("unknown state".to_owned()))?;
+    let operation_id = text(&f[3]).ok_or_else(|| bad("operation_id".to_owned()))?;
+    let fence = int(&f[4])
+        .and_then(|n| u64::try_from(n).ok())
+        .ok_or_else(|| bad("fence".to_owned()))?;
+    let status = match &f[5] {
+        Value::Nil => None,
+        v => Some(
+            int(v)
+                .and_then(|s| u16::try_from(s).ok())
+                .filter(|s| (100..=999).contains(s))
+                .ok_or_else(|| bad("response status".to_owned()))?,
+        ),
+    };
+    let headers = match bytes(&f[6]) {
+        None => Vec::new(),
+        Some(h) => decode_headers(h).ok_or_else(|| bad("malformed headers".to_owned()))?,
+    };
+    if state != RecordState::Processing && status.is_none() {
+        return Err(bad(format!("{state:?} without a response status")));
+    }
+    let biz_no = match &f[8] {
+        Value::Nil => None,
+        v => Some(text(v).ok_or_else(|| bad("biz_no".to_owned()))?),
+    };
+    let completed_at = match &f[14] {
+        Value::Nil => None,
+        _ => Some(time(14, "completed_at")?),
+    };
+    let record = Record {
+        key,
+        request_hash,
+        state,
+        operation_id,
+        fence,
+        status,
+        headers,
+        body: bytes(&f[7]).map(<[u8]>::to_vec).unwrap_or_default(),
+        biz_no,
+        locked_at: time(9, "locked_at")?,
+        lease_until: time(10, "lease_until")?,
+        expire_at: time(11, "expire_at")?,
+        created_at: time(12, "created_at")?,
+        updated_at: time(13, "updated_at")?,
+        completed_at,
+    };
+    Ok((Some(record), now))
+}
+
+fn fenced_out(lease: &Lease) -> StoreError {
+    StoreError::FencedOut {
+        key_hash: lease.key.hash_hex().to_string(),
+        fence: lease.fence,
+    }
+}
+
+/// Transport trouble (refused, reset, timed out, dropped) and the server's "not now" answers
+/// (loading a dump, a read-only replica after a failover, out of memory, a busy script,
+/// cluster or primary down).
+fn is_transient(e: &RedisError) -> bool {
+    e.is_io_error()
+        || e.is_timeout()
+        || e.is_connection_dropped()
+        || e.is_connection_refusal()
+        || matches!(
+            e.kind(),
+            ErrorKind::Server(
+                ServerErrorKind::BusyLoading
+                    | ServerErrorKind::TryAgain
+                    | ServerErrorKind::ClusterDown
+                    | ServerErrorKind::MasterDown
+                    | ServerErrorKind::ReadOnly
+            )
+        )
+        || e.code().is_some_and(|c| matches!(c, "OOM" | "BUSY"))
+}
+
+/// Maps a Redis error: transient ones (see [`is_transient`]) become
+/// [`StoreError::Unavailable`], refused credentials and bad configuration
+/// [`StoreError::Config`], the rest [`StoreError::Other`].
+fn classify(e: RedisError) -> StoreError {
+    if is_transient(&e) {
+        return StoreError::unavailable(e);
+    }
+    match e.kind() {
+        ErrorKind::AuthenticationFailed
+        | ErrorKind::InvalidClientConfig
+        | ErrorKind::Server(ServerErrorKind::NoPerm) => StoreError::Config {
+            message: "Redis refused the connection's configuration or credentials".to_owned(),
+            source: Some(Box::new(e)),
+        },
+        _ => StoreError::Other(Box::new(e)),
+    }
+}
+
+impl Store for RedisStore {
+    fn backend(&self) -> &'static str {
+        "redis"
+    }
+
+    fn claim<'a>(&'a self, req: &'a ClaimRequest<'a>) -> BoxFuture<'a, Result<Claim, StoreError>> {
+        Box::pin(self.claim_impl(req))
+    }
+
+    fn complete<'a>(
+        &'a self,
+        lease: &'a Lease,
+        completion: &'a Completion,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(self.complete_impl(lease, completion))
+    }
+
+    fn release<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(self.release_impl(lease))
+    }
+
+    fn abandon<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(self.abandon_impl(lease))
+    }
+
+    fn extend<'a>(
+        &'a self,
+        lease: &'a Lease,
+        by: Duration,
+    ) -> BoxFuture<'a, Result<Lease, StoreError>> {
+        Box::pin(self.extend_impl(lease, by))
+    }
+
+    fn get<'a>(&'a self, key: &'a ScopedKey) -> BoxFuture<'a, Result<Option<Record>, StoreError>> {
+        Box::pin(self.get_impl(key))
+    }
+
+    fn purge_expired(&self, batch: u32) -> BoxFuture<'_, Result<u64, StoreError>> {
+        Box::pin(self.purge_impl(batch))
+    }
+
+    fn migrate(&self) -> BoxFuture<'_, Result<(), StoreError>> {
+        Box::pin(self.migrate_impl())
+    }
+
+    fn clock(&self) -> &dyn Clock {
+        match &self.clock {
+            Some(c) => &**c,
+            None => &SystemClock,
+        }
+    }
+}
