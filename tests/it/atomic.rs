@@ -131,21 +131,47 @@ async fn place(
     Ok((StatusCode::CREATED, Json(Placed { order_id, run })))
 }
 
-/// A backend under test: the store (its clock is `clock`) and a way to count rows.
+/// A backend under test: the store (its clock is `clock`) and its pool, for the business table.
 struct Backend {
     store: Arc<dyn Store>,
     clock: Arc<ManualClock>,
-    rows: Box<dyn Fn(&str) -> futures_count::CountFuture + Send + Sync>,
-    create: Box<dyn Fn(&str) -> futures_count::UnitFuture + Send + Sync>,
+    pool: Pool,
     _dir: Option<tempfile::TempDir>,
 }
 
-/// Boxed futures for the row-count closures (no `futures` crate needed).
-mod futures_count {
-    use std::future::Future;
-    use std::pin::Pin;
-    pub type CountFuture = Pin<Box<dyn Future<Output = i64> + Send>>;
-    pub type UnitFuture = Pin<Box<dyn Future<Output = ()> + Send>>;
+/// The store's pool, whichever database it is on.
+enum Pool {
+    Sqlite(sqlx::SqlitePool),
+    Postgres(sqlx::PgPool),
+    MySql(sqlx::MySqlPool),
+}
+
+macro_rules! on_pool {
+    ($pool:expr, |$p:ident| $body:expr) => {
+        match $pool {
+            Pool::Sqlite($p) => $body,
+            Pool::Postgres($p) => $body,
+            Pool::MySql($p) => $body,
+        }
+    };
+}
+
+impl Pool {
+    async fn execute(&self, sql: String) {
+        on_pool!(self, |p| {
+            sqlx::query(sqlx::AssertSqlSafe(sql))
+                .execute(p)
+                .await
+                .unwrap();
+        })
+    }
+
+    async fn count(&self, sql: String) -> i64 {
+        on_pool!(self, |p| sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+            .fetch_one(p)
+            .await
+            .unwrap())
+    }
 }
 
 const SCHEMA: &str = "(operation_id VARCHAR(64) NOT NULL, item VARCHAR(64) NOT NULL)";
@@ -158,29 +184,11 @@ async fn sqlite() -> Option<Backend> {
         .unwrap()
         .with_clock(clock.clone());
     store.migrate().await.unwrap();
-    let pool = store.pool().clone();
-    let (p1, p2) = (pool.clone(), pool);
+    let pool = Pool::Sqlite(store.pool().clone());
     Some(Backend {
         store: Arc::new(store),
         clock,
-        rows: Box::new(move |t| {
-            let (pool, sql) = (p1.clone(), format!("SELECT COUNT(*) FROM {t}"));
-            Box::pin(async move {
-                sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
-                    .fetch_one(&pool)
-                    .await
-                    .unwrap()
-            })
-        }),
-        create: Box::new(move |t| {
-            let (pool, sql) = (p2.clone(), format!("CREATE TABLE {t} {SCHEMA}"));
-            Box::pin(async move {
-                sqlx::query(sqlx::AssertSqlSafe(sql))
-                    .execute(&pool)
-                    .await
-                    .unwrap();
-            })
-        }),
+        pool,
         _dir: Some(dir),
     })
 }
@@ -188,34 +196,15 @@ async fn sqlite() -> Option<Backend> {
 async fn postgres() -> Option<Backend> {
     let url = server_url("IDEM_TEST_POSTGRES_URL")?;
     let clock = Arc::new(ManualClock::starting_now());
-    let store = idem::PostgresStore::connect(&url)
-        .await
-        .unwrap()
-        .with_clock(clock.clone());
+    let store = idem::PostgresStore::connect(&url).await.unwrap();
+    let store = store.with_clock(clock.clone());
     store.migrate().await.unwrap();
-    let pool = store.pool().clone();
-    let (p1, p2) = (pool.clone(), pool);
+    let pool = Pool::Postgres(store.pool().clone());
+    let store = Arc::new(store);
     Some(Backend {
-        store: Arc::new(store),
+        store,
         clock,
-        rows: Box::new(move |t| {
-            let (pool, sql) = (p1.clone(), format!("SELECT COUNT(*) FROM {t}"));
-            Box::pin(async move {
-                sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
-                    .fetch_one(&pool)
-                    .await
-                    .unwrap()
-            })
-        }),
-        create: Box::new(move |t| {
-            let (pool, sql) = (p2.clone(), format!("CREATE TABLE {t} {SCHEMA}"));
-            Box::pin(async move {
-                sqlx::query(sqlx::AssertSqlSafe(sql))
-                    .execute(&pool)
-                    .await
-                    .unwrap();
-            })
-        }),
+        pool,
         _dir: None,
     })
 }
@@ -223,37 +212,15 @@ async fn postgres() -> Option<Backend> {
 async fn mysql() -> Option<Backend> {
     let url = server_url("IDEM_TEST_MYSQL_URL")?;
     let clock = Arc::new(ManualClock::starting_now());
-    let store = idem::MySqlStore::connect(&url)
-        .await
-        .unwrap()
-        .with_clock(clock.clone());
+    let store = idem::MySqlStore::connect(&url).await.unwrap();
+    let store = store.with_clock(clock.clone());
     store.migrate().await.unwrap();
-    let pool = store.pool().clone();
-    let (p1, p2) = (pool.clone(), pool);
+    let pool = Pool::MySql(store.pool().clone());
+    let store = Arc::new(store);
     Some(Backend {
-        store: Arc::new(store),
+        store,
         clock,
-        rows: Box::new(move |t| {
-            let (pool, sql) = (p1.clone(), format!("SELECT COUNT(*) FROM {t}"));
-            Box::pin(async move {
-                sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
-                    .fetch_one(&pool)
-                    .await
-                    .unwrap()
-            })
-        }),
-        create: Box::new(move |t| {
-            let (pool, sql) = (
-                p2.clone(),
-                format!("CREATE TABLE {t} {SCHEMA} ENGINE = InnoDB"),
-            );
-            Box::pin(async move {
-                sqlx::query(sqlx::AssertSqlSafe(sql))
-                    .execute(&pool)
-                    .await
-                    .unwrap();
-            })
-        }),
+        pool,
         _dir: None,
     })
 }
@@ -261,7 +228,9 @@ async fn mysql() -> Option<Backend> {
 impl Backend {
     async fn app(&self) -> App {
         let table = unique("atomic");
-        (self.create)(&table).await;
+        self.pool
+            .execute(format!("CREATE TABLE {table} {SCHEMA}"))
+            .await;
         App {
             idem: Idem::from_arc(self.store.clone()),
             table,
@@ -271,7 +240,9 @@ impl Backend {
     }
 
     async fn rows(&self, app: &App) -> i64 {
-        (self.rows)(&app.table).await
+        self.pool
+            .count(format!("SELECT COUNT(*) FROM {}", app.table))
+            .await
     }
 }
 

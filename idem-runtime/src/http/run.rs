@@ -93,17 +93,7 @@ where
     F: Future<Output = R> + Send,
     R: IntoSnapshot + Send,
 {
-    let key = cx.key(key, cfg.operation, scope);
-    async move {
-        let front = Handler {
-            idem: cx.idem(),
-            cfg,
-            lookup: NoLookup,
-            atomic: None,
-            _out: PhantomData::<fn() -> R>,
-        };
-        execute(cx.idem(), ClaimSettings::of(cfg), key, hash, front, handler).await
-    }
+    run_with(cx, cfg, key, scope, hash, handler, NoLookup, None)
 }
 
 /// Runs a `latest_state` handler for a key (and scope) until one result is stored; a replay
@@ -196,18 +186,7 @@ where
     F: Future<Output = R> + Send,
     R: IntoSnapshot + Send,
 {
-    let key = cx.key(key, cfg.operation, scope);
-    let atomic = hook.0;
-    async move {
-        let front = Handler {
-            idem: cx.idem(),
-            cfg,
-            lookup: NoLookup,
-            atomic: Some(atomic),
-            _out: PhantomData::<fn() -> R>,
-        };
-        execute(cx.idem(), ClaimSettings::of(cfg), key, hash, front, handler).await
-    }
+    run_with(cx, cfg, key, scope, hash, handler, NoLookup, Some(hook.0))
 }
 
 /// [`run_latest`] in the atomic mode (see [`run_atomic`]).
@@ -252,12 +231,33 @@ where
     LF: Future<Output = LR> + Send,
     LR: IntoResponse,
 {
+    run_with(cx, cfg, key, scope, hash, handler, Lookup(lookup), atomic)
+}
+
+/// Every `run` function: the handler's front with its replayer and, in the atomic mode, its
+/// transaction.
+#[allow(clippy::too_many_arguments)]
+fn run_with<R, F, Rp>(
+    cx: IdemContext,
+    cfg: &'static HandlerConfig,
+    key: KeySource<'_>,
+    scope: &[&dyn ScopePart],
+    hash: RequestHash,
+    handler: F,
+    lookup: Rp,
+    atomic: Option<Arc<dyn Atomic>>,
+) -> impl Future<Output = Response> + use<R, F, Rp>
+where
+    F: Future<Output = R> + Send,
+    R: IntoSnapshot + Send,
+    Rp: Replayer,
+{
     let key = cx.key(key, cfg.operation, scope);
     async move {
         let front = Handler {
             idem: cx.idem(),
             cfg,
-            lookup: Lookup(lookup),
+            lookup,
             atomic,
             _out: PhantomData::<fn() -> R>,
         };
