@@ -288,8 +288,15 @@ impl Attempt {
             Settlement::Store(completion) => completion,
             other => {
                 atomic.rollback().await;
-                let _ = self.carry_out(other).await;
-                return answer;
+                return match self.carry_out(other).await {
+                    // Superseded while it ran (its error may come from that: a row of the
+                    // operation the takeover committed): what a retry sees, as in the
+                    // two-commit mode.
+                    Err(StoreError::FencedOut { .. }) => {
+                        self.superseded(front, answer, client_key).await
+                    }
+                    _ => answer,
+                };
             }
         };
         let committed = if self.fenced_out() {

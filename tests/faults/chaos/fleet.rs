@@ -53,8 +53,6 @@ pub struct PaymentRow {
     pub payment_id: String,
     pub operation_id: String,
     pub order_id: String,
-    /// Unix ms, by the clock of the process that wrote it.
-    pub created_at: i64,
 }
 
 /// A database of its own on the backend's server (or a SQLite file in a temporary directory).
@@ -167,8 +165,8 @@ impl Database {
 
     /// Every row of `payments`.
     pub async fn payments(&self) -> Vec<PaymentRow> {
-        const SQL: &str = "SELECT payment_id, operation_id, order_id, created_at FROM payments";
-        type Row = (String, String, String, i64);
+        const SQL: &str = "SELECT payment_id, operation_id, order_id FROM payments";
+        type Row = (String, String, String);
         let rows: Vec<Row> = match self.backend {
             Backend::Sqlite => {
                 let pool = sqlx::SqlitePool::connect(&self.url).await.unwrap();
@@ -192,14 +190,11 @@ impl Database {
             }
         };
         rows.into_iter()
-            .map(
-                |(payment_id, operation_id, order_id, created_at)| PaymentRow {
-                    payment_id,
-                    operation_id,
-                    order_id,
-                    created_at,
-                },
-            )
+            .map(|(payment_id, operation_id, order_id)| PaymentRow {
+                payment_id,
+                operation_id,
+                order_id,
+            })
             .collect()
     }
 }
