@@ -86,7 +86,7 @@ pub use crate::http::run::{run_atomic, run_latest_atomic};
 pub use crate::http::{IdemContext, IntoSnapshot, KeySource};
 pub use crate::key::{ScopePart, write_scope_part};
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
-pub use crate::store::{TxParam, TxSlot, take_tx, tx_slot};
+pub use crate::store::{take_tx, tx_slot};
 #[cfg(feature = "axum")]
 pub use axum;
 #[cfg(feature = "axum")]

@@ -74,31 +74,26 @@ async fn insert(tx: &mut SqlTx, table: &str, item: &str) -> Result<(), sqlx::Err
     let op = idem::operation_id()
         .expect("inside the handler")
         .to_string();
+    let values = if matches!(tx, SqlTx::Postgres(_)) {
+        "($1, $2)"
+    } else {
+        "(?, ?)"
+    };
+    let sql = format!("INSERT INTO {table} (operation_id, item) VALUES {values}");
+    macro_rules! insert_on {
+        ($tx:expr) => {
+            sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(op)
+                .bind(item)
+                .execute(&mut **$tx)
+                .await
+                .map(|_| ())?
+        };
+    }
     match tx {
-        SqlTx::Postgres(tx) => {
-            let sql = format!("INSERT INTO {table} (operation_id, item) VALUES ($1, $2)");
-            sqlx::query(sqlx::AssertSqlSafe(sql))
-                .bind(op)
-                .bind(item)
-                .execute(&mut **tx)
-                .await?;
-        }
-        SqlTx::MySql(tx) => {
-            let sql = format!("INSERT INTO {table} (operation_id, item) VALUES (?, ?)");
-            sqlx::query(sqlx::AssertSqlSafe(sql))
-                .bind(op)
-                .bind(item)
-                .execute(&mut **tx)
-                .await?;
-        }
-        SqlTx::Sqlite(tx) => {
-            let sql = format!("INSERT INTO {table} (operation_id, item) VALUES (?, ?)");
-            sqlx::query(sqlx::AssertSqlSafe(sql))
-                .bind(op)
-                .bind(item)
-                .execute(&mut **tx)
-                .await?;
-        }
+        SqlTx::Postgres(tx) => insert_on!(tx),
+        SqlTx::MySql(tx) => insert_on!(tx),
+        SqlTx::Sqlite(tx) => insert_on!(tx),
         _ => unreachable!("every SQL store is compiled in these tests"),
     }
     Ok(())

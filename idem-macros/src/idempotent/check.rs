@@ -255,12 +255,7 @@ fn transaction<'a>(
     sig: &'a syn::Signature,
     form: &Form<'_>,
 ) -> Option<&'a syn::PatType> {
-    let typed = || {
-        sig.inputs.iter().filter_map(|arg| match arg {
-            syn::FnArg::Typed(t) => Some(t),
-            syn::FnArg::Receiver(_) => None,
-        })
-    };
+    let typed = || typed_args(sig);
     let Some(name) = args.transaction.valid() else {
         if !args.transaction.is_given() {
             for t in typed().filter(|t| ast::looks_like_tx(&t.ty)) {
@@ -309,12 +304,7 @@ fn transaction<'a>(
 /// The argument fingerprinted: `fingerprint(arg = name)`, else the `Json<T>` body (axum) or the
 /// first argument (`store = ..`).
 fn target(cx: &Ctxt, args: &Args, sig: &syn::Signature, form: &Form<'_>) -> Option<Target> {
-    let typed = || {
-        sig.inputs.iter().filter_map(|arg| match arg {
-            syn::FnArg::Typed(t) => Some(t),
-            syn::FnArg::Receiver(_) => None,
-        })
-    };
+    let typed = || typed_args(sig);
     let explicit = args.fingerprint.valid().and_then(|fp| fp.arg.as_ref());
     let chosen = if let Some(name) = explicit {
         let found = typed().find(|t| ast::bound_name(&t.pat) == Some(name));
@@ -391,6 +381,14 @@ fn target(cx: &Ctxt, args: &Args, sig: &syn::Signature, form: &Form<'_>) -> Opti
             None
         }
     }
+}
+
+/// The arguments of `sig` other than `self`.
+fn typed_args(sig: &syn::Signature) -> impl Iterator<Item = &syn::PatType> {
+    sig.inputs.iter().filter_map(|arg| match arg {
+        syn::FnArg::Typed(t) => Some(t),
+        syn::FnArg::Receiver(_) => None,
+    })
 }
 
 /// The variable an expression starts from: `idem` of `idem`, `ctx.idem`, `&ctx.idem()`.

@@ -167,7 +167,7 @@ where
     LF: Future<Output = LR> + Send,
     LR: IntoResponse,
 {
-    latest_with(cx, cfg, key, scope, hash, handler, lookup, None)
+    run_with(cx, cfg, key, scope, hash, handler, Lookup(lookup), None)
 }
 
 /// [`run`] in the atomic mode (`#[idempotent(transaction = tx)]`): the transaction of `hook`'s
@@ -209,29 +209,16 @@ where
     LF: Future<Output = LR> + Send,
     LR: IntoResponse,
 {
-    let atomic = hook.0;
-    latest_with(cx, cfg, key, scope, hash, handler, lookup, Some(atomic))
-}
-
-#[allow(clippy::too_many_arguments)]
-fn latest_with<R, F, L, LF, LR>(
-    cx: IdemContext,
-    cfg: &'static HandlerConfig,
-    key: KeySource<'_>,
-    scope: &[&dyn ScopePart],
-    hash: RequestHash,
-    handler: F,
-    lookup: L,
-    atomic: Option<Arc<dyn Atomic>>,
-) -> impl Future<Output = Response> + use<R, F, L, LF, LR>
-where
-    F: Future<Output = R> + Send,
-    R: IntoSnapshot + Send,
-    L: FnOnce(String) -> LF + Send,
-    LF: Future<Output = LR> + Send,
-    LR: IntoResponse,
-{
-    run_with(cx, cfg, key, scope, hash, handler, Lookup(lookup), atomic)
+    run_with(
+        cx,
+        cfg,
+        key,
+        scope,
+        hash,
+        handler,
+        Lookup(lookup),
+        Some(hook.0),
+    )
 }
 
 /// Every `run` function: the handler's front with its replayer and, in the atomic mode, its

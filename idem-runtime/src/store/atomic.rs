@@ -348,9 +348,8 @@ pub struct Tx<S: TxStore> {
 }
 
 impl<S: TxStore> Tx<S> {
-    /// The transaction the engine began for this request (generated code only).
-    #[doc(hidden)]
-    pub fn __take(slot: &TxSlot<S>) -> Self {
+    /// The transaction the engine began for this request.
+    fn take(slot: &TxSlot<S>) -> Self {
         Tx {
             tx: lock(&slot.0).take(),
             slot: slot.0.clone(),
@@ -419,7 +418,7 @@ impl<S: TxStore> TxParam for Tx<S> {
     type Store = S;
 
     fn __take(slot: &TxSlot<S>) -> Self {
-        Tx::__take(slot)
+        Tx::take(slot)
     }
 }
 
@@ -444,20 +443,17 @@ pub fn take_tx<T: TxParam>(slot: &TxSlot<T::Store>) -> T {
 }
 
 /// The slot of one request's transaction, made by the generated code and shared with the
-/// engine's [`AtomicHook`].
+/// engine's `AtomicHook`.
 #[doc(hidden)]
 pub struct TxSlot<S: TxStore>(Slot<S>);
 
 impl<S: TxStore> TxSlot<S> {
-    #[doc(hidden)]
-    #[allow(clippy::new_without_default)]
-    pub fn new() -> Self {
+    fn new() -> Self {
         TxSlot(Arc::new(Mutex::new(None)))
     }
 
     /// The engine's side of the slot.
-    #[doc(hidden)]
-    pub fn hook(&self) -> AtomicHook<S> {
+    fn hook(&self) -> AtomicHook<S> {
         AtomicHook {
             slot: self.0.clone(),
             _store: PhantomData,
@@ -473,8 +469,7 @@ impl<S: TxStore> fmt::Debug for TxSlot<S> {
 
 /// The engine's side of a request's transaction: begin it, complete and commit in it, or roll
 /// it back.
-#[doc(hidden)]
-pub struct AtomicHook<S: TxStore> {
+struct AtomicHook<S: TxStore> {
     slot: Slot<S>,
     _store: PhantomData<fn() -> S>,
 }

@@ -79,7 +79,7 @@ mod sweeper;
 )]
 pub use atomic::{AnySql, SqlTx, Tx, TxStore};
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
-pub use atomic::{AtomicHook, AtomicMode, TxParam, TxSlot, take_tx, tx_slot};
+pub use atomic::{AtomicMode, TxParam, TxSlot, take_tx, tx_slot};
 pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
 pub use error::{BoxError, DEFAULT_RETRY_AFTER, StoreError};
 pub use interface::{
