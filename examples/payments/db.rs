@@ -231,7 +231,7 @@ impl Db {
         // SQLite serialize the statement themselves (metadata lock, write lock).
         #[cfg(feature = "postgres")]
         if let Db::Postgres(pool) = self {
-            let mut tx = pool.begin().await?;
+            let mut tx = idem::store::begin(pool).await?;
             sqlx::query("SELECT pg_advisory_xact_lock($1)")
                 .bind(SCHEMA_LOCK)
                 .execute(&mut *tx)

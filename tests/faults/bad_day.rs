@@ -20,7 +20,9 @@ use axum::extract::{FromRef, State};
 use axum::http::{Request, StatusCode};
 use axum::routing::post;
 use axum::{Json, Router};
-use idem::{Fingerprint, Idem, Snapshot, idempotent, store::Store};
+use idem::key::ScopedKey;
+use idem::store::{Claim, ClaimRequest, Store};
+use idem::{Fingerprint, Idem, RequestHash, Snapshot, idempotent};
 use tower::ServiceExt;
 
 use crate::servers;
@@ -295,6 +297,110 @@ async fn mysql_stall() {
         return;
     };
     stall(url, mysql_store).await;
+}
+
+// ---------------------------------------------------------------- a transaction given up on
+
+/// How long a caller waits for an answer through the stalled proxy before it gives up.
+const GIVE_UP: Duration = Duration::from_millis(300);
+
+/// A transaction idem begins — the atomic mode's, before the handler runs, and MariaDB's purge
+/// batch — whose `BEGIN` is given up on before the server answered (the store timeout, a
+/// client that hung up) must not leave its pooled connection inside a transaction: the next
+/// claim sent on that connection would run in it and never commit, and a retry would then claim
+/// the key again, under another operation id. The pool has one connection, so the claim after
+/// the stall runs on that very connection; another connection must see it.
+async fn given_up<S: idem::store::TxStore + Store>(
+    url: &str,
+    connect: impl AsyncFnOnce(&str) -> S,
+    with_purge: bool,
+) {
+    let proxy = StallProxy::start(host_port(url)).await;
+    let store = connect(&proxy.url_for(url)).await;
+    store.migrate().await.unwrap();
+    let observer = postgres_or_mysql(url).await;
+    let rounds: &[&str] = if with_purge {
+        &["the atomic mode's BEGIN", "the purge's transaction"]
+    } else {
+        &["the atomic mode's BEGIN"]
+    };
+    for (i, what) in rounds.iter().enumerate() {
+        let key = ScopedKey::new::<&str>(&[], "begin-given-up", &unique("k")).unwrap();
+        // The pool's one connection is open and idle, back in the pool (a released connection
+        // is pinged first, in the background).
+        store.get(&key).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        proxy.stall(true);
+        let gave_up = if i == 0 {
+            tokio::time::timeout(GIVE_UP, async { S::__begin(&store).await.map(drop) })
+                .await
+                .is_err()
+        } else {
+            tokio::time::timeout(GIVE_UP, store.purge_expired(100))
+                .await
+                .is_err()
+        };
+        assert!(gave_up, "{what}: answered through the stalled proxy");
+        proxy.stall(false);
+        let claim = ClaimRequest::new(
+            &key,
+            RequestHash::of_bytes(b"given up"),
+            Duration::from_secs(30),
+            Duration::from_secs(3600),
+        );
+        let claimed = tokio::time::timeout(HANG, store.claim(&claim))
+            .await
+            .unwrap_or_else(|_| panic!("{what}: the claim after it hung"))
+            .unwrap();
+        assert!(matches!(claimed, Claim::Acquired(_)), "{claimed:?}");
+        assert!(
+            observer.get(&key).await.unwrap().is_some(),
+            "{what}: the claim after it did not commit (it ran inside the transaction given up on)"
+        );
+    }
+}
+
+/// A store on `url` (no proxy) that sees what the others committed.
+async fn postgres_or_mysql(url: &str) -> Arc<dyn Store> {
+    if url.starts_with("postgres") {
+        postgres_store(url).await
+    } else {
+        mysql_store(url).await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_begin_given_up() {
+    let _serial = SERIAL.lock().await;
+    let Some(url) = server_url("IDEM_TEST_POSTGRES_URL") else {
+        return;
+    };
+    let connect = async |url: &str| {
+        let pool = idem::PostgresStore::pool_options()
+            .max_connections(1)
+            .test_before_acquire(false);
+        idem::PostgresStore::connect_with_pool(pool, url.parse().unwrap())
+            .await
+            .unwrap()
+    };
+    given_up(&url, connect, false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mysql_begin_given_up() {
+    let _serial = SERIAL.lock().await;
+    let Some(url) = server_url("IDEM_TEST_MYSQL_URL") else {
+        return;
+    };
+    let connect = async |url: &str| {
+        let pool = idem::MySqlStore::pool_options()
+            .max_connections(1)
+            .test_before_acquire(false);
+        idem::MySqlStore::connect_with_pool(pool, url.parse().unwrap())
+            .await
+            .unwrap()
+    };
+    given_up(&url, connect, true).await;
 }
 
 // ---------------------------------------------------------------- the server stopped

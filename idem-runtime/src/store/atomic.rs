@@ -106,9 +106,9 @@ fn short_name<T>() -> &'static str {
     name.rsplit("::").next().unwrap_or(name)
 }
 
-/// `TxStore` for one concrete SQL store: `$begin` begins its transaction on `$pool`.
+/// `TxStore` for one concrete SQL store.
 macro_rules! tx_store {
-    ($store:ty, $db:ty, $conn:ty, |$pool:ident| $begin:expr) => {
+    ($store:ty, $db:ty, $conn:ty) => {
         impl sealed::Sealed for $store {}
 
         impl TxStore for $store {
@@ -125,8 +125,7 @@ macro_rules! tx_store {
 
             fn __begin(store: &dyn Store) -> BoxFuture<'_, Result<Self::Transaction, StoreError>> {
                 Box::pin(async move {
-                    let $pool = downcast::<$store>(store)?.pool();
-                    $begin
+                    super::sql_store::begin(downcast::<$store>(store)?.pool())
                         .await
                         .map_err(<$store as super::sql_store::SqlBackend>::classify)
                 })
@@ -165,19 +164,9 @@ macro_rules! tx_store {
 }
 
 #[cfg(feature = "postgres")]
-tx_store!(
-    super::PostgresStore,
-    sqlx::Postgres,
-    sqlx::PgConnection,
-    |pool| pool.begin()
-);
+tx_store!(super::PostgresStore, sqlx::Postgres, sqlx::PgConnection);
 #[cfg(feature = "mysql")]
-tx_store!(
-    super::MySqlStore,
-    sqlx::MySql,
-    sqlx::MySqlConnection,
-    |pool| pool.begin()
-);
+tx_store!(super::MySqlStore, sqlx::MySql, sqlx::MySqlConnection);
 // A deferred `BEGIN`: SQLite's write lock, which every other write of the database (claims of
 // any key included) waits for, is taken at the handler's first write and held until the commit,
 // not for the whole handler. `BEGIN IMMEDIATE` made a duplicate of a slow request wait for it
@@ -185,12 +174,7 @@ tx_store!(
 // write gets `SQLITE_BUSY` when another write committed in between (WAL snapshots cannot be
 // upgraded), which it answers like any database error; the retry runs again.
 #[cfg(feature = "sqlite")]
-tx_store!(
-    super::SqliteStore,
-    sqlx::Sqlite,
-    sqlx::SqliteConnection,
-    |pool| pool.begin()
-);
+tx_store!(super::SqliteStore, sqlx::Sqlite, sqlx::SqliteConnection);
 
 /// [`TxStore`] for whichever SQL store the handle holds, decided per request: a handler with a
 /// `Tx<AnySql>` parameter runs on PostgreSQL, MariaDB/MySQL or SQLite, and matches on

@@ -85,6 +85,12 @@ pub use error::{BoxError, DEFAULT_RETRY_AFTER, StoreError};
 pub use interface::{
     BoxFuture, Claim, ClaimRequest, Completion, Lease, Outcome, Record, RecordState, Store,
 };
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+#[cfg_attr(
+    docsrs,
+    doc(cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite")))
+)]
+pub use sql_store::begin;
 
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]

@@ -521,7 +521,7 @@ impl MySqlStore {
     }
 
     async fn purge_once(&self, batch: u32, now: Option<i64>) -> Result<u64, sqlx::Error> {
-        let mut tx = self.core.pool.begin().await?;
+        let mut tx = super::sql_store::begin(&self.core.pool).await?;
         let keys: Vec<Vec<u8>> = sqlx::query_scalar(PURGE_SELECT_SQL)
             .bind(now)
             .bind(i64::from(batch))

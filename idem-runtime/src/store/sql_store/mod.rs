@@ -22,3 +22,4 @@ pub(crate) use backend::{SqlBackend, SqlCore};
 #[cfg(feature = "postgres")]
 pub(crate) use row::Stored;
 pub(crate) use row::{RawRecord, millis_param, record_columns};
+pub use statements::begin;

@@ -25,6 +25,58 @@ impl StatementCounter {
     }
 }
 
+/// Begins a transaction on `pool` — [`Pool::begin`](sqlx::Pool::begin) that may be given up on.
+///
+/// sqlx 0.9's `Pool::begin` is not cancel-safe on PostgreSQL and MySQL/MariaDB
+/// (transact-rs/sqlx#4393): dropped after its `BEGIN` left for the server but before the answer
+/// was read — a timeout, a `select!`, a client that hung up — it puts the connection back in the
+/// pool **inside a transaction that nothing ends**. Every later statement sent on that
+/// connection runs in it and never commits. On a pool shared with a store that includes idem's
+/// claims and completions: a claim nobody else sees lets a retry claim the key again, under
+/// another operation id, and the handler runs twice.
+///
+/// Here the `BEGIN` runs in a task of its own: a caller that gives up drops only the task's
+/// handle, the task reads the answer, and the transaction nobody takes any more is dropped there
+/// with its `ROLLBACK` queued, as sqlx does for any open transaction. idem begins its own
+/// transactions (the atomic mode's, MariaDB's purge batches) this way; so should a handler that
+/// begins one on the store's pool and can be cancelled. Without a tokio runtime there is no timer
+/// to give up on it, and the `BEGIN` runs inline.
+///
+/// ```
+/// # #[cfg(feature = "sqlite")]
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use idem_runtime::store::{SqliteStore, begin};
+///
+/// let dir = tempfile::tempdir()?;
+/// let store = SqliteStore::open(dir.path().join("app.db")).await?;
+/// let mut tx = begin(store.pool()).await?;
+/// sqlx::query("CREATE TABLE orders (id TEXT PRIMARY KEY)")
+///     .execute(&mut *tx)
+///     .await?;
+/// tx.commit().await?;
+/// # Ok(()) }
+/// # #[cfg(not(feature = "sqlite"))]
+/// # fn main() {}
+/// ```
+///
+/// # Errors
+/// What `Pool::begin` returns: the pool timed out, the connection failed, the server refused.
+pub async fn begin<DB: sqlx::Database>(
+    pool: &sqlx::Pool<DB>,
+) -> Result<sqlx::Transaction<'static, DB>, sqlx::Error> {
+    if tokio::runtime::Handle::try_current().is_err() {
+        return pool.begin().await;
+    }
+    let pool = pool.clone();
+    match tokio::spawn(async move { pool.begin().await }).await {
+        Ok(begun) => begun,
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        // The runtime is shutting down.
+        Err(e) => Err(sqlx::Error::Io(std::io::Error::other(e))),
+    }
+}
+
 /// Sends a statement (`send` builds and sends it anew on every call) and counts it. When the
 /// database rolled it back as a deadlock victim or serialization failure (`retryable`), it is
 /// sent again after a short, jittered backoff, up to [`STATEMENT_ATTEMPTS`] times; the last
