@@ -11,6 +11,7 @@
 //! | `PAYMENTS_DELAY_MS` | `0` | processing time added inside payment creation |
 //! | `PAYMENTS_SETTLE_MS` | `500` | how long a refund stays `pending` |
 //! | `PAYMENTS_STORE_TIMEOUT_MS` | `2000` | the longest idem waits for one answer of the store, pool wait included (`Idem::store_timeout`) |
+//! | `PAYMENTS_LOG` | `warn` | the most detailed level printed to stderr (`error`, `warn`, `info`, `debug`, `trace`): idem warns when a lease is lost, a result cannot be stored or the store is unavailable |
 //!
 //! The idempotency records and the business tables (`payments`, `refunds`, `events`, each with a
 //! unique constraint on the operation id) live in the same database. A payment is created in
@@ -239,6 +240,17 @@ async fn main() -> Result<(), BoxError> {
     let addr = std::env::var("PAYMENTS_ADDR").unwrap_or_else(|_| "127.0.0.1:3000".to_owned());
     let url = std::env::var("DATABASE_URL").unwrap_or_else(|_| "payments.db".to_owned());
     let config = Config::from_env()?;
+    let level = match std::env::var("PAYMENTS_LOG") {
+        Ok(v) if !v.trim().is_empty() => v
+            .trim()
+            .parse::<tracing::Level>()
+            .map_err(|e| format!("PAYMENTS_LOG={v:?}: {e} (error, warn, info, debug or trace)"))?,
+        _ => tracing::Level::WARN,
+    };
+    tracing_subscriber::fmt()
+        .with_max_level(level)
+        .with_writer(std::io::stderr)
+        .init();
     let router = app(&url, config).await?;
     let listener = tokio::net::TcpListener::bind(&addr).await?;
     let store = url.split("://").next().filter(|_| url.contains("://"));
