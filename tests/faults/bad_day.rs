@@ -3,7 +3,8 @@
 //! within a bounded time — the `Idem` handle's store timeout — with `503` + `Retry-After`, never
 //! `500` or `429`; no handler runs without a claim; once the database is back the service
 //! recovers without a restart, every key runs exactly once, and nothing completed before the
-//! outage is lost.
+//! outage is lost. The atomic mode's completion lost to a stall, and `BEGIN`s given up on,
+//! have scenarios of their own below.
 //!
 //! The tests stop the shared servers (`IDEM_TEST_{POSTGRES,MYSQL}_{STOP,START}`, exported by
 //! `scripts/test`), so they run one at a time (`SERIAL`, held by the tests of `chaos` too), in
@@ -11,7 +12,7 @@
 //! servers meanwhile.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -22,7 +23,8 @@ use axum::routing::post;
 use axum::{Json, Router};
 use idem::key::ScopedKey;
 use idem::store::{Claim, ClaimRequest, Store};
-use idem::{Fingerprint, Idem, RequestHash, Snapshot, idempotent};
+use idem::{AnySql, Fingerprint, Idem, RequestHash, Snapshot, SqlTx, Tx, idempotent};
+use sqlx::AssertSqlSafe;
 use tower::ServiceExt;
 
 use crate::servers;
@@ -297,6 +299,190 @@ async fn mysql_stall() {
         return;
     };
     stall(url, mysql_store).await;
+}
+
+// ---------------------------------------------------------------- the atomic mode's completion lost
+
+/// The service of the atomic mode's scenario: one row per run of the handler, in its
+/// transaction.
+#[derive(Clone)]
+struct AtomicApp {
+    idem: Idem,
+    proxy: Arc<StallProxy>,
+    table: &'static str,
+    /// The operation id of every run of the handler.
+    runs: Arc<Mutex<Vec<String>>>,
+    /// Stall the database once the next run has written its row.
+    stall_after_write: Arc<AtomicBool>,
+}
+
+impl FromRef<AtomicApp> for Idem {
+    fn from_ref(app: &AtomicApp) -> Idem {
+        app.idem.clone()
+    }
+}
+
+#[idempotent(
+    scope = global,
+    operation = "orders.place_atomic",
+    lease = "2s",
+    transaction = tx
+)]
+async fn place_order_atomic(
+    State(app): State<AtomicApp>,
+    mut tx: Tx<AnySql>,
+    Json(req): Json<PlaceOrder>,
+) -> Result<(StatusCode, Json<Order>), StatusCode> {
+    let op = idem::operation_id()
+        .expect("inside the handler")
+        .to_string();
+    app.runs.lock().unwrap().push(op.clone());
+    let sql = |values: &str| {
+        AssertSqlSafe(format!(
+            "INSERT INTO {} (operation_id, k) VALUES ({values})",
+            app.table
+        ))
+    };
+    let written = match &mut *tx {
+        SqlTx::Postgres(tx) => sqlx::query(sql("$1, $2"))
+            .bind(&op)
+            .bind(&req.key)
+            .execute(&mut **tx)
+            .await
+            .map(drop),
+        SqlTx::MySql(tx) => sqlx::query(sql("?, ?"))
+            .bind(&op)
+            .bind(&req.key)
+            .execute(&mut **tx)
+            .await
+            .map(drop),
+        _ => unreachable!("PostgreSQL and MariaDB only"),
+    };
+    written.map_err(|_| StatusCode::SERVICE_UNAVAILABLE)?;
+    if app.stall_after_write.swap(false, Ordering::SeqCst) {
+        app.proxy.stall(true);
+    }
+    let order_no = format!("ord_{}", op.replace('-', ""));
+    Ok((
+        StatusCode::CREATED,
+        Json(Order {
+            order_no,
+            sku: req.sku,
+        }),
+    ))
+}
+
+/// The atomic mode when its completion cannot be written: the handler wrote its row in the
+/// transaction, then the database stalls before idem's completion `UPDATE` is answered. The
+/// client is answered `503` + `Retry-After` within the store timeout — never the handler's
+/// `201`, which describes a row that did not commit — and nothing of the attempt commits. Once
+/// the database answers again, a retry runs the handler again under the **same** operation id,
+/// and exactly one row and one stored result exist.
+async fn atomic_completion_lost(url: &str, store: Arc<dyn Store>, proxy: Arc<StallProxy>) {
+    const TABLE: &str = "bad_day_atomic";
+    let direct = postgres_or_mysql_pool(url).await;
+    direct
+        .execute(format!(
+            "CREATE TABLE IF NOT EXISTS {TABLE} \
+             (operation_id VARCHAR(64) NOT NULL, k VARCHAR(128) NOT NULL)"
+        ))
+        .await;
+    let app = AtomicApp {
+        idem: Idem::from_arc(store).store_timeout(STORE_TIMEOUT),
+        proxy: proxy.clone(),
+        table: TABLE,
+        runs: Arc::default(),
+        stall_after_write: Arc::new(AtomicBool::new(true)),
+    };
+    let router = Router::new()
+        .route("/orders", post(place_order_atomic))
+        .with_state(app.clone());
+    let key = unique("atomic-lost");
+    let rows = |op: Option<&str>| {
+        let (direct, key) = (&direct, &key);
+        let op = op.map(|op| format!(" AND operation_id = '{op}'"));
+        async move {
+            direct
+                .count(format!(
+                    "SELECT COUNT(*) FROM {TABLE} WHERE k = '{key}'{}",
+                    op.unwrap_or_default()
+                ))
+                .await
+        }
+    };
+
+    let first = order(&router, &key).await;
+    assert_unavailable(&first, &key);
+    proxy.stall(false);
+    assert_eq!(rows(None).await, 0, "the first attempt's row committed");
+
+    let done = order_until_done(&router, &key).await;
+    assert_eq!((done.status, done.replayed), (StatusCode::CREATED, false));
+    let runs = app.runs.lock().unwrap().clone();
+    assert_eq!(runs.len(), 2, "{runs:?}");
+    assert_eq!(runs[0], runs[1], "the retry ran under another operation id");
+    assert_eq!(rows(None).await, 1);
+    assert_eq!(rows(Some(&runs[0])).await, 1);
+    let replay = order(&router, &key).await;
+    assert_eq!(
+        (replay.status, replay.replayed),
+        (StatusCode::CREATED, true)
+    );
+    assert_eq!(replay.body, done.body);
+}
+
+/// A pool on `url` (no proxy) for the business table.
+enum DirectPool {
+    Postgres(sqlx::PgPool),
+    MySql(sqlx::MySqlPool),
+}
+
+async fn postgres_or_mysql_pool(url: &str) -> DirectPool {
+    if url.starts_with("postgres") {
+        DirectPool::Postgres(sqlx::PgPool::connect(url).await.unwrap())
+    } else {
+        DirectPool::MySql(sqlx::MySqlPool::connect(url).await.unwrap())
+    }
+}
+
+impl DirectPool {
+    async fn execute(&self, sql: String) {
+        match self {
+            DirectPool::Postgres(p) => sqlx::query(AssertSqlSafe(sql)).execute(p).await.map(drop),
+            DirectPool::MySql(p) => sqlx::query(AssertSqlSafe(sql)).execute(p).await.map(drop),
+        }
+        .unwrap();
+    }
+
+    async fn count(&self, sql: String) -> i64 {
+        match self {
+            DirectPool::Postgres(p) => sqlx::query_scalar(AssertSqlSafe(sql)).fetch_one(p).await,
+            DirectPool::MySql(p) => sqlx::query_scalar(AssertSqlSafe(sql)).fetch_one(p).await,
+        }
+        .unwrap()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_atomic_completion_lost() {
+    let _serial = SERIAL.lock().await;
+    let Some(url) = server_url("IDEM_TEST_POSTGRES_URL") else {
+        return;
+    };
+    let proxy = Arc::new(StallProxy::start(host_port(&url)).await);
+    let store = postgres_store(&proxy.url_for(&url)).await;
+    atomic_completion_lost(&url, store, proxy).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mysql_atomic_completion_lost() {
+    let _serial = SERIAL.lock().await;
+    let Some(url) = server_url("IDEM_TEST_MYSQL_URL") else {
+        return;
+    };
+    let proxy = Arc::new(StallProxy::start(host_port(&url)).await);
+    let store = mysql_store(&proxy.url_for(&url)).await;
+    atomic_completion_lost(&url, store, proxy).await;
 }
 
 // ---------------------------------------------------------------- a transaction given up on
