@@ -7,6 +7,9 @@
 //!   the retry takes the record over at once (same operation id) and commits exactly one row;
 //! * a handler answer that is not stored (a 422 releases the record) rolls its row back; a
 //!   failure that is stored (a 500 under `exact_replay`) commits with its row;
+//! * a handler that answers after one of its statements failed: on PostgreSQL, which aborts
+//!   the transaction, a stored failure is stored on its own (no row) and a success is `503`;
+//!   elsewhere the row and the failure commit together;
 //! * a zombie — an attempt whose lease was taken over while it ran — cannot commit its row: its
 //!   fenced completion matches no record inside its transaction (PostgreSQL, MariaDB, and
 //!   SQLite before the zombie's first write); on SQLite a transaction that has written holds
@@ -41,6 +44,9 @@ enum Then {
     PauseBeforeWrite { wrote: Arc<Notify>, go: Arc<Notify> },
     /// Answer this status (not stored by the default policy).
     Fail(StatusCode),
+    /// Send a statement that fails (a table that does not exist), ignore its error, and answer
+    /// this status.
+    AfterFailedStatement(StatusCode),
 }
 
 #[derive(Clone)]
@@ -99,6 +105,24 @@ async fn insert(tx: &mut SqlTx, table: &str, item: &str) -> Result<(), sqlx::Err
     Ok(())
 }
 
+/// A statement that fails on every database (its error is ignored).
+async fn fail_a_statement(tx: &mut SqlTx) {
+    macro_rules! fail_on {
+        ($tx:expr) => {{
+            let failed = sqlx::query("INSERT INTO idem_no_such_table (x) VALUES (1)")
+                .execute(&mut **$tx)
+                .await;
+            assert!(failed.is_err());
+        }};
+    }
+    match tx {
+        SqlTx::Postgres(tx) => fail_on!(tx),
+        SqlTx::MySql(tx) => fail_on!(tx),
+        SqlTx::Sqlite(tx) => fail_on!(tx),
+        _ => unreachable!("every SQL store is compiled in these tests"),
+    }
+}
+
 #[idempotent(scope = global, transaction = tx)]
 async fn place(
     State(app): State<App>,
@@ -121,6 +145,12 @@ async fn place(
             go.notified().await;
         }
         Then::Fail(status) => return Err(status),
+        Then::AfterFailedStatement(status) => {
+            fail_a_statement(&mut tx).await;
+            if !status.is_success() {
+                return Err(status);
+            }
+        }
     }
     let order_id = format!("ord_{}", idem::operation_id().unwrap());
     Ok((StatusCode::CREATED, Json(Placed { order_id, run })))
@@ -378,6 +408,54 @@ async fn unstored_answers_roll_back(backend: Backend) {
     assert_eq!(backend.rows(&app).await, 1);
 }
 
+/// The handler's statement fails after its row was written, and the handler answers anyway.
+/// PostgreSQL aborts the whole transaction at the failed statement: the row is gone and the
+/// completion cannot be written in it. A failure answer (a 500, stored under `exact_replay`)
+/// describes no rows, so it is stored on its own and replayed; a success answer would describe
+/// a row that does not exist, so its client gets `503` and the retry runs the handler again,
+/// under the same operation id. MariaDB and SQLite roll back only the failed statement: the
+/// row and the stored 500 commit together.
+async fn failed_statement_then_answer(backend: Backend) {
+    let aborts = matches!(backend.pool, Pool::Postgres(_));
+    let key = unique("k");
+    let app = backend.app().await;
+    app.then.lock().unwrap().push(Then::AfterFailedStatement(
+        StatusCode::INTERNAL_SERVER_ERROR,
+    ));
+    let failed = send(&app, &key).await;
+    assert_eq!(failed.status(), StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(backend.rows(&app).await, if aborts { 0 } else { 1 });
+    assert_eq!(
+        record_state(&app, &key).await,
+        Some(RecordState::FailedStored)
+    );
+    let replay = send(&app, &key).await;
+    assert_eq!(replay.status(), StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(replay.headers()["idempotent-replayed"], "true");
+    assert_eq!(app.runs.load(Ordering::SeqCst), 1);
+    if !aborts {
+        return;
+    }
+    let key = unique("k");
+    app.then
+        .lock()
+        .unwrap()
+        .push(Then::AfterFailedStatement(StatusCode::CREATED));
+    let refused = send(&app, &key).await;
+    assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert!(refused.headers().contains_key("retry-after"));
+    assert_eq!(backend.rows(&app).await, 0);
+    assert_eq!(
+        record_state(&app, &key).await,
+        Some(RecordState::Processing),
+        "abandoned: its operation id stays for the retry"
+    );
+    let done = send_until_not_in_progress(&app, &key).await;
+    assert_eq!(done.status(), StatusCode::CREATED);
+    assert_eq!(app.runs.load(Ordering::SeqCst), 3);
+    assert_eq!(backend.rows(&app).await, 1);
+}
+
 /// The zombie's fenced completion matches no record inside its transaction, so its row never
 /// commits; it answers what a retry sees (the takeover's result). PostgreSQL and MariaDB: the
 /// zombie wrote its row before the takeover.
@@ -497,6 +575,7 @@ macro_rules! per_backend {
 
 per_backend!(sqlite:
     commits_rows_and_result_together,
+    failed_statement_then_answer,
     zombie_taken_over_before_writing_cannot_commit,
     dropped_between_write_and_commit,
     unstored_answers_roll_back,
@@ -504,12 +583,14 @@ per_backend!(sqlite:
 );
 per_backend!(postgres:
     commits_rows_and_result_together,
+    failed_statement_then_answer,
     dropped_between_write_and_commit,
     unstored_answers_roll_back,
     zombie_cannot_commit,
 );
 per_backend!(mysql:
     commits_rows_and_result_together,
+    failed_statement_then_answer,
     dropped_between_write_and_commit,
     unstored_answers_roll_back,
     zombie_cannot_commit,

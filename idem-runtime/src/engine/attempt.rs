@@ -16,7 +16,10 @@ use super::error::IdempotencyError;
 use super::front::{Answer, Atomic, ClaimSettings, Front, Settlement, answer, bounded};
 use super::operation::{OperationId, with_operation};
 use super::replay_cache::ReplayCache;
-use crate::store::{Claim, Completion, DEFAULT_RETRY_AFTER, Lease, RecordState, Store, StoreError};
+use crate::store::{
+    Claim, Completion, DEFAULT_RETRY_AFTER, Lease, Outcome, RecordState, Store, StoreError,
+    is_aborted_transaction,
+};
 use crate::telemetry::{self, Settled};
 
 /// First wait before a completion the store refused for the moment is sent again; it doubles up
@@ -308,6 +311,28 @@ impl Attempt {
                 atomic.commit(&*self.store, &self.lease, &completion),
             );
             telemetry::store_call(self.store.backend(), "complete", call).await
+        };
+        let committed = match committed {
+            // A statement of the handler failed and PostgreSQL aborted its transaction: the
+            // completion could not be written in it, no `COMMIT` was sent, and nothing of the
+            // attempt committed. A failure answer describes no rows, so it is stored on its own,
+            // fenced, as the two-commit mode stores it: without this, a handler whose statement
+            // fails the same way every time would answer `503` to every retry. A success answer
+            // would describe rows that do not exist: it gets `503` below, and the retry runs
+            // the handler again.
+            Err(e) if completion.outcome == Outcome::FailedStored && is_aborted_transaction(&e) => {
+                tracing::debug!(
+                    target: "idem",
+                    operation = self.lease.key.operation(),
+                    key_hash = %self.lease.key.hash_hex(),
+                    error = %e,
+                    "the handler's transaction was aborted by its own failed statement: storing \
+                     its failure answer on its own"
+                );
+                let call = bounded(self.wait, self.store.complete(&self.lease, &completion));
+                telemetry::store_call(self.store.backend(), "complete", call).await
+            }
+            committed => committed,
         };
         match committed {
             Ok(()) => {

@@ -87,6 +87,7 @@ pub use contract::Contract;
 pub use error::IdempotencyError;
 #[cfg(feature = "axum")]
 pub(crate) use flow::execute;
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 pub(crate) use front::Atomic;
 #[cfg(feature = "axum")]
 pub(crate) use front::{ClaimSettings, Front, Settlement};

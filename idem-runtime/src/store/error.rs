@@ -111,6 +111,22 @@ impl StoreError {
     }
 }
 
+/// `true` when `e` is PostgreSQL's "current transaction is aborted" (SQLSTATE 25P02): a statement
+/// sent in a transaction that an earlier statement's error aborted. Nothing of that transaction
+/// can commit any more.
+pub(crate) fn is_aborted_transaction(e: &StoreError) -> bool {
+    #[cfg(feature = "postgres")]
+    if let StoreError::Other(source) = e {
+        return source
+            .downcast_ref::<sqlx::Error>()
+            .and_then(|e| e.as_database_error())
+            .and_then(|db| db.code())
+            .is_some_and(|code| code == "25P02");
+    }
+    let _ = e;
+    false
+}
+
 /// Maps an sqlx error: transport trouble and the given transient database codes become
 /// [`StoreError::Unavailable`], a missing table [`StoreError::Config`], decode failures
 /// [`StoreError::Corrupt`], the rest [`StoreError::Other`].
