@@ -10,7 +10,7 @@
 //! | complete, release, abandon, extend | 1 `UPDATE` / `DELETE` / `UPDATE` / `UPDATE` |
 //! | complete that matched no row (a retry after a lost acknowledgement, or fenced out) | +1 `SELECT` of the owner |
 //! | get | 1 `SELECT` |
-//! | purge_expired | 4: `BEGIN`, `SELECT .. ORDER BY expire_at, created_at, key_hash LIMIT ? FOR UPDATE SKIP LOCKED`, `DELETE .. WHERE key_hash IN (..)`, `COMMIT` |
+//! | purge_expired | 4: `BEGIN`, `SELECT .. ORDER BY expire_at, created_at, operation_id LIMIT ? FOR UPDATE SKIP LOCKED`, `DELETE .. WHERE key_hash IN (..)`, `COMMIT` |
 //!
 //! So a fresh request costs 2 statements (claim, complete) and a replay 2. A statement rolled
 //! back as a deadlock victim (1213) is sent again, up to 3 times, before
@@ -30,7 +30,7 @@
 //!
 //! # The table's order
 //!
-//! The primary key is InnoDB's clustered index, the table itself: `(created_at, key_hash)`
+//! The primary key is InnoDB's clustered index, the table itself: `(created_at, operation_id)`
 //! (migration `20261201000001`; before it, `key_hash` alone). `created_at` is the claim's "now"
 //! by the database's clock, so a new record goes to the table's right edge, whose pages are in
 //! the buffer pool, and the purge, which follows `expire_at` (the creation time plus a TTL,
@@ -40,17 +40,22 @@
 //! `uk_idem_key` on `key_hash`. Not an `AUTO_INCREMENT` column: an `INSERT` that generates
 //! an id reports that id in the OK packet instead of the `LAST_INSERT_ID(now)` above, and the
 //! fresh claim would get its lease's times wrong. Replacing an expired record sets its
-//! `created_at`, which moves the row to the right edge like a fresh record.
+//! `created_at` and its operation id, which moves the row to the right edge like a fresh record.
+//! The second column is the operation id, unique to each claim, and not the key hash: with
+//! `(created_at, key_hash)` concurrent claims of one key in the same millisecond collided on the
+//! primary key as well, each loser queued on the row of another loser that its duplicate in
+//! `uk_idem_key` then rolled back, and the queue deadlocked: about 5 % of the claims of a
+//! 1,000-request single-key storm were deadlock victims (retried, `BENCHMARKS.md`,
+//! "Contention"); with the operation id, none.
 //!
 //! # Why not `INSERT .. ON DUPLICATE KEY UPDATE`
 //!
 //! MySQL has no `RETURNING`, so the claim is a plain `INSERT` and a duplicate is recognized by
 //! error number 1062 **and** the name of the index that collided (S15): only a collision on the
 //! claim index `uk_idem_key`, or on `PRIMARY`, means "the key exists"; a 1062 on any other
-//! unique index is an error. InnoDB checks the primary key first, so two claims of one key in
-//! the same millisecond collide on `PRIMARY` (`(created_at, key_hash)`, which holds the key
-//! hash: a duplicate of it is a duplicate key hash), later ones on `uk_idem_key`; `PRIMARY` is
-//! also the claim index of a table not yet migrated past `20261201000001`. The error message
+//! unique index is an error. `PRIMARY` is the claim index of a table not yet migrated past
+//! `20261201000001`; after it, claims collide on `uk_idem_key` only (the primary key holds the
+//! claim's own operation id). The error message
 //! text is never matched; the index name is the only part read from it, because MySQL reports
 //! it nowhere else.
 //!
@@ -243,13 +248,13 @@ const EXTEND_SQL: &str = concat!(
 
 /// The purge's first statement, in a short transaction of its own: lock up to `?` expired
 /// records along `idx_idem_expire_at` (InnoDB secondary indexes end with the primary key, so
-/// `(expire_at, created_at, key_hash)` is the index order: no sort), skipping those another
+/// `(expire_at, created_at, operation_id)` is the index order: no sort), skipping those another
 /// transaction holds. Binds: override, batch.
 const PURGE_SELECT_SQL: &str = concat!(
     "SELECT key_hash FROM idem_idempotency_records WHERE expire_at <= ",
     now!(),
     " \
-     ORDER BY expire_at, created_at, key_hash LIMIT ? FOR UPDATE SKIP LOCKED"
+     ORDER BY expire_at, created_at, operation_id LIMIT ? FOR UPDATE SKIP LOCKED"
 );
 
 /// The statements of this store, for the benchmark's hand-written baseline. Not a public API.

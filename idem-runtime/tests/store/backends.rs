@@ -475,7 +475,7 @@ async fn mysql_migration_history_is_idem_own() {
 
 /// The MariaDB table as the first migration created it (clustered on `key_hash`), holding
 /// records in every state, is rebuilt in place by `20261201000001` (clustered on `(created_at,
-/// key_hash)`, claim index `uk_idem_key`): completed records still replay byte for byte, a live
+/// operation_id)`, claim index `uk_idem_key`): completed records still replay byte for byte, a live
 /// lease still holds its key and completes, and claims go on deciding by the unique index.
 #[tokio::test]
 async fn mysql_table_of_the_first_migration_is_upgraded_in_place() {
@@ -544,7 +544,7 @@ async fn mysql_table_of_the_first_migration_is_upgraded_in_place() {
     store.migrate().await.unwrap();
     assert_eq!(
         primary(store.pool().clone()).await,
-        ["created_at", "key_hash"]
+        ["created_at", "operation_id"]
     );
     let unique: Vec<(String, String, i64)> = sqlx::query_as(
         "SELECT index_name, column_name, CAST(non_unique AS SIGNED) FROM information_schema.statistics \
