@@ -28,6 +28,7 @@ use sqlx::AssertSqlSafe;
 use tower::ServiceExt;
 
 use crate::servers;
+use crate::sql_pool::SqlPool;
 use servers::{server_url, unique};
 
 use crate::proxy;
@@ -380,7 +381,7 @@ async fn place_order_atomic(
 /// and exactly one row and one stored result exist.
 async fn atomic_completion_lost(url: &str, store: Arc<dyn Store>, proxy: Arc<StallProxy>) {
     const TABLE: &str = "bad_day_atomic";
-    let direct = postgres_or_mysql_pool(url).await;
+    let direct = SqlPool::connect(url).await;
     direct
         .execute(format!(
             "CREATE TABLE IF NOT EXISTS {TABLE} \
@@ -431,38 +432,6 @@ async fn atomic_completion_lost(url: &str, store: Arc<dyn Store>, proxy: Arc<Sta
     assert_eq!(replay.body, done.body);
 }
 
-/// A pool on `url` (no proxy) for the business table.
-enum DirectPool {
-    Postgres(sqlx::PgPool),
-    MySql(sqlx::MySqlPool),
-}
-
-async fn postgres_or_mysql_pool(url: &str) -> DirectPool {
-    if url.starts_with("postgres") {
-        DirectPool::Postgres(sqlx::PgPool::connect(url).await.unwrap())
-    } else {
-        DirectPool::MySql(sqlx::MySqlPool::connect(url).await.unwrap())
-    }
-}
-
-impl DirectPool {
-    async fn execute(&self, sql: String) {
-        match self {
-            DirectPool::Postgres(p) => sqlx::query(AssertSqlSafe(sql)).execute(p).await.map(drop),
-            DirectPool::MySql(p) => sqlx::query(AssertSqlSafe(sql)).execute(p).await.map(drop),
-        }
-        .unwrap();
-    }
-
-    async fn count(&self, sql: String) -> i64 {
-        match self {
-            DirectPool::Postgres(p) => sqlx::query_scalar(AssertSqlSafe(sql)).fetch_one(p).await,
-            DirectPool::MySql(p) => sqlx::query_scalar(AssertSqlSafe(sql)).fetch_one(p).await,
-        }
-        .unwrap()
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn postgres_atomic_completion_lost() {
     let _serial = SERIAL.lock().await;
@@ -499,32 +468,29 @@ const GIVE_UP: Duration = Duration::from_millis(300);
 async fn given_up<S: idem::store::TxStore + Store>(
     url: &str,
     connect: impl AsyncFnOnce(&str) -> S,
-    with_purge: bool,
+    steps: &[GivenUp],
 ) {
     let proxy = StallProxy::start(host_port(url)).await;
     let store = connect(&proxy.url_for(url)).await;
     store.migrate().await.unwrap();
     let observer = postgres_or_mysql(url).await;
-    let rounds: &[&str] = if with_purge {
-        &["the atomic mode's BEGIN", "the purge's transaction"]
-    } else {
-        &["the atomic mode's BEGIN"]
-    };
-    for (i, what) in rounds.iter().enumerate() {
+    for &step in steps {
+        let what = step.what();
         let key = ScopedKey::new::<&str>(&[], "begin-given-up", &unique("k")).unwrap();
         // The pool's one connection is open and idle, back in the pool (a released connection
         // is pinged first, in the background).
         store.get(&key).await.unwrap();
         tokio::time::sleep(Duration::from_millis(200)).await;
         proxy.stall(true);
-        let gave_up = if i == 0 {
-            tokio::time::timeout(GIVE_UP, async { S::__begin(&store).await.map(drop) })
+        let gave_up = match step {
+            GivenUp::Begin => {
+                tokio::time::timeout(GIVE_UP, async { S::__begin(&store).await.map(drop) })
+                    .await
+                    .is_err()
+            }
+            GivenUp::Purge => tokio::time::timeout(GIVE_UP, store.purge_expired(100))
                 .await
-                .is_err()
-        } else {
-            tokio::time::timeout(GIVE_UP, store.purge_expired(100))
-                .await
-                .is_err()
+                .is_err(),
         };
         assert!(gave_up, "{what}: answered through the stalled proxy");
         proxy.stall(false);
@@ -543,6 +509,24 @@ async fn given_up<S: idem::store::TxStore + Store>(
             observer.get(&key).await.unwrap().is_some(),
             "{what}: the claim after it did not commit (it ran inside the transaction given up on)"
         );
+    }
+}
+
+/// What [`given_up`] gives up on while the database does not answer.
+#[derive(Clone, Copy)]
+enum GivenUp {
+    /// The atomic mode's `BEGIN`, as the engine sends it.
+    Begin,
+    /// A purge batch (a transaction of its own on MariaDB).
+    Purge,
+}
+
+impl GivenUp {
+    fn what(self) -> &'static str {
+        match self {
+            GivenUp::Begin => "the atomic mode's BEGIN",
+            GivenUp::Purge => "the purge's transaction",
+        }
     }
 }
 
@@ -569,7 +553,7 @@ async fn postgres_begin_given_up() {
             .await
             .unwrap()
     };
-    given_up(&url, connect, false).await;
+    given_up(&url, connect, &[GivenUp::Begin]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -586,7 +570,7 @@ async fn mysql_begin_given_up() {
             .await
             .unwrap()
     };
-    given_up(&url, connect, true).await;
+    given_up(&url, connect, &[GivenUp::Begin, GivenUp::Purge]).await;
 }
 
 // ---------------------------------------------------------------- the server stopped

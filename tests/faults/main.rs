@@ -20,6 +20,10 @@ mod chaos;
 mod proxy;
 #[path = "../common/servers.rs"]
 mod servers;
+// Its SQLite variant serves tests/it only.
+#[allow(dead_code)]
+#[path = "../common/sql_pool.rs"]
+mod sql_pool;
 
 /// One test of this binary at a time: an outage of [`bad_day`] must not meet another test on the
 /// same servers, and a test of [`chaos`] wants both cores. A `tokio` mutex: a test that fails

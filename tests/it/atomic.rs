@@ -31,6 +31,7 @@ use tokio::sync::Notify;
 use tower::ServiceExt;
 
 use crate::servers::{server_url, unique};
+use crate::sql_pool::SqlPool;
 
 /// What the next run of the handler does after writing its row.
 #[derive(Clone, Default)]
@@ -160,43 +161,8 @@ async fn place(
 struct Backend {
     store: Arc<dyn Store>,
     clock: Arc<ManualClock>,
-    pool: Pool,
+    pool: SqlPool,
     _dir: Option<tempfile::TempDir>,
-}
-
-/// The store's pool, whichever database it is on.
-enum Pool {
-    Sqlite(sqlx::SqlitePool),
-    Postgres(sqlx::PgPool),
-    MySql(sqlx::MySqlPool),
-}
-
-macro_rules! on_pool {
-    ($pool:expr, |$p:ident| $body:expr) => {
-        match $pool {
-            Pool::Sqlite($p) => $body,
-            Pool::Postgres($p) => $body,
-            Pool::MySql($p) => $body,
-        }
-    };
-}
-
-impl Pool {
-    async fn execute(&self, sql: String) {
-        on_pool!(self, |p| {
-            sqlx::query(sqlx::AssertSqlSafe(sql))
-                .execute(p)
-                .await
-                .unwrap();
-        })
-    }
-
-    async fn count(&self, sql: String) -> i64 {
-        on_pool!(self, |p| sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
-            .fetch_one(p)
-            .await
-            .unwrap())
-    }
 }
 
 const SCHEMA: &str = "(operation_id VARCHAR(64) NOT NULL, item VARCHAR(64) NOT NULL)";
@@ -209,7 +175,7 @@ async fn sqlite() -> Option<Backend> {
         .unwrap()
         .with_clock(clock.clone());
     store.migrate().await.unwrap();
-    let pool = Pool::Sqlite(store.pool().clone());
+    let pool = SqlPool::Sqlite(store.pool().clone());
     Some(Backend {
         store: Arc::new(store),
         clock,
@@ -224,7 +190,7 @@ async fn postgres() -> Option<Backend> {
     let store = idem::PostgresStore::connect(&url).await.unwrap();
     let store = store.with_clock(clock.clone());
     store.migrate().await.unwrap();
-    let pool = Pool::Postgres(store.pool().clone());
+    let pool = SqlPool::Postgres(store.pool().clone());
     let store = Arc::new(store);
     Some(Backend {
         store,
@@ -240,7 +206,7 @@ async fn mysql() -> Option<Backend> {
     let store = idem::MySqlStore::connect(&url).await.unwrap();
     let store = store.with_clock(clock.clone());
     store.migrate().await.unwrap();
-    let pool = Pool::MySql(store.pool().clone());
+    let pool = SqlPool::MySql(store.pool().clone());
     let store = Arc::new(store);
     Some(Backend {
         store,
@@ -416,7 +382,7 @@ async fn unstored_answers_roll_back(backend: Backend) {
 /// under the same operation id. MariaDB and SQLite roll back only the failed statement: the
 /// row and the stored 500 commit together.
 async fn failed_statement_then_answer(backend: Backend) {
-    let aborts = matches!(backend.pool, Pool::Postgres(_));
+    let aborts = matches!(backend.pool, SqlPool::Postgres(_));
     let key = unique("k");
     let app = backend.app().await;
     app.then.lock().unwrap().push(Then::AfterFailedStatement(

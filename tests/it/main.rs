@@ -33,3 +33,7 @@ mod counted;
 mod records;
 #[path = "../common/servers.rs"]
 mod servers;
+// `connect` serves tests/faults only.
+#[allow(dead_code)]
+#[path = "../common/sql_pool.rs"]
+mod sql_pool;
