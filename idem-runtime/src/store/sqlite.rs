@@ -23,22 +23,45 @@
 //! [`StoreError::Unavailable`]. Several processes may share the file (WAL needs a local file
 //! system, not NFS).
 //!
+//! # One writer connection
+//!
+//! SQLite runs one write transaction at a time. Writers that meet a held lock wait in the busy
+//! handler, which sleeps 1, 2, 5, 10 ms and more between tries: with the writes of 4
+//! concurrent requests spread over the pool, some slept while others kept taking the lock, and
+//! p99 went to 5-12x p50. A store opened by [`SqliteStore::open`], [`connect_with`] or
+//! [`connect_with_pool`] therefore sends its writes (claims, completions, releases, lease
+//! extensions, purges) through **one connection of its own**, a second pool of size 1 with the
+//! same options, where they queue in the order they come and never meet the busy handler
+//! within the process; reads (the `SELECT` of a replay, `get`) and the checkpoints use the
+//! main pool, whose connections WAL lets read beside the writer. Other processes sharing the
+//! file, and a caller's own transaction on [`pool`](SqliteStore::pool) (the atomic mode), still
+//! meet the store's writer through the busy handler. [`SqliteStore::from_pool`] and a pool of
+//! one connection keep everything on the one pool. Closing [`pool`](SqliteStore::pool) closes
+//! the writes too.
+//!
 //! # Checkpoints off the request path
 //!
 //! In WAL mode SQLite copies the log back into the database file (a checkpoint, which syncs
-//! the file) inside the commit that grows the log past 1,000 pages: every few hundred writes
-//! one request paid for it, and the requests queued behind it too. The store runs that
-//! checkpoint itself after every 256 writes, as a `PRAGMA
-//! wal_checkpoint(PASSIVE)` on a task of its own (when a tokio runtime is running), which
-//! never blocks a writer; the log is then restarted by the next writer before it reaches the
-//! automatic threshold, which stays as a backstop. In a paired run, fresh requests at one
-//! connection had 1.3-2x the throughput and half the p99 (BENCHMARKS.md, "HTTP end to end").
-//! These background statements are not counted by [`SqliteStore::statement_count`].
+//! both files) inside the commit that grows the log past 1,000 pages: every few hundred writes
+//! one request paid for it (two `fsync`s and the copy, 10-20 ms on the benchmark's disk), and
+//! the requests queued behind it too. The store runs checkpoints itself, on a task of its own
+//! (when a tokio runtime is running), after every 128 writes: a `PRAGMA
+//! wal_checkpoint(PASSIVE)` on a reading connection copies the log while the writer goes on.
+//! Under writes without a pause that never copies everything (frames keep arriving while it
+//! runs), so the log never restarts by itself: once it holds 1,000 frames, a second checkpoint
+//! on the writer's connection copies the few frames written since, with the writes held back
+//! (1-5 ms on that disk, about once every 300 writes under full load), and the next write
+//! restarts the log. SQLite's own threshold is raised to 2,000 pages on the writer's
+//! connection and stays as a backstop. These background statements are not counted by
+//! [`SqliteStore::statement_count`].
 //!
-//! An `INSERT` takes SQLite's write lock even when its upsert changes nothing, so a replay briefly
+//! An `INSERT` takes SQLite's write lock even when its upsert changes nothing, so a replay
 //! queues with the writers before its `SELECT`. Reading first would make replays read-only (WAL
 //! readers never wait) at the price of a third statement on every fresh request; with one
 //! writer at a time either way, the store keeps the claim-first order of the other backends.
+//!
+//! [`connect_with`]: SqliteStore::connect_with
+//! [`connect_with_pool`]: SqliteStore::connect_with_pool
 
 use core::convert::identity;
 use core::ops::ControlFlow;
@@ -243,9 +266,19 @@ pub struct SqliteStore {
 }
 
 /// Writes between two checkpoints run by the store (see "Checkpoints off the request path"):
-/// a claim and its completion write a few pages each, so 256 writes stay below SQLite's
-/// automatic threshold of 1,000 pages.
-const CHECKPOINT_EVERY: u64 = 256;
+/// a claim or a completion writes about 3 pages (the row, its index entries), so 128 writes
+/// and those that land during the first step leave the log well below SQLite's automatic
+/// threshold of 1,000 pages (256 came close to it).
+const CHECKPOINT_EVERY: u64 = 128;
+
+/// The log size, in frames, from which the checkpoint holds the writes back to finish (see
+/// [`checkpoint`]): a 4-page write every 300 or so, far enough below
+/// [`WRITER_AUTOCHECKPOINT`] for the writes that land during the first step.
+const HOLD_WRITES_FROM: i64 = 1_000;
+
+/// SQLite's automatic checkpoint threshold on the writer connection, in pages (SQLite's
+/// default is 1,000): only a backstop, which the store's own checkpoints keep from running.
+const WRITER_AUTOCHECKPOINT: &str = "2000";
 
 /// The store's own checkpoints, shared by its clones.
 #[derive(Debug, Default)]
@@ -271,8 +304,9 @@ impl SqliteStore {
             .busy_timeout(Duration::from_secs(5))
     }
 
-    /// Opens (or creates) the database at `path` with [`SqliteStore::options`] and a pool of up
-    /// to 8 connections. Run [`Store::migrate`] before the first claim. Give it a file:
+    /// Opens (or creates) the database at `path` with [`SqliteStore::options`], a pool of up to
+    /// 8 connections for reads and one connection for the store's writes (see "One writer
+    /// connection" in the module docs). Run [`Store::migrate`] before the first claim. Give it a file:
     /// `:memory:` would give every pooled connection a database of its own (use
     /// [`MemoryStore`](super::memory::MemoryStore) instead).
     ///
@@ -283,7 +317,8 @@ impl SqliteStore {
     }
 
     /// The pool options [`open`](Self::open) and [`connect_with`](Self::connect_with) use: up to
-    /// 8 connections; acquiring one gives up after 10 s.
+    /// 8 connections; acquiring one gives up after 10 s. The store's writer connection is a
+    /// pool of its own with the same options and one connection.
     pub fn pool_options() -> SqlitePoolOptions {
         SqlitePoolOptions::new()
             .max_connections(8)
@@ -298,7 +333,9 @@ impl SqliteStore {
         Self::connect_with_pool(Self::pool_options(), options).await
     }
 
-    /// Opens a pool configured by `pool_options` (size, timeouts, hooks) with `options`.
+    /// Opens a pool configured by `pool_options` (size, timeouts, hooks) with `options`, and the
+    /// store's writer connection with the same (unless `pool_options` allows one connection:
+    /// everything then goes through it).
     ///
     /// # Errors
     /// As [`SqliteStore::open`].
@@ -306,14 +343,33 @@ impl SqliteStore {
         pool_options: SqlitePoolOptions,
         options: SqliteConnectOptions,
     ) -> Result<Self, StoreError> {
+        let writer = (pool_options.get_max_connections() > 1).then(|| {
+            pool_options
+                .clone()
+                .max_connections(1)
+                .min_connections(0)
+                .connect_lazy_with(
+                    options
+                        .clone()
+                        .pragma("wal_autocheckpoint", WRITER_AUTOCHECKPOINT),
+                )
+        });
         let pool = pool_options.connect_with(options).await.map_err(classify)?;
-        Ok(Self::from_pool(pool))
+        Ok(match writer {
+            Some(writer) => Self::with_core(SqlCore::with_writer(pool, writer)),
+            None => Self::from_pool(pool),
+        })
     }
 
-    /// A store over an existing pool (set WAL and a busy timeout on it).
+    /// A store over an existing pool (set WAL and a busy timeout on it), for reads and writes
+    /// alike: no writer connection of its own (see the module docs).
     pub fn from_pool(pool: SqlitePool) -> Self {
+        Self::with_core(SqlCore::new(pool))
+    }
+
+    fn with_core(core: SqlCore<Self>) -> Self {
         Self {
-            core: SqlCore::new(pool),
+            core,
             checkpoints: Arc::default(),
         }
     }
@@ -345,7 +401,7 @@ impl SqliteStore {
     }
 
     /// Counts a write that changed the database, and every [`CHECKPOINT_EVERY`] writes starts
-    /// a passive checkpoint on a task of its own, unless one is running or there is no tokio
+    /// the two passive checkpoints of the module docs on a task of its own, unless one is running or there is no tokio
     /// runtime (SQLite's automatic checkpoint then does it, as without this). A failed
     /// checkpoint is left to the next one, or to the automatic one: it loses nothing.
     fn wrote(&self) {
@@ -360,12 +416,9 @@ impl SqliteStore {
             checkpoints.running.store(false, Ordering::Release);
             return;
         };
-        let (pool, checkpoints) = (self.core.pool.clone(), Arc::clone(checkpoints));
+        let (core, checkpoints) = (self.core.clone(), Arc::clone(checkpoints));
         runtime.spawn(async move {
-            let ran = sqlx::query("PRAGMA wal_checkpoint(PASSIVE)")
-                .execute(&pool)
-                .await;
-            if let Err(e) = ran {
+            if let Err(e) = checkpoint(&core).await {
                 tracing::debug!(target: "idem", error = %e, "background WAL checkpoint failed");
             } else {
                 checkpoints.done.fetch_add(1, Ordering::Relaxed);
@@ -410,7 +463,7 @@ impl SqliteStore {
             let now = self.core.now_param();
             let claimed = self
                 .core
-                .send(|| {
+                .send(|| async {
                     sqlx::query(CLAIM_SQL)
                         .bind(&req.key.hash()[..])
                         .bind(req.key.readable())
@@ -419,7 +472,8 @@ impl SqliteStore {
                         .bind(now)
                         .bind(lease_ms)
                         .bind(ttl_ms)
-                        .fetch_optional(&self.core.pool)
+                        .fetch_optional(self.core.writer()?)
+                        .await
                 })
                 .await?;
             if let Some(row) = claimed {
@@ -458,11 +512,12 @@ impl SqliteStore {
         let now = self.core.now_param();
         let done = self
             .core
-            .send(|| {
+            .send(|| async {
                 sqlx::query(PURGE_SQL)
                     .bind(now)
                     .bind(i64::from(batch))
-                    .execute(&self.core.pool)
+                    .execute(self.core.writer()?)
+                    .await
             })
             .await?;
         let deleted = done.rows_affected();
@@ -473,6 +528,23 @@ impl SqliteStore {
         }
         Ok(deleted)
     }
+}
+
+/// The checkpoint of "Checkpoints off the request path": a passive one on a reading
+/// connection, which copies the log while the writer goes on; then, once the log has grown to
+/// [`HOLD_WRITES_FROM`] frames, a second one on the writer's connection, which copies the
+/// frames written meanwhile with the writes held back, so that the next write restarts the
+/// log. A log written to without a pause is never fully copied by the first step alone (frames
+/// keep arriving while it runs): it would grow until SQLite's automatic checkpoint ran inside
+/// a request's commit.
+async fn checkpoint(core: &SqlCore<SqliteStore>) -> Result<(), sqlx::Error> {
+    const CHECKPOINT: &str = "PRAGMA wal_checkpoint(PASSIVE)";
+    // (busy, frames in the log, frames copied); -1, -1 when the file is not in WAL mode.
+    let (_, log, _): (i64, i64, i64) = sqlx::query_as(CHECKPOINT).fetch_one(&core.pool).await?;
+    if log >= HOLD_WRITES_FROM {
+        sqlx::query(CHECKPOINT).execute(core.writer()?).await?;
+    }
+    Ok(())
 }
 
 /// The completion `UPDATE` of `lease`, bound.

@@ -15,6 +15,7 @@ use core::future::Future;
 use core::time::Duration;
 use std::sync::Arc;
 
+use sqlx::pool::PoolConnection;
 use sqlx::{Database, Pool};
 
 use super::row::{RawRecord, Stored};
@@ -101,20 +102,46 @@ pub(crate) trait SqlBackend: Sized + Send + Sync + 'static {
     fn retryable(err: &sqlx::Error) -> bool;
 }
 
-/// What every SQL store holds: the pool, the clock override and the statement counter.
+/// What every SQL store holds: the pool, the pool its writes go through, the clock override
+/// and the statement counter.
 pub(crate) struct SqlCore<B: SqlBackend> {
     pub pool: Pool<B::Db>,
+    /// Where the store's writes go: `pool` itself, except on SQLite, whose writers are
+    /// serialized by the database anyway and queue better in one connection of their own
+    /// (`store/sqlite.rs`, "One writer connection").
+    writer: Pool<B::Db>,
     pub clock: Option<Arc<dyn Clock>>,
     pub statements: Arc<StatementCounter>,
 }
 
 impl<B: SqlBackend> SqlCore<B> {
     pub(crate) fn new(pool: Pool<B::Db>) -> Self {
+        Self::with_writer(pool.clone(), pool)
+    }
+
+    /// A core whose writes go through `writer` and whose reads through `pool`.
+    pub(crate) fn with_writer(pool: Pool<B::Db>, writer: Pool<B::Db>) -> Self {
         Self {
             pool,
+            writer,
             clock: None,
             statements: Arc::default(),
         }
+    }
+
+    /// The pool for a write statement. Closing [`pool`](Self::pool) (what a user does to shut
+    /// the store down, or a test to take it away) closes the writes too: they fail as on a
+    /// closed pool.
+    pub(crate) fn writer(&self) -> Result<&Pool<B::Db>, sqlx::Error> {
+        if self.pool.is_closed() {
+            return Err(sqlx::Error::PoolClosed);
+        }
+        Ok(&self.writer)
+    }
+
+    /// A connection for a write statement, from [`writer`](Self::writer).
+    pub(crate) async fn write_conn(&self) -> Result<PoolConnection<B::Db>, sqlx::Error> {
+        self.writer()?.acquire().await
     }
 
     /// The clock override bound into every statement: `NULL` (the server's clock decides)
@@ -157,6 +184,7 @@ impl<B: SqlBackend> Clone for SqlCore<B> {
     fn clone(&self) -> Self {
         Self {
             pool: self.pool.clone(),
+            writer: self.writer.clone(),
             clock: self.clock.clone(),
             statements: Arc::clone(&self.statements),
         }
@@ -167,6 +195,7 @@ impl<B: SqlBackend> fmt::Debug for SqlCore<B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SqlCore")
             .field("pool", &self.pool)
+            .field("writer", &self.writer)
             .field("clock", &self.clock)
             .field("statements", &self.statements)
             .finish()

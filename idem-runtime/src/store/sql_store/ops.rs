@@ -29,7 +29,7 @@ pub(crate) async fn complete<B: SqlBackend>(
     let (fence, now) = (fence_param(lease.fence)?, core.now_param());
     let done = core
         .send(|| async {
-            let mut conn = core.pool.acquire().await?;
+            let mut conn = core.write_conn().await?;
             B::complete(&mut conn, lease, fence, completion, &headers, now).await
         })
         .await?;
@@ -88,7 +88,7 @@ pub(crate) async fn release<B: SqlBackend>(
     let fence = fence_param(lease.fence)?;
     let rows = core
         .send(|| async {
-            let mut conn = core.pool.acquire().await?;
+            let mut conn = core.write_conn().await?;
             B::release(&mut conn, lease, fence).await
         })
         .await?;
@@ -104,7 +104,7 @@ pub(crate) async fn abandon<B: SqlBackend>(
     let now = core.now_param();
     let rows = core
         .send(|| async {
-            let mut conn = core.pool.acquire().await?;
+            let mut conn = core.write_conn().await?;
             B::abandon(&mut conn, lease, fence, now).await
         })
         .await?;
@@ -124,7 +124,7 @@ pub(crate) async fn extend<B: SqlBackend>(
     );
     let out = core
         .send(|| async {
-            let mut conn = core.pool.acquire().await?;
+            let mut conn = core.write_conn().await?;
             B::extend(&mut conn, lease, fence, by_ms, now).await
         })
         .await?;
