@@ -29,6 +29,7 @@
 //! | `--url URL` | `IDEM_BENCH_POSTGRES_URL` / `IDEM_BENCH_MYSQL_URL` / `IDEM_BENCH_REDIS_URL`; for SQLite a file in the temporary directory | the database (SQLite: a file path) |
 //! | `--addr HOST:PORT` | `127.0.0.1:8080` | the listening address |
 //! | `--threads N` | the number of CPUs | tokio worker threads |
+//! | `--one-round-trip-replays` | off | MariaDB: claim with `MySqlStore::with_one_round_trip_replays` |
 //!
 //! The store is migrated at start; keys are never cleaned up (the load generator makes them
 //! unique per run).
@@ -180,10 +181,11 @@ struct Args {
     url: Option<String>,
     addr: String,
     threads: Option<usize>,
+    one_round_trip_replays: bool,
 }
 
 const USAGE: &str = "usage: loadtest_server [--store memory|sqlite|postgres|mysql|redis] [--url URL] \
-                     [--addr HOST:PORT] [--threads N]";
+                     [--addr HOST:PORT] [--threads N] [--one-round-trip-replays]";
 
 fn args() -> Result<Args, BoxError> {
     let mut args = Args {
@@ -191,6 +193,7 @@ fn args() -> Result<Args, BoxError> {
         url: None,
         addr: "127.0.0.1:8080".to_owned(),
         threads: None,
+        one_round_trip_replays: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -203,6 +206,7 @@ fn args() -> Result<Args, BoxError> {
             "--url" => args.url = Some(value()?),
             "--addr" => args.addr = value()?,
             "--threads" => args.threads = Some(value()?.parse()?),
+            "--one-round-trip-replays" => args.one_round_trip_replays = true,
             "-h" | "--help" => {
                 println!("{USAGE}");
                 std::process::exit(0);
@@ -221,7 +225,8 @@ fn env_url(name: &str) -> Result<String, BoxError> {
     std::env::var(name).map_err(|_| format!("give --url or set {name}").into())
 }
 
-async fn open(store: &str, url: Option<String>) -> Result<Opened, BoxError> {
+async fn open(args: &Args) -> Result<Opened, BoxError> {
+    let (store, url) = (args.store.as_str(), args.url.clone());
     Ok(match store {
         "memory" => (Arc::new(idem::MemoryStore::new()), Pool::Memory, None),
         "sqlite" => {
@@ -241,7 +246,7 @@ async fn open(store: &str, url: Option<String>) -> Result<Opened, BoxError> {
             )
         }
         "postgres" => postgres(url).await?,
-        "mysql" => mysql(url).await?,
+        "mysql" => mysql(url, args.one_round_trip_replays).await?,
         "redis" => redis_store(url).await?,
         _ => return Err(format!("unknown store {store}\n{USAGE}").into()),
     })
@@ -273,9 +278,12 @@ async fn postgres(_: Option<String>) -> Result<Opened, BoxError> {
 }
 
 #[cfg(feature = "mysql")]
-async fn mysql(url: Option<String>) -> Result<Opened, BoxError> {
+async fn mysql(url: Option<String>, one_round_trip_replays: bool) -> Result<Opened, BoxError> {
     let url = url.map_or_else(|| env_url("IDEM_BENCH_MYSQL_URL"), Ok)?;
-    let store = idem::MySqlStore::connect(&url).await?;
+    let mut store = idem::MySqlStore::connect(&url).await?;
+    if one_round_trip_replays {
+        store = store.with_one_round_trip_replays();
+    }
     let pool = Pool::MySql(store.pool().clone());
     let count = store.clone();
     Ok((
@@ -286,7 +294,7 @@ async fn mysql(url: Option<String>) -> Result<Opened, BoxError> {
 }
 
 #[cfg(not(feature = "mysql"))]
-async fn mysql(_: Option<String>) -> Result<Opened, BoxError> {
+async fn mysql(_: Option<String>, _: bool) -> Result<Opened, BoxError> {
     Err("--store mysql needs `--features mysql`".into())
 }
 
@@ -318,7 +326,7 @@ fn main() -> Result<(), BoxError> {
 }
 
 async fn serve(args: Args) -> Result<(), BoxError> {
-    let (store, pool, statements) = open(&args.store, args.url).await?;
+    let (store, pool, statements) = open(&args).await?;
     store.migrate().await?;
     let app = App {
         idem: Idem::from_arc(store),

@@ -12,7 +12,9 @@
 //! | get | 1 `SELECT` |
 //! | purge_expired | 4: `BEGIN`, `SELECT .. ORDER BY expire_at, created_at, operation_id LIMIT ? FOR UPDATE SKIP LOCKED`, `DELETE .. WHERE key_hash IN (..)`, `COMMIT` |
 //!
-//! So a fresh request costs 2 statements (claim, complete) and a replay 2. A statement rolled
+//! So a fresh request costs 2 statements (claim, complete) and a replay 2; with
+//! [`MySqlStore::with_one_round_trip_replays`] on MariaDB, a replay or an in-progress key costs
+//! 1 and a takeover or a replaced record 2 (below). A statement rolled
 //! back as a deadlock victim (1213) is sent again, up to 3 times, before
 //! [`StoreError::Unavailable`] (the purge retries its whole transaction). A lock wait timeout
 //! (1205) is not retried here: it already waited `innodb_lock_wait_timeout` (50 s by default),
@@ -48,7 +50,23 @@
 //! 1,000-request single-key storm were deadlock victims (retried, `BENCHMARKS.md`,
 //! "Contention"); with the operation id, none.
 //!
-//! # Why not `INSERT .. ON DUPLICATE KEY UPDATE`
+//! # One round trip for a replay
+//!
+//! MariaDB 10.5+ takes `INSERT .. ON DUPLICATE KEY UPDATE rev = rev RETURNING <the record>`:
+//! a fresh key inserts and returns its own row; a key that exists changes nothing (`rev =
+//! rev`) and returns the row there, so the `SELECT` of a duplicate is saved. It is off by
+//! default, [`MySqlStore::with_one_round_trip_replays`] turns it on: a fresh claim then reads
+//! a row of 17 columns back instead of an OK packet, which cost it 5-10 % of its latency at
+//! one connection (`BENCHMARKS.md`, "HTTP end to end"), while a replay took 30-35 % less; most
+//! requests of most services are first attempts. The duplicate is locked exclusively for the
+//! statement instead of shared, which a storm of 1,000 concurrent claims of one key took
+//! without a deadlock (one statement per request, "Contention"): the primary key holds the
+//! claim's own operation id, so only `uk_idem_key` collides, and the decision is the same as
+//! after a `SELECT` (`Record::decide`; a takeover or a replacement is the same compare-and-swap
+//! on `rev`). MySQL answers the statement with a syntax error (1064): the first claim learns
+//! it, and the store claims as without the option from then on.
+//!
+//! # Why not `INSERT .. ON DUPLICATE KEY UPDATE` for the takeover
 //!
 //! MySQL has no `RETURNING`, so the claim is a plain `INSERT` and a duplicate is recognized by
 //! error number 1062 **and** the name of the index that collided (S15): only a collision on the
@@ -92,13 +110,16 @@ use super::interface::{
 };
 use super::migrate::{history, migrate_error, pending};
 use super::sql_store::ops::{self, CLAIM_ATTEMPTS, contended, fenced_unless_one};
-use super::sql_store::{RawRecord, SqlBackend, SqlCore, millis_param, record_columns};
+use super::sql_store::{RawRecord, SqlBackend, SqlCore, Stored, millis_param, record_columns};
 use crate::key::ScopedKey;
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/mysql");
 
 /// MySQL error number of a duplicate key (`ER_DUP_ENTRY`).
 const ER_DUP_ENTRY: u16 = 1062;
+
+/// MySQL error number of a statement the server cannot parse (`ER_PARSE_ERROR`).
+const ER_PARSE_ERROR: u16 = 1064;
 
 /// "Now" in milliseconds since the Unix epoch by the database's clock: `UTC_TIMESTAMP(6)` is
 /// the statement's start, one value wherever the statement reads it, and the difference of two
@@ -111,26 +132,45 @@ macro_rules! now {
     };
 }
 
+/// The text of [`INSERT_SQL`], which [`CLAIM_RETURNING_SQL`] begins with too.
+macro_rules! insert_claim {
+    () => {
+        concat!(
+            "INSERT INTO idem_idempotency_records \
+               (key_hash, idem_key, request_hash, state, operation_id, fence, rev, locked_at, lease_until, expire_at, created_at, updated_at) \
+             VALUES (?, ?, ?, 0, ?, 1, 1, ",
+            now!(),
+            ", ",
+            now!(),
+            " + ?, ",
+            now!(),
+            " + GREATEST(?, ?), ",
+            now!(),
+            ", LAST_INSERT_ID(",
+            now!(),
+            "))"
+        )
+    };
+}
+
 /// The claim (S13, S15): a plain insert; the unique index on `key_hash` decides. Every time is
 /// computed from the database's clock, and `updated_at = LAST_INSERT_ID(now)` hands that "now"
 /// back in the OK packet (`last_insert_id`): MySQL has no `RETURNING`, and the lease's deadlines
 /// follow from it without another round trip. Binds: key hash, readable key, request hash,
 /// operation id, then (override, override, lease ms, override, lease ms, TTL ms, override,
 /// override).
-const INSERT_SQL: &str = concat!(
-    "INSERT INTO idem_idempotency_records \
-       (key_hash, idem_key, request_hash, state, operation_id, fence, rev, locked_at, lease_until, expire_at, created_at, updated_at) \
-     VALUES (?, ?, ?, 0, ?, 1, 1, ",
-    now!(),
+const INSERT_SQL: &str = insert_claim!();
+
+/// The claim in one statement on MariaDB 10.5+: the same `INSERT`, which on a duplicate in
+/// `uk_idem_key` changes nothing (`rev = rev`) and returns the row there instead (see "One
+/// round trip for a replay" in the module docs). Binds: those of [`INSERT_SQL`], then the
+/// override of the returned "now".
+const CLAIM_RETURNING_SQL: &str = concat!(
+    insert_claim!(),
+    " ON DUPLICATE KEY UPDATE rev = rev RETURNING ",
+    record_columns!(),
     ", ",
-    now!(),
-    " + ?, ",
-    now!(),
-    " + GREATEST(?, ?), ",
-    now!(),
-    ", LAST_INSERT_ID(",
-    now!(),
-    "))"
+    now!()
 );
 
 /// Replacing an expired record (S21, a new operation): a compare-and-swap on the row version
@@ -285,6 +325,35 @@ pub mod sql {
 #[derive(Debug, Clone)]
 pub struct MySqlStore {
     core: SqlCore<MySqlStore>,
+    /// Whether claims use the one-statement form (`ON DUPLICATE KEY UPDATE .. RETURNING`,
+    /// MariaDB 10.5+): off unless [`with_one_round_trip_replays`](Self::with_one_round_trip_replays),
+    /// then learned from the first claim.
+    returning: Arc<Returning>,
+}
+
+/// Whether the store claims with `INSERT .. RETURNING`: not asked for ([`Returning::NO`], the
+/// default, as on a server that lacks it), asked for and not tried yet, or working.
+#[derive(Debug)]
+struct Returning(std::sync::atomic::AtomicU8);
+
+impl Default for Returning {
+    fn default() -> Self {
+        Self(std::sync::atomic::AtomicU8::new(Self::NO))
+    }
+}
+
+impl Returning {
+    const UNKNOWN: u8 = 0;
+    const YES: u8 = 1;
+    const NO: u8 = 2;
+
+    fn get(&self) -> u8 {
+        self.0.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn set(&self, to: u8) {
+        self.0.store(to, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 impl MySqlStore {
@@ -339,7 +408,30 @@ impl MySqlStore {
     pub fn from_pool(pool: MySqlPool) -> Self {
         Self {
             core: SqlCore::new(pool),
+            returning: Arc::default(),
         }
+    }
+
+    /// Claims with one statement that returns the row it inserted or found (`INSERT .. ON
+    /// DUPLICATE KEY UPDATE .. RETURNING`, MariaDB 10.5+), so that a replay, or a claim that
+    /// finds its key in progress, costs one round trip instead of two. A fresh claim then
+    /// reads a row back instead of an OK packet, which costs it more: choose by your share of
+    /// retries (see "One round trip for a replay" in the module docs for the figures). On a
+    /// server without it (MySQL), the first claim learns so and the store claims as without
+    /// this.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), idem_runtime::store::StoreError> {
+    /// use idem_runtime::store::MySqlStore;
+    /// let store = MySqlStore::connect("mysql://app:app@127.0.0.1/appdb")
+    ///     .await?
+    ///     .with_one_round_trip_replays();
+    /// # Ok(()) }
+    /// ```
+    pub fn with_one_round_trip_replays(mut self) -> Self {
+        // Its own flag: the clones made before keep claiming as they did.
+        self.returning = Arc::new(Returning(Returning::UNKNOWN.into()));
+        self
     }
 
     /// Decides by `clock` instead of the database server's clock: **for tests** (a
@@ -382,6 +474,91 @@ impl MySqlStore {
         ops::complete_in(&self.core, conn, lease, completion).await
     }
 
+    /// The one-statement claim (see "One round trip for a replay"); `None` when the store does
+    /// not use it, or has just learned that the server does not take it (MySQL).
+    async fn claim_returning(
+        &self,
+        req: &ClaimRequest<'_>,
+        hash: &str,
+        operation_id: &str,
+        now: Option<i64>,
+    ) -> Result<Option<Met>, StoreError> {
+        if self.returning.get() == Returning::NO {
+            return Ok(None);
+        }
+        let query = || {
+            bind_claim(
+                sqlx::query(CLAIM_RETURNING_SQL),
+                req,
+                hash,
+                operation_id,
+                now,
+            )
+        };
+        let row = self
+            .core
+            .send(|| async {
+                match query().bind(now).fetch_one(&self.core.pool).await {
+                    Ok(row) => Ok(Some(row)),
+                    Err(e) if self.returning.get() == Returning::UNKNOWN && is_syntax_error(&e) => {
+                        Ok(None)
+                    }
+                    Err(e) => Err(e),
+                }
+            })
+            .await?;
+        let Some(row) = row else {
+            tracing::debug!(
+                target: "idem",
+                "the server has no INSERT .. RETURNING (MySQL): claims take two statements on a replay"
+            );
+            self.returning.set(Returning::NO);
+            return Ok(None);
+        };
+        self.returning.set(Returning::YES);
+        let stored = read(&row).map_err(classify)?.into_stored()?;
+        Ok(Some(if stored.record.operation_id == operation_id {
+            Met::Inserted {
+                lease_until: stored.record.lease_until,
+                expire_at: stored.record.expire_at,
+            }
+        } else {
+            Met::Existing(Some(stored))
+        }))
+    }
+
+    /// The claim as MySQL takes it: the plain `INSERT`, and on a duplicate the `SELECT` of the
+    /// row there.
+    async fn claim_plain(
+        &self,
+        req: &ClaimRequest<'_>,
+        hash: &str,
+        operation_id: &str,
+        now: Option<i64>,
+    ) -> Result<Met, StoreError> {
+        let inserted = self
+            .core
+            .send(|| async {
+                let query = bind_claim(sqlx::query(INSERT_SQL), req, hash, operation_id, now);
+                match query.execute(&self.core.pool).await {
+                    Ok(done) => Ok(Some(done)),
+                    Err(e) if is_claim_collision(&e) => Ok(None),
+                    Err(e) => Err(e),
+                }
+            })
+            .await?;
+        Ok(match inserted {
+            Some(done) => {
+                let (lease_until, expire_at) = req.deadlines(statement_now(&done)?);
+                Met::Inserted {
+                    lease_until,
+                    expire_at,
+                }
+            }
+            None => Met::Existing(self.core.select(req.key).await?),
+        })
+    }
+
     async fn claim_impl(&self, req: &ClaimRequest<'_>) -> Result<Claim, StoreError> {
         req.validate()?;
         let hash = req.request_hash.to_string();
@@ -389,45 +566,27 @@ impl MySqlStore {
         let (lease_ms, ttl_ms) = (millis_param(req.lease), millis_param(req.ttl));
         for _ in 0..CLAIM_ATTEMPTS {
             let now = self.core.now_param();
-            let inserted = self
-                .core
-                .send(|| async {
-                    match sqlx::query(INSERT_SQL)
-                        .bind(&req.key.hash()[..])
-                        .bind(req.key.readable())
-                        .bind(&hash)
-                        .bind(&operation_id)
-                        .bind(now)
-                        .bind(now)
-                        .bind(lease_ms)
-                        .bind(now)
-                        .bind(lease_ms)
-                        .bind(ttl_ms)
-                        .bind(now)
-                        .bind(now)
-                        .execute(&self.core.pool)
-                        .await
-                    {
-                        Ok(done) => Ok(Some(done)),
-                        Err(e) if is_claim_collision(&e) => Ok(None),
-                        Err(e) => Err(e),
-                    }
-                })
-                .await?;
-            if let Some(done) = inserted {
-                let (lease_until, expire_at) = req.deadlines(statement_now(&done)?);
-                return Ok(Claim::Acquired(Lease {
-                    key: req.key.clone(),
-                    request_hash: req.request_hash,
-                    fence: 1,
-                    operation_id,
+            let met = match self.claim_returning(req, &hash, &operation_id, now).await? {
+                Some(met) => met,
+                None => self.claim_plain(req, &hash, &operation_id, now).await?,
+            };
+            let stored = match met {
+                Met::Inserted {
                     lease_until,
                     expire_at,
-                    took_over: false,
-                }));
-            }
-            let Some(stored) = self.core.select(req.key).await? else {
-                continue; // released or purged in between: claim again
+                } => {
+                    return Ok(Claim::Acquired(Lease {
+                        key: req.key.clone(),
+                        request_hash: req.request_hash,
+                        fence: 1,
+                        operation_id,
+                        lease_until,
+                        expire_at,
+                        took_over: false,
+                    }));
+                }
+                Met::Existing(Some(stored)) => stored,
+                Met::Existing(None) => continue, // released or purged in between: claim again
             };
             // Decided by the database's clock, read with the row.
             let record = match stored
@@ -682,6 +841,55 @@ fn collided_index(message: &str) -> Option<&str> {
     let inner = message.trim_end().strip_suffix('\'')?;
     let start = inner.rfind('\'')?;
     Some(&inner[start + 1..])
+}
+
+/// What a claim's statement met.
+#[allow(
+    clippy::large_enum_variant,
+    reason = "returned once to the claim loop; boxing would cost every replay an allocation"
+)]
+enum Met {
+    /// No record: the claim inserted its own, with these deadlines.
+    Inserted {
+        lease_until: Timestamp,
+        expire_at: Timestamp,
+    },
+    /// The record of the key, with the database's "now" (`None`: released or purged between
+    /// the `INSERT` and the `SELECT`).
+    Existing(Option<Stored>),
+}
+
+/// `query` (the claim's `INSERT`) with its binds.
+fn bind_claim<'q>(
+    query: sqlx::query::Query<'q, MySql, sqlx::mysql::MySqlArguments>,
+    req: &'q ClaimRequest<'_>,
+    hash: &'q str,
+    operation_id: &'q str,
+    now: Option<i64>,
+) -> sqlx::query::Query<'q, MySql, sqlx::mysql::MySqlArguments> {
+    let (lease_ms, ttl_ms) = (millis_param(req.lease), millis_param(req.ttl));
+    query
+        .bind(&req.key.hash()[..])
+        .bind(req.key.readable())
+        .bind(hash)
+        .bind(operation_id)
+        .bind(now)
+        .bind(now)
+        .bind(lease_ms)
+        .bind(now)
+        .bind(lease_ms)
+        .bind(ttl_ms)
+        .bind(now)
+        .bind(now)
+}
+
+/// A statement the server could not parse (`ER_PARSE_ERROR`): MySQL, given `RETURNING`.
+fn is_syntax_error(err: &sqlx::Error) -> bool {
+    let sqlx::Error::Database(db) = err else {
+        return false;
+    };
+    db.try_downcast_ref::<MySqlDatabaseError>()
+        .is_some_and(|my| my.number() == ER_PARSE_ERROR)
 }
 
 /// Reads a row of `record_columns!(), now`.

@@ -107,6 +107,22 @@ async fn mysql_statement_counts() {
     assert_eq!(counts, [1, 2, 2, 3, 3, 1, 1, 1]);
 }
 
+/// With `with_one_round_trip_replays` the claim returns the row it found (`ON DUPLICATE KEY
+/// UPDATE .. RETURNING`): a replay, an in-progress key, a takeover and a replaced record each
+/// save the `SELECT`.
+#[tokio::test]
+async fn mysql_returning_statement_counts() {
+    let Some(store) = mysql_store().await else {
+        return;
+    };
+    let clock = Arc::new(ManualClock::starting_now());
+    let store = store
+        .with_one_round_trip_replays()
+        .with_clock(clock.clone());
+    let counts = statement_counts(&store, &clock, &|| store.statement_count()).await;
+    assert_eq!(counts, [1, 1, 1, 2, 2, 1, 1, 1]);
+}
+
 #[tokio::test]
 async fn redis_statement_counts() {
     let Some(store) = redis_store().await else {

@@ -59,5 +59,10 @@ store_suite!(
     crate::support::postgres_private
 );
 store_suite!(mysql, crate::support::mysql, crate::support::mysql_private);
+store_suite!(
+    mysql_returning,
+    crate::support::mysql_returning,
+    crate::support::mysql_returning_private
+);
 // Every Redis fixture has a key prefix of its own: private already.
 store_suite!(redis, crate::support::redis, crate::support::redis);

@@ -122,13 +122,26 @@ pub async fn postgres_store() -> Option<idem_runtime::store::PostgresStore> {
 }
 
 pub async fn mysql(start: Timestamp) -> Option<Fixture> {
-    let store = mysql_store().await?;
+    mysql_fixture(start, mysql_store().await?, None)
+}
+
+/// [`mysql`] claiming in one statement (`MySqlStore::with_one_round_trip_replays`).
+pub async fn mysql_returning(start: Timestamp) -> Option<Fixture> {
+    let store = mysql_store().await?.with_one_round_trip_replays();
+    mysql_fixture(start, store, None)
+}
+
+fn mysql_fixture(
+    start: Timestamp,
+    store: idem_runtime::store::MySqlStore,
+    guard: Option<Box<dyn std::any::Any + Send + Sync>>,
+) -> Option<Fixture> {
     let clock = Arc::new(ManualClock::new(start));
     Some(Fixture {
         store: Arc::new(store.with_clock(clock.clone())),
         clock,
         backend: "mysql",
-        _guard: None,
+        _guard: guard,
     })
 }
 
@@ -252,19 +265,29 @@ pub async fn postgres_private(start: Timestamp) -> Option<Fixture> {
 
 /// A MariaDB store in a database of its own, migrated, with a manual clock at `start`.
 pub async fn mysql_private(start: Timestamp) -> Option<Fixture> {
+    mysql_private_with(start, |store| store).await
+}
+
+/// [`mysql_private`] claiming in one statement (see [`mysql_returning`]).
+pub async fn mysql_returning_private(start: Timestamp) -> Option<Fixture> {
+    mysql_private_with(
+        start,
+        idem_runtime::store::MySqlStore::with_one_round_trip_replays,
+    )
+    .await
+}
+
+async fn mysql_private_with(
+    start: Timestamp,
+    configure: fn(idem_runtime::store::MySqlStore) -> idem_runtime::store::MySqlStore,
+) -> Option<Fixture> {
     let url = server_url("IDEM_TEST_MYSQL_URL")?;
     let (url, guard) = private_database(&url, "my").await;
     let store = idem_runtime::store::MySqlStore::connect(&url)
         .await
         .unwrap();
     store.migrate().await.unwrap();
-    let clock = Arc::new(ManualClock::new(start));
-    Some(Fixture {
-        store: Arc::new(store.with_clock(clock.clone())),
-        clock,
-        backend: "mysql",
-        _guard: Some(Box::new(guard)),
-    })
+    mysql_fixture(start, configure(store), Some(Box::new(guard)))
 }
 
 /// A Redis store under a key prefix of its own (so that a purge sees this fixture's records

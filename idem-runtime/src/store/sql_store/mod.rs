@@ -19,7 +19,7 @@ mod row;
 mod statements;
 
 pub(crate) use backend::{SqlBackend, SqlCore};
-#[cfg(feature = "postgres")]
+#[cfg(any(feature = "postgres", feature = "mysql"))]
 pub(crate) use row::Stored;
 pub(crate) use row::{RawRecord, millis_param, record_columns};
 pub use statements::begin;
