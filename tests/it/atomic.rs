@@ -174,45 +174,45 @@ async fn sqlite() -> Option<Backend> {
         .await
         .unwrap()
         .with_clock(clock.clone());
-    store.migrate().await.unwrap();
     let pool = SqlPool::Sqlite(store.pool().clone());
-    Some(Backend {
-        store: Arc::new(store),
-        clock,
-        pool,
-        _dir: Some(dir),
-    })
+    backend(store, pool, clock, Some(dir)).await
 }
 
 async fn postgres() -> Option<Backend> {
     let url = server_url("IDEM_TEST_POSTGRES_URL")?;
     let clock = Arc::new(ManualClock::starting_now());
-    let store = idem::PostgresStore::connect(&url).await.unwrap();
-    let store = store.with_clock(clock.clone());
-    store.migrate().await.unwrap();
+    let store = idem::PostgresStore::connect(&url)
+        .await
+        .unwrap()
+        .with_clock(clock.clone());
     let pool = SqlPool::Postgres(store.pool().clone());
-    let store = Arc::new(store);
-    Some(Backend {
-        store,
-        clock,
-        pool,
-        _dir: None,
-    })
+    backend(store, pool, clock, None).await
 }
 
 async fn mysql() -> Option<Backend> {
     let url = server_url("IDEM_TEST_MYSQL_URL")?;
     let clock = Arc::new(ManualClock::starting_now());
-    let store = idem::MySqlStore::connect(&url).await.unwrap();
-    let store = store.with_clock(clock.clone());
-    store.migrate().await.unwrap();
+    let store = idem::MySqlStore::connect(&url)
+        .await
+        .unwrap()
+        .with_clock(clock.clone());
     let pool = SqlPool::MySql(store.pool().clone());
-    let store = Arc::new(store);
+    backend(store, pool, clock, None).await
+}
+
+/// `store`, migrated, with its clock and its pool.
+async fn backend(
+    store: impl Store + 'static,
+    pool: SqlPool,
+    clock: Arc<ManualClock>,
+    dir: Option<tempfile::TempDir>,
+) -> Option<Backend> {
+    store.migrate().await.unwrap();
     Some(Backend {
-        store,
+        store: Arc::new(store),
         clock,
         pool,
-        _dir: None,
+        _dir: dir,
     })
 }
 
