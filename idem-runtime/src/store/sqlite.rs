@@ -5,7 +5,7 @@
 //! | path | statements |
 //! |---|---|
 //! | fresh claim, expired record replaced, expired lease taken over | 1: `INSERT .. ON CONFLICT (key_hash) DO UPDATE .. WHERE <claimable> RETURNING ..` |
-//! | replay (completed), in progress | 2: the same `INSERT` (no row returned) + `SELECT` |
+//! | replay (completed), in progress | 2 in one call: the same `INSERT` (no row returned), then the `SELECT` of the row |
 //! | complete, release, abandon, extend | 1 `UPDATE` / `DELETE` / `UPDATE` / `UPDATE .. RETURNING` |
 //! | complete that matched no row (a retry after a lost acknowledgement, or fenced out) | +1 `SELECT` of the owner |
 //! | get | 1 `SELECT` |
@@ -15,8 +15,11 @@
 //! host the file lives on, the same for every process sharing it), takes the lease and TTL as
 //! durations and returns the times it wrote. [`SqliteStore::with_clock`] overrides it for tests.
 //!
-//! SQLite has no data-modifying CTE, so the read cannot ride along with the claim: a replay costs
-//! two statements. Each statement is its own implicit transaction, committed at once (S18).
+//! SQLite has no data-modifying CTE, so the read cannot ride along with the claim in one
+//! statement: a replay costs two. Both go in one call to the connection's thread (sqlx runs
+//! the statements of one query string in turn), the `SELECT` conditioned on `changes() = 0`,
+//! so that it returns the row only when the upsert changed nothing: one hop between threads
+//! instead of two, -60 to -90 µs per replay (`BENCHMARKS.md`, "HTTP end to end"). Each statement is its own implicit transaction, committed at once (S18).
 //! Writers are serialized by SQLite's database lock; with WAL, readers never wait for them, and
 //! the busy timeout (5 s by default) makes a writer wait for the lock instead of failing. A
 //! writer still waiting after the timeout gets `SQLITE_BUSY`, reported as
@@ -32,8 +35,9 @@
 //! [`connect_with_pool`] therefore sends its writes (claims, completions, releases, lease
 //! extensions, purges) through **one connection of its own**, a second pool of size 1 with the
 //! same options, where they queue in the order they come and never meet the busy handler
-//! within the process; reads (the `SELECT` of a replay, `get`) and the checkpoints use the
-//! main pool, whose connections WAL lets read beside the writer. Other processes sharing the
+//! within the process; reads (`get`, the owner of a record after a completion that matched
+//! nothing) and the checkpoints use the main pool, whose connections WAL lets read beside the
+//! writer (a replay's `SELECT` rides with its claim, below). Other processes sharing the
 //! file, and a caller's own transaction on [`pool`](SqliteStore::pool) (the atomic mode), still
 //! meet the store's writer through the busy handler. [`SqliteStore::from_pool`] and a pool of
 //! one connection keep everything on the one pool. Closing [`pool`](SqliteStore::pool) closes
@@ -56,7 +60,7 @@
 //! [`SqliteStore::statement_count`].
 //!
 //! An `INSERT` takes SQLite's write lock even when its upsert changes nothing, so a replay
-//! queues with the writers before its `SELECT`. Reading first would make replays read-only (WAL
+//! queues with the writers, and its `SELECT` runs in the same call on the writer's connection. Reading first would make replays read-only (WAL
 //! readers never wait) at the price of a third statement on every fresh request; with one
 //! writer at a time either way, the store keeps the claim-first order of the other backends.
 //!
@@ -105,65 +109,86 @@ macro_rules! now {
     };
 }
 
+/// The text of [`CLAIM_SQL`], which [`CLAIM_AND_READ_SQL`] begins with too.
+macro_rules! claim_upsert {
+    () => {
+        concat!(
+            "INSERT INTO idem_idempotency_records \
+               (key_hash, idem_key, request_hash, state, operation_id, fence, rev, locked_at, lease_until, expire_at, created_at, updated_at) \
+             VALUES (?1, ?2, ?3, 0, ?4, 1, 1, ",
+            now!("5"),
+            ", ",
+            now!("5"),
+            " + ?6, ",
+            now!("5"),
+            " + max(?6, ?7), ",
+            now!("5"),
+            ", ",
+            now!("5"),
+            ") \
+             ON CONFLICT (key_hash) DO UPDATE SET \
+               idem_key = excluded.idem_key, \
+               request_hash = excluded.request_hash, \
+               state = 0, \
+               operation_id = CASE WHEN expire_at <= ",
+            now!("5"),
+            " THEN excluded.operation_id ELSE operation_id END, \
+               fence = fence + 1, \
+               rev = rev + 1, \
+               resp_status = NULL, resp_headers = NULL, resp_body = NULL, biz_no = NULL, completed_at = NULL, \
+               locked_at = ",
+            now!("5"),
+            ", \
+               lease_until = ",
+            now!("5"),
+            " + ?6, \
+               expire_at = CASE WHEN expire_at <= ",
+            now!("5"),
+            " THEN ",
+            now!("5"),
+            " + max(?6, ?7) \
+                 ELSE max(expire_at, ",
+            now!("5"),
+            " + ?6) END, \
+               created_at = CASE WHEN expire_at <= ",
+            now!("5"),
+            " THEN ",
+            now!("5"),
+            " ELSE created_at END, \
+               updated_at = ",
+            now!("5"),
+            " \
+             WHERE expire_at <= ",
+            now!("5"),
+            " \
+                OR (state = 0 AND lease_until <= ",
+            now!("5"),
+            " AND request_hash = excluded.request_hash) \
+             RETURNING fence, operation_id, lease_until, expire_at"
+        )
+    };
+}
+
 /// The claim (S13, S14): one atomic upsert that inserts a fresh record, or replaces an expired
 /// one (S21), or takes over an expired lease of the same request (S23), and returns the row only
 /// when it claimed. `?5` is the clock override, `?6` the lease and `?7` the TTL in ms.
 /// Unqualified columns in `DO UPDATE` are the existing row's. The operation id changes only for
 /// a record expired by the database's clock (logically absent, S21: a new operation, whose
 /// predecessor's zombie stays fenced out); an ended lease of the same request keeps it (S23).
-const CLAIM_SQL: &str = concat!(
-    "INSERT INTO idem_idempotency_records \
-       (key_hash, idem_key, request_hash, state, operation_id, fence, rev, locked_at, lease_until, expire_at, created_at, updated_at) \
-     VALUES (?1, ?2, ?3, 0, ?4, 1, 1, ",
-    now!("5"),
+const CLAIM_SQL: &str = claim_upsert!();
+
+/// [`CLAIM_SQL`], then, in the same call to the connection's thread, the row of the key when
+/// the upsert changed nothing (`changes() = 0`: a completed record to replay, or one in
+/// progress): a replay costs one call instead of two. The upsert's row has 4 columns, the
+/// read's those of [`SELECT_SQL`]: the caller tells them apart by their number
+/// ([`CLAIMED_COLUMNS`]).
+const CLAIM_AND_READ_SQL: &str = concat!(
+    claim_upsert!(),
+    "; SELECT ",
+    record_columns!(),
     ", ",
     now!("5"),
-    " + ?6, ",
-    now!("5"),
-    " + max(?6, ?7), ",
-    now!("5"),
-    ", ",
-    now!("5"),
-    ") \
-     ON CONFLICT (key_hash) DO UPDATE SET \
-       idem_key = excluded.idem_key, \
-       request_hash = excluded.request_hash, \
-       state = 0, \
-       operation_id = CASE WHEN expire_at <= ",
-    now!("5"),
-    " THEN excluded.operation_id ELSE operation_id END, \
-       fence = fence + 1, \
-       rev = rev + 1, \
-       resp_status = NULL, resp_headers = NULL, resp_body = NULL, biz_no = NULL, completed_at = NULL, \
-       locked_at = ",
-    now!("5"),
-    ", \
-       lease_until = ",
-    now!("5"),
-    " + ?6, \
-       expire_at = CASE WHEN expire_at <= ",
-    now!("5"),
-    " THEN ",
-    now!("5"),
-    " + max(?6, ?7) \
-         ELSE max(expire_at, ",
-    now!("5"),
-    " + ?6) END, \
-       created_at = CASE WHEN expire_at <= ",
-    now!("5"),
-    " THEN ",
-    now!("5"),
-    " ELSE created_at END, \
-       updated_at = ",
-    now!("5"),
-    " \
-     WHERE expire_at <= ",
-    now!("5"),
-    " \
-        OR (state = 0 AND lease_until <= ",
-    now!("5"),
-    " AND request_hash = excluded.request_hash) \
-     RETURNING fence, operation_id, lease_until, expire_at"
+    " FROM idem_idempotency_records WHERE key_hash = ?1 AND changes() = 0"
 );
 
 /// Completion (S18): one short statement, only while the lease's fence and operation id are the
@@ -461,10 +486,10 @@ impl SqliteStore {
         let (lease_ms, ttl_ms) = (millis_param(req.lease), millis_param(req.ttl));
         for _ in 0..CLAIM_ATTEMPTS {
             let now = self.core.now_param();
-            let claimed = self
+            let rows = self
                 .core
                 .send(|| async {
-                    sqlx::query(CLAIM_SQL)
+                    sqlx::query(CLAIM_AND_READ_SQL)
                         .bind(&req.key.hash()[..])
                         .bind(req.key.readable())
                         .bind(&hash)
@@ -472,11 +497,14 @@ impl SqliteStore {
                         .bind(now)
                         .bind(lease_ms)
                         .bind(ttl_ms)
-                        .fetch_optional(self.core.writer()?)
+                        .fetch_all(self.core.writer()?)
                         .await
                 })
                 .await?;
-            if let Some(row) = claimed {
+            let Some(row) = rows.first() else {
+                continue; // purged or released in between: claim again
+            };
+            if row.len() == CLAIMED_COLUMNS {
                 self.wrote();
                 let fence: i64 = row.try_get(0).map_err(classify)?;
                 let op: String = row.try_get(1).map_err(classify)?;
@@ -492,10 +520,10 @@ impl SqliteStore {
                     expire_at: Timestamp::from_millis(expire_at),
                 }));
             }
-            // Not claimable when the upsert ran: read what is there.
-            let Some(stored) = self.core.select(req.key).await? else {
-                continue; // purged or released in between: claim again
-            };
+            // Not claimable when the upsert ran: the read rode along. Counted as the statement
+            // it is, as when it was sent on its own.
+            self.core.statements.add(1);
+            let stored = read(row).map_err(classify)?.into_stored()?;
             if let ControlFlow::Break(answer) = stored
                 .record
                 .decide(&req.request_hash, stored.now)
@@ -546,6 +574,9 @@ async fn checkpoint(core: &SqlCore<SqliteStore>) -> Result<(), sqlx::Error> {
     }
     Ok(())
 }
+
+/// The columns of the row [`CLAIM_SQL`] returns when it claimed.
+const CLAIMED_COLUMNS: usize = 4;
 
 /// The completion `UPDATE` of `lease`, bound.
 fn complete_query<'q>(
