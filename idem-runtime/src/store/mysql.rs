@@ -48,7 +48,9 @@
 //! primary key as well, each loser queued on the row of another loser that its duplicate in
 //! `uk_idem_key` then rolled back, and the queue deadlocked: about 5 % of the claims of a
 //! 1,000-request single-key storm were deadlock victims (retried, `BENCHMARKS.md`,
-//! "Contention"); with the operation id, none.
+//! "Contention"); with the operation id, none. Its price: `uk_idem_key`'s entries carry the
+//! primary key, so its 37 bytes nearly double that index (about 125 B per record), which a
+//! buffer pool must hold for claims to stay flat as records pile up ("At scale").
 //!
 //! # One round trip for a replay
 //!
