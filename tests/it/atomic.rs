@@ -277,6 +277,12 @@ async fn wrote_within(wrote: &Notify) {
         .expect("the handler ran and wrote its row");
 }
 
+/// `resp` is a replay (`Idempotent-Replayed: true`) of a stored `status`.
+fn assert_replayed(resp: &Response, status: StatusCode) {
+    assert_eq!(resp.status(), status);
+    assert_eq!(resp.headers()["idempotent-replayed"], "true");
+}
+
 /// Sends `key` until the answer is not `409` (an abandoned lease is ended by a spawned task).
 async fn send_until_not_in_progress(app: &App, key: &str) -> Response {
     for _ in 0..100 {
@@ -299,8 +305,7 @@ async fn commits_rows_and_result_together(backend: Backend) {
     assert_eq!(backend.rows(&app).await, 1);
     assert_eq!(record_state(&app, &key).await, Some(RecordState::Completed));
     let retry = send(&app, &key).await;
-    assert_eq!(retry.status(), StatusCode::CREATED);
-    assert_eq!(retry.headers()["idempotent-replayed"], "true");
+    assert_replayed(&retry, StatusCode::CREATED);
     assert_eq!(body(retry).await, first);
     assert_eq!(app.runs.load(Ordering::SeqCst), 1);
     assert_eq!(backend.rows(&app).await, 1);
@@ -337,7 +342,7 @@ async fn dropped_between_write_and_commit(backend: Backend) {
     assert_eq!(backend.rows(&app).await, 1, "exactly one row");
     assert_eq!(record_state(&app, &key).await, Some(RecordState::Completed));
     let replay = send(&app, &key).await;
-    assert_eq!(replay.headers()["idempotent-replayed"], "true");
+    assert_replayed(&replay, StatusCode::CREATED);
     assert_eq!(body(replay).await, retried);
     assert_eq!(backend.rows(&app).await, 1);
 }
@@ -368,8 +373,7 @@ async fn unstored_answers_roll_back(backend: Backend) {
         Some(RecordState::FailedStored)
     );
     let replay = send(&app, &key).await;
-    assert_eq!(replay.status(), StatusCode::INTERNAL_SERVER_ERROR);
-    assert_eq!(replay.headers()["idempotent-replayed"], "true");
+    assert_replayed(&replay, StatusCode::INTERNAL_SERVER_ERROR);
     assert_eq!(app.runs.load(Ordering::SeqCst), 2);
     assert_eq!(backend.rows(&app).await, 1);
 }
@@ -396,8 +400,7 @@ async fn failed_statement_then_answer(backend: Backend) {
         Some(RecordState::FailedStored)
     );
     let replay = send(&app, &key).await;
-    assert_eq!(replay.status(), StatusCode::INTERNAL_SERVER_ERROR);
-    assert_eq!(replay.headers()["idempotent-replayed"], "true");
+    assert_replayed(&replay, StatusCode::INTERNAL_SERVER_ERROR);
     assert_eq!(app.runs.load(Ordering::SeqCst), 1);
     if !aborts {
         return;
@@ -461,8 +464,7 @@ async fn zombie(backend: Backend, before_write: bool) {
 
     go.notify_one();
     let zombie = zombie.await.unwrap();
-    assert_eq!(zombie.status(), StatusCode::CREATED);
-    assert_eq!(zombie.headers()["idempotent-replayed"], "true");
+    assert_replayed(&zombie, StatusCode::CREATED);
     assert_eq!(
         body(zombie).await,
         taken,
@@ -502,8 +504,7 @@ async fn sqlite_takeover_waits_for_the_transaction(backend: Backend) {
     assert_eq!(first.status(), StatusCode::CREATED);
     let first = body(first).await;
     let retry = retry.await.unwrap();
-    assert_eq!(retry.status(), StatusCode::CREATED);
-    assert_eq!(retry.headers()["idempotent-replayed"], "true");
+    assert_replayed(&retry, StatusCode::CREATED);
     assert_eq!(body(retry).await, first);
     assert_eq!(app.runs.load(Ordering::SeqCst), 1);
     assert_eq!(backend.rows(&app).await, 1);

@@ -517,7 +517,9 @@ impl MySqlStore {
             self.returning.set(Returning::NO);
             return Ok(None);
         };
-        self.returning.set(Returning::YES);
+        if self.returning.get() == Returning::UNKNOWN {
+            self.returning.set(Returning::YES);
+        }
         let stored = read(&row).map_err(classify)?.into_stored()?;
         Ok(Some(if stored.record.operation_id == operation_id {
             Met::Inserted {
@@ -885,13 +887,16 @@ fn bind_claim<'q>(
         .bind(now)
 }
 
+/// The MySQL error number of `err`, when the server answered with one.
+fn error_number(err: &sqlx::Error) -> Option<u16> {
+    err.as_database_error()
+        .and_then(|db| db.try_downcast_ref::<MySqlDatabaseError>())
+        .map(MySqlDatabaseError::number)
+}
+
 /// A statement the server could not parse (`ER_PARSE_ERROR`): MySQL, given `RETURNING`.
 fn is_syntax_error(err: &sqlx::Error) -> bool {
-    let sqlx::Error::Database(db) = err else {
-        return false;
-    };
-    db.try_downcast_ref::<MySqlDatabaseError>()
-        .is_some_and(|my| my.number() == ER_PARSE_ERROR)
+    error_number(err) == Some(ER_PARSE_ERROR)
 }
 
 /// Reads a row of `record_columns!(), now`.
@@ -926,9 +931,7 @@ fn classify(err: sqlx::Error) -> StoreError {
 /// and is sent again (`sql_store::statements::send_retrying`). Not a lock wait timeout (1205): it already
 /// waited its full timeout.
 fn retryable(err: &sqlx::Error) -> bool {
-    err.as_database_error()
-        .and_then(|db| db.try_downcast_ref::<MySqlDatabaseError>())
-        .is_some_and(|e| e.number() == 1213)
+    error_number(err) == Some(1213)
 }
 
 impl SqlBackend for MySqlStore {

@@ -291,14 +291,15 @@ pub struct SqliteStore {
 }
 
 /// Writes between two checkpoints run by the store (see "Checkpoints off the request path"):
-/// a claim or a completion writes about 3 pages (the row, its index entries), so 128 writes
-/// and those that land during the first step leave the log well below SQLite's automatic
-/// threshold of 1,000 pages (256 came close to it).
+/// a claim or a completion writes about 3 pages (the row, its index entries), so the log grows
+/// by ~350 frames between two checkpoints, and one of them sees it pass [`HOLD_WRITES_FROM`]
+/// well before [`WRITER_AUTOCHECKPOINT`].
 const CHECKPOINT_EVERY: u64 = 128;
 
 /// The log size, in frames, from which the checkpoint holds the writes back to finish (see
-/// [`checkpoint`]): a 4-page write every 300 or so, far enough below
-/// [`WRITER_AUTOCHECKPOINT`] for the writes that land during the first step.
+/// [`checkpoint`]): about once every 300 writes under full load (a pause per request is
+/// rarer than 1 %), and far enough below [`WRITER_AUTOCHECKPOINT`] for the ~350 frames of a
+/// checkpoint interval and the writes that land during the first step.
 const HOLD_WRITES_FROM: i64 = 1_000;
 
 /// SQLite's automatic checkpoint threshold on the writer connection, in pages (SQLite's
@@ -426,7 +427,7 @@ impl SqliteStore {
     }
 
     /// Counts a write that changed the database, and every [`CHECKPOINT_EVERY`] writes starts
-    /// the two passive checkpoints of the module docs on a task of its own, unless one is running or there is no tokio
+    /// the [`checkpoint`] on a task of its own, unless one is running or there is no tokio
     /// runtime (SQLite's automatic checkpoint then does it, as without this). A failed
     /// checkpoint is left to the next one, or to the automatic one: it loses nothing.
     fn wrote(&self) {
