@@ -10,7 +10,7 @@
 //! | complete, release, abandon, extend | 1 `UPDATE` / `DELETE` / `UPDATE` / `UPDATE` |
 //! | complete that matched no row (a retry after a lost acknowledgement, or fenced out) | +1 `SELECT` of the owner |
 //! | get | 1 `SELECT` |
-//! | purge_expired | 4: `BEGIN`, `SELECT .. ORDER BY expire_at, created_at, operation_id LIMIT ? FOR UPDATE SKIP LOCKED`, `DELETE .. WHERE key_hash IN (..)`, `COMMIT` |
+//! | purge_expired | 4: `BEGIN`, `SELECT .. ORDER BY expire_at LIMIT ? FOR UPDATE SKIP LOCKED`, `DELETE .. WHERE key_hash IN (..)`, `COMMIT` |
 //!
 //! So a fresh request costs 2 statements (claim, complete) and a replay 2; with
 //! [`MySqlStore::with_one_round_trip_replays`] on MariaDB, a replay or an in-progress key costs
@@ -28,29 +28,33 @@
 //! the writing statements hand their "now" back through `LAST_INSERT_ID(now)` in the OK packet,
 //! from which the lease's times follow without another round trip. Rows read back carry that
 //! "now". [`MySqlStore::with_clock`] overrides it for tests. Minimum versions: MariaDB 10.6,
-//! MySQL 8.0.1 (`SKIP LOCKED`).
+//! MySQL 8.0.13 (`SKIP LOCKED`, and the expression default of migration `20261201000002`).
 //!
 //! # The table's order
 //!
-//! The primary key is InnoDB's clustered index, the table itself: `(created_at, operation_id)`
-//! (migration `20261201000001`; before it, `key_hash` alone). `created_at` is the claim's "now"
-//! by the database's clock, so a new record goes to the table's right edge, whose pages are in
-//! the buffer pool, and the purge, which follows `expire_at` (the creation time plus a TTL,
-//! mostly), empties its left edge. Clustered on the SHA-256 `key_hash`, every claim went to a
-//! random page of the whole table, which stopped fitting the buffer pool at about a million
-//! records (`BENCHMARKS.md`, "At scale"). The claim index is the unique secondary index
-//! `uk_idem_key` on `key_hash`. Not an `AUTO_INCREMENT` column: an `INSERT` that generates
-//! an id reports that id in the OK packet instead of the `LAST_INSERT_ID(now)` above, and the
-//! fresh claim would get its lease's times wrong. Replacing an expired record sets its
-//! `created_at` and its operation id, which moves the row to the right edge like a fresh record.
-//! The second column is the operation id, unique to each claim, and not the key hash: with
-//! `(created_at, key_hash)` concurrent claims of one key in the same millisecond collided on the
-//! primary key as well, each loser queued on the row of another loser that its duplicate in
-//! `uk_idem_key` then rolled back, and the queue deadlocked: about 5 % of the claims of a
-//! 1,000-request single-key storm were deadlock victims (retried, `BENCHMARKS.md`,
-//! "Contention"); with the operation id, none. Its price: `uk_idem_key`'s entries carry the
-//! primary key, so its 37 bytes nearly double that index (about 125 B per record), which a
-//! buffer pool must hold for claims to stay flat as records pile up ("At scale").
+//! The primary key is InnoDB's clustered index, the table itself: `claim_id` (migration
+//! `20261201000002`), which the server fills with `UUID_SHORT()` as the column's default: 8
+//! bytes, unique on the server by construction and increasing, so a new record goes to the
+//! table's right edge, whose pages are in the buffer pool, and the purge, which follows
+//! `expire_at` (the creation time plus a TTL, mostly), empties its left edge. Clustered on the
+//! SHA-256 `key_hash`, every claim went to a random page of the whole table, which stopped
+//! fitting the buffer pool at about a million records (`BENCHMARKS.md`, "At scale"). The claim
+//! index is the unique secondary index `uk_idem_key` on `key_hash`, whose entries carry the
+//! primary key: 8 bytes of it, where the `(created_at, operation_id)` of migration
+//! `20261201000001` put 45 and nearly doubled the index. Each claim's row has an id of its own,
+//! so concurrent claims of one key collide only in `uk_idem_key`: on `(created_at, key_hash)`
+//! they collided on the primary key as well, each loser queued on the row of another loser that
+//! its duplicate in `uk_idem_key` then rolled back, and the queue deadlocked (about 5 % of the
+//! claims of a 1,000-request single-key storm, "Contention"). Not an `AUTO_INCREMENT` column: an
+//! `INSERT` that generates an id reports that id in the OK packet instead of the
+//! `LAST_INSERT_ID(now)` above, and the fresh claim would get its lease's times wrong. An
+//! expired record replaced by a new claim keeps its row and its place: it was read from that
+//! page just before, and replacing keys is rare beside fresh ones.
+//!
+//! No statement of this store names `claim_id` or the primary key: the default fills it, and the
+//! purge walks `idx_idem_expire_at` by `expire_at` alone. So this build runs on the table of any
+//! of the three migrations, and a build from before `20261201000002` runs on the new table,
+//! whichever order a rolling deploy meets them in.
 //!
 //! # One round trip for a replay
 //!
@@ -62,11 +66,15 @@
 //! one connection (`BENCHMARKS.md`, "HTTP end to end"), while a replay took 30-35 % less; most
 //! requests of most services are first attempts. The duplicate is locked exclusively for the
 //! statement instead of shared, which a storm of 1,000 concurrent claims of one key took
-//! without a deadlock (one statement per request, "Contention"): the primary key holds the
-//! claim's own operation id, so only `uk_idem_key` collides, and the decision is the same as
+//! without a deadlock (one statement per request, "Contention"): the primary key is the
+//! claim's own id, so only `uk_idem_key` collides, and the decision is the same as
 //! after a `SELECT` (`Record::decide`; a takeover or a replacement is the same compare-and-swap
 //! on `rev`). MySQL answers the statement with a syntax error (1064): the first claim learns
-//! it, and the store claims as without the option from then on.
+//! it, and the store claims as without the option from then on. `ON DUPLICATE KEY UPDATE` acts
+//! on a collision in *any* unique index: should the primary key ever collide (`UUID_SHORT()` is
+//! unique per server, so only two servers of one `server_id` writing one table could), the row
+//! returned is another key's; the claim checks that the row is its key's, and claims again
+//! otherwise.
 //!
 //! # Why not `INSERT .. ON DUPLICATE KEY UPDATE` for the takeover
 //!
@@ -74,8 +82,9 @@
 //! error number 1062 **and** the name of the index that collided (S15): only a collision on the
 //! claim index `uk_idem_key`, or on `PRIMARY`, means "the key exists"; a 1062 on any other
 //! unique index is an error. `PRIMARY` is the claim index of a table not yet migrated past
-//! `20261201000001`; after it, claims collide on `uk_idem_key` only (the primary key holds the
-//! claim's own operation id). The error message
+//! `20261201000001`; after it, claims collide on `uk_idem_key` only (the primary key is the
+//! claim's own id; were it ever to collide, the `SELECT` of the key finds no row, or the row
+//! that is there, and either way the claim is decided right). The error message
 //! text is never matched; the index name is the only part read from it, because MySQL reports
 //! it nowhere else.
 //!
@@ -289,14 +298,15 @@ const EXTEND_SQL: &str = concat!(
 );
 
 /// The purge's first statement, in a short transaction of its own: lock up to `?` expired
-/// records along `idx_idem_expire_at` (InnoDB secondary indexes end with the primary key, so
-/// `(expire_at, created_at, operation_id)` is the index order: no sort), skipping those another
-/// transaction holds. Binds: override, batch.
+/// records along `idx_idem_expire_at`, in its order (`EXPLAIN`: a range scan, no sort),
+/// skipping those another transaction holds. InnoDB secondary indexes end with the primary key,
+/// so that order is `(expire_at, claim_id)`; the statement names `expire_at` only, which reads
+/// the index in the same order whatever the primary key (module docs, "The table's order"), and
+/// sweepers that skip each other's locks never wait for one another. Binds: override, batch.
 const PURGE_SELECT_SQL: &str = concat!(
     "SELECT key_hash FROM idem_idempotency_records WHERE expire_at <= ",
     now!(),
-    " \
-     ORDER BY expire_at, created_at, operation_id LIMIT ? FOR UPDATE SKIP LOCKED"
+    " ORDER BY expire_at LIMIT ? FOR UPDATE SKIP LOCKED"
 );
 
 /// The statements of this store, for the benchmark's hand-written baseline. Not a public API.
@@ -312,7 +322,8 @@ pub mod sql {
     }
 }
 
-/// A [`Store`] on MariaDB (10.6 or later, for `SKIP LOCKED`; tested on 10.11) or MySQL 8.
+/// A [`Store`] on MariaDB (10.6 or later, for `SKIP LOCKED`; tested on 10.11) or MySQL (8.0.13
+/// or later, for the expression default of `claim_id`).
 ///
 /// Every decision about time (is this lease over, has this record expired) is taken by the
 /// database's clock, never the application's (see `docs/storage.md`, "Clocks").
@@ -521,6 +532,11 @@ impl MySqlStore {
             self.returning.set(Returning::YES);
         }
         let stored = read(&row).map_err(classify)?.into_stored()?;
+        if stored.record.key != req.key.readable() {
+            // The primary key collided, not `uk_idem_key` (module docs): nothing was inserted,
+            // and the row is another key's. Claim again, under a new `UUID_SHORT()`.
+            return Ok(Some(Met::Existing(None)));
+        }
         Ok(Some(if stored.record.operation_id == operation_id {
             Met::Inserted {
                 lease_until: stored.record.lease_until,
@@ -751,7 +767,7 @@ fn statement_now(done: &MySqlQueryResult) -> Result<Timestamp, StoreError> {
         Ok(ms) if ms > 0 => Ok(Timestamp::from_millis(ms)),
         _ => Err(StoreError::Other(
             "the server did not return the statement's time through LAST_INSERT_ID(): \
-             use MariaDB 10.6+ or MySQL 8, without a proxy that rewrites OK packets"
+             use MariaDB 10.6+ or MySQL 8.0.13+, without a proxy that rewrites OK packets"
                 .into(),
         )),
     }

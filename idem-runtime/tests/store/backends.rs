@@ -481,7 +481,7 @@ async fn mysql_migration_history_is_idem_own() {
             .fetch_all(store.pool())
             .await
             .unwrap();
-    assert_eq!(ours, [20261130000001, 20261201000001]);
+    assert_eq!(ours, [20261130000001, 20261201000001, 20261201000002]);
     let theirs: Vec<i64> = sqlx::query_scalar("SELECT version FROM _sqlx_migrations")
         .fetch_all(store.pool())
         .await
@@ -491,10 +491,12 @@ async fn mysql_migration_history_is_idem_own() {
 
 /// The MariaDB table as the first migration created it (clustered on `key_hash`), holding
 /// records in every state, is rebuilt in place by `20261201000001` (clustered on `(created_at,
-/// operation_id)`, claim index `uk_idem_key`): completed records still replay byte for byte, a live
-/// lease still holds its key and completes, and claims go on deciding by the unique index.
+/// operation_id)`, claim index `uk_idem_key`), where this build works too and stores more, then
+/// by `20261201000002` (clustered on `claim_id`, filled by `UUID_SHORT()` in creation order):
+/// completed records of both tables still replay byte for byte, a live lease still holds its key
+/// and completes, claims go on deciding by the unique index, and the purge finds what expired.
 #[tokio::test]
-async fn mysql_table_of_the_first_migration_is_upgraded_in_place() {
+async fn mysql_tables_of_earlier_migrations_are_upgraded_in_place() {
     use sqlx::Executor;
     let Some(url) = server_url("IDEM_TEST_MYSQL_URL") else {
         return;
@@ -505,12 +507,15 @@ async fn mysql_table_of_the_first_migration_is_upgraded_in_place() {
         .await
         .unwrap()
         .with_clock(clock.clone());
-    // The database as a build with only the first migration left it.
+    // The database as a build with only the first migration left it; the history rows of the
+    // later ones are kept aside, to record each as applied when the test applies it.
     store.migrate().await.unwrap();
     store
         .pool()
         .execute(sqlx::raw_sql(
-            "DROP TABLE idem_idempotency_records; \
+            "CREATE TABLE later_history AS \
+               SELECT * FROM idem_sqlx_migrations WHERE version > 20261130000001; \
+             DROP TABLE idem_idempotency_records; \
              DELETE FROM idem_sqlx_migrations WHERE version > 20261130000001",
         ))
         .await
@@ -534,15 +539,24 @@ async fn mysql_table_of_the_first_migration_is_upgraded_in_place() {
     };
     assert_eq!(primary(store.pool().clone()).await, ["key_hash"]);
 
-    // Records of the old table: completed, processing, expired.
+    // Completed records of each table, a millisecond apart or more.
     let completed: Vec<_> = (0..50).map(|i| unique_key(&format!("up-{i}"))).collect();
-    for (i, key) in completed.iter().enumerate() {
-        let lease = acquire(&store, &req(key, hash("a"))).await;
-        let body = format!("body-{i}").into_bytes();
-        let done = Completion::new(Outcome::Completed, 201, body).with_biz_no(format!("B-{i}"));
-        store.complete(&lease, &done).await.unwrap();
-        clock.advance(Duration::from_millis(3));
-    }
+    let complete_some = |keys: &[ScopedKey], from: usize| {
+        let (store, clock) = (store.clone(), clock.clone());
+        let keys = keys.to_vec();
+        async move {
+            for (i, key) in keys.iter().enumerate().map(|(i, k)| (i + from, k)) {
+                let lease = acquire(&store, &req(key, hash("a"))).await;
+                let body = format!("body-{i}").into_bytes();
+                let done =
+                    Completion::new(Outcome::Completed, 201, body).with_biz_no(format!("B-{i}"));
+                store.complete(&lease, &done).await.unwrap();
+                clock.advance(Duration::from_millis(3));
+            }
+        }
+    };
+    complete_some(&completed[..25], 0).await;
+    // A live lease and a record that expires, both of the first table.
     let live_key = unique_key("up-live");
     let live = acquire(&store, &req(&live_key, hash("b"))).await;
     let expired_key = unique_key("up-expired");
@@ -554,14 +568,27 @@ async fn mysql_table_of_the_first_migration_is_upgraded_in_place() {
     );
     let expired = acquire(&store, &short).await;
     store.complete(&expired, &done()).await.unwrap();
-    clock.advance(Duration::from_secs(3));
 
-    // The new build starts: the pending migration rebuilds the table.
-    store.migrate().await.unwrap();
+    // A build with the second migration: the table clustered on `(created_at, operation_id)`.
+    store
+        .pool()
+        .execute(sqlx::raw_sql(concat!(
+            include_str!("../../migrations/mysql/20261201000001_cluster_by_created_at.sql"),
+            "\nINSERT INTO idem_sqlx_migrations \
+               SELECT * FROM later_history WHERE version = 20261201000001"
+        )))
+        .await
+        .unwrap();
     assert_eq!(
         primary(store.pool().clone()).await,
         ["created_at", "operation_id"]
     );
+    complete_some(&completed[25..], 25).await;
+    clock.advance(Duration::from_secs(3));
+
+    // The new build starts: the pending migration rebuilds the table.
+    store.migrate().await.unwrap();
+    assert_eq!(primary(store.pool().clone()).await, ["claim_id"]);
     let unique: Vec<(String, String, i64)> = sqlx::query_as(
         "SELECT index_name, column_name, CAST(non_unique AS SIGNED) FROM information_schema.statistics \
          WHERE table_schema = DATABASE() AND table_name = 'idem_idempotency_records' \
@@ -573,6 +600,21 @@ async fn mysql_table_of_the_first_migration_is_upgraded_in_place() {
     assert_eq!(
         unique,
         [("uk_idem_key".to_owned(), "key_hash".to_owned(), 0)]
+    );
+    // Every record got an id of its own, in the order the records were created.
+    let claim_ids = |pool: sqlx::MySqlPool| async move {
+        sqlx::query_as::<_, (u64, i64)>(
+            "SELECT claim_id, created_at FROM idem_idempotency_records ORDER BY claim_id",
+        )
+        .fetch_all(&pool)
+        .await
+        .unwrap()
+    };
+    let ids = claim_ids(store.pool().clone()).await;
+    assert_eq!(ids.len(), 52);
+    assert!(
+        ids.windows(2).all(|w| w[0].0 < w[1].0 && w[0].1 <= w[1].1),
+        "claim ids not in creation order: {ids:?}"
     );
 
     for (i, key) in completed.iter().enumerate() {
@@ -604,6 +646,16 @@ async fn mysql_table_of_the_first_migration_is_upgraded_in_place() {
         store.claim(&req(&fresh_key, hash("d"))).await.unwrap(),
         Claim::InProgress { .. }
     ));
+    // A new record goes to the table's right edge.
+    let ids = claim_ids(store.pool().clone()).await;
+    assert_eq!(ids.len(), 52);
+    let fresh_id: u64 =
+        sqlx::query_scalar("SELECT claim_id FROM idem_idempotency_records WHERE idem_key = ?")
+            .bind(fresh_key.readable())
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+    assert_eq!(ids.last().unwrap().0, fresh_id);
     let expiring = unique_key("up-expiring");
     let lease = acquire(
         &store,
@@ -620,6 +672,55 @@ async fn mysql_table_of_the_first_migration_is_upgraded_in_place() {
     assert_eq!(store.purge_expired(1000).await.unwrap(), 1);
     assert!(store.get(&expiring).await.unwrap().is_none());
     assert!(store.get(&completed[0]).await.unwrap().is_some());
+}
+
+/// Should the primary key ever collide (`claim_id` is `UUID_SHORT()`, unique on one server; two
+/// servers of one `server_id` writing one table could repeat it), the claim of another key is
+/// never decided on the row it collided with: the plain `INSERT` reads its own key and finds no
+/// row, and `ON DUPLICATE KEY UPDATE .. RETURNING`, which acts on any unique index and returns
+/// the row it met, is checked against the claim's key. Both claim again, and answer
+/// `Unavailable` rather than with another key's record. A constant default stands in for the
+/// repeated id.
+#[tokio::test]
+async fn mysql_primary_key_collision_never_answers_for_another_key() {
+    use sqlx::Executor;
+    let Some(url) = server_url("IDEM_TEST_MYSQL_URL") else {
+        return;
+    };
+    let (url, _guard) = private_database(&url, "mypk").await;
+    let plain = MySqlStore::connect(&url).await.unwrap();
+    plain.migrate().await.unwrap();
+    plain
+        .pool()
+        .execute("ALTER TABLE idem_idempotency_records ALTER COLUMN claim_id SET DEFAULT 7")
+        .await
+        .unwrap();
+    let returning = plain.clone().with_one_round_trip_replays();
+    let first = unique_key("pk-first");
+    let lease = acquire(&plain, &req(&first, hash("a"))).await;
+    plain.complete(&lease, &done()).await.unwrap();
+    for store in [&plain, &returning] {
+        // The same request hash: decided on the first key's row, this would be its replay.
+        let other = unique_key("pk-other");
+        match store.claim(&req(&other, hash("a"))).await {
+            Err(StoreError::Unavailable { .. }) => {}
+            other => panic!("a claim colliding on the primary key answered {other:?}"),
+        }
+        assert!(store.get(&other).await.unwrap().is_none());
+    }
+    assert!(matches!(
+        returning.claim(&req(&first, hash("a"))).await.unwrap(),
+        Claim::Completed(_)
+    ));
+    // With ids of their own again, claims of new keys go through.
+    plain
+        .pool()
+        .execute(
+            "ALTER TABLE idem_idempotency_records ALTER COLUMN claim_id SET DEFAULT (UUID_SHORT())",
+        )
+        .await
+        .unwrap();
+    acquire(&returning, &req(&unique_key("pk-after"), hash("a"))).await;
 }
 
 /// The writing statements hand the server's "now" back through `LAST_INSERT_ID(now)` in the OK
