@@ -16,6 +16,7 @@
 #
 # URLs: postgres://app:app@127.0.0.1:PORT/appdb, mysql://app:app@127.0.0.1:PORT/appdb and
 # redis://127.0.0.1:PORT/0
+# Environment: INNODB_BUFFER_POOL (MariaDB's innodb_buffer_pool_size, 128M by default).
 set -euo pipefail
 
 PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
@@ -46,7 +47,7 @@ my_start() {
   setsid mariadbd --no-defaults "${user[@]}" --datadir="$dir/data" --bind-address=127.0.0.1 \
     --port="$port" --socket="$dir/mysql.sock" --pid-file="$dir/mysqld.pid" \
     --log-error="$dir/error.log" --skip-log-bin --innodb-flush-log-at-trx-commit=0 \
-    --innodb-buffer-pool-size=128M --skip-name-resolve --max-connections=400 \
+    --innodb-buffer-pool-size="${INNODB_BUFFER_POOL:-128M}" --skip-name-resolve --max-connections=400 \
     </dev/null >"$dir/out.log" 2>&1 &
   for _ in $(seq 1 600); do
     if mariadb-admin --no-defaults --socket="$dir/mysql.sock" -uroot ping >/dev/null 2>&1; then
