@@ -22,8 +22,9 @@
 //!
 //! **`scale`**: one database per size, loaded first, then (on MariaDB) its two secondary indexes
 //! read whole into the buffer pool, then measured in rounds that visit every size in turn (the
-//! order rotated every round), so that drift on a shared machine hits all sizes alike; every figure is compared with the smallest size's. One client, one operation at a time
-//! (latency, not throughput). Paths: `fresh` (claim + complete of a new key), `replay-old` (a
+//! order rotated every round), so that drift on a shared machine hits all sizes alike; every figure
+//! is compared with the smallest size's. One client, one operation at a time (latency, not
+//! throughput). Paths: `fresh` (claim + complete of a new key), `replay-old` (a
 //! random loaded record: cold pages at 10 M), `replay-recent` (a key completed a moment before,
 //! like a client's retry). Prints latency, the bytes of the table and of each index, and (on
 //! PostgreSQL) how many completions were HOT updates.

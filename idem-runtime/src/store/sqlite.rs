@@ -15,11 +15,12 @@
 //! host the file lives on, the same for every process sharing it), takes the lease and TTL as
 //! durations and returns the times it wrote. [`SqliteStore::with_clock`] overrides it for tests.
 //!
-//! SQLite has no data-modifying CTE, so the read cannot ride along with the claim in one
-//! statement: a replay costs two. Both go in one call to the connection's thread (sqlx runs
-//! the statements of one query string in turn), the `SELECT` conditioned on `changes() = 0`,
-//! so that it returns the row only when the upsert changed nothing: one hop between threads
-//! instead of two, -60 to -90 µs per replay (`BENCHMARKS.md`, "HTTP end to end"). Each statement is its own implicit transaction, committed at once (S18).
+//! SQLite has no data-modifying CTE, so the read cannot ride along with the claim in one statement:
+//! a replay costs two. Both go in one call to the connection's thread (sqlx runs the statements of
+//! one query string in turn), the `SELECT` conditioned on `changes() = 0`, so that it returns the
+//! row only when the upsert changed nothing: one hop between threads instead of two, -60 to -90 µs
+//! per replay (`BENCHMARKS.md`, "HTTP end to end"). Each statement is its own implicit transaction,
+//! committed at once (S18).
 //! Writers are serialized by SQLite's database lock; with WAL, readers never wait for them, and
 //! the busy timeout (5 s by default) makes a writer wait for the lock instead of failing. A
 //! writer still waiting after the timeout gets `SQLITE_BUSY`, reported as
@@ -59,10 +60,11 @@
 //! connection and stays as a backstop. These background statements are not counted by
 //! [`SqliteStore::statement_count`].
 //!
-//! An `INSERT` takes SQLite's write lock even when its upsert changes nothing, so a replay
-//! queues with the writers, and its `SELECT` runs in the same call on the writer's connection. Reading first would make replays read-only (WAL
-//! readers never wait) at the price of a third statement on every fresh request; with one
-//! writer at a time either way, the store keeps the claim-first order of the other backends.
+//! An `INSERT` takes SQLite's write lock even when its upsert changes nothing, so a replay queues
+//! with the writers, and its `SELECT` runs in the same call on the writer's connection. Reading
+//! first would make replays read-only (WAL readers never wait) at the price of a third statement on
+//! every fresh request; with one writer at a time either way, the store keeps the claim-first order
+//! of the other backends.
 //!
 //! [`connect_with`]: SqliteStore::connect_with
 //! [`connect_with_pool`]: SqliteStore::connect_with_pool
