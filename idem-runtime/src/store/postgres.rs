@@ -62,7 +62,9 @@ use super::interface::{
 };
 use super::migrate::{history, migrate_error, pending};
 use super::sql_store::ops::{self, CLAIM_ATTEMPTS, contended};
-use super::sql_store::{RawRecord, SqlBackend, SqlCore, Stored, millis_param, record_columns};
+use super::sql_store::{
+    RawRecord, SqlBackend, SqlCore, Stored, millis_param, ping_when_idle, record_columns,
+};
 use crate::key::ScopedKey;
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/postgres");
@@ -303,11 +305,17 @@ pub struct PostgresStore {
 
 impl PostgresStore {
     /// The pool options [`connect`](Self::connect) and [`connect_with`](Self::connect_with) use:
-    /// up to 10 connections; acquiring one gives up after 5 s ([`StoreError::Unavailable`]).
+    /// up to 10 connections; acquiring one gives up after 5 s ([`StoreError::Unavailable`]); a
+    /// connection idle for 500 ms or more is checked (a `ping`) before it is used, one used more
+    /// recently is not. sqlx's default checks every one, a round trip more per statement; a
+    /// connection the server ends while it is busy fails its statement either way
+    /// ([`StoreError::Unavailable`], and sqlx replaces it).
     pub fn pool_options() -> PgPoolOptions {
-        PgPoolOptions::new()
-            .max_connections(10)
-            .acquire_timeout(Duration::from_secs(5))
+        ping_when_idle(
+            PgPoolOptions::new()
+                .max_connections(10)
+                .acquire_timeout(Duration::from_secs(5)),
+        )
     }
 
     /// Connects a pool with [`pool_options`](Self::pool_options) to `url`.

@@ -345,12 +345,15 @@ impl SqliteStore {
     }
 
     /// The pool options [`open`](Self::open) and [`connect_with`](Self::connect_with) use: up to
-    /// 8 connections; acquiring one gives up after 10 s. The store's writer connection is a
-    /// pool of its own with the same options and one connection.
+    /// 8 connections; acquiring one gives up after 10 s; no check before a connection is used
+    /// (sqlx's default `test_before_acquire` sends a `ping` to the connection's thread before
+    /// every statement, and nothing ends a connection to a file from outside). The store's writer
+    /// connection is a pool of its own with the same options and one connection.
     pub fn pool_options() -> SqlitePoolOptions {
         SqlitePoolOptions::new()
             .max_connections(8)
             .acquire_timeout(Duration::from_secs(10))
+            .test_before_acquire(false)
     }
 
     /// Opens a pool with [`pool_options`](Self::pool_options) and `options`.

@@ -1,7 +1,8 @@
 //! Transient errors from real faults, and concurrent sweepers: a PostgreSQL backend terminated
 //! mid-statement, a table locked past `lock_timeout`, a real InnoDB deadlock on the records
 //! table (retried inside the store), several purgers racing claims on PostgreSQL and MariaDB.
-//! (SQLite's writer lock held past the busy timeout is in `store_outage.rs`.)
+//! Connections the server ended while they sat idle in the store's pool. (SQLite's writer lock
+//! held past the busy timeout is in `store_outage.rs`.)
 
 use std::str::FromStr;
 use std::sync::Arc;
@@ -102,6 +103,97 @@ async fn postgres_terminated_backend_is_unavailable() {
         store.get(&key).await.unwrap().unwrap().state,
         RecordState::Completed
     );
+}
+
+/// Holds every connection of `pool` at once (at least `at_least`, so that the pool has that
+/// many) and returns what `id_sql` (the server's id of the connection) answers on each.
+async fn pooled_connection_ids<DB>(
+    pool: &sqlx::Pool<DB>,
+    at_least: u32,
+    id_sql: &'static str,
+) -> Vec<i64>
+where
+    DB: sqlx::Database,
+    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+    for<'q> DB::Arguments: sqlx::IntoArguments<DB>,
+    i64: sqlx::Type<DB> + for<'r> sqlx::Decode<'r, DB>,
+    usize: sqlx::ColumnIndex<DB::Row>,
+{
+    let n = pool.size().max(at_least);
+    let mut held = Vec::new();
+    for _ in 0..n {
+        held.push(pool.acquire().await.unwrap());
+    }
+    assert_eq!(pool.size(), n, "every connection of the pool is held");
+    let mut ids = Vec::new();
+    for conn in &mut held {
+        ids.push(
+            sqlx::query_scalar(id_sql)
+                .fetch_one(&mut **conn)
+                .await
+                .unwrap(),
+        );
+    }
+    ids
+}
+
+/// Claims `n` fresh keys, one after another: every one must be acquired.
+async fn claims_succeed(store: &dyn Store, n: usize) {
+    for _ in 0..n {
+        let key = unique_key("ended-idle");
+        let claim = store.claim(&req(&key, hash("a"))).await;
+        assert!(
+            matches!(claim, Ok(Claim::Acquired(_))),
+            "a claim after the pool's connections were ended: {claim:?}"
+        );
+    }
+}
+
+/// The store's pools check a connection before using it only when it sat idle for 500 ms or
+/// more (`pool_options`: sqlx's check of every one costs a round trip per statement). The
+/// server ends every connection of the pool while they sit idle (`pg_terminate_backend`); 0.6 s
+/// later, as many claims succeed: each dead connection is found before a statement meets it, and
+/// replaced.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_connections_ended_while_idle_are_replaced() {
+    let Some(url) = server_url("IDEM_TEST_POSTGRES_URL") else {
+        return;
+    };
+    let store = PostgresStore::connect(&url).await.unwrap();
+    store.migrate().await.unwrap();
+    let ids = pooled_connection_ids(store.pool(), 3, "SELECT pg_backend_pid()::int8").await;
+    let mut admin = sqlx::PgConnection::connect(&url).await.unwrap();
+    for id in &ids {
+        let ended: bool = sqlx::query_scalar("SELECT pg_terminate_backend($1::int4)")
+            .bind(id)
+            .fetch_one(&mut admin)
+            .await
+            .unwrap();
+        assert!(ended, "backend {id} ended");
+    }
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    claims_succeed(&store, ids.len()).await;
+}
+
+/// [`postgres_connections_ended_while_idle_are_replaced`] on MariaDB / MySQL (`KILL`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql_connections_ended_while_idle_are_replaced() {
+    let Some(url) = server_url("IDEM_TEST_MYSQL_URL") else {
+        return;
+    };
+    let store = MySqlStore::connect(&url).await.unwrap();
+    store.migrate().await.unwrap();
+    let ids =
+        pooled_connection_ids(store.pool(), 3, "SELECT CAST(CONNECTION_ID() AS SIGNED)").await;
+    let mut admin = sqlx::MySqlConnection::connect(&url).await.unwrap();
+    for id in &ids {
+        admin
+            .execute(sqlx::AssertSqlSafe(format!("KILL {id}")))
+            .await
+            .unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    claims_succeed(&store, ids.len()).await;
 }
 
 /// The records table locked (`ACCESS EXCLUSIVE`) by another connection past the pool's

@@ -23,3 +23,5 @@ pub(crate) use backend::{SqlBackend, SqlCore};
 pub(crate) use row::Stored;
 pub(crate) use row::{RawRecord, millis_param, record_columns};
 pub use statements::begin;
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+pub(crate) use statements::ping_when_idle;

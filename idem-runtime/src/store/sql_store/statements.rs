@@ -77,6 +77,33 @@ pub async fn begin<DB: sqlx::Database>(
     }
 }
 
+/// How long a pooled connection may have sat idle and still be used without a `ping` first.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+pub(crate) const TRUSTED_IDLE: Duration = Duration::from_millis(500);
+
+/// `options` with sqlx's check before every acquire (`test_before_acquire`: a `ping`, one more
+/// round trip per statement) kept only for connections idle for [`TRUSTED_IDLE`] or longer,
+/// HikariCP's rule (its `aliveBypassWindowMs`, 500 ms by default). A connection used that
+/// recently is in use under load, where a round trip per statement costs most; one the server
+/// ended while it sat idle (a restart, a failover, an idle timeout) has sat there longer, and is
+/// still checked and replaced before a statement meets it. sqlx also pings every connection it
+/// takes back, which catches one broken during its statement.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+pub(crate) fn ping_when_idle<DB: sqlx::Database>(
+    options: sqlx::pool::PoolOptions<DB>,
+) -> sqlx::pool::PoolOptions<DB> {
+    options
+        .test_before_acquire(false)
+        .before_acquire(|conn, meta| {
+            Box::pin(async move {
+                if meta.idle_for >= TRUSTED_IDLE {
+                    sqlx::Connection::ping(conn).await?;
+                }
+                Ok(true)
+            })
+        })
+}
+
 /// Sends a statement (`send` builds and sends it anew on every call) and counts it. When the
 /// database rolled it back as a deadlock victim or serialization failure (`retryable`), it is
 /// sent again after a short, jittered backoff, up to [`STATEMENT_ATTEMPTS`] times; the last
