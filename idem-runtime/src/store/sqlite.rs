@@ -34,9 +34,13 @@
 //! concurrent requests spread over the pool, some slept while others kept taking the lock, and
 //! p99 went to 5-12x p50. A store opened by [`SqliteStore::open`], [`connect_with`] or
 //! [`connect_with_pool`] therefore sends its writes (claims, completions, releases, lease
-//! extensions, purges) through **one connection of its own**, a second pool of size 1 with the
-//! same options, where they queue in the order they come and never meet the busy handler
-//! within the process; reads (`get`, the owner of a record after a completion that matched
+//! extensions, purges) through **one connection of its own**, taken from a second pool of size 1
+//! with the same options and kept between writes, where they queue in the order they come and
+//! never meet the busy handler within the process. (Handed back to that pool between writes,
+//! the connection went through sqlx's check of a returned connection, a round trip to its
+//! thread that the next write waited for: kept, 1.12x / 1.23x the fresh requests per second at
+//! 1 / 4 connections, BENCHMARKS.md. A write that failed or was given up on still hands it back,
+//! and the check runs.) Reads (`get`, the owner of a record after a completion that matched
 //! nothing) and the checkpoints use the main pool, whose connections WAL lets read beside the
 //! writer (a replay's `SELECT` rides with its claim, below). Other processes sharing the
 //! file, and a caller's own transaction on [`pool`](SqliteStore::pool) (the atomic mode), still
@@ -495,7 +499,8 @@ impl SqliteStore {
             let rows = self
                 .core
                 .send(|| async {
-                    sqlx::query(CLAIM_AND_READ_SQL)
+                    let mut conn = self.core.write_conn().await?;
+                    let written = sqlx::query(CLAIM_AND_READ_SQL)
                         .bind(&req.key.hash()[..])
                         .bind(req.key.readable())
                         .bind(&hash)
@@ -503,8 +508,9 @@ impl SqliteStore {
                         .bind(now)
                         .bind(lease_ms)
                         .bind(ttl_ms)
-                        .fetch_all(self.core.writer()?)
-                        .await
+                        .fetch_all(&mut *conn)
+                        .await;
+                    conn.settle(written)
                 })
                 .await?;
             let Some(row) = rows.first() else {
@@ -547,11 +553,13 @@ impl SqliteStore {
         let done = self
             .core
             .send(|| async {
-                sqlx::query(PURGE_SQL)
+                let mut conn = self.core.write_conn().await?;
+                let written = sqlx::query(PURGE_SQL)
                     .bind(now)
                     .bind(i64::from(batch))
-                    .execute(self.core.writer()?)
-                    .await
+                    .execute(&mut *conn)
+                    .await;
+                conn.settle(written)
             })
             .await?;
         let deleted = done.rows_affected();
@@ -576,7 +584,9 @@ async fn checkpoint(core: &SqlCore<SqliteStore>) -> Result<(), sqlx::Error> {
     // (busy, frames in the log, frames copied); -1, -1 when the file is not in WAL mode.
     let (_, log, _): (i64, i64, i64) = sqlx::query_as(CHECKPOINT).fetch_one(&core.pool).await?;
     if log >= HOLD_WRITES_FROM {
-        sqlx::query(CHECKPOINT).execute(core.writer()?).await?;
+        let mut conn = core.write_conn().await?;
+        let written = sqlx::query(CHECKPOINT).execute(&mut *conn).await;
+        conn.settle(written)?;
     }
     Ok(())
 }

@@ -1029,6 +1029,49 @@ async fn sqlite_writes_have_a_connection_of_their_own() {
     }
 }
 
+/// The store keeps its writer connection between writes, and hands it back to its pool after a
+/// write it gave up on: a claim waiting for SQLite's write lock (held by another connection) is
+/// dropped mid-statement; once the lock is gone, the writes after it go through, and the
+/// dropped claim's statement, which the connection finished on its own, left a record that is
+/// answered as any other (in progress here, never a second fresh claim of the key).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_write_given_up_on_hands_the_writer_back() {
+    use sqlx::{Connection, Executor};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("given-up.db");
+    let store = sqlite_store(&path).await;
+    let warm = unique_key("given-up-warm");
+    assert!(matches!(
+        store.claim(&req(&warm, hash("a"))).await.unwrap(),
+        Claim::Acquired(_)
+    ));
+    let mut locker = sqlx::SqliteConnection::connect_with(&SqliteStore::options(&path))
+        .await
+        .unwrap();
+    locker.execute("BEGIN IMMEDIATE").await.unwrap();
+    let dropped = unique_key("given-up");
+    let gave_up = tokio::time::timeout(
+        Duration::from_millis(200),
+        store.claim(&req(&dropped, hash("a"))),
+    )
+    .await;
+    assert!(
+        gave_up.is_err(),
+        "the claim waited for the lock: {gave_up:?}"
+    );
+    locker.execute("ROLLBACK").await.unwrap();
+    for _ in 0..3 {
+        let key = unique_key("given-up-after");
+        let claimed =
+            tokio::time::timeout(Duration::from_secs(10), store.claim(&req(&key, hash("a"))))
+                .await
+                .expect("a write after the one given up on hung");
+        assert!(matches!(claimed, Ok(Claim::Acquired(_))), "{claimed:?}");
+    }
+    let again = store.claim(&req(&dropped, hash("a"))).await.unwrap();
+    assert!(matches!(again, Claim::InProgress { .. }), "{again:?}");
+}
+
 /// Writes that never pause still restart the WAL before SQLite's automatic checkpoint (raised
 /// to 2,000 pages on the store's writer connection) runs inside one of them: once the log
 /// holds 1,000 frames, the store's second checkpoint step, on the writer connection, copies what

@@ -102,25 +102,107 @@ pub(crate) trait SqlBackend: Sized + Send + Sync + 'static {
     fn retryable(err: &sqlx::Error) -> bool;
 }
 
-/// What every SQL store holds: the pool, the pool its writes go through, the clock override
-/// and the statement counter.
+/// What every SQL store holds: the pool, the connection its writes go through, the clock
+/// override and the statement counter.
 pub(crate) struct SqlCore<B: SqlBackend> {
     pub pool: Pool<B::Db>,
-    /// Where the store's writes go: `pool` itself, except on SQLite, whose writers are
+    /// Where the store's writes go: `pool` itself (`None`), except on SQLite, whose writers are
     /// serialized by the database anyway and queue better in one connection of their own
     /// (`store/sqlite.rs`, "One writer connection").
-    writer: Pool<B::Db>,
+    writer: Option<HeldWriter<B::Db>>,
     pub clock: Option<Arc<dyn Clock>>,
     pub statements: Arc<StatementCounter>,
 }
 
+/// The one connection of a pool of its own that every write goes through, taken from that pool
+/// once and kept between writes: writes queue for it in order (a fair lock), and none pays for
+/// the pool's hand-over. sqlx checks a connection it takes back (a `ping`, on SQLite a round
+/// trip to the connection's thread), and the next write could not start before that check
+/// ended. The connection goes back to its pool (and so through that check) only after a write
+/// that failed or was given up on (a dropped future), where the check is what makes it safe to
+/// reuse; the next write takes it again.
+struct HeldWriter<DB: Database> {
+    pool: Pool<DB>,
+    conn: Arc<tokio::sync::Mutex<Option<PoolConnection<DB>>>>,
+}
+
+impl<DB: Database> Clone for HeldWriter<DB> {
+    fn clone(&self) -> Self {
+        Self {
+            pool: self.pool.clone(),
+            conn: Arc::clone(&self.conn),
+        }
+    }
+}
+
+/// A connection for one write: one of the store's pool, or the held writer (see
+/// [`HeldWriter`]). Dereferences to the driver's connection. [`settle`](Self::settle) it with
+/// the write's result: the held writer is kept for the next write only after a write that
+/// succeeded.
+pub(crate) enum WriteConn<DB: Database> {
+    Pooled(PoolConnection<DB>),
+    Held {
+        guard: tokio::sync::OwnedMutexGuard<Option<PoolConnection<DB>>>,
+        keep: bool,
+    },
+}
+
+impl<DB: Database> WriteConn<DB> {
+    /// Passes `result` through, noting whether the write succeeded.
+    pub(crate) fn settle<T>(&mut self, result: Result<T, sqlx::Error>) -> Result<T, sqlx::Error> {
+        if let WriteConn::Held { keep, .. } = self {
+            *keep = result.is_ok();
+        }
+        result
+    }
+}
+
+impl<DB: Database> core::ops::Deref for WriteConn<DB> {
+    type Target = DB::Connection;
+
+    fn deref(&self) -> &DB::Connection {
+        match self {
+            WriteConn::Pooled(conn) => conn,
+            WriteConn::Held { guard, .. } => guard.as_ref().expect("held while the guard lives"),
+        }
+    }
+}
+
+impl<DB: Database> core::ops::DerefMut for WriteConn<DB> {
+    fn deref_mut(&mut self) -> &mut DB::Connection {
+        match self {
+            WriteConn::Pooled(conn) => conn,
+            WriteConn::Held { guard, .. } => guard.as_mut().expect("held while the guard lives"),
+        }
+    }
+}
+
+impl<DB: Database> Drop for WriteConn<DB> {
+    fn drop(&mut self) {
+        if let WriteConn::Held { guard, keep: false } = self {
+            // Back to its pool, which checks it (waiting for a statement given up on to end)
+            // before the next write takes it again.
+            drop(guard.take());
+        }
+    }
+}
+
 impl<B: SqlBackend> SqlCore<B> {
     pub(crate) fn new(pool: Pool<B::Db>) -> Self {
-        Self::with_writer(pool.clone(), pool)
+        Self::with_writes(pool, None)
     }
 
-    /// A core whose writes go through `writer` and whose reads through `pool`.
+    /// A core whose writes go through one connection taken from `writer` (see [`HeldWriter`])
+    /// and whose reads through `pool`.
     pub(crate) fn with_writer(pool: Pool<B::Db>, writer: Pool<B::Db>) -> Self {
+        let writer = HeldWriter {
+            pool: writer,
+            conn: Arc::new(tokio::sync::Mutex::new(None)),
+        };
+        Self::with_writes(pool, Some(writer))
+    }
+
+    fn with_writes(pool: Pool<B::Db>, writer: Option<HeldWriter<B::Db>>) -> Self {
         Self {
             pool,
             writer,
@@ -129,19 +211,21 @@ impl<B: SqlBackend> SqlCore<B> {
         }
     }
 
-    /// The pool for a write statement. Closing [`pool`](Self::pool) (what a user does to shut
-    /// the store down, or a test to take it away) closes the writes too: they fail as on a
-    /// closed pool.
-    pub(crate) fn writer(&self) -> Result<&Pool<B::Db>, sqlx::Error> {
+    /// A connection for a write statement: the held writer, or one of the pool. Closing
+    /// [`pool`](Self::pool) (what a user does to shut the store down, or a test to take it
+    /// away) closes the writes too: they fail as on a closed pool.
+    pub(crate) async fn write_conn(&self) -> Result<WriteConn<B::Db>, sqlx::Error> {
         if self.pool.is_closed() {
             return Err(sqlx::Error::PoolClosed);
         }
-        Ok(&self.writer)
-    }
-
-    /// A connection for a write statement, from [`writer`](Self::writer).
-    pub(crate) async fn write_conn(&self) -> Result<PoolConnection<B::Db>, sqlx::Error> {
-        self.writer()?.acquire().await
+        let Some(writer) = &self.writer else {
+            return Ok(WriteConn::Pooled(self.pool.acquire().await?));
+        };
+        let mut guard = Arc::clone(&writer.conn).lock_owned().await;
+        if guard.is_none() {
+            *guard = Some(writer.pool.acquire().await?);
+        }
+        Ok(WriteConn::Held { guard, keep: false })
     }
 
     /// The clock override bound into every statement: `NULL` (the server's clock decides)
@@ -195,7 +279,7 @@ impl<B: SqlBackend> fmt::Debug for SqlCore<B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SqlCore")
             .field("pool", &self.pool)
-            .field("writer", &self.writer)
+            .field("writer", &self.writer.as_ref().map(|w| &w.pool))
             .field("clock", &self.clock)
             .field("statements", &self.statements)
             .finish()

@@ -30,7 +30,8 @@ pub(crate) async fn complete<B: SqlBackend>(
     let done = core
         .send(|| async {
             let mut conn = core.write_conn().await?;
-            B::complete(&mut conn, lease, fence, completion, &headers, now).await
+            let written = B::complete(&mut conn, lease, fence, completion, &headers, now).await;
+            conn.settle(written)
         })
         .await?;
     if done == 1 {
@@ -89,7 +90,8 @@ pub(crate) async fn release<B: SqlBackend>(
     let rows = core
         .send(|| async {
             let mut conn = core.write_conn().await?;
-            B::release(&mut conn, lease, fence).await
+            let written = B::release(&mut conn, lease, fence).await;
+            conn.settle(written)
         })
         .await?;
     fenced_unless_one(rows, lease)
@@ -105,7 +107,8 @@ pub(crate) async fn abandon<B: SqlBackend>(
     let rows = core
         .send(|| async {
             let mut conn = core.write_conn().await?;
-            B::abandon(&mut conn, lease, fence, now).await
+            let written = B::abandon(&mut conn, lease, fence, now).await;
+            conn.settle(written)
         })
         .await?;
     fenced_unless_one(rows, lease)
@@ -125,7 +128,8 @@ pub(crate) async fn extend<B: SqlBackend>(
     let out = core
         .send(|| async {
             let mut conn = core.write_conn().await?;
-            B::extend(&mut conn, lease, fence, by_ms, now).await
+            let written = B::extend(&mut conn, lease, fence, by_ms, now).await;
+            conn.settle(written)
         })
         .await?;
     B::extended(out, lease, by)
