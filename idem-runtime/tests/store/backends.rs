@@ -1072,6 +1072,38 @@ async fn sqlite_write_given_up_on_hands_the_writer_back() {
     assert!(matches!(again, Claim::InProgress { .. }), "{again:?}");
 }
 
+/// A store that wrote (and so holds its writer connection) can be dropped after its runtime is
+/// gone, as a store kept beside a runtime it outlives is: no panic, and the file opens again.
+#[test]
+fn sqlite_store_outlives_its_runtime() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("outlives.db");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let store = runtime.block_on(async {
+        let store = sqlite_store(&path).await;
+        let key = unique_key("outlives");
+        let claimed = store.claim(&req(&key, hash("a"))).await.unwrap();
+        assert!(matches!(claimed, Claim::Acquired(_)), "{claimed:?}");
+        store
+    });
+    drop(runtime);
+    drop(store);
+    let again = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    again.block_on(async {
+        let store = sqlite_store(&path).await;
+        let key = unique_key("outlives-again");
+        let claimed = store.claim(&req(&key, hash("a"))).await.unwrap();
+        assert!(matches!(claimed, Claim::Acquired(_)), "{claimed:?}");
+    });
+}
+
 /// Writes that never pause still restart the WAL before SQLite's automatic checkpoint (raised
 /// to 2,000 pages on the store's writer connection) runs inside one of them: once the log
 /// holds 1,000 frames, the store's second checkpoint step, on the writer connection, copies what

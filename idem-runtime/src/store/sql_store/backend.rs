@@ -123,7 +123,31 @@ pub(crate) struct SqlCore<B: SqlBackend> {
 /// reuse; the next write takes it again.
 struct HeldWriter<DB: Database> {
     pool: Pool<DB>,
-    conn: Arc<tokio::sync::Mutex<Option<PoolConnection<DB>>>>,
+    conn: Arc<tokio::sync::Mutex<Held<DB>>>,
+}
+
+/// The held writer connection, when one is held; given back to its pool when dropped (the last
+/// clone of the store gone).
+pub(crate) struct Held<DB: Database>(Option<PoolConnection<DB>>);
+
+impl<DB: Database> Held<DB> {
+    /// Gives the connection back to its pool. sqlx hands a connection back in a task of its own
+    /// and panics without a tokio runtime to spawn it on: a store can outlive its runtime (kept
+    /// beside it, dropped after it), so outside one the connection is closed instead.
+    fn give_back(&mut self) {
+        let Some(conn) = self.0.take() else { return };
+        if tokio::runtime::Handle::try_current().is_ok() {
+            drop(conn);
+        } else {
+            drop(conn.detach());
+        }
+    }
+}
+
+impl<DB: Database> Drop for Held<DB> {
+    fn drop(&mut self) {
+        self.give_back();
+    }
 }
 
 impl<DB: Database> Clone for HeldWriter<DB> {
@@ -142,7 +166,7 @@ impl<DB: Database> Clone for HeldWriter<DB> {
 pub(crate) enum WriteConn<DB: Database> {
     Pooled(PoolConnection<DB>),
     Held {
-        guard: tokio::sync::OwnedMutexGuard<Option<PoolConnection<DB>>>,
+        guard: tokio::sync::OwnedMutexGuard<Held<DB>>,
         keep: bool,
     },
 }
@@ -163,7 +187,7 @@ impl<DB: Database> core::ops::Deref for WriteConn<DB> {
     fn deref(&self) -> &DB::Connection {
         match self {
             WriteConn::Pooled(conn) => conn,
-            WriteConn::Held { guard, .. } => guard.as_ref().expect("held while the guard lives"),
+            WriteConn::Held { guard, .. } => guard.0.as_ref().expect("held while the guard lives"),
         }
     }
 }
@@ -172,7 +196,7 @@ impl<DB: Database> core::ops::DerefMut for WriteConn<DB> {
     fn deref_mut(&mut self) -> &mut DB::Connection {
         match self {
             WriteConn::Pooled(conn) => conn,
-            WriteConn::Held { guard, .. } => guard.as_mut().expect("held while the guard lives"),
+            WriteConn::Held { guard, .. } => guard.0.as_mut().expect("held while the guard lives"),
         }
     }
 }
@@ -182,7 +206,7 @@ impl<DB: Database> Drop for WriteConn<DB> {
         if let WriteConn::Held { guard, keep: false } = self {
             // Back to its pool, which checks it (waiting for a statement given up on to end)
             // before the next write takes it again.
-            drop(guard.take());
+            guard.give_back();
         }
     }
 }
@@ -194,10 +218,11 @@ impl<B: SqlBackend> SqlCore<B> {
 
     /// A core whose writes go through one connection taken from `writer` (see [`HeldWriter`])
     /// and whose reads through `pool`.
+    #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
     pub(crate) fn with_writer(pool: Pool<B::Db>, writer: Pool<B::Db>) -> Self {
         let writer = HeldWriter {
             pool: writer,
-            conn: Arc::new(tokio::sync::Mutex::new(None)),
+            conn: Arc::new(tokio::sync::Mutex::new(Held(None))),
         };
         Self::with_writes(pool, Some(writer))
     }
@@ -222,8 +247,8 @@ impl<B: SqlBackend> SqlCore<B> {
             return Ok(WriteConn::Pooled(self.pool.acquire().await?));
         };
         let mut guard = Arc::clone(&writer.conn).lock_owned().await;
-        if guard.is_none() {
-            *guard = Some(writer.pool.acquire().await?);
+        if guard.0.is_none() {
+            guard.0 = Some(writer.pool.acquire().await?);
         }
         Ok(WriteConn::Held { guard, keep: false })
     }
