@@ -389,7 +389,7 @@ impl SqliteStore {
                         .pragma("wal_autocheckpoint", WRITER_AUTOCHECKPOINT),
                 )
         });
-        let pool = pool_options.connect_with(options).await.map_err(classify)?;
+        let pool = open_pool(pool_options, options).await?;
         Ok(match writer {
             Some(writer) => Self::with_core(SqlCore::with_writer(pool, writer)),
             None => Self::from_pool(pool),
@@ -704,15 +704,37 @@ fn read(row: &SqliteRow) -> Result<RawRecord, sqlx::Error> {
 
 /// SQLITE_BUSY (5) and SQLITE_LOCKED (6) with their extended codes are transient.
 fn classify(err: sqlx::Error) -> StoreError {
-    classify_sqlx(
-        err,
-        |db| {
-            db.code()
-                .and_then(|c| c.parse::<i32>().ok())
-                .is_some_and(|c| matches!(c & 0xff, 5 | 6))
-        },
-        |db| db.message().starts_with("no such table"),
-    )
+    classify_sqlx(err, locked, |db| db.message().starts_with("no such table"))
+}
+
+/// SQLITE_BUSY (5) or SQLITE_LOCKED (6), with their extended codes.
+fn locked(db: &dyn sqlx::error::DatabaseError) -> bool {
+    db.code()
+        .and_then(|c| c.parse::<i32>().ok())
+        .is_some_and(|c| matches!(c & 0xff, 5 | 6))
+}
+
+/// Connects `pool_options`' pool, its first connection opened again while SQLite answers
+/// `SQLITE_BUSY`, until the pool's acquire timeout. Several processes starting together on a
+/// new file: the first to open it turns it to WAL (`journal_mode`, set on every connection), a
+/// change that takes an exclusive lock without waiting in the busy handler, so another process
+/// opening the file at that moment met "database is locked" at once and did not start. Once the
+/// file is in WAL mode, opening it takes no such lock.
+async fn open_pool(
+    pool_options: SqlitePoolOptions,
+    options: SqliteConnectOptions,
+) -> Result<SqlitePool, StoreError> {
+    let deadline = std::time::Instant::now() + pool_options.get_acquire_timeout();
+    loop {
+        match pool_options.clone().connect_with(options.clone()).await {
+            Err(sqlx::Error::Database(db))
+                if locked(&*db) && std::time::Instant::now() < deadline =>
+            {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            pool => return pool.map_err(classify),
+        }
+    }
 }
 
 /// SQLite has no deadlocks to retry: writers queue for the database lock in the busy handler
