@@ -45,6 +45,9 @@ pub struct RecordRow {
     /// 0 processing, 1 completed, 2 failed-but-stored.
     pub state: i64,
     pub fence: i64,
+    /// Milliseconds since its current lease was claimed (`locked_at`), by the database's clock
+    /// when it was read.
+    pub lease_age_ms: i64,
 }
 
 /// A row of `payments`.
@@ -105,12 +108,14 @@ impl Database {
 
     /// Every idempotency record.
     pub async fn records(&self) -> Vec<RecordRow> {
-        type Row = (String, String, i64, i64);
+        type Row = (String, String, i64, i64, i64);
         let rows: Vec<Row> = match self.backend {
             Backend::Sqlite => {
                 let pool = sqlx::SqlitePool::connect(&self.url).await.unwrap();
                 let rows = sqlx::query_as(
-                    "SELECT idem_key, operation_id, state, fence FROM idem_idempotency_records",
+                    "SELECT idem_key, operation_id, state, fence, \
+                     CAST(round((julianday('now') - 2440587.5) * 86400000) AS INTEGER) - locked_at \
+                     FROM idem_idempotency_records",
                 )
                 .fetch_all(&pool)
                 .await
@@ -122,7 +127,8 @@ impl Database {
             Backend::Postgres => {
                 let pool = sqlx::PgPool::connect(&self.url).await.unwrap();
                 let rows = sqlx::query_as(
-                    "SELECT idem_key, operation_id, state::BIGINT, fence \
+                    "SELECT idem_key, operation_id, state::BIGINT, fence, \
+                     floor(extract(epoch FROM statement_timestamp()) * 1000)::bigint - locked_at \
                      FROM idem.idempotency_records",
                 )
                 .fetch_all(&pool)
@@ -135,7 +141,9 @@ impl Database {
             Backend::Mysql => {
                 let pool = sqlx::MySqlPool::connect(&self.url).await.unwrap();
                 let rows = sqlx::query_as(
-                    "SELECT idem_key, operation_id, CAST(state AS SIGNED), fence \
+                    "SELECT idem_key, operation_id, CAST(state AS SIGNED), fence, \
+                     CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01', UTC_TIMESTAMP(6)) DIV 1000 \
+                     AS SIGNED) - CAST(locked_at AS SIGNED) \
                      FROM idem_idempotency_records",
                 )
                 .fetch_all(&pool)
@@ -146,12 +154,15 @@ impl Database {
             }
         };
         rows.into_iter()
-            .map(|(key, operation_id, state, fence)| RecordRow {
-                client_key: key.rsplit(':').next().unwrap_or(&key).to_owned(),
-                operation_id,
-                state,
-                fence,
-            })
+            .map(
+                |(key, operation_id, state, fence, lease_age_ms)| RecordRow {
+                    client_key: key.rsplit(':').next().unwrap_or(&key).to_owned(),
+                    operation_id,
+                    state,
+                    fence,
+                    lease_age_ms,
+                },
+            )
             .collect()
     }
 

@@ -143,7 +143,14 @@ async fn once(db: &Database, fleet: &Fleet, wake: Wake) -> Option<String> {
     fleet.signal(0, "STOP");
     let frozen_at = Instant::now();
     let record = db.record(&key).await.unwrap();
-    if record.state != 0 || record.fence != 1 || !payments_of(db, &order).await.is_empty() {
+    // A's effect (its payment, then its completion, in one transaction) begins HANDLER_MS after
+    // its claim: uncommitted, neither shows in the checks below, and a completion begun holds the
+    // record's row, which the takeover would then wait for until A is thawed. A claim this young
+    // when read after the freeze proves the freeze came first, however late this test saw the
+    // claim on a loaded machine.
+    let young = record.lease_age_ms < HANDLER_MS as i64 - 500;
+    if record.state != 0 || record.fence != 1 || !young || !payments_of(db, &order).await.is_empty()
+    {
         fleet.signal(0, "CONT");
         let _ = a_client.await;
         report(&format!(
@@ -175,7 +182,10 @@ async fn once(db: &Database, fleet: &Fleet, wake: Wake) -> Option<String> {
             })
             .await;
             fleet.signal(1, "STOP");
-            if !payments_of(db, &order).await.is_empty() {
+            // As for A: B's takeover read young after the freeze proves B had not begun its effect.
+            let taken = db.record(&key).await.unwrap();
+            let young = taken.lease_age_ms < HANDLER_MS as i64 - 500;
+            if !young || !payments_of(db, &order).await.is_empty() {
                 fleet.signal(1, "CONT");
                 fleet.signal(0, "CONT");
                 let _ = (a_client.await, b_client.await);
