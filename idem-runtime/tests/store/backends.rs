@@ -1029,11 +1029,12 @@ async fn sqlite_writes_have_a_connection_of_their_own() {
     }
 }
 
-/// The store keeps its writer connection between writes, and hands it back to its pool after a
-/// write it gave up on: a claim waiting for SQLite's write lock (held by another connection) is
-/// dropped mid-statement; once the lock is gone, the writes after it go through, and the
-/// dropped claim's statement, which the connection finished on its own, left a record that is
-/// answered as any other (in progress here, never a second fresh claim of the key).
+/// A write given up on does not wedge the kept writer connection: a claim waiting for SQLite's
+/// write lock (held by another connection) is dropped mid-statement (the store then hands the
+/// connection back to its pool, which the test cannot see); once the lock is gone, the writes
+/// after it go through, and the dropped claim's statement, which the connection finished on its
+/// own, left a record that is answered as any other (in progress here, never a second fresh
+/// claim of the key).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_write_given_up_on_hands_the_writer_back() {
     use sqlx::{Connection, Executor};
