@@ -146,9 +146,19 @@ const ER_PARSE_ERROR: u16 = 1064;
 /// parameters are positional, so each occurrence binds it again.
 macro_rules! now {
     () => {
-        "COALESCE(?, TIMESTAMPDIFF(MICROSECOND, '1970-01-01', UTC_TIMESTAMP(6)) DIV 1000)"
+        concat!("COALESCE(?, ", db_now!(), ")")
     };
 }
+
+macro_rules! db_now {
+    () => {
+        "TIMESTAMPDIFF(MICROSECOND, '1970-01-01', UTC_TIMESTAMP(6)) DIV 1000"
+    };
+}
+
+/// The SQL expression the store reads the time from: milliseconds since the Unix epoch by the
+/// database's clock (`UTC_TIMESTAMP(6)`), for tools that query the table beside the store.
+pub const NOW_MS_SQL: &str = db_now!();
 
 /// The text of [`INSERT_SQL`], which [`CLAIM_RETURNING_SQL`] begins with too.
 macro_rules! insert_claim {

@@ -95,13 +95,19 @@ const MIGRATION_LOCK: i64 = 0x6964_656d;
 /// unless `with_clock` set one (tests).
 macro_rules! now {
     ($n:literal) => {
-        concat!(
-            "COALESCE($",
-            $n,
-            "::bigint, floor(extract(epoch FROM statement_timestamp()) * 1000)::bigint)"
-        )
+        concat!("COALESCE($", $n, "::bigint, ", db_now!(), ")")
     };
 }
+
+macro_rules! db_now {
+    () => {
+        "floor(extract(epoch FROM statement_timestamp()) * 1000)::bigint"
+    };
+}
+
+/// The SQL expression the store reads the time from: milliseconds since the Unix epoch by the
+/// database's clock (`statement_timestamp()`), for tools that query the table beside the store.
+pub const NOW_MS_SQL: &str = db_now!();
 
 /// The claim (S13, S14): insert, or return the existing row from the statement's snapshot.
 /// `$5` is the clock override, `$6` the lease and `$7` the TTL in ms; every column that holds a

@@ -107,13 +107,19 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/sqlite");
 /// unless `with_clock` set one (tests).
 macro_rules! now {
     ($n:literal) => {
-        concat!(
-            "COALESCE(?",
-            $n,
-            ", CAST(round((julianday('now') - 2440587.5) * 86400000) AS INTEGER))"
-        )
+        concat!("COALESCE(?", $n, ", ", db_now!(), ")")
     };
 }
+
+macro_rules! db_now {
+    () => {
+        "CAST(round((julianday('now') - 2440587.5) * 86400000) AS INTEGER)"
+    };
+}
+
+/// The SQL expression the store reads the time from: milliseconds since the Unix epoch by
+/// SQLite's clock, for tools that query the table beside the store.
+pub const NOW_MS_SQL: &str = db_now!();
 
 /// The text of [`CLAIM_SQL`], which [`CLAIM_AND_READ_SQL`] begins with too.
 macro_rules! claim_upsert {
