@@ -13,9 +13,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::time::Instant;
 
 use super::error::IdempotencyError;
-use super::front::{Answer, Atomic, ClaimSettings, Front, Settlement, answer, bounded};
+use super::front::{Answer, ClaimSettings, Front, Settlement, answer, bounded};
 use super::operation::{OperationId, with_operation};
 use super::replay_cache::ReplayCache;
+use crate::store::atomic::Atomic;
 use crate::store::{
     Claim, Completion, DEFAULT_RETRY_AFTER, Lease, Outcome, RecordState, Store, StoreError,
     is_aborted_transaction,

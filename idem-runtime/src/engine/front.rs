@@ -3,7 +3,6 @@
 //! [`ClaimSettings`] of a claim, the [`Answer`] to a claim not won, and [`bounded`] store calls.
 //! Below both, so that the flow may own attempts without an attempt importing the flow.
 
-use core::fmt;
 use core::future::Future;
 use core::time::Duration;
 use std::sync::Arc;
@@ -12,9 +11,8 @@ use super::config::HandlerConfig;
 use super::error::IdempotencyError;
 use super::policy::Disposition;
 use crate::fingerprint::RequestHash;
-use crate::store::{
-    BoxFuture, Claim, Completion, DEFAULT_RETRY_AFTER, Lease, Record, Store, StoreError,
-};
+use crate::store::atomic::Atomic;
+use crate::store::{Claim, Completion, DEFAULT_RETRY_AFTER, Record, StoreError};
 
 /// The durations and failure mode of one claim: the part of a [`HandlerConfig`] (or of the tower
 /// layer's configuration) the flow reads.
@@ -91,26 +89,6 @@ pub(crate) trait Front: Send {
     fn atomic(&self) -> Option<Arc<dyn Atomic>> {
         None
     }
-}
-
-/// What the engine does with the transaction of an atomic handler (`store::Tx`, implemented
-/// by `store::atomic::AtomicHook`); object-safe, so that the engine is not generic over the
-/// store.
-pub(crate) trait Atomic: Send + Sync + fmt::Debug {
-    /// Begins the transaction on `store` and hands it to the handler.
-    fn begin<'a>(&'a self, store: &'a dyn Store) -> BoxFuture<'a, Result<(), StoreError>>;
-
-    /// Writes `completion` in the handler's transaction and commits both. The transaction is
-    /// gone afterwards, committed or rolled back.
-    fn commit<'a>(
-        &'a self,
-        store: &'a dyn Store,
-        lease: &'a Lease,
-        completion: &'a Completion,
-    ) -> BoxFuture<'a, Result<(), StoreError>>;
-
-    /// Rolls the transaction back, if the handler did not keep it.
-    fn rollback(&self) -> BoxFuture<'_, ()>;
 }
 
 /// What a request that did not win the claim is answered.

@@ -41,7 +41,6 @@
 //! # }).unwrap();
 //! ```
 
-#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 pub(crate) mod atomic;
 mod clock;
 mod error;
@@ -78,8 +77,6 @@ mod sweeper;
     doc(cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite")))
 )]
 pub use atomic::{AnySql, SqlTx, Tx, TxStore};
-#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
-pub use atomic::{AtomicMode, TxParam, TxSlot, take_tx, tx_slot};
 pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
 pub(crate) use error::is_aborted_transaction;
 pub use error::{BoxError, DEFAULT_RETRY_AFTER, StoreError};

@@ -1,32 +1,4 @@
-//! The atomic mode: the handler's business writes and its stored result in **one** transaction
-//! on the store's own database ([`Tx`]).
-//!
-//! Without it, the business write and the completion are two commits: a crash between them
-//! leaves an effect without a stored result, and the retry finds the effect again through the
-//! operation id (S22, S23). When the business tables live in the store's database, the two can
-//! commit together instead, and the stored response then exists if and only if the effect does:
-//!
-//! 1. the key is claimed (a claim commits at once, as always);
-//! 2. a transaction begins on the store's pool, inside the lease;
-//! 3. the handler runs with it as its [`Tx`] parameter and writes its rows in it;
-//! 4. idem writes the completion in that transaction — the same fenced `UPDATE` as
-//!    [`Store::complete`], so an attempt whose lease was taken over matches no row — and commits.
-//!
-//! If the handler fails without a result to store, panics, times out or is cancelled, or the
-//! process dies, the transaction rolls back: neither the rows nor the completion exist, the record
-//! keeps its operation id, and the retry runs the handler again. A completion that cannot be
-//! written or committed (fenced out, the connection lost, a deadlock) rolls everything back
-//! too; the client is answered what a retry would see (the other attempt's result, `409`) or
-//! `503` + `Retry-After`, never the response of rows that were not committed.
-//!
-//! `#[idempotent(transaction = tx)]` (in the `idem` crate) names the handler's [`Tx`]
-//! parameter, as in `mut tx: Tx<PostgresStore>`; the handler writes through `&mut *tx`. The
-//! README of `idem` and `examples/payments` show it whole.
-//!
-//! Choose it when every effect of the handler is a write in the store's database. When the
-//! handler calls other systems (a payment processor, a queue, another service), those effects
-//! cannot roll back with the transaction: use the default two-commit mode and key each effect on
-//! the [operation id](crate::engine::operation_id), which stays the same across retries.
+//! [`Tx`] and the stores it can be opened on: the SQL half of the atomic mode.
 
 use core::any::Any;
 use core::fmt;
@@ -34,17 +6,16 @@ use core::marker::PhantomData;
 use core::ops::{Deref, DerefMut};
 use std::sync::{Arc, Mutex};
 
-use super::error::StoreError;
-use super::interface::{BoxFuture, Completion, Lease, Store};
-use crate::engine::Atomic;
+use super::Atomic;
+use crate::store::{BoxFuture, Completion, Lease, Store, StoreError};
 
 mod sealed {
     pub trait Sealed {}
 }
 
 /// A store whose records can be completed inside the handler's own transaction: the atomic
-/// mode's [`Tx`] parameter names one. [`PostgresStore`](super::PostgresStore),
-/// [`MySqlStore`](super::MySqlStore) and [`SqliteStore`](super::SqliteStore) are, and so is
+/// mode's [`Tx`] parameter names one. [`PostgresStore`](crate::store::PostgresStore),
+/// [`MySqlStore`](crate::store::MySqlStore) and [`SqliteStore`](crate::store::SqliteStore) are, and so is
 /// [`AnySql`] (whichever of the three the handle holds). Sealed: its methods are idem's.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot store a result inside the handler's transaction",
@@ -125,9 +96,9 @@ macro_rules! tx_store {
 
             fn __begin(store: &dyn Store) -> BoxFuture<'_, Result<Self::Transaction, StoreError>> {
                 Box::pin(async move {
-                    super::sql_store::begin(downcast::<$store>(store)?.pool())
+                    crate::store::sql_store::begin(downcast::<$store>(store)?.pool())
                         .await
-                        .map_err(<$store as super::sql_store::SqlBackend>::classify)
+                        .map_err(<$store as crate::store::sql_store::SqlBackend>::classify)
                 })
             }
 
@@ -148,7 +119,7 @@ macro_rules! tx_store {
                 Box::pin(async move {
                     tx.commit()
                         .await
-                        .map_err(<$store as super::sql_store::SqlBackend>::classify)
+                        .map_err(<$store as crate::store::sql_store::SqlBackend>::classify)
                 })
             }
 
@@ -164,9 +135,13 @@ macro_rules! tx_store {
 }
 
 #[cfg(feature = "postgres")]
-tx_store!(super::PostgresStore, sqlx::Postgres, sqlx::PgConnection);
+tx_store!(
+    crate::store::PostgresStore,
+    sqlx::Postgres,
+    sqlx::PgConnection
+);
 #[cfg(feature = "mysql")]
-tx_store!(super::MySqlStore, sqlx::MySql, sqlx::MySqlConnection);
+tx_store!(crate::store::MySqlStore, sqlx::MySql, sqlx::MySqlConnection);
 // A deferred `BEGIN`: SQLite's write lock, which every other write of the database (claims of
 // any key included) waits for, is taken at the handler's first write and held until the commit,
 // not for the whole handler. `BEGIN IMMEDIATE` made a duplicate of a slow request wait for it
@@ -174,7 +149,11 @@ tx_store!(super::MySqlStore, sqlx::MySql, sqlx::MySqlConnection);
 // write gets `SQLITE_BUSY` when another write committed in between (WAL snapshots cannot be
 // upgraded), which it answers like any database error; the retry runs again.
 #[cfg(feature = "sqlite")]
-tx_store!(super::SqliteStore, sqlx::Sqlite, sqlx::SqliteConnection);
+tx_store!(
+    crate::store::SqliteStore,
+    sqlx::Sqlite,
+    sqlx::SqliteConnection
+);
 
 /// [`TxStore`] for whichever SQL store the handle holds, decided per request: a handler with a
 /// `Tx<AnySql>` parameter runs on PostgreSQL, MariaDB/MySQL or SQLite, and matches on
@@ -185,13 +164,13 @@ pub struct AnySql;
 /// The transaction of a `Tx<AnySql>`: one variant per SQL store compiled in.
 #[non_exhaustive]
 pub enum SqlTx {
-    /// A [`PostgresStore`](super::PostgresStore)'s transaction.
+    /// A [`PostgresStore`](crate::store::PostgresStore)'s transaction.
     #[cfg(feature = "postgres")]
     Postgres(sqlx::Transaction<'static, sqlx::Postgres>),
-    /// A [`MySqlStore`](super::MySqlStore)'s transaction.
+    /// A [`MySqlStore`](crate::store::MySqlStore)'s transaction.
     #[cfg(feature = "mysql")]
     MySql(sqlx::Transaction<'static, sqlx::MySql>),
-    /// A [`SqliteStore`](super::SqliteStore)'s transaction.
+    /// A [`SqliteStore`](crate::store::SqliteStore)'s transaction.
     #[cfg(feature = "sqlite")]
     Sqlite(sqlx::Transaction<'static, sqlx::Sqlite>),
 }
@@ -219,17 +198,17 @@ macro_rules! each_sql_tx {
         match $any {
             #[cfg(feature = "postgres")]
             SqlTx::Postgres($tx) => {
-                type $store = super::PostgresStore;
+                type $store = crate::store::PostgresStore;
                 $body
             }
             #[cfg(feature = "mysql")]
             SqlTx::MySql($tx) => {
-                type $store = super::MySqlStore;
+                type $store = crate::store::MySqlStore;
                 $body
             }
             #[cfg(feature = "sqlite")]
             SqlTx::Sqlite($tx) => {
-                type $store = super::SqliteStore;
+                type $store = crate::store::SqliteStore;
                 $body
             }
         }
@@ -252,20 +231,20 @@ impl TxStore for AnySql {
         Box::pin(async move {
             let any = store as &dyn Any;
             #[cfg(feature = "postgres")]
-            if any.is::<super::PostgresStore>() {
-                return <super::PostgresStore as TxStore>::__begin(store)
+            if any.is::<crate::store::PostgresStore>() {
+                return <crate::store::PostgresStore as TxStore>::__begin(store)
                     .await
                     .map(SqlTx::Postgres);
             }
             #[cfg(feature = "mysql")]
-            if any.is::<super::MySqlStore>() {
-                return <super::MySqlStore as TxStore>::__begin(store)
+            if any.is::<crate::store::MySqlStore>() {
+                return <crate::store::MySqlStore as TxStore>::__begin(store)
                     .await
                     .map(SqlTx::MySql);
             }
             #[cfg(feature = "sqlite")]
-            if any.is::<super::SqliteStore>() {
-                return <super::SqliteStore as TxStore>::__begin(store)
+            if any.is::<crate::store::SqliteStore>() {
+                return <crate::store::SqliteStore as TxStore>::__begin(store)
                     .await
                     .map(SqlTx::Sqlite);
             }
@@ -316,8 +295,8 @@ fn lock<T>(slot: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// once the handler returns. There is no `commit`: the result commits with the rows or neither
 /// does. If the handler fails, panics, times out or is cancelled, the transaction rolls back.
 ///
-/// `S` is the handle's store ([`PostgresStore`](super::PostgresStore),
-/// [`MySqlStore`](super::MySqlStore), [`SqliteStore`](super::SqliteStore)), or [`AnySql`] for
+/// `S` is the handle's store ([`PostgresStore`](crate::store::PostgresStore),
+/// [`MySqlStore`](crate::store::MySqlStore), [`SqliteStore`](crate::store::SqliteStore)), or [`AnySql`] for
 /// a handler that runs on any of them. Keep the transaction in the handler: one that outlives it
 /// (moved into a spawned task) is rolled back, and the request is answered `503`.
 ///
@@ -418,13 +397,6 @@ pub fn tx_slot<T: TxParam>() -> (TxSlot<T::Store>, AtomicMode) {
 /// The engine's side of one request's transaction, whatever its store (generated code only).
 #[doc(hidden)]
 #[derive(Debug, Clone)]
-#[cfg_attr(
-    not(feature = "axum"),
-    allow(
-        dead_code,
-        reason = "read by the HTTP engine (`http::run`), behind `axum`"
-    )
-)]
 pub struct AtomicMode(pub(crate) Arc<dyn Atomic>);
 
 /// The handler's `T`, from the slot the engine began the transaction into (generated code only).
