@@ -72,21 +72,18 @@ pub fn enum_spec<const N: usize>(variants: [(&str, Option<ValueSpec>); N]) -> Va
 // ---- `#[idempotent]` (docs/design/idempotent-interface.md) ----
 pub use core::time::Duration;
 
+#[cfg(feature = "axum")]
+pub use crate::engine::call::{Call, Latest, Mode, Stored};
 pub use crate::engine::{
     AsIdem, Contract, HandlerConfig, Idem, IdempotencyError, Snapshot, run_once,
 };
 #[cfg(feature = "axum")]
-pub use crate::http::run::{run, run_latest};
-#[cfg(all(
-    feature = "axum",
-    any(feature = "postgres", feature = "mysql", feature = "sqlite")
-))]
-pub use crate::http::run::{run_atomic, run_latest_atomic};
+pub use crate::http::run::{Replayer, run};
 #[cfg(feature = "axum")]
 pub use crate::http::{IdemContext, IntoSnapshot, KeySource};
 pub use crate::key::{ScopePart, write_scope_part};
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
-pub use crate::store::{take_tx, tx_slot};
+pub use crate::store::atomic::{AtomicMode, TxParam, TxSlot, take_tx, tx_slot};
 #[cfg(feature = "axum")]
 pub use axum;
 #[cfg(feature = "axum")]

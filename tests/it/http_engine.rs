@@ -1,5 +1,5 @@
 //! The HTTP engine end to end: an axum `Router` in process (`tower::ServiceExt::oneshot`) whose
-//! handlers call `idem::__private::run` / `run_latest` by hand, exactly as `#[idempotent]` generates
+//! handlers call `idem::__private::run` by hand, exactly as `#[idempotent]` generates
 //! them, over real stores: memory, SQLite (a file in a temporary directory), PostgreSQL and
 //! MariaDB (when `IDEM_TEST_POSTGRES_URL` / `IDEM_TEST_MYSQL_URL` are set; `scripts/test` starts
 //! the servers; under `CI=true` they must be).
@@ -19,7 +19,7 @@ use axum::response::Response;
 use axum::routing::post;
 use axum::{Json as AxumJson, Router};
 use http_body_util::BodyExt;
-use idem::__private::{run, run_latest};
+use idem::__private::{Call, Mode, run};
 use idem::http::{IdemContext, Json, KeySource};
 use idem::key::{ScopePart, scoped_key};
 use idem::store::{Claim, ClaimRequest, ManualClock, MemoryStore, SqliteStore, Store};
@@ -233,15 +233,13 @@ async fn create_payment_with(
         String::new()
     };
     let scope: &[&dyn ScopePart] = if by_tenant { &[&tenant] } else { &[] };
-    run(
-        cx,
-        cfg,
-        KeySource::Header("Idempotency-Key"),
+    let call = Call {
+        config: cfg,
+        key: KeySource::Header("Idempotency-Key"),
         scope,
         hash,
-        payment(app, req),
-    )
-    .await
+    };
+    run(cx, call, Mode::stored(), payment(app, req)).await
 }
 
 async fn create_payment(
@@ -322,27 +320,25 @@ async fn place_order(
             order.map(AxumJson).ok_or(StatusCode::NOT_FOUND)
         }
     };
-    run_latest(
-        cx,
-        &PLACE,
-        KeySource::Header("Idempotency-Key"),
-        &[],
+    let call = Call {
+        config: &PLACE,
+        key: KeySource::Header("Idempotency-Key"),
+        scope: &[],
         hash,
-        async move {
-            app.hits.fetch_add(1, Ordering::SeqCst);
-            let order = Order {
-                order_no: unique("ord"),
-                sku: req.sku,
-                status: "placed".into(),
-            };
-            app.orders
-                .lock()
-                .unwrap()
-                .insert(order.order_no.clone(), order.clone());
-            (StatusCode::CREATED, AxumJson(order))
-        },
-        lookup,
-    )
+    };
+    run(cx, call, Mode::latest(lookup), async move {
+        app.hits.fetch_add(1, Ordering::SeqCst);
+        let order = Order {
+            order_no: unique("ord"),
+            sku: req.sku,
+            status: "placed".into(),
+        };
+        app.orders
+            .lock()
+            .unwrap()
+            .insert(order.order_no.clone(), order.clone());
+        (StatusCode::CREATED, AxumJson(order))
+    })
     .await
 }
 
@@ -376,24 +372,23 @@ async fn create_refund(
     Json(req): Json<CreateRefund>,
 ) -> Response {
     let hash = req.fingerprint();
-    run(
-        cx,
-        &REFUND,
-        KeySource::Header("Idempotency-Key"),
-        &[],
+    let call = Call {
+        config: &REFUND,
+        key: KeySource::Header("Idempotency-Key"),
+        scope: &[],
         hash,
-        async move {
-            app.hits.fetch_add(1, Ordering::SeqCst);
-            (
-                StatusCode::CREATED,
-                Json(Refund {
-                    refund_id: "re_1".into(),
-                    payment: req.payment,
-                    note: "full refund",
-                }),
-            )
-        },
-    )
+    };
+    run(cx, call, Mode::stored(), async move {
+        app.hits.fetch_add(1, Ordering::SeqCst);
+        (
+            StatusCode::CREATED,
+            Json(Refund {
+                refund_id: "re_1".into(),
+                payment: req.payment,
+                note: "full refund",
+            }),
+        )
+    })
     .await
 }
 
@@ -420,21 +415,20 @@ static REPORT: HandlerConfig = HandlerConfig::new("tests::report").max_snapshot_
 
 async fn create_report(cx: IdemContext, State(app): State<App>) -> Response {
     let hash = RequestHash::of_bytes(b"{}");
-    run(
-        cx,
-        &REPORT,
-        KeySource::Header("Idempotency-Key"),
-        &[],
+    let call = Call {
+        config: &REPORT,
+        key: KeySource::Header("Idempotency-Key"),
+        scope: &[],
         hash,
-        async move {
-            app.hits.fetch_add(1, Ordering::SeqCst);
-            AxumJson(Report {
-                report_no: "rep_7".into(),
-                status: "ready".into(),
-                rows: (0..200).map(|i| format!("row number {i}")).collect(),
-            })
-        },
-    )
+    };
+    run(cx, call, Mode::stored(), async move {
+        app.hits.fetch_add(1, Ordering::SeqCst);
+        AxumJson(Report {
+            report_no: "rep_7".into(),
+            status: "ready".into(),
+            rows: (0..200).map(|i| format!("row number {i}")).collect(),
+        })
+    })
     .await
 }
 
@@ -1187,24 +1181,23 @@ async fn the_handler_future_is_send() {
         .into_parts();
     let cx = IdemContext::new(Idem::new(MemoryStore::new()), &parts);
     let scope = String::from("acme");
-    let fut = run(
-        cx,
-        &CREATE,
-        KeySource::Header("idempotency-key"),
-        &[&scope],
-        RequestHash::of_bytes(b"{}"),
-        async {
-            (
-                StatusCode::CREATED,
-                AxumJson(Payment {
-                    id: "p".into(),
-                    amount: 1,
-                    currency: "EUR".into(),
-                    operation_id: String::new(),
-                }),
-            )
-        },
-    );
+    let call = Call {
+        config: &CREATE,
+        key: KeySource::Header("idempotency-key"),
+        scope: &[&scope],
+        hash: RequestHash::of_bytes(b"{}"),
+    };
+    let fut = run(cx, call, Mode::stored(), async {
+        (
+            StatusCode::CREATED,
+            AxumJson(Payment {
+                id: "p".into(),
+                amount: 1,
+                currency: "EUR".into(),
+                operation_id: String::new(),
+            }),
+        )
+    });
     drop(scope); // the future does not borrow the scope
     assert_send(&fut);
     assert_eq!(fut.await.status(), StatusCode::CREATED);

@@ -47,38 +47,32 @@ pub(crate) fn expand(plan: &Plan<'_>) -> TokenStream {
             sig.inputs
                 .insert(0, syn::parse_quote!(__idem_cx: #pv::IdemContext));
             sig.output = syn::parse_quote_spanned!(ret_span=> -> #pv::Response);
-            let atomic = plan.transaction.is_some();
-            let (run, lookup_prelude, lookup_arg) = match (plan.contract, plan.lookup) {
+            let (lookup_prelude, mode) = match (plan.contract, plan.lookup) {
                 (Contract::LatestState, Some(lookup)) => (
-                    if atomic {
-                        quote!(#pv::run_latest_atomic::<#ret_ty, _, _, _, _>)
-                    } else {
-                        quote!(#pv::run_latest::<#ret_ty, _, _, _, _>)
-                    },
                     quote_spanned!(lookup.span()=> let __idem_lookup = #lookup;),
-                    quote!(, __idem_lookup),
+                    quote!(#pv::Mode::latest(__idem_lookup)),
                 ),
-                _ if atomic => (quote!(#pv::run_atomic::<#ret_ty, _>), quote!(), quote!()),
-                _ => (quote!(#pv::run::<#ret_ty, _>), quote!(), quote!()),
+                _ => (quote!(), quote!(#pv::Mode::stored())),
             };
-            let hook_arg = if atomic {
-                quote!(__idem_tx_hook,)
+            let mode = if plan.transaction.is_some() {
+                quote!(#mode.atomic(__idem_tx_hook))
             } else {
-                quote!()
+                mode
             };
             // Spanned on the return type: an `IntoSnapshot` it lacks is reported there.
-            let run = respan(run, ret_span);
+            let run = respan(quote!(#pv::run::<#ret_ty, _, _>), ret_span);
             let call = at_return_type(
                 ret_span,
                 quote! {
                     __idem_cx,
-                    &__IDEM_CONFIG,
-                    #key_arg,
-                    #scope_arg,
-                    __idem_hash,
-                    #hook_arg
+                    #pv::Call {
+                        config: &__IDEM_CONFIG,
+                        key: #key_arg,
+                        scope: #scope_arg,
+                        hash: __idem_hash,
+                    },
+                    #mode,
                     #body
-                    #lookup_arg
                 },
             );
             quote! {

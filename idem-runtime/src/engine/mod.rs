@@ -67,6 +67,9 @@
 //! [`RequestHash`]: crate::RequestHash
 
 mod attempt;
+// What every front of generated code takes; the axum front is the only one so far.
+#[cfg(feature = "axum")]
+pub(crate) mod call;
 mod config;
 mod contract;
 mod error;
@@ -87,8 +90,6 @@ pub use contract::Contract;
 pub use error::IdempotencyError;
 #[cfg(feature = "axum")]
 pub(crate) use flow::execute;
-#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
-pub(crate) use front::Atomic;
 #[cfg(feature = "axum")]
 pub(crate) use front::{ClaimSettings, Front, Settlement};
 pub use once::run_once;

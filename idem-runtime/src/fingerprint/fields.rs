@@ -17,14 +17,6 @@ use crate::request::ValueSpec;
 /// Implemented for `f32`, `f64`, and `Option`, `Vec`, slices, arrays, references and boxes of
 /// them.
 ///
-/// ```
-/// use idem_runtime::__private::FloatField;
-/// use idem_runtime::CanonicalWriter;
-/// let mut out = Vec::new();
-/// FloatField::write_float(&vec![1.5_f64, 100.0, f64::NAN], &mut CanonicalWriter::new(&mut out));
-/// assert_eq!(out, b"[1.5,100,null]");
-/// assert!(FloatField::is_null(&f64::INFINITY));
-/// ```
 #[diagnostic::on_unimplemented(
     message = "`#[fingerprint(float)]` does not apply to `{Self}`",
     label = "not a binary float field",
@@ -166,14 +158,6 @@ impl<F: FloatField + ?Sized> FloatField for Box<F> {
 /// Implemented for `Vec<u8>`, `[u8]`, `[u8; N]`, `Box<[u8]>`, `Cow<[u8]>`, references to them and
 /// `Option` of them.
 ///
-/// ```
-/// use idem_runtime::__private::Base64Field;
-/// use idem_runtime::CanonicalWriter;
-/// let mut out = Vec::new();
-/// Base64Field::write_base64(&b"hi!?".to_vec(), &mut CanonicalWriter::new(&mut out));
-/// assert_eq!(out, br#""aGkhPw==""#);
-/// assert!(Base64Field::is_null(&None::<Vec<u8>>));
-/// ```
 #[diagnostic::on_unimplemented(
     message = "`#[fingerprint(base64)]` does not apply to `{Self}`",
     label = "not a byte buffer",
