@@ -81,8 +81,8 @@ pub use atomic::{AnySql, SqlTx, Tx, TxStore};
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 pub use atomic::{AtomicMode, TxParam, TxSlot, take_tx, tx_slot};
 pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
-pub(crate) use error::is_aborted_transaction;
 pub use error::{BoxError, DEFAULT_RETRY_AFTER, StoreError};
+pub(crate) use error::{Chain, is_aborted_transaction};
 pub use interface::{
     BoxFuture, Claim, ClaimRequest, Completion, Lease, Outcome, Record, RecordState, Store,
 };
