@@ -3,69 +3,131 @@
 //!
 //! What the `Store` trait offers (`migrate`, `purge_expired`) goes through it; what it lacks
 //! (reading a record by its key hash, statistics, operator actions) is static SQL here, one
-//! statement per backend, with bind parameters only. Every "now" is the database's clock, as in
-//! the stores.
+//! statement per backend, with bind parameters only. Every "now" is the database's clock, the
+//! stores' own expression (`NOW_MS_SQL`).
 
+use std::borrow::Cow;
+use std::fmt;
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
+use std::sync::LazyLock;
 
 use clap::{Arg, ArgAction, ArgMatches, Command};
 use idem::key::ScopedKey;
-use idem::store::{MySqlStore, PostgresStore, SqliteStore, Store};
+use idem::store::{MySqlStore, PostgresStore, SqliteStore, Store, mysql, postgres, sqlite};
+use serde::{Serialize, Serializer};
 use sqlx::{MySqlPool, PgPool, Row, SqlitePool};
 
 type Error = Box<dyn std::error::Error>;
 
-/// "Now" in ms since the Unix epoch by each database's clock (the stores' own expressions).
-macro_rules! pg_now {
-    () => {
-        "floor(extract(epoch FROM statement_timestamp()) * 1000)::bigint"
-    };
-}
-macro_rules! my_now {
-    () => {
-        "CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01', UTC_TIMESTAMP(6)) DIV 1000 AS SIGNED)"
-    };
-}
-macro_rules! lite_now {
-    () => {
-        "CAST(round((julianday('now') - 2440587.5) * 86400000) AS INTEGER)"
-    };
+/// The statements of one backend that read the database's clock, written with `{now}` where
+/// its "now" goes (ms since the Unix epoch).
+struct Templates {
+    /// One record, every column cast to the same Rust types on the three backends.
+    inspect: &'static str,
+    /// The records `purge` would delete now.
+    expired: &'static str,
+    /// The oldest live processing record: its key hash, when its lease was taken, and now.
+    oldest: &'static str,
+    /// Live records expiring within the next hour and the next day.
+    expiring: &'static str,
+    /// See [`Action::Release`].
+    release: &'static str,
+    /// See [`Action::Expire`].
+    expire: &'static str,
 }
 
-/// One record, every column cast to the same Rust types on the three backends.
-const PG_INSPECT: &str = concat!(
-    "SELECT idem_key, state::bigint, fence, lease_until, expire_at, request_hash::text, \
-       resp_status::bigint, biz_no, operation_id::text, resp_body, created_at, updated_at, ",
-    pg_now!(),
-    " FROM idem.idempotency_records WHERE key_hash = $1"
-);
-const MY_INSPECT: &str = concat!(
-    "SELECT idem_key, CAST(state AS SIGNED), fence, lease_until, expire_at, request_hash, \
-       CAST(resp_status AS SIGNED), biz_no, operation_id, resp_body, created_at, updated_at, ",
-    my_now!(),
-    " FROM idem_idempotency_records WHERE key_hash = ?"
-);
-const LITE_INSPECT: &str = concat!(
-    "SELECT idem_key, state, fence, lease_until, expire_at, request_hash, \
-       resp_status, biz_no, operation_id, resp_body, created_at, updated_at, ",
-    lite_now!(),
-    " FROM idem_idempotency_records WHERE key_hash = ?1"
-);
+/// [`Templates`] with the store's "now" in place, built once per backend.
+struct Statements {
+    inspect: String,
+    expired: String,
+    oldest: String,
+    expiring: String,
+    release: String,
+    expire: String,
+}
 
-/// The records `purge` would delete now.
-const PG_EXPIRED: &str = concat!(
-    "SELECT COUNT(*) FROM idem.idempotency_records WHERE expire_at <= ",
-    pg_now!()
-);
-const MY_EXPIRED: &str = concat!(
-    "SELECT COUNT(*) FROM idem_idempotency_records WHERE expire_at <= ",
-    my_now!()
-);
-const LITE_EXPIRED: &str = concat!(
-    "SELECT COUNT(*) FROM idem_idempotency_records WHERE expire_at <= ",
-    lite_now!()
-);
+impl Statements {
+    fn new(t: &Templates, now: &str) -> Statements {
+        let fill = |template: &str| template.replace("{now}", now);
+        Statements {
+            inspect: fill(t.inspect),
+            expired: fill(t.expired),
+            oldest: fill(t.oldest),
+            expiring: fill(t.expiring),
+            release: fill(t.release),
+            expire: fill(t.expire),
+        }
+    }
+}
+
+// `release` ends the lease of a processing record, like the engine's abandon: the record and its
+// operation id stay, `lease_until` becomes now, and the next request with the same body takes it
+// over (fence + 1, same operation id, S23), so a handler that did reach its side effects is
+// recognised downstream by that id. Deleting the record instead would be safe only when the
+// operator knows the handler did nothing: the next request would run under a new operation id.
+// The fence guard makes both statements touch the row only as the operator saw it in `inspect`.
+//
+// `expire` makes the record logically absent now (S21), whatever its state: the key is free, and
+// the next claim replaces the record with a new operation id and fence + 1, which fences out a
+// handler still running under the old lease. Nothing is deleted (purge does that later), so the
+// row stays readable for the post-mortem until then.
+
+const PG: Templates = Templates {
+    inspect: "SELECT idem_key, state::bigint, fence, lease_until, expire_at, request_hash::text, \
+        resp_status::bigint, biz_no, operation_id::text, resp_body, created_at, updated_at, {now} \
+        FROM idem.idempotency_records WHERE key_hash = $1",
+    expired: "SELECT COUNT(*) FROM idem.idempotency_records WHERE expire_at <= {now}",
+    oldest: "SELECT encode(key_hash, 'hex'), locked_at, {now} FROM idem.idempotency_records \
+        WHERE state = 0 AND expire_at > {now} ORDER BY locked_at LIMIT 1",
+    expiring: "SELECT COUNT(*) FILTER (WHERE expire_at <= n + 3600000), COUNT(*) \
+        FROM idem.idempotency_records, (SELECT {now} AS n) AS t \
+        WHERE expire_at > n AND expire_at <= n + 86400000",
+    release: "UPDATE idem.idempotency_records SET lease_until = LEAST(lease_until, {now}), \
+        updated_at = {now}, rev = rev + 1 WHERE key_hash = $1 AND fence = $2 AND state = 0",
+    expire: "UPDATE idem.idempotency_records SET expire_at = LEAST(expire_at, {now}), \
+        updated_at = {now}, rev = rev + 1 WHERE key_hash = $1 AND fence = $2",
+};
+
+const MY: Templates = Templates {
+    inspect: "SELECT idem_key, CAST(state AS SIGNED), fence, lease_until, expire_at, request_hash, \
+        CAST(resp_status AS SIGNED), biz_no, operation_id, resp_body, created_at, updated_at, \
+        {now} FROM idem_idempotency_records WHERE key_hash = ?",
+    expired: "SELECT COUNT(*) FROM idem_idempotency_records WHERE expire_at <= {now}",
+    oldest: "SELECT LOWER(HEX(key_hash)), locked_at, {now} FROM idem_idempotency_records \
+        WHERE state = 0 AND expire_at > {now} ORDER BY locked_at LIMIT 1",
+    expiring: "SELECT CAST(COALESCE(SUM(expire_at <= n + 3600000), 0) AS SIGNED), COUNT(*) \
+        FROM idem_idempotency_records, (SELECT {now} AS n) AS t \
+        WHERE expire_at > n AND expire_at <= n + 86400000",
+    release: "UPDATE idem_idempotency_records SET lease_until = LEAST(lease_until, {now}), \
+        updated_at = {now}, rev = rev + 1 WHERE key_hash = ? AND fence = ? AND state = 0",
+    expire: "UPDATE idem_idempotency_records SET expire_at = LEAST(expire_at, {now}), \
+        updated_at = {now}, rev = rev + 1 WHERE key_hash = ? AND fence = ?",
+};
+
+const LITE: Templates = Templates {
+    inspect: "SELECT idem_key, state, fence, lease_until, expire_at, request_hash, \
+        resp_status, biz_no, operation_id, resp_body, created_at, updated_at, {now} \
+        FROM idem_idempotency_records WHERE key_hash = ?1",
+    expired: "SELECT COUNT(*) FROM idem_idempotency_records WHERE expire_at <= {now}",
+    oldest: "SELECT lower(hex(key_hash)), locked_at, {now} FROM idem_idempotency_records \
+        WHERE state = 0 AND expire_at > {now} ORDER BY locked_at LIMIT 1",
+    expiring: "SELECT COALESCE(SUM(expire_at <= n + 3600000), 0), COUNT(*) \
+        FROM idem_idempotency_records, (SELECT {now} AS n) AS t \
+        WHERE expire_at > n AND expire_at <= n + 86400000",
+    release: "UPDATE idem_idempotency_records SET lease_until = min(lease_until, {now}), \
+        updated_at = {now}, rev = rev + 1 WHERE key_hash = ?1 AND fence = ?2 AND state = 0",
+    expire: "UPDATE idem_idempotency_records SET expire_at = min(expire_at, {now}), \
+        updated_at = {now}, rev = rev + 1 WHERE key_hash = ?1 AND fence = ?2",
+};
+
+static PG_SQL: LazyLock<Statements> = LazyLock::new(|| Statements::new(&PG, postgres::NOW_MS_SQL));
+// Read as an `i64` like the other columns: a signed BIGINT, whatever type the server gives the
+// store's expression.
+static MY_SQL: LazyLock<Statements> =
+    LazyLock::new(|| Statements::new(&MY, &format!("CAST({} AS SIGNED)", mysql::NOW_MS_SQL)));
+static LITE_SQL: LazyLock<Statements> =
+    LazyLock::new(|| Statements::new(&LITE, sqlite::NOW_MS_SQL));
 
 /// Records by state (expired ones included: they hold rows until purged).
 const PG_BY_STATE: &str =
@@ -75,49 +137,6 @@ const MY_BY_STATE: &str = "SELECT CAST(state AS SIGNED), COUNT(*) FROM idem_idem
 const LITE_BY_STATE: &str =
     "SELECT state, COUNT(*) FROM idem_idempotency_records GROUP BY state ORDER BY state";
 
-/// The oldest live processing record: its key hash, when its lease was taken, and now.
-const PG_OLDEST: &str = concat!(
-    "SELECT encode(key_hash, 'hex'), locked_at, ",
-    pg_now!(),
-    " FROM idem.idempotency_records WHERE state = 0 AND expire_at > ",
-    pg_now!(),
-    " ORDER BY locked_at LIMIT 1"
-);
-const MY_OLDEST: &str = concat!(
-    "SELECT LOWER(HEX(key_hash)), locked_at, ",
-    my_now!(),
-    " FROM idem_idempotency_records WHERE state = 0 AND expire_at > ",
-    my_now!(),
-    " ORDER BY locked_at LIMIT 1"
-);
-const LITE_OLDEST: &str = concat!(
-    "SELECT lower(hex(key_hash)), locked_at, ",
-    lite_now!(),
-    " FROM idem_idempotency_records WHERE state = 0 AND expire_at > ",
-    lite_now!(),
-    " ORDER BY locked_at LIMIT 1"
-);
-
-/// Live records expiring within the next hour and the next day.
-const PG_EXPIRING: &str = concat!(
-    "SELECT COUNT(*) FILTER (WHERE expire_at <= n + 3600000), COUNT(*) \
-     FROM idem.idempotency_records, (SELECT ",
-    pg_now!(),
-    " AS n) AS t WHERE expire_at > n AND expire_at <= n + 86400000"
-);
-const MY_EXPIRING: &str = concat!(
-    "SELECT CAST(COALESCE(SUM(expire_at <= n + 3600000), 0) AS SIGNED), COUNT(*) \
-     FROM idem_idempotency_records, (SELECT ",
-    my_now!(),
-    " AS n) AS t WHERE expire_at > n AND expire_at <= n + 86400000"
-);
-const LITE_EXPIRING: &str = concat!(
-    "SELECT COALESCE(SUM(expire_at <= n + 3600000), 0), COUNT(*) \
-     FROM idem_idempotency_records, (SELECT ",
-    lite_now!(),
-    " AS n) AS t WHERE expire_at > n AND expire_at <= n + 86400000"
-);
-
 /// Table and index size in bytes (SQLite: the whole database file, and no index figure).
 const PG_SIZE: &str = "SELECT pg_table_size('idem.idempotency_records'), \
      pg_indexes_size('idem.idempotency_records')";
@@ -126,60 +145,6 @@ const MY_SIZE: &str = "SELECT CAST(data_length AS SIGNED), CAST(index_length AS 
      WHERE table_schema = DATABASE() AND table_name = 'idem_idempotency_records'";
 const LITE_SIZE: &str =
     "SELECT page_count * page_size, -1 FROM pragma_page_count(), pragma_page_size()";
-
-// `release` ends the lease of a processing record, like the engine's abandon: the record and its
-// operation id stay, `lease_until` becomes now, and the next request with the same body takes it
-// over (fence + 1, same operation id, S23), so a handler that did reach its side effects is
-// recognised downstream by that id. Deleting the record instead would be safe only when the
-// operator knows the handler did nothing: the next request would run under a new operation id.
-// The fence guard makes both statements touch the row only as the operator saw it in `inspect`.
-const PG_RELEASE: &str = concat!(
-    "UPDATE idem.idempotency_records SET lease_until = LEAST(lease_until, ",
-    pg_now!(),
-    "), updated_at = ",
-    pg_now!(),
-    ", rev = rev + 1 WHERE key_hash = $1 AND fence = $2 AND state = 0"
-);
-const MY_RELEASE: &str = concat!(
-    "UPDATE idem_idempotency_records SET lease_until = LEAST(lease_until, ",
-    my_now!(),
-    "), updated_at = ",
-    my_now!(),
-    ", rev = rev + 1 WHERE key_hash = ? AND fence = ? AND state = 0"
-);
-const LITE_RELEASE: &str = concat!(
-    "UPDATE idem_idempotency_records SET lease_until = min(lease_until, ",
-    lite_now!(),
-    "), updated_at = ",
-    lite_now!(),
-    ", rev = rev + 1 WHERE key_hash = ?1 AND fence = ?2 AND state = 0"
-);
-
-// `expire` makes the record logically absent now (S21), whatever its state: the key is free, and
-// the next claim replaces the record with a new operation id and fence + 1, which fences out a
-// handler still running under the old lease. Nothing is deleted (purge does that later), so the
-// row stays readable for the post-mortem until then.
-const PG_EXPIRE: &str = concat!(
-    "UPDATE idem.idempotency_records SET expire_at = LEAST(expire_at, ",
-    pg_now!(),
-    "), updated_at = ",
-    pg_now!(),
-    ", rev = rev + 1 WHERE key_hash = $1 AND fence = $2"
-);
-const MY_EXPIRE: &str = concat!(
-    "UPDATE idem_idempotency_records SET expire_at = LEAST(expire_at, ",
-    my_now!(),
-    "), updated_at = ",
-    my_now!(),
-    ", rev = rev + 1 WHERE key_hash = ? AND fence = ?"
-);
-const LITE_EXPIRE: &str = concat!(
-    "UPDATE idem_idempotency_records SET expire_at = min(expire_at, ",
-    lite_now!(),
-    "), updated_at = ",
-    lite_now!(),
-    ", rev = rev + 1 WHERE key_hash = ?1 AND fence = ?2"
-);
 
 /// idem's migration history (the table may not exist yet).
 const PG_HISTORY: &str = "SELECT version, description FROM idem._sqlx_migrations ORDER BY version";
@@ -193,8 +158,20 @@ enum Db {
     Lite(SqliteStore, SqlitePool),
 }
 
-/// Runs `$body` with `$q` bound to the backend's statement and `$pool` to its pool.
+/// Runs `$body` with `$q` bound to the backend's statement and `$pool` to its pool; `.field`
+/// names a statement of [`Statements`].
 macro_rules! on {
+    ($db:expr, .$field:ident, |$q:ident, $pool:ident| $body:expr) => {
+        on!(
+            $db,
+            [
+                PG_SQL.$field.as_str(),
+                MY_SQL.$field.as_str(),
+                LITE_SQL.$field.as_str()
+            ],
+            |$q, $pool| $body
+        )
+    };
     ($db:expr, [$pg:expr, $my:expr, $lite:expr], |$q:ident, $pool:ident| $body:expr) => {
         match $db {
             Db::Pg(_, $pool) => {
@@ -262,18 +239,16 @@ impl Db {
     }
 
     async fn count_expired(&self) -> Result<i64, Error> {
-        Ok(on!(
-            self,
-            [PG_EXPIRED, MY_EXPIRED, LITE_EXPIRED],
-            |q, pool| sqlx::query_scalar::<_, i64>(q).fetch_one(pool).await?
-        ))
+        Ok(on!(self, .expired, |q, pool| {
+            sqlx::query_scalar::<_, i64>(q).fetch_one(pool).await?
+        }))
     }
 
-    async fn inspect(&self, hash: &[u8]) -> Result<Option<Inspected>, Error> {
+    async fn inspect(&self, hash: &[u8]) -> Result<Option<Record>, Error> {
         macro_rules! read {
             ($row:expr) => {{
                 let r = $row;
-                Inspected {
+                Record {
                     key: r.try_get(0)?,
                     state: r.try_get(1)?,
                     fence: r.try_get(2)?,
@@ -290,30 +265,32 @@ impl Db {
                 }
             }};
         }
-        Ok(on!(
-            self,
-            [PG_INSPECT, MY_INSPECT, LITE_INSPECT],
-            |q, pool| match sqlx::query(q).bind(hash).fetch_optional(pool).await? {
+        Ok(on!(self, .inspect, |q, pool| {
+            match sqlx::query(q).bind(hash).fetch_optional(pool).await? {
                 Some(row) => Some(read!(row)),
                 None => None,
             }
-        ))
+        }))
     }
 
     /// `release` or `expire`: the number of rows changed.
-    async fn operator(&self, release: bool, hash: &[u8], fence: i64) -> Result<u64, Error> {
-        let statements = if release {
-            [PG_RELEASE, MY_RELEASE, LITE_RELEASE]
-        } else {
-            [PG_EXPIRE, MY_EXPIRE, LITE_EXPIRE]
-        };
-        let [pg, my, lite] = statements;
-        Ok(on!(self, [pg, my, lite], |q, pool| sqlx::query(q)
-            .bind(hash)
-            .bind(fence)
-            .execute(pool)
-            .await?
-            .rows_affected()))
+    async fn operate(&self, action: Action, hash: &[u8], fence: i64) -> Result<u64, Error> {
+        macro_rules! run {
+            ($field:ident) => {
+                on!(self, .$field, |q, pool| {
+                    sqlx::query(q)
+                        .bind(hash)
+                        .bind(fence)
+                        .execute(pool)
+                        .await?
+                        .rows_affected()
+                })
+            };
+        }
+        Ok(match action {
+            Action::Release => run!(release),
+            Action::Expire => run!(expire),
+        })
     }
 
     async fn stats(&self) -> Result<Stats, Error> {
@@ -322,31 +299,44 @@ impl Db {
             [PG_BY_STATE, MY_BY_STATE, LITE_BY_STATE],
             |q, pool| sqlx::query_as(q).fetch_all(pool).await?
         );
-        let oldest: Option<(String, i64, i64)> =
-            on!(self, [PG_OLDEST, MY_OLDEST, LITE_OLDEST], |q, pool| {
-                sqlx::query_as(q).fetch_optional(pool).await?
-            });
-        let expiring: (i64, i64) = on!(
-            self,
-            [PG_EXPIRING, MY_EXPIRING, LITE_EXPIRING],
-            |q, pool| sqlx::query_as(q).fetch_one(pool).await?
-        );
-        let size: (Option<i64>, Option<i64>) =
+        let count = |state| {
+            by_state
+                .iter()
+                .find(|(s, _)| *s == state)
+                .map_or(0, |x| x.1)
+        };
+        let oldest: Option<(String, i64, i64)> = on!(self, .oldest, |q, pool| {
+            sqlx::query_as(q).fetch_optional(pool).await?
+        });
+        let (expiring_1h, expiring_1d): (i64, i64) = on!(self, .expiring, |q, pool| {
+            sqlx::query_as(q).fetch_one(pool).await?
+        });
+        let (table_bytes, index_bytes): (Option<i64>, Option<i64>) =
             on!(self, [PG_SIZE, MY_SIZE, LITE_SIZE], |q, pool| {
                 sqlx::query_as(q).fetch_optional(pool).await?
             })
             .unwrap_or((None, None));
         Ok(Stats {
-            by_state,
-            oldest,
-            expiring,
-            size,
+            processing: count(0),
+            completed: count(1),
+            failed_stored: count(2),
             expired: self.count_expired().await?,
+            oldest_processing: oldest.map(|(key_hash, locked_at, now)| Oldest {
+                key_hash,
+                locked_at,
+                now,
+            }),
+            expiring_1h,
+            expiring_1d,
+            // SQLite has no index figure (-1).
+            table_bytes: table_bytes.filter(|b| *b >= 0),
+            index_bytes: index_bytes.filter(|b| *b >= 0),
         })
     }
 }
 
-struct Inspected {
+/// One record as stored; times in ms since the Unix epoch, `now` the database's.
+struct Record {
     key: String,
     state: i64,
     fence: i64,
@@ -362,12 +352,89 @@ struct Inspected {
     now: i64,
 }
 
+/// `inspect --json`.
+#[derive(Serialize)]
+struct RecordJson<'a> {
+    key: &'a str,
+    key_hash: &'a str,
+    state: &'static str,
+    expired: bool,
+    fence: i64,
+    operation_id: &'a str,
+    #[serde(serialize_with = "as_rfc3339")]
+    lease_until: i64,
+    #[serde(serialize_with = "as_rfc3339")]
+    expire_at: i64,
+    #[serde(serialize_with = "as_rfc3339")]
+    created_at: i64,
+    #[serde(serialize_with = "as_rfc3339")]
+    updated_at: i64,
+    request_hash: &'a str,
+    status: Option<i64>,
+    biz_no: Option<&'a str>,
+    body_len: usize,
+    /// With `--body` only.
+    body: Option<Cow<'a, str>>,
+}
+
+impl Record {
+    fn expired(&self) -> bool {
+        self.expire_at <= self.now
+    }
+
+    fn json<'a>(&'a self, key_hash: &'a str, with_body: bool) -> RecordJson<'a> {
+        RecordJson {
+            key: &self.key,
+            key_hash,
+            state: state_name(self.state),
+            expired: self.expired(),
+            fence: self.fence,
+            operation_id: &self.operation_id,
+            lease_until: self.lease_until,
+            expire_at: self.expire_at,
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+            request_hash: self.request_hash.trim(),
+            status: self.status,
+            biz_no: self.biz_no.as_deref(),
+            body_len: self.body.as_ref().map_or(0, Vec::len),
+            body: (self.body.as_deref())
+                .filter(|_| with_body)
+                .map(String::from_utf8_lossy),
+        }
+    }
+}
+
+/// What `stats` shows; `stats --json` as it is.
+#[derive(Serialize)]
 struct Stats {
-    by_state: Vec<(i64, i64)>,
-    oldest: Option<(String, i64, i64)>,
-    expiring: (i64, i64),
-    size: (Option<i64>, Option<i64>),
+    processing: i64,
+    completed: i64,
+    failed_stored: i64,
     expired: i64,
+    oldest_processing: Option<Oldest>,
+    expiring_1h: i64,
+    expiring_1d: i64,
+    table_bytes: Option<i64>,
+    index_bytes: Option<i64>,
+}
+
+/// The oldest live processing record.
+#[derive(Serialize)]
+struct Oldest {
+    key_hash: String,
+    #[serde(serialize_with = "as_rfc3339")]
+    locked_at: i64,
+    /// The database's clock, for the relative time.
+    #[serde(skip)]
+    now: i64,
+}
+
+/// The operator's actions on one record, by its fence.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Action {
+    Release,
+    Expire,
 }
 
 fn state_name(state: i64) -> &'static str {
@@ -393,28 +460,20 @@ fn redact(url: &str) -> String {
     }
 }
 
-/// Milliseconds since the Unix epoch as RFC 3339 (UTC).
+/// Milliseconds since the Unix epoch as RFC 3339 (UTC, always three decimals); a time past
+/// the year 9999 (a corrupt row) as its number.
 fn rfc3339(ms: i64) -> String {
-    let secs = ms.div_euclid(1000);
-    let millis = ms.rem_euclid(1000);
-    let days = secs.div_euclid(86_400);
-    let sod = secs.rem_euclid(86_400);
-    // Howard Hinnant's civil_from_days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{millis:03}Z",
-        sod / 3600,
-        sod % 3600 / 60,
-        sod % 60
-    )
+    const FORMAT: &[time::format_description::BorrowedFormatItem<'_>] = time::macros::format_description!(
+        "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
+    );
+    time::UtcDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
+        .ok()
+        .and_then(|t| t.format(FORMAT).ok())
+        .unwrap_or_else(|| format!("{ms} ms since the Unix epoch"))
+}
+
+fn as_rfc3339<S: Serializer>(ms: &i64, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&rfc3339(*ms))
 }
 
 /// A signed duration in ms, as `in 1h 2m 3s` / `4s ago`.
@@ -574,29 +633,157 @@ fn key_hash(m: &ArgMatches) -> Result<Vec<u8>, Error> {
     Ok(ScopedKey::new(&scope, op, key)?.hash().to_vec())
 }
 
-/// A JSON string literal.
-fn js(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 2);
-    out.push('"');
-    for c in text.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            c if u32::from(c) < 0x20 => out.push_str(&format!("\\u{:04x}", u32::from(c))),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
-
-/// An optional JSON value.
-fn opt(value: Option<String>) -> String {
-    value.unwrap_or_else(|| "null".to_owned())
-}
-
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// `idem migrate`: applies idem's migrations, prints each one applied.
+async fn migrate(db: &Db, out: &mut impl Write) -> Result<(), Error> {
+    let before = db.history().await;
+    db.store().migrate().await?;
+    let after = db.history().await;
+    let mut applied = 0;
+    for (version, description) in after.iter().filter(|a| !before.contains(a)) {
+        writeln!(out, "applied {version} {description}")?;
+        applied += 1;
+    }
+    if applied == 0 {
+        writeln!(out, "nothing to apply: idem's schema is up to date")?;
+    }
+    Ok(())
+}
+
+/// `idem purge`: deletes expired records `--batch` at a time, with progress.
+async fn purge(db: &Db, m: &ArgMatches, out: &mut impl Write) -> Result<(), Error> {
+    let expired = db.count_expired().await?;
+    if m.get_flag("dry-run") {
+        writeln!(out, "{expired} expired records would be purged (dry run)")?;
+        return Ok(());
+    }
+    let batch = *m.get_one::<u32>("batch").unwrap_or(&1000);
+    let tty = std::io::stdout().is_terminal();
+    let mut total = 0u64;
+    loop {
+        let n = db.store().purge_expired(batch).await?;
+        total += n;
+        if tty {
+            write!(out, "\rpurged {total} / ~{expired}")?;
+            out.flush()?;
+        } else if n > 0 {
+            writeln!(out, "purged {n} (total {total})")?;
+        }
+        if n < u64::from(batch) {
+            break;
+        }
+    }
+    if tty {
+        writeln!(out)?;
+    }
+    writeln!(out, "purged {total} expired records")?;
+    Ok(())
+}
+
+/// `idem inspect`: one record, as lines or (`--json`) one object.
+async fn inspect(db: &Db, m: &ArgMatches, json: bool, out: &mut impl Write) -> Result<(), Error> {
+    let hash = key_hash(m)?;
+    let key_hash = hex(&hash);
+    let Some(r) = db.inspect(&hash).await? else {
+        return Err(format!("no record with key hash {key_hash}").into());
+    };
+    let with_body = m.get_flag("body");
+    if json {
+        serde_json::to_writer(&mut *out, &r.json(&key_hash, with_body))?;
+        writeln!(out)?;
+        return Ok(());
+    }
+    let expired = if r.expired() { " (expired)" } else { "" };
+    writeln!(out, "key           {}", r.key)?;
+    writeln!(out, "key hash      {key_hash}")?;
+    writeln!(out, "state         {}{expired}", state_name(r.state))?;
+    writeln!(out, "fence         {}", r.fence)?;
+    writeln!(out, "operation id  {}", r.operation_id)?;
+    writeln!(out, "lease until   {}", time(r.lease_until, r.now))?;
+    writeln!(out, "expire at     {}", time(r.expire_at, r.now))?;
+    writeln!(out, "created at    {}", time(r.created_at, r.now))?;
+    writeln!(out, "updated at    {}", time(r.updated_at, r.now))?;
+    writeln!(out, "request hash  {}", r.request_hash.trim())?;
+    let status = r.status.map_or("-".to_owned(), |s| s.to_string());
+    writeln!(out, "status        {status}")?;
+    writeln!(out, "business no   {}", r.biz_no.as_deref().unwrap_or("-"))?;
+    let body = r.body.unwrap_or_default();
+    if with_body {
+        writeln!(out, "body ({} bytes):", body.len())?;
+        out.write_all(&body)?;
+        writeln!(out)?;
+    } else {
+        writeln!(out, "body          {} bytes (--body to print)", body.len())?;
+    }
+    Ok(())
+}
+
+/// `idem stats`: counts, the oldest processing record, expiries ahead, sizes.
+async fn stats(db: &Db, json: bool, out: &mut impl Write) -> Result<(), Error> {
+    let s = db.stats().await?;
+    if json {
+        serde_json::to_writer(&mut *out, &s)?;
+        writeln!(out)?;
+        return Ok(());
+    }
+    for (state, n) in [(0, s.processing), (1, s.completed), (2, s.failed_stored)] {
+        writeln!(out, "{:<14}{n}", state_name(state))?;
+    }
+    writeln!(out, "{:<14}{}", "expired", s.expired)?;
+    match s.oldest_processing {
+        Some(o) => writeln!(
+            out,
+            "oldest processing  {}, lease taken {}",
+            o.key_hash,
+            time(o.locked_at, o.now)
+        )?,
+        None => writeln!(out, "oldest processing  -")?,
+    }
+    writeln!(out, "expiring in 1 h    {}", s.expiring_1h)?;
+    writeln!(out, "expiring in 1 d    {}", s.expiring_1d)?;
+    let size = |b: Option<i64>| b.map_or("-".to_owned(), |b| format!("{b} bytes"));
+    let label = match db {
+        Db::Lite(..) => "database file",
+        _ => "table size",
+    };
+    writeln!(out, "{label:<19}{}", size(s.table_bytes))?;
+    writeln!(out, "index size         {}", size(s.index_bytes))?;
+    Ok(())
+}
+
+/// `idem release` / `idem expire`: the action on the record while it still has `--fence`;
+/// otherwise, why not.
+async fn operate(
+    db: &Db,
+    m: &ArgMatches,
+    action: Action,
+    out: &mut impl Write,
+) -> Result<(), Error> {
+    let hash = key_hash(m)?;
+    let fence = *m.get_one::<i64>("fence").unwrap_or(&0);
+    if db.operate(action, &hash, fence).await? == 1 {
+        let done = match action {
+            Action::Release => "lease ended",
+            Action::Expire => "expired",
+        };
+        writeln!(out, "{done}: {} (fence {fence})", hex(&hash))?;
+        return Ok(());
+    }
+    Err(match db.inspect(&hash).await? {
+        None => format!("no record with key hash {}", hex(&hash)),
+        Some(r) if r.fence != fence => format!(
+            "the record changed since you inspected it (fence now {})",
+            r.fence
+        ),
+        Some(r) => format!(
+            "the record is {}, not processing: only a processing record has a lease to end",
+            state_name(r.state)
+        ),
+    }
+    .into())
 }
 
 async fn run(m: ArgMatches) -> Result<(), Error> {
@@ -604,208 +791,38 @@ async fn run(m: ArgMatches) -> Result<(), Error> {
         return Err("no database: pass --database-url or set DATABASE_URL".into());
     };
     let db = Db::connect(url).await?;
-    let mut out = std::io::stdout().lock();
+    let json = m.get_flag("json");
+    let out = &mut std::io::stdout().lock();
     match m.subcommand() {
-        Some(("migrate", _)) => {
-            let before = db.history().await;
-            db.store().migrate().await?;
-            let after = db.history().await;
-            let mut applied = 0;
-            for (version, description) in after.iter().filter(|a| !before.contains(a)) {
-                writeln!(out, "applied {version} {description}")?;
-                applied += 1;
-            }
-            if applied == 0 {
-                writeln!(out, "nothing to apply: idem's schema is up to date")?;
-            }
-        }
-        Some(("purge", sub)) => {
-            let expired = db.count_expired().await?;
-            if sub.get_flag("dry-run") {
-                writeln!(out, "{expired} expired records would be purged (dry run)")?;
-                return Ok(());
-            }
-            let batch = *sub.get_one::<u32>("batch").unwrap_or(&1000);
-            let tty = std::io::stdout().is_terminal();
-            let mut total = 0u64;
-            loop {
-                let n = db.store().purge_expired(batch).await?;
-                total += n;
-                if tty {
-                    write!(out, "\rpurged {total} / ~{expired}")?;
-                    out.flush()?;
-                } else if n > 0 {
-                    writeln!(out, "purged {n} (total {total})")?;
-                }
-                if n < u64::from(batch) {
-                    break;
-                }
-            }
-            if tty {
-                writeln!(out)?;
-            }
-            writeln!(out, "purged {total} expired records")?;
-        }
-        Some(("inspect", sub)) => {
-            let hash = key_hash(sub)?;
-            let Some(r) = db.inspect(&hash).await? else {
-                return Err(format!("no record with key hash {}", hex(&hash)).into());
-            };
-            if m.get_flag("json") {
-                let body = r.body.as_deref().filter(|_| sub.get_flag("body"));
-                writeln!(
-                    out,
-                    "{{\"key\":{},\"key_hash\":\"{}\",\"state\":\"{}\",\"expired\":{},\
-                     \"fence\":{},\"operation_id\":{},\"lease_until\":\"{}\",\
-                     \"expire_at\":\"{}\",\"created_at\":\"{}\",\"updated_at\":\"{}\",\
-                     \"request_hash\":{},\"status\":{},\"biz_no\":{},\"body_len\":{},\"body\":{}}}",
-                    js(&r.key),
-                    hex(&hash),
-                    state_name(r.state),
-                    r.expire_at <= r.now,
-                    r.fence,
-                    js(&r.operation_id),
-                    rfc3339(r.lease_until),
-                    rfc3339(r.expire_at),
-                    rfc3339(r.created_at),
-                    rfc3339(r.updated_at),
-                    js(r.request_hash.trim()),
-                    opt(r.status.map(|s| s.to_string())),
-                    opt(r.biz_no.as_deref().map(js)),
-                    r.body.as_ref().map_or(0, Vec::len),
-                    opt(body.map(|b| js(&String::from_utf8_lossy(b)))),
-                )?;
-                return Ok(());
-            }
-            writeln!(out, "key           {}", r.key)?;
-            writeln!(out, "key hash      {}", hex(&hash))?;
-            let expired = if r.expire_at <= r.now {
-                " (expired)"
-            } else {
-                ""
-            };
-            writeln!(out, "state         {}{expired}", state_name(r.state))?;
-            writeln!(out, "fence         {}", r.fence)?;
-            writeln!(out, "operation id  {}", r.operation_id)?;
-            writeln!(out, "lease until   {}", time(r.lease_until, r.now))?;
-            writeln!(out, "expire at     {}", time(r.expire_at, r.now))?;
-            writeln!(out, "created at    {}", time(r.created_at, r.now))?;
-            writeln!(out, "updated at    {}", time(r.updated_at, r.now))?;
-            writeln!(out, "request hash  {}", r.request_hash.trim())?;
-            let status = r.status.map_or("-".to_owned(), |s| s.to_string());
-            writeln!(out, "status        {status}")?;
-            writeln!(out, "business no   {}", r.biz_no.as_deref().unwrap_or("-"))?;
-            let body = r.body.unwrap_or_default();
-            if sub.get_flag("body") {
-                writeln!(out, "body ({} bytes):", body.len())?;
-                out.write_all(&body)?;
-                writeln!(out)?;
-            } else {
-                writeln!(out, "body          {} bytes (--body to print)", body.len())?;
-            }
-        }
-        Some(("stats", _)) => {
-            let s = db.stats().await?;
-            if m.get_flag("json") {
-                let count = |state| {
-                    s.by_state
-                        .iter()
-                        .find(|(st, _)| *st == state)
-                        .map_or(0, |x| x.1)
-                };
-                let oldest = s.oldest.as_ref().map(|(hash, locked_at, _)| {
-                    format!(
-                        "{{\"key_hash\":\"{hash}\",\"locked_at\":\"{}\"}}",
-                        rfc3339(*locked_at)
-                    )
-                });
-                writeln!(
-                    out,
-                    "{{\"processing\":{},\"completed\":{},\"failed_stored\":{},\"expired\":{},\
-                     \"oldest_processing\":{},\"expiring_1h\":{},\"expiring_1d\":{},\
-                     \"table_bytes\":{},\"index_bytes\":{}}}",
-                    count(0),
-                    count(1),
-                    count(2),
-                    s.expired,
-                    opt(oldest),
-                    s.expiring.0,
-                    s.expiring.1,
-                    opt(s.size.0.filter(|b| *b >= 0).map(|b| b.to_string())),
-                    opt(s.size.1.filter(|b| *b >= 0).map(|b| b.to_string())),
-                )?;
-                return Ok(());
-            }
-            for state in 0..3 {
-                let n = s
-                    .by_state
-                    .iter()
-                    .find(|(st, _)| *st == state)
-                    .map_or(0, |x| x.1);
-                writeln!(out, "{:<14}{n}", state_name(state))?;
-            }
-            writeln!(out, "{:<14}{}", "expired", s.expired)?;
-            match s.oldest {
-                Some((hash, locked_at, now)) => writeln!(
-                    out,
-                    "oldest processing  {hash}, lease taken {}",
-                    time(locked_at, now)
-                )?,
-                None => writeln!(out, "oldest processing  -")?,
-            }
-            writeln!(out, "expiring in 1 h    {}", s.expiring.0)?;
-            writeln!(out, "expiring in 1 d    {}", s.expiring.1)?;
-            let size = |b: Option<i64>| match b {
-                Some(b) if b >= 0 => format!("{b} bytes"),
-                _ => "-".to_owned(),
-            };
-            let label = match db {
-                Db::Lite(..) => "database file",
-                _ => "table size",
-            };
-            writeln!(out, "{label:<19}{}", size(s.size.0))?;
-            writeln!(out, "index size         {}", size(s.size.1))?;
-        }
-        Some((cmd @ ("release" | "expire"), sub)) => {
-            let hash = key_hash(sub)?;
-            let fence = *sub.get_one::<i64>("fence").unwrap_or(&0);
-            let release = cmd == "release";
-            if db.operator(release, &hash, fence).await? == 1 {
-                let done = if release { "lease ended" } else { "expired" };
-                writeln!(out, "{done}: {} (fence {fence})", hex(&hash))?;
-                return Ok(());
-            }
-            return Err(match db.inspect(&hash).await? {
-                None => format!("no record with key hash {}", hex(&hash)),
-                Some(r) if r.fence != fence => format!(
-                    "the record changed since you inspected it (fence now {})",
-                    r.fence
-                ),
-                Some(r) => format!(
-                    "the record is {}, not processing: only a processing record has a lease to end",
-                    state_name(r.state)
-                ),
-            }
-            .into());
-        }
+        Some(("migrate", _)) => migrate(&db, out).await,
+        Some(("purge", sub)) => purge(&db, sub, out).await,
+        Some(("inspect", sub)) => inspect(&db, sub, json, out).await,
+        Some(("stats", _)) => stats(&db, json, out).await,
+        Some(("release", sub)) => operate(&db, sub, Action::Release, out).await,
+        Some(("expire", sub)) => operate(&db, sub, Action::Expire, out).await,
         _ => unreachable!("clap requires a subcommand"),
     }
-    Ok(())
 }
 
-/// The error and its causes on one line.
-fn one_line(e: &Error) -> String {
-    let mut line = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        let text = s.to_string();
-        if !line.contains(&text) {
-            line.push_str(": ");
-            line.push_str(&text);
+/// An error and its causes on one line, `error: cause: cause's cause`. A cause its error's
+/// message already ends with (the drivers' errors often repeat theirs) is written once.
+struct OneLine<'a>(&'a (dyn std::error::Error + 'static));
+
+impl fmt::Display for OneLine<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut text = self.0.to_string();
+        f.write_str(&text.replace('\n', " "))?;
+        let mut source = self.0.source();
+        while let Some(cause) = source {
+            let next = cause.to_string();
+            if !text.ends_with(&next) {
+                write!(f, ": {}", next.replace('\n', " "))?;
+            }
+            text = next;
+            source = cause.source();
         }
-        source = s.source();
+        Ok(())
     }
-    line.replace('\n', " ")
 }
 
 fn main() -> ExitCode {
@@ -823,7 +840,7 @@ fn main() -> ExitCode {
     match runtime.block_on(run(matches)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {}", one_line(&e));
+            eprintln!("error: {}", OneLine(e.as_ref()));
             ExitCode::FAILURE
         }
     }

@@ -134,8 +134,39 @@ async fn scenario(url: &str, store: &dyn Store) {
     let json: serde_json::Value = serde_json::from_str(&ok(url, &["stats", "--json"])).unwrap();
     assert_eq!(json["processing"], 1);
     assert_eq!(json["oldest_processing"]["key_hash"], hash.as_str());
-    let json: serde_json::Value =
-        serde_json::from_str(&ok(url, &["inspect", "--key-hash", &hash, "--json"])).unwrap();
+    let text = ok(url, &["inspect", "--key-hash", &hash, "--json"]);
+    let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let members = [
+        "key",
+        "key_hash",
+        "state",
+        "expired",
+        "fence",
+        "operation_id",
+        "lease_until",
+        "expire_at",
+        "created_at",
+        "updated_at",
+        "request_hash",
+        "status",
+        "biz_no",
+        "body_len",
+        "body",
+    ];
+    let at: Vec<usize> = members
+        .iter()
+        .map(|m| text.find(&format!("\"{m}\":")).unwrap_or(usize::MAX))
+        .collect();
+    assert!(at.is_sorted() && !at.contains(&usize::MAX), "{text}");
+    assert_eq!(json.as_object().unwrap().len(), members.len(), "{text}");
+    // RFC 3339 in UTC with milliseconds: `2024-01-02T03:04:05.678Z`.
+    for time in ["lease_until", "expire_at", "created_at", "updated_at"] {
+        let t = json[time].as_str().unwrap();
+        assert!(
+            t.len() == 24 && &t[19..20] == "." && t.ends_with('Z'),
+            "{t}"
+        );
+    }
     assert_eq!(json["fence"], lease.fence);
     assert_eq!(json["state"], "processing");
     assert_eq!(json["operation_id"], lease.operation_id.as_str());
@@ -230,6 +261,11 @@ fn cli_errors_are_one_line() {
     let unmigrated = fails(&url, &["inspect", "--key-hash", &"ab".repeat(32)]);
     assert!(
         unmigrated.contains("idem_idempotency_records"),
+        "{unmigrated}"
+    );
+    assert_eq!(
+        unmigrated.matches("no such table").count(),
+        1,
         "{unmigrated}"
     );
     let bad_hash = fails(&url, &["inspect", "--key-hash", "xyz"]);

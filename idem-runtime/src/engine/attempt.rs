@@ -18,7 +18,7 @@ use super::operation::{OperationId, with_operation};
 use super::replay_cache::ReplayCache;
 use crate::store::atomic::Atomic;
 use crate::store::{
-    Claim, Completion, DEFAULT_RETRY_AFTER, Lease, Outcome, RecordState, Store, StoreError,
+    Chain, Claim, Completion, DEFAULT_RETRY_AFTER, Lease, Outcome, RecordState, Store, StoreError,
     is_aborted_transaction,
 };
 use crate::telemetry::{self, Settled};
@@ -326,7 +326,7 @@ impl Attempt {
                     target: "idem",
                     operation = self.lease.key.operation(),
                     key_hash = %self.lease.key.hash_hex(),
-                    error = %e,
+                    error = %Chain(&e),
                     "the handler's transaction was aborted by its own failed statement: storing \
                      its failure answer on its own"
                 );
@@ -409,7 +409,7 @@ impl Attempt {
             target: "idem",
             operation = self.lease.key.operation(),
             key_hash = %self.lease.key.hash_hex(),
-            error = %first,
+            error = %Chain(&first),
             "storing the result failed for the moment; answering now and trying again in the \
              background while the lease is held"
         );
@@ -474,7 +474,7 @@ impl Attempt {
                         target: "idem",
                         operation = self.lease.key.operation(),
                         key_hash = %self.lease.key.hash_hex(),
-                        error = %e,
+                        error = %Chain(&e),
                         "storing the result failed for the moment; trying again"
                     );
                     wait = (wait * 2).min(MAX_COMPLETION_BACKOFF);
@@ -586,8 +586,8 @@ impl Attempt {
                 operation = key.operation(),
                 key_hash = %key.hash_hex(),
                 %operation_id,
-                error = %e,
-                "{what}: {e}; the record stays in progress until its lease ends, then a retry \
+                error = %Chain(e),
+                "{what}; the record stays in progress until its lease ends, then a retry \
                  continues the operation under the same operation id"
             ),
         }
@@ -618,7 +618,7 @@ impl Drop for Attempt {
                         operation = lease.key.operation(),
                         key_hash = %lease.key.hash_hex(),
                         operation_id = %lease.operation_id,
-                        error = %e,
+                        error = %Chain(&e),
                         "the request ended before its result was stored, and its lease could \
                          not be ended: a retry continues the operation once the lease runs out"
                     );
@@ -665,7 +665,7 @@ async fn keep_lease(
                 target: "idem",
                 operation = lease.key.operation(),
                 key_hash = %lease.key.hash_hex(),
-                error = %e,
+                error = %Chain(&e),
                 "lease renewal failed; retried at the next tick"
             ),
         }

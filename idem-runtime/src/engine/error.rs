@@ -5,6 +5,7 @@ use core::time::Duration;
 use super::problem::{self, Problem};
 use crate::key::InvalidKey;
 use crate::request::CanonicalError;
+use crate::store::Chain;
 
 /// An idempotency condition that stops a request before (or instead of) its handler.
 ///
@@ -66,7 +67,7 @@ pub enum IdempotencyError {
     },
     /// The request body has no canonical form under the endpoint's spec (`400`,
     /// `request-not-fingerprintable`).
-    #[error("the request cannot be fingerprinted: {0}")]
+    #[error("the request cannot be fingerprinted")]
     Fingerprint(#[from] CanonicalError),
     /// The request body exceeds the layer's limit (`413`, `body-too-large`).
     #[error(
@@ -79,7 +80,9 @@ pub enum IdempotencyError {
     /// A stored result could not be written or read back (`run_once`: the stored JSON does not
     /// deserialize into the result type, e.g. after the type changed). `503`,
     /// `snapshot-unreadable`; retrying helps only once the record expires.
-    #[error("the stored result of this operation cannot be read or written: {0}")]
+    #[error(
+        "the stored result of this operation cannot be read or written as its result type: a retry with this key succeeds only once the record expires"
+    )]
     Snapshot(#[from] serde_json::Error),
     /// The handler ran longer than its timeout and was stopped (`503` + `Retry-After`,
     /// `timed-out`). Its operation may be partly done: the record keeps its operation id with
@@ -217,7 +220,9 @@ impl IdempotencyError {
             IdempotencyError::BodyTooLarge { .. } => "Request body too large",
             IdempotencyError::Snapshot(_) => "Stored response unreadable",
         };
-        let mut p = Problem::new(self.problem_type(), title, self.status(), self.to_string());
+        // The detail carries the cause too: which value cannot be fingerprinted, and why.
+        let detail = Chain(self).to_string();
+        let mut p = Problem::new(self.problem_type(), title, self.status(), detail);
         if let Some(d) = self.retry_after() {
             p = p.extension("retry_after", d.as_secs());
         }

@@ -29,7 +29,7 @@ use super::front::{Answer, ClaimSettings, Front, answer, bounded};
 use super::operation::{fresh_operation_id, with_operation};
 use crate::fingerprint::RequestHash;
 use crate::key::ScopedKey;
-use crate::store::{Claim, ClaimRequest, DEFAULT_RETRY_AFTER, Record};
+use crate::store::{Chain, Claim, ClaimRequest, DEFAULT_RETRY_AFTER, Record};
 use crate::telemetry::{self, Outcome};
 
 /// Runs one request through the flow: `key` is the scoped key and the client's key (or why they
@@ -167,7 +167,7 @@ pub(crate) async fn admit(
                 target: "idem",
                 operation = key.operation(),
                 key_hash = %key.hash_hex(),
-                error = %e,
+                error = %Chain(&e),
                 "idempotency store unavailable; the handler fails open and runs unprotected"
             );
             Admission::Unprotected
@@ -177,7 +177,7 @@ pub(crate) async fn admit(
                 target: "idem",
                 operation = key.operation(),
                 key_hash = %key.hash_hex(),
-                error = %e,
+                error = %Chain(&e),
                 "idempotency store unavailable; answering 503 with Retry-After"
             );
             Admission::Reject(IdempotencyError::Unavailable {

@@ -80,6 +80,31 @@ fn fingerprint_problem_names_kind_and_path() {
     assert_eq!(p.get("error").unwrap(), "invalid_number");
     assert_eq!(p.get("path").unwrap(), "$.a");
     assert!(p.get("idempotency_key").is_none());
+    // The message says what happened, once; the detail adds the cause: which value, and why.
+    assert_eq!(e.to_string(), "the request cannot be fingerprinted");
+    let detail = p.get("detail").unwrap().as_str().unwrap();
+    assert!(
+        detail.starts_with(
+            "the request cannot be fingerprinted: at `$.a`: `1O0` is not a decimal number"
+        ),
+        "{detail}"
+    );
+}
+
+#[test]
+fn snapshot_problem_carries_the_cause_once() {
+    let cause = serde_json::from_str::<u8>("\"x\"").unwrap_err();
+    let text = cause.to_string();
+    let e = IdempotencyError::from(cause);
+    assert!(!e.to_string().contains(&text), "{e}");
+    let detail = e
+        .problem(None)
+        .get("detail")
+        .unwrap()
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(detail.matches(&text).count(), 1, "{detail}");
 }
 
 #[test]

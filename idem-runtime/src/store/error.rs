@@ -1,6 +1,8 @@
 //! [`StoreError`]: what can go wrong in a store, split into "try again later" and everything
-//! else.
+//! else. A message says what happened and what to do; the driver's error is only its
+//! [`source`](std::error::Error::source), printed by the reporter (or `Chain`).
 
+use core::fmt;
 use core::time::Duration;
 
 /// The error type of a boxed source error.
@@ -22,7 +24,7 @@ pub enum StoreError {
     /// The database cannot be reached or refused the work for now: connection refused or reset,
     /// pool timeout, deadlock, serialization failure, lock wait timeout, `SQLITE_BUSY`. Retrying
     /// later may succeed.
-    #[error("the idempotency store is unavailable (retry after {retry_after:?}): {source}")]
+    #[error("the idempotency store is unavailable for now: retry after {retry_after:?}")]
     Unavailable {
         /// What the driver reported.
         #[source]
@@ -75,7 +77,9 @@ pub enum StoreError {
         source: Option<BoxError>,
     },
     /// Anything else: a bug in idem or an unexpected database error.
-    #[error("idempotency store error: {0}")]
+    #[error(
+        "the idempotency store failed unexpectedly: if its cause is not the database's, report it as a bug in idem"
+    )]
     Other(#[source] BoxError),
 }
 
@@ -108,6 +112,29 @@ impl StoreError {
             key: key.into(),
             detail: detail.into(),
         }
+    }
+}
+
+/// An error and its causes on one line, `error: cause: cause's cause`, for log lines and problem
+/// details: a message never repeats its cause, so whoever prints only `Display` loses it. A
+/// cause that its error's message already ends with (drivers' errors often repeat theirs:
+/// sqlx's `error returned from database: {0}`) is not written twice.
+pub(crate) struct Chain<'a>(pub(crate) &'a (dyn std::error::Error + 'static));
+
+impl fmt::Display for Chain<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut text = self.0.to_string();
+        f.write_str(&text)?;
+        let mut source = self.0.source();
+        while let Some(cause) = source {
+            let next = cause.to_string();
+            if !text.ends_with(&next) {
+                write!(f, ": {next}")?;
+            }
+            text = next;
+            source = cause.source();
+        }
+        Ok(())
     }
 }
 
@@ -158,5 +185,52 @@ pub(crate) fn classify_sqlx(
             source: Some(Box::new(err)),
         },
         other => StoreError::Other(Box::new(other)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cause_is_the_source_only() {
+        let e = StoreError::unavailable("connection refused");
+        assert_eq!(
+            e.to_string(),
+            "the idempotency store is unavailable for now: retry after 1s"
+        );
+        assert_eq!(
+            std::error::Error::source(&e)
+                .map(ToString::to_string)
+                .as_deref(),
+            Some("connection refused")
+        );
+        assert_eq!(
+            Chain(&e).to_string(),
+            "the idempotency store is unavailable for now: retry after 1s: connection refused"
+        );
+        let other = StoreError::Other("unexpected reply".into());
+        assert!(!other.to_string().contains("unexpected reply"), "{other}");
+        assert!(Chain(&other).to_string().ends_with(": unexpected reply"));
+    }
+
+    #[test]
+    fn a_chain_writes_a_cause_its_error_repeats_once() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("driver failed: {0}")]
+        struct Repeats(#[source] std::io::Error);
+        let io = std::io::Error::other("connection reset");
+        let e = StoreError::unavailable(Repeats(io));
+        assert_eq!(
+            Chain(&e).to_string(),
+            "the idempotency store is unavailable for now: retry after 1s: driver failed: \
+             connection reset"
+        );
+    }
+
+    #[test]
+    fn a_chain_without_a_cause_is_the_message() {
+        let e = StoreError::Invalid("zero lease".to_owned());
+        assert_eq!(Chain(&e).to_string(), e.to_string());
     }
 }

@@ -78,8 +78,8 @@ mod sweeper;
 )]
 pub use atomic::{AnySql, SqlTx, Tx, TxStore};
 pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
-pub(crate) use error::is_aborted_transaction;
 pub use error::{BoxError, DEFAULT_RETRY_AFTER, StoreError};
+pub(crate) use error::{Chain, is_aborted_transaction};
 pub use interface::{
     BoxFuture, Claim, ClaimRequest, Completion, Lease, Outcome, Record, RecordState, Store,
 };
