@@ -23,9 +23,9 @@
 use core::future::Future;
 
 use super::attempt::Attempt;
-use super::config::Idem;
 use super::error::IdempotencyError;
 use super::front::{Answer, ClaimSettings, Front, answer, bounded};
+use super::handle::Idem;
 use super::operation::{fresh_operation_id, with_operation};
 use crate::fingerprint::RequestHash;
 use crate::key::ScopedKey;

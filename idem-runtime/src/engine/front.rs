@@ -8,8 +8,8 @@ use core::future::Future;
 use core::time::Duration;
 use std::sync::Arc;
 
-use super::config::HandlerConfig;
 use super::error::IdempotencyError;
+use super::handler_config::HandlerConfig;
 use super::policy::Disposition;
 use crate::fingerprint::RequestHash;
 use crate::store::{
