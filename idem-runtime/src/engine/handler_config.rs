@@ -1,5 +1,6 @@
-//! [`HandlerConfig`], what `#[idempotent]` fixes at compile time for one handler, and its
-//! defaults ([`DEFAULT_TTL`], [`DEFAULT_LEASE`], [`default_timeout`]).
+//! [`HandlerConfig`], what `#[idempotent]` fixes at compile time for one handler (and what the
+//! tower layer shares with it), and its defaults ([`DEFAULT_TTL`], [`DEFAULT_LEASE`],
+//! [`default_timeout`]).
 //!
 //! Every method stays `const`: generated code builds the configuration as a `static`.
 
@@ -8,6 +9,7 @@ use core::time::Duration;
 use super::contract::Contract;
 
 /// Everything `#[idempotent]` fixes at compile time for one handler; generated as a `static`.
+/// The tower layer takes one too (`IdempotencyLayer::config`).
 ///
 /// Built with `const` builder methods, by generated and hand-written code alike.
 ///
@@ -75,7 +77,8 @@ impl HandlerConfig {
     /// Defaults: a TTL of [`DEFAULT_TTL`] (7 days, ordinary writes, contract S20), a lease of
     /// [`DEFAULT_LEASE`] (30 seconds), a timeout of 4 leases ([`default_timeout`]),
     /// [`Contract::ExactReplay`], no extra headers, fail closed, the handle's snapshot size.
-    /// `#[idempotent]` and the tower layer start from the same defaults.
+    /// `#[idempotent]` and the tower layer start from the same defaults
+    /// ([`HandlerConfig::for_route`]).
     ///
     /// ```
     /// use core::time::Duration;
@@ -101,7 +104,8 @@ impl HandlerConfig {
     /// its route (what `#[idempotent]` uses on an axum handler without `operation = ".."`): the
     /// request's method and axum's matched route template, `"POST /v1/payments/{id}/refunds"` —
     /// what the contract calls the endpoint, stable when the handler function is renamed or
-    /// moved.
+    /// moved. The tower layer, which fingerprints only the body, names the operation after
+    /// the request path instead, so that a path parameter keeps two resources' keys apart.
     ///
     /// ```
     /// use idem_runtime::engine::HandlerConfig;
