@@ -31,7 +31,7 @@ impl ClaimSettings {
         ClaimSettings {
             lease: cfg.lease,
             ttl: cfg.ttl,
-            timeout: cfg.handler_timeout(),
+            timeout: cfg.timeout_in_force(),
             fail_open: cfg.fail_open,
         }
     }

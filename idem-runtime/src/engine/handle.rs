@@ -27,7 +27,7 @@ pub const DEFAULT_MAX_SNAPSHOT_BYTES: usize = 256 * 1024;
 /// let idem = Idem::new(MemoryStore::new())
 ///     .with_policy(DefaultPolicy)
 ///     .max_snapshot_bytes(64 * 1024);
-/// assert_eq!(idem.snapshot_limit(), 64 * 1024);
+/// assert_eq!(idem.max_snapshot_bytes_in_force(), 64 * 1024);
 /// let shared = idem.clone(); // same store
 /// assert!(std::sync::Arc::ptr_eq(shared.store(), idem.store()));
 /// ```
@@ -146,7 +146,7 @@ impl Idem {
     /// use idem_runtime::engine::Idem;
     /// let idem = Idem::new(idem_runtime::store::MemoryStore::new())
     ///     .store_timeout(Duration::from_millis(500));
-    /// assert_eq!(idem.store_wait(), Duration::from_millis(500));
+    /// assert_eq!(idem.store_timeout_in_force(), Duration::from_millis(500));
     /// ```
     #[must_use]
     pub fn store_timeout(mut self, timeout: Duration) -> Self {
@@ -154,14 +154,15 @@ impl Idem {
         self
     }
 
-    /// How long the engine waits for one answer of the store ([`Idem::store_timeout`]).
+    /// How long the engine waits for one answer of the store: what [`Idem::store_timeout`] set,
+    /// or [`DEFAULT_STORE_TIMEOUT`].
     ///
     /// ```
     /// use idem_runtime::engine::{DEFAULT_STORE_TIMEOUT, Idem};
     /// let idem = Idem::new(idem_runtime::store::MemoryStore::new());
-    /// assert_eq!(idem.store_wait(), DEFAULT_STORE_TIMEOUT);
+    /// assert_eq!(idem.store_timeout_in_force(), DEFAULT_STORE_TIMEOUT);
     /// ```
-    pub fn store_wait(&self) -> Duration {
+    pub fn store_timeout_in_force(&self) -> Duration {
         self.store_timeout
     }
 
@@ -171,7 +172,7 @@ impl Idem {
     /// ```
     /// use idem_runtime::engine::Idem;
     /// let idem = Idem::new(idem_runtime::store::MemoryStore::new()).max_snapshot_bytes(1024);
-    /// assert_eq!(idem.snapshot_limit(), 1024);
+    /// assert_eq!(idem.max_snapshot_bytes_in_force(), 1024);
     /// ```
     #[must_use]
     pub fn max_snapshot_bytes(mut self, n: usize) -> Self {
@@ -328,14 +329,15 @@ impl Idem {
         &*self.policy
     }
 
-    /// The default largest body stored whole.
+    /// The default largest body stored whole: what [`Idem::max_snapshot_bytes`] set, or
+    /// [`DEFAULT_MAX_SNAPSHOT_BYTES`].
     ///
     /// ```
     /// use idem_runtime::engine::{DEFAULT_MAX_SNAPSHOT_BYTES, Idem};
     /// let idem = Idem::new(idem_runtime::store::MemoryStore::new());
-    /// assert_eq!(idem.snapshot_limit(), DEFAULT_MAX_SNAPSHOT_BYTES);
+    /// assert_eq!(idem.max_snapshot_bytes_in_force(), DEFAULT_MAX_SNAPSHOT_BYTES);
     /// ```
-    pub fn snapshot_limit(&self) -> usize {
+    pub fn max_snapshot_bytes_in_force(&self) -> usize {
         self.max_snapshot_bytes
     }
 }
@@ -348,7 +350,7 @@ impl Idem {
 /// use std::sync::Arc;
 /// use idem_runtime::engine::{AsIdem, Idem};
 /// let idem = Arc::new(Idem::new(idem_runtime::store::MemoryStore::new()));
-/// fn limit(h: &impl AsIdem) -> usize { h.as_idem().snapshot_limit() }
+/// fn limit(h: &impl AsIdem) -> usize { h.as_idem().max_snapshot_bytes_in_force() }
 /// assert_eq!(limit(&idem), limit(&&*idem));
 /// ```
 #[diagnostic::on_unimplemented(

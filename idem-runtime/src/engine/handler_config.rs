@@ -85,7 +85,7 @@ impl HandlerConfig {
     /// use idem_runtime::engine::HandlerConfig;
     /// const C: HandlerConfig = HandlerConfig::new("op");
     /// assert_eq!(C, HandlerConfig::new("op").ttl(Duration::from_secs(7 * 86_400)).lease(Duration::from_secs(30)));
-    /// assert_eq!(C.handler_timeout(), Duration::from_secs(120));
+    /// assert_eq!(C.timeout_in_force(), Duration::from_secs(120));
     /// ```
     pub const fn new(operation: &'static str) -> Self {
         HandlerConfig {
@@ -125,16 +125,17 @@ impl HandlerConfig {
         self.operation
     }
 
-    /// The timeout in force: [`HandlerConfig::timeout`], or [`default_timeout`] of the lease.
+    /// The timeout in force: what [`HandlerConfig::timeout`] set, or [`default_timeout`] of the
+    /// lease.
     ///
     /// ```
     /// # use core::time::Duration;
     /// # use idem_runtime::engine::HandlerConfig;
     /// let c = HandlerConfig::new("op").lease(Duration::from_secs(5));
-    /// assert_eq!(c.handler_timeout(), Duration::from_secs(20));
-    /// assert_eq!(c.timeout(Duration::from_secs(3)).handler_timeout(), Duration::from_secs(3));
+    /// assert_eq!(c.timeout_in_force(), Duration::from_secs(20));
+    /// assert_eq!(c.timeout(Duration::from_secs(3)).timeout_in_force(), Duration::from_secs(3));
     /// ```
-    pub const fn handler_timeout(&self) -> Duration {
+    pub const fn timeout_in_force(&self) -> Duration {
         match self.timeout {
             Some(t) => t,
             None => default_timeout(self.lease),
