@@ -190,8 +190,11 @@ impl App {
         .unwrap();
         let layer = IdempotencyLayer::new(self.idem.clone(), spec)
             .scope(|parts| vec![header(parts, "x-tenant"), header(parts, "x-user")])
-            .replay_headers(REPLAY_HEADERS)
-            .max_snapshot_bytes(SNAPSHOT_LIMIT);
+            .config(
+                HandlerConfig::for_route()
+                    .replay_headers(&REPLAY_HEADERS)
+                    .max_snapshot_bytes(SNAPSHOT_LIMIT),
+            );
         Router::new()
             .route("/payments", post(layer_payment))
             .route("/exports", post(layer_export))

@@ -14,8 +14,8 @@ use http_body_util::BodyExt;
 use idem::http::IdempotencyLayer;
 use idem::key::scoped_key;
 use idem::request::Spec;
-use idem::store::{MemoryStore, SqliteStore, Store};
-use idem::{Contract, Fingerprint, Idem};
+use idem::store::{MemoryStore, SqliteStore, Store, Timestamp};
+use idem::{Contract, Fingerprint, HandlerConfig, Idem};
 use tower::ServiceExt;
 
 #[derive(Fingerprint, serde::Deserialize)]
@@ -295,7 +295,7 @@ async fn concurrent_duplicate_is_409() {
 #[tokio::test]
 async fn suppress_only_reads_the_business_number_from_the_body() {
     let h = memory().await;
-    let app = h.app(|l| l.contract(Contract::SuppressOnly));
+    let app = h.app(|l| l.config(HandlerConfig::for_route().contract(Contract::SuppressOnly)));
     let (s1, ..) = send(&app, req(Some("k-sup"), BODY)).await;
     assert_eq!(s1, StatusCode::CREATED);
     let (s2, h2, b2) = send(&app, req(Some("k-sup"), BODY)).await;
@@ -307,7 +307,7 @@ async fn suppress_only_reads_the_business_number_from_the_body() {
 #[tokio::test]
 async fn oversized_response_is_stored_as_its_business_number() {
     let h = memory().await;
-    let app = h.app(|l| l.max_snapshot_bytes(16));
+    let app = h.app(|l| l.config(HandlerConfig::for_route().max_snapshot_bytes(16)));
     let (s1, _, b1) = send(&app, req(Some("k-big"), BODY)).await;
     assert_eq!(s1, StatusCode::CREATED);
     assert!(b1.len() > 16);
@@ -350,7 +350,7 @@ async fn explicit_spec_from_json() {
     let h = memory().await;
     let spec = Spec::from_json_str(r#"{"amount":"decimal","currency":"any"}"#).unwrap();
     let layer = IdempotencyLayer::new(Idem::from_arc(h.store.clone()), spec)
-        .operation("pay")
+        .config(HandlerConfig::new("pay"))
         .global();
     let hits = h.hits.clone();
     let app = Router::new()
@@ -378,6 +378,37 @@ async fn explicit_spec_from_json() {
     assert_eq!((s1, s2), (StatusCode::NO_CONTENT, StatusCode::NO_CONTENT));
     assert_eq!(h2["idempotent-replayed"], "true");
     assert_eq!(h.hits(), 1);
+    // The operation named by the configuration, not the request's `POST /payments`.
+    let named = scoped_key("pay", &[], "k-spec").unwrap();
+    assert!(h.store.get(&named).await.unwrap().is_some());
+    let by_path = scoped_key("POST /payments", &[], "k-spec").unwrap();
+    assert!(h.store.get(&by_path).await.unwrap().is_none());
+}
+
+#[tokio::test]
+async fn the_handler_config_sets_the_durations() {
+    let h = memory().await;
+    let app = h.app(|l| {
+        l.config(
+            HandlerConfig::for_route()
+                .ttl(Duration::from_secs(3_600))
+                .lease(Duration::from_millis(100))
+                .timeout(Duration::from_millis(200)),
+        )
+    });
+    let slow = r#"{"amount":1,"currency":"EUR","description":"slow","client_ip":"x"}"#;
+    let (status, headers, body) = send(&app, req(Some("k-durations"), slow)).await;
+    // The handler sleeps 500 ms: stopped at the timeout, its record kept for a retry.
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(problem_type(&headers, &body), "timed-out");
+    let key = scoped_key("POST /payments", &[], "k-durations").unwrap();
+    let record = h.store.get(&key).await.unwrap().unwrap();
+    let now = Timestamp::from_system_time(std::time::SystemTime::now());
+    let left = record.expire_at.saturating_duration_since(now);
+    assert!(
+        left > Duration::from_secs(3_500) && left <= Duration::from_secs(3_600),
+        "{left:?}"
+    );
 }
 
 #[test]

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use super::config::HandlerConfig;
+use super::handler_config::HandlerConfig;
 use crate::fingerprint::RequestHash;
 use crate::key::ScopePart;
 use crate::store::atomic::Atomic;

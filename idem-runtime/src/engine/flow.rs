@@ -23,9 +23,9 @@
 use core::future::Future;
 
 use super::attempt::Attempt;
-use super::config::Idem;
 use super::error::IdempotencyError;
 use super::front::{Answer, ClaimSettings, Front, answer, bounded};
+use super::handle::Idem;
 use super::operation::{fresh_operation_id, with_operation};
 use crate::fingerprint::RequestHash;
 use crate::key::ScopedKey;
@@ -139,7 +139,7 @@ pub(crate) async fn admit(
     let req = ClaimRequest::new(key, hash, settings.lease, settings.ttl);
     // Measured before the claim is sent: the lease cannot end earlier than this plus its length.
     let sent = tokio::time::Instant::now();
-    let wait = idem.store_wait();
+    let wait = idem.store_timeout_in_force();
     let backend = idem.store().backend();
     let claimed = telemetry::store_call(backend, "claim", bounded(wait, idem.store().claim(&req)));
     match claimed.await {

@@ -7,8 +7,8 @@ use core::future::Future;
 use core::time::Duration;
 use std::sync::Arc;
 
-use super::config::HandlerConfig;
 use super::error::IdempotencyError;
+use super::handler_config::HandlerConfig;
 use super::policy::Disposition;
 use crate::fingerprint::RequestHash;
 use crate::store::atomic::Atomic;
@@ -29,7 +29,7 @@ impl ClaimSettings {
         ClaimSettings {
             lease: cfg.lease,
             ttl: cfg.ttl,
-            timeout: cfg.handler_timeout(),
+            timeout: cfg.timeout_in_force(),
             fail_open: cfg.fail_open,
         }
     }

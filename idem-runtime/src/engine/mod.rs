@@ -70,11 +70,12 @@ mod attempt;
 // What every front of generated code takes; the axum front is the only one so far.
 #[cfg(feature = "axum")]
 pub(crate) mod call;
-mod config;
 mod contract;
 mod error;
 mod flow;
 mod front;
+mod handle;
+mod handler_config;
 mod once;
 mod operation;
 mod policy;
@@ -82,16 +83,14 @@ pub mod problem;
 mod replay_cache;
 mod snapshot;
 
-pub use config::{
-    AsIdem, DEFAULT_LEASE, DEFAULT_MAX_SNAPSHOT_BYTES, DEFAULT_STORE_TIMEOUT, DEFAULT_TTL,
-    HandlerConfig, Idem, default_timeout,
-};
 pub use contract::Contract;
 pub use error::IdempotencyError;
 #[cfg(feature = "axum")]
 pub(crate) use flow::execute;
 #[cfg(feature = "axum")]
 pub(crate) use front::{ClaimSettings, Front, Settlement};
+pub use handle::{AsIdem, DEFAULT_MAX_SNAPSHOT_BYTES, DEFAULT_STORE_TIMEOUT, Idem};
+pub use handler_config::{DEFAULT_LEASE, DEFAULT_TTL, HandlerConfig, default_timeout};
 pub use once::run_once;
 pub use operation::{OperationId, operation_id};
 pub use policy::{DefaultPolicy, Disposition, OutcomePolicy};

@@ -6,10 +6,11 @@ use core::marker::PhantomData;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::config::{HandlerConfig, Idem};
 use super::error::IdempotencyError;
 use super::flow::execute;
 use super::front::{ClaimSettings, Front, Settlement};
+use super::handle::Idem;
+use super::handler_config::HandlerConfig;
 use crate::fingerprint::RequestHash;
 use crate::key::{ScopePart, scoped_key};
 use crate::store::{Completion, Record};

@@ -1,12 +1,15 @@
 //! The tower [`IdempotencyLayer`]: idempotency for handlers that are not annotated, fingerprinting
 //! the raw JSON body with the run-time canonicalizer.
+//!
+//! The settings it shares with `#[idempotent]` handlers are one [`HandlerConfig`]; the layer keeps
+//! beside it only what a handler has no use for (spec, key header, body limit, scope, ...).
 
 use core::fmt;
 use core::future::Future;
 use core::marker::PhantomData;
 use core::pin::Pin;
 use core::task::{Context, Poll};
-use core::time::Duration;
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use axum::body::Body;
@@ -23,8 +26,7 @@ use super::respond::{SnapshotRules, exact_replay, mark_unprotected, settle, supp
 use crate::engine::problem::INVALID_BODY;
 use crate::engine::problem::Problem;
 use crate::engine::{
-    ClaimSettings, Contract, DEFAULT_LEASE, DEFAULT_TTL, Front, Idem, IdempotencyError, Settlement,
-    default_timeout, execute,
+    ClaimSettings, Contract, Front, HandlerConfig, Idem, IdempotencyError, Settlement, execute,
 };
 use crate::fingerprint::Fingerprint;
 use crate::key::{ScopePart, scoped_key};
@@ -36,20 +38,16 @@ pub const DEFAULT_BODY_LIMIT: usize = 1024 * 1024;
 
 type ScopeFn = dyn Fn(&Parts) -> Vec<String> + Send + Sync;
 
+#[derive(Clone)]
 struct Config {
     idem: Idem,
+    /// What the layer shares with `#[idempotent]` handlers: operation, contract, durations,
+    /// fail-open, replay headers, snapshot size.
+    handler: HandlerConfig,
     spec: Spec,
     canonicalizer: Canonicalizer,
     header: String,
-    operation: Option<String>,
-    contract: Contract,
-    ttl: Duration,
-    lease: Duration,
-    timeout: Option<Duration>,
-    fail_open: bool,
-    replay_headers: Vec<String>,
     body_limit: usize,
-    max_snapshot_bytes: Option<usize>,
     biz_no_field: String,
     scope: LayerScope,
 }
@@ -63,28 +61,6 @@ enum LayerScope {
     Global,
     /// Computed from each request (`scope(..)`).
     Of(Arc<ScopeFn>),
-}
-
-impl Clone for Config {
-    fn clone(&self) -> Self {
-        Config {
-            idem: self.idem.clone(),
-            spec: self.spec.clone(),
-            canonicalizer: self.canonicalizer,
-            header: self.header.clone(),
-            operation: self.operation.clone(),
-            contract: self.contract,
-            ttl: self.ttl,
-            lease: self.lease,
-            timeout: self.timeout,
-            fail_open: self.fail_open,
-            replay_headers: self.replay_headers.clone(),
-            body_limit: self.body_limit,
-            max_snapshot_bytes: self.max_snapshot_bytes,
-            biz_no_field: self.biz_no_field.clone(),
-            scope: self.scope.clone(),
-        }
-    }
 }
 
 /// Makes every unsafe request (`POST`, `PUT`, `PATCH`, `DELETE`, ...) through the wrapped service
@@ -108,7 +84,10 @@ impl Clone for Config {
 /// and, found there, the rest is streamed to the caller unread; otherwise the body is read whole
 /// to find it (and stored whole without one).
 ///
-/// The operation (part of the scoped key) is [`operation`](Self::operation) if set, otherwise
+/// Operation, contract, TTL, lease, timeout, fail-open, replay headers and snapshot size are a
+/// [`HandlerConfig`] given to [`config`](Self::config), the type `#[idempotent]` handlers are
+/// configured with. The operation (part of the scoped key) is the one of
+/// [`HandlerConfig::new`] if named, otherwise ([`HandlerConfig::for_route`], the default)
 /// `"<METHOD> <path>"` of the request: the request path, not the route template, because the
 /// layer fingerprints only the body, and a path parameter (`/payments/{id}/refunds`) must keep
 /// two resources' keys apart. Name the operation when routes may be renamed.
@@ -121,14 +100,16 @@ impl Clone for Config {
 ///
 /// ```
 /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// use core::time::Duration;
 /// use axum::{Router, routing::post, body::Body, http::Request};
 /// use idem_runtime::request::Spec;
-/// use idem_runtime::engine::Idem;
+/// use idem_runtime::engine::{HandlerConfig, Idem};
 /// use idem_runtime::http::IdempotencyLayer;
 /// use tower::ServiceExt;
 ///
 /// let spec = Spec::from_json_str(r#"{"amount": "decimal", "currency": "any", "client_ip": "env"}"#).unwrap();
 /// let layer = IdempotencyLayer::new(Idem::new(idem_runtime::store::MemoryStore::new()), spec)
+///     .config(HandlerConfig::for_route().ttl(Duration::from_secs(86_400)))
 ///     .global(); // one client, or keys that are unique across clients
 /// let app: Router = Router::new()
 ///     .route("/payments", post(|| async { (axum::http::StatusCode::CREATED, r#"{"id":"pay_1"}"#) }))
@@ -155,12 +136,8 @@ impl fmt::Debug for IdempotencyLayer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let c = &self.config;
         f.debug_struct("IdempotencyLayer")
+            .field("config", &c.handler)
             .field("header", &c.header)
-            .field("operation", &c.operation)
-            .field("contract", &c.contract)
-            .field("ttl", &c.ttl)
-            .field("lease", &c.lease)
-            .field("fail_open", &c.fail_open)
             .field("body_limit", &c.body_limit)
             .field("biz_no_field", &c.biz_no_field)
             .finish_non_exhaustive()
@@ -168,11 +145,11 @@ impl fmt::Debug for IdempotencyLayer {
 }
 
 impl IdempotencyLayer {
-    /// A layer over `idem` fingerprinting request bodies under `spec`. Defaults: key header
-    /// `Idempotency-Key`, `exact_replay`, the TTL, lease and timeout of `#[idempotent]`
-    /// ([`DEFAULT_TTL`] 7 days, [`DEFAULT_LEASE`] 30 s, 4 leases), fail closed, 1 MiB bodies,
-    /// business number in the response's `"id"` member, the handle's default scope (see
-    /// [`scope`](Self::scope) and [`global`](Self::global)).
+    /// A layer over `idem` fingerprinting request bodies under `spec`. Defaults: the settings
+    /// of [`HandlerConfig::for_route`] (operation `"<METHOD> <path>"`, `exact_replay`, the TTL,
+    /// lease and timeout of `#[idempotent]`: 7 days, 30 s, 4 leases; fail closed), key header
+    /// `Idempotency-Key`, 1 MiB bodies, business number in the response's `"id"` member, the
+    /// handle's default scope (see [`scope`](Self::scope) and [`global`](Self::global)).
     ///
     /// ```
     /// use idem_runtime::{Spec, ValueSpec, engine::Idem, http::IdempotencyLayer};
@@ -186,18 +163,11 @@ impl IdempotencyLayer {
         IdempotencyLayer {
             config: Arc::new(Config {
                 idem,
+                handler: HandlerConfig::for_route(),
                 spec,
                 canonicalizer: Canonicalizer::new(),
                 header: IDEMPOTENCY_KEY.to_owned(),
-                operation: None,
-                contract: Contract::ExactReplay,
-                ttl: DEFAULT_TTL,
-                lease: DEFAULT_LEASE,
-                timeout: None,
-                fail_open: false,
-                replay_headers: Vec::new(),
                 body_limit: DEFAULT_BODY_LIMIT,
-                max_snapshot_bytes: None,
                 biz_no_field: "id".to_owned(),
                 scope: LayerScope::Unset,
             }),
@@ -254,98 +224,40 @@ impl IdempotencyLayer {
         self.edit(|c| c.header = name)
     }
 
-    /// The operation name inside the scoped key (default: `"<METHOD> <path>"` of each request).
+    /// The settings the layer shares with `#[idempotent]` handlers: the operation, contract,
+    /// TTL, lease, timeout, fail-open, replay headers and largest snapshot of `config` (default
+    /// [`HandlerConfig::for_route`]: each request's `"<METHOD> <path>"` names its operation).
+    /// The contract `latest_state` replays exactly: the layer has no lookup. Each call replaces
+    /// the whole configuration.
+    ///
+    /// `HandlerConfig` holds `&'static` strings (it is `Copy` and built in `const` code, so that
+    /// `#[idempotent]` can make it a `static`). A name or header list known only at run time is
+    /// leaked where the router is built (`String::leak`): that costs its bytes once per router,
+    /// never per request.
     ///
     /// ```
     /// # use idem_runtime::{Spec, engine::Idem, http::IdempotencyLayer};
     /// # let layer = IdempotencyLayer::new(Idem::new(idem_runtime::store::MemoryStore::new()), Spec::new());
-    /// let layer = layer.operation("payments.create");
-    /// ```
-    #[must_use]
-    pub fn operation(self, operation: impl Into<String>) -> Self {
-        let operation = operation.into();
-        self.edit(|c| c.operation = Some(operation))
-    }
-
-    /// The replay contract (`latest_state` replays exactly: the layer has no lookup).
+    /// use core::time::Duration;
+    /// use idem_runtime::engine::{Contract, HandlerConfig};
     ///
-    /// ```
-    /// # use idem_runtime::{Spec, engine::{Contract, Idem}, http::IdempotencyLayer};
-    /// # let layer = IdempotencyLayer::new(Idem::new(idem_runtime::store::MemoryStore::new()), Spec::new());
-    /// let layer = layer.contract(Contract::SuppressOnly);
-    /// ```
-    #[must_use]
-    pub fn contract(self, contract: Contract) -> Self {
-        self.edit(|c| c.contract = contract)
-    }
-
-    /// How long the guarantee lasts (default 7 days, contract S20).
-    ///
-    /// ```
-    /// # use idem_runtime::{Spec, engine::Idem, http::IdempotencyLayer};
-    /// # let layer = IdempotencyLayer::new(Idem::new(idem_runtime::store::MemoryStore::new()), Spec::new());
-    /// let layer = layer.ttl(std::time::Duration::from_secs(7 * 86_400));
+    /// let layer = layer.config(
+    ///     HandlerConfig::new("payments.create")
+    ///         .contract(Contract::SuppressOnly)
+    ///         .ttl(Duration::from_secs(90 * 86_400))
+    ///         .lease(Duration::from_secs(10))
+    ///         .timeout(Duration::from_secs(60))
+    ///         .replay_headers(&["x-balance"])
+    ///         .max_snapshot_bytes(16 * 1024),
+    /// );
+    /// // Or: an operation named at run time, leaked once for the router's life.
+    /// let region = String::from("eu");
+    /// let operation = format!("payments.create.{region}").leak();
+    /// let layer = layer.config(HandlerConfig::new(operation));
     /// ```
     #[must_use]
-    pub fn ttl(self, ttl: Duration) -> Self {
-        self.edit(|c| c.ttl = ttl)
-    }
-
-    /// How long a request may run before a retry may take it over (default 30 s).
-    ///
-    /// ```
-    /// # use idem_runtime::{Spec, engine::Idem, http::IdempotencyLayer};
-    /// # let layer = IdempotencyLayer::new(Idem::new(idem_runtime::store::MemoryStore::new()), Spec::new());
-    /// let layer = layer.lease(std::time::Duration::from_secs(10));
-    /// ```
-    #[must_use]
-    pub fn lease(self, lease: Duration) -> Self {
-        self.edit(|c| c.lease = lease)
-    }
-
-    /// The longest a request may run inside the wrapped service (default: 4 leases, see
-    /// [`default_timeout`](crate::engine::default_timeout)); then it is stopped, its record kept
-    /// for a retry to continue the same operation, and the client gets `503 timed-out`.
-    ///
-    /// ```
-    /// # use idem_runtime::{Spec, engine::Idem, http::IdempotencyLayer};
-    /// # let layer = IdempotencyLayer::new(Idem::new(idem_runtime::store::MemoryStore::new()), Spec::new());
-    /// let layer = layer.timeout(std::time::Duration::from_secs(60));
-    /// ```
-    #[must_use]
-    pub fn timeout(self, timeout: Duration) -> Self {
-        self.edit(|c| c.timeout = Some(timeout))
-    }
-
-    /// Run requests unprotected when the store is unavailable (`Idempotency-Status:
-    /// unprotected`) instead of answering `503` (default `false`).
-    ///
-    /// ```
-    /// # use idem_runtime::{Spec, engine::Idem, http::IdempotencyLayer};
-    /// # let layer = IdempotencyLayer::new(Idem::new(idem_runtime::store::MemoryStore::new()), Spec::new());
-    /// let layer = layer.fail_open(true);
-    /// ```
-    #[must_use]
-    pub fn fail_open(self, fail_open: bool) -> Self {
-        self.edit(|c| c.fail_open = fail_open)
-    }
-
-    /// Response headers stored besides `content-type` and `location` (credentials and hop-by-hop
-    /// headers never are).
-    ///
-    /// ```
-    /// # use idem_runtime::{Spec, engine::Idem, http::IdempotencyLayer};
-    /// # let layer = IdempotencyLayer::new(Idem::new(idem_runtime::store::MemoryStore::new()), Spec::new());
-    /// let layer = layer.replay_headers(["x-balance"]);
-    /// ```
-    #[must_use]
-    pub fn replay_headers<I, H>(self, headers: I) -> Self
-    where
-        I: IntoIterator<Item = H>,
-        H: Into<String>,
-    {
-        let headers: Vec<String> = headers.into_iter().map(Into::into).collect();
-        self.edit(|c| c.replay_headers = headers)
+    pub fn config(self, config: HandlerConfig) -> Self {
+        self.edit(|c| c.handler = config)
     }
 
     /// Largest request body read (default 1 MiB); over it: `413 body-too-large`.
@@ -358,18 +270,6 @@ impl IdempotencyLayer {
     #[must_use]
     pub fn body_limit(self, bytes: usize) -> Self {
         self.edit(|c| c.body_limit = bytes)
-    }
-
-    /// Largest response body stored whole (default: the [`Idem`] handle's).
-    ///
-    /// ```
-    /// # use idem_runtime::{Spec, engine::Idem, http::IdempotencyLayer};
-    /// # let layer = IdempotencyLayer::new(Idem::new(idem_runtime::store::MemoryStore::new()), Spec::new());
-    /// let layer = layer.max_snapshot_bytes(16 * 1024);
-    /// ```
-    #[must_use]
-    pub fn max_snapshot_bytes(self, bytes: usize) -> Self {
-        self.edit(|c| c.max_snapshot_bytes = Some(bytes))
     }
 
     /// The top-level member of JSON response bodies holding the business number (default
@@ -576,9 +476,9 @@ where
                 .into_response());
         }
     };
-    let operation = match &config.operation {
-        Some(op) => op.clone(),
-        None => format!("{} {}", parts.method, parts.uri.path()),
+    let operation = match config.handler.operation() {
+        Some(op) => Cow::Borrowed(op),
+        None => Cow::Owned(format!("{} {}", parts.method, parts.uri.path())),
     };
     let scope = match &config.scope {
         LayerScope::Of(f) => Some(f(&parts)),
@@ -597,12 +497,7 @@ where
     };
     let mut req = Request::from_parts(parts, Body::from(bytes));
     super::respond::ProblemBase::insert(&config.idem, req.extensions_mut());
-    let settings = ClaimSettings {
-        lease: config.lease,
-        ttl: config.ttl,
-        timeout: config.timeout.unwrap_or(default_timeout(config.lease)),
-        fail_open: config.fail_open,
-    };
+    let settings = ClaimSettings::of(&config.handler);
     let front = Layered {
         config: &config,
         _out: PhantomData,
@@ -631,7 +526,7 @@ where
     }
 
     async fn replay(self, record: Record) -> Self::Answer {
-        Ok(match self.config.contract {
+        Ok(match self.config.handler.contract {
             Contract::SuppressOnly => suppressed_replay(record, &self.config.biz_no_field),
             Contract::ExactReplay | Contract::LatestState => exact_replay(record),
         })
@@ -654,12 +549,13 @@ where
         let disposition = config
             .idem
             .policy()
-            .classify(config.contract, resp.status().as_u16());
+            .classify(config.handler.contract, resp.status().as_u16());
         let rules = SnapshotRules {
-            replay_headers: &config.replay_headers,
+            replay_headers: config.handler.replay_headers,
             limit: config
+                .handler
                 .max_snapshot_bytes
-                .unwrap_or(config.idem.snapshot_limit()),
+                .unwrap_or(config.idem.max_snapshot_bytes_in_force()),
             biz_no_field: &config.biz_no_field,
             biz_no_from_body: true,
             key_fields: Vec::new(),
