@@ -121,13 +121,12 @@ use sqlx::{AssertSqlSafe, Executor, Row};
 use super::clock::{Clock, SystemClock, Timestamp};
 use super::error::StoreError;
 use super::error::classify_sqlx;
-use super::interface::{
-    BoxFuture, Claim, ClaimRequest, Completion, Lease, Record, RecordState, Store, new_operation_id,
-};
+use super::interface::{Claim, ClaimRequest, Completion, Lease, RecordState, new_operation_id};
 use super::migrate::{history, migrate_error, pending};
 use super::sql_store::ops::{self, CLAIM_ATTEMPTS, contended, fenced_unless_one};
 use super::sql_store::{
-    RawRecord, SqlBackend, SqlCore, Stored, millis_param, ping_when_idle, record_columns,
+    RawRecord, SqlBackend, SqlCore, Stored, impl_store, millis_param, ping_when_idle,
+    record_columns,
 };
 use crate::key::ScopedKey;
 
@@ -339,7 +338,7 @@ pub mod sql {
     }
 }
 
-/// A [`Store`] on MariaDB (10.6 or later, for `SKIP LOCKED`; tested on 10.11) or MySQL (8.0.13
+/// A [`Store`](crate::store::Store) on MariaDB (10.6 or later, for `SKIP LOCKED`; tested on 10.11) or MySQL (8.0.13
 /// or later, for the expression default of `claim_id`).
 ///
 /// Every decision about time (is this lease over, has this record expired) is taken by the
@@ -492,7 +491,7 @@ impl MySqlStore {
 
     /// Completes `lease` on `conn`, typically `&mut *tx` of the caller's own
     /// `sqlx::Transaction`, so that the business writes and the snapshot commit together (or
-    /// not at all). The same single `UPDATE` as [`Store::complete`]; it locks the record until
+    /// not at all). The same single `UPDATE` as [`Store::complete`](crate::store::Store::complete); it locks the record until
     /// the caller commits, so keep that transaction short (S18): meanwhile a duplicate claim of
     /// this key waits in its `INSERT` (InnoDB's duplicate check takes a shared lock on the row),
     /// up to `innodb_lock_wait_timeout`, after which it gets [`StoreError::Unavailable`]. A
@@ -600,131 +599,6 @@ impl MySqlStore {
             }
             None => Met::Existing(self.core.select(req.key).await?),
         })
-    }
-
-    async fn claim_impl(&self, req: &ClaimRequest<'_>) -> Result<Claim, StoreError> {
-        req.validate()?;
-        let hash = req.request_hash.to_string();
-        let operation_id = new_operation_id()?;
-        let (lease_ms, ttl_ms) = (millis_param(req.lease), millis_param(req.ttl));
-        for _ in 0..CLAIM_ATTEMPTS {
-            let now = self.core.now_param();
-            let met = match self.claim_returning(req, &hash, &operation_id, now).await? {
-                Some(met) => met,
-                None => self.claim_plain(req, &hash, &operation_id, now).await?,
-            };
-            let stored = match met {
-                Met::Inserted {
-                    lease_until,
-                    expire_at,
-                } => {
-                    return Ok(Claim::Acquired(Lease {
-                        key: req.key.clone(),
-                        request_hash: req.request_hash,
-                        fence: 1,
-                        operation_id,
-                        lease_until,
-                        expire_at,
-                        took_over: false,
-                    }));
-                }
-                Met::Existing(Some(stored)) => stored,
-                Met::Existing(None) => continue, // released or purged in between: claim again
-            };
-            // Decided by the database's clock, read with the row.
-            let record = match stored
-                .record
-                .decide(&req.request_hash, stored.now)
-                .settle(stored.record, identity)
-            {
-                ControlFlow::Break(answer) => return Ok(answer),
-                ControlFlow::Continue(record) => record,
-            };
-            let rev = stored.rev;
-            if record.is_expired(stored.now) {
-                // Expired: logically absent (S21), a new operation replaces it.
-                let expire_ms = lease_ms.max(ttl_ms);
-                let done = self
-                    .core
-                    .send(|| {
-                        sqlx::query(REPLACE_SQL)
-                            .bind(req.key.readable())
-                            .bind(&hash)
-                            .bind(&operation_id)
-                            .bind(now)
-                            .bind(now)
-                            .bind(lease_ms)
-                            .bind(now)
-                            .bind(expire_ms)
-                            .bind(now)
-                            .bind(now)
-                            .bind(&req.key.hash()[..])
-                            .bind(rev)
-                            .bind(now)
-                            .execute(&self.core.pool)
-                    })
-                    .await?;
-                if done.rows_affected() == 1 {
-                    let (lease_until, expire_at) = req.deadlines(statement_now(&done)?);
-                    return Ok(Claim::Acquired(Lease {
-                        key: req.key.clone(),
-                        request_hash: req.request_hash,
-                        fence: record.fence + 1,
-                        operation_id,
-                        lease_until,
-                        expire_at,
-                        took_over: false,
-                    }));
-                }
-            } else {
-                // Expired lease of the same request: the same operation goes on (S23).
-                let done = self
-                    .core
-                    .send(|| {
-                        sqlx::query(TAKEOVER_SQL)
-                            .bind(now)
-                            .bind(now)
-                            .bind(lease_ms)
-                            .bind(now)
-                            .bind(lease_ms)
-                            .bind(now)
-                            .bind(&req.key.hash()[..])
-                            .bind(rev)
-                            .bind(now)
-                            .bind(now)
-                            .bind(&hash)
-                            .execute(&self.core.pool)
-                    })
-                    .await?;
-                if done.rows_affected() == 1 {
-                    let lease_until = statement_now(&done)? + req.lease;
-                    return Ok(Claim::Acquired(Lease {
-                        key: req.key.clone(),
-                        request_hash: req.request_hash,
-                        fence: record.fence + 1,
-                        operation_id: record.operation_id,
-                        lease_until,
-                        // The row is the one read (same `rev`): its expiry, stretched as the
-                        // statement did.
-                        expire_at: record.expire_at.max(lease_until),
-                        took_over: true,
-                    }));
-                }
-            }
-            // Another claim, a completion or a purge changed the row since it was read, or its
-            // lease or expiry moved by the database's clock: start over.
-        }
-        Err(contended(req.key))
-    }
-
-    /// One batch in a short transaction: `SELECT .. FOR UPDATE SKIP LOCKED` locks up to `batch`
-    /// expired records in index order, skipping any another transaction holds (a claim taking
-    /// one over, another instance's purge), then one `DELETE` of exactly those. Sweepers on
-    /// several instances therefore never wait for one another nor for claims, and take their
-    /// locks in one order: no deadlock between them (one with a claim is retried whole).
-    async fn purge_impl(&self, batch: u32) -> Result<u64, StoreError> {
-        let now = self.core.now_param();
-        self.core.send(|| self.purge_once(batch, now)).await
     }
 
     async fn purge_once(&self, batch: u32, now: Option<i64>) -> Result<u64, sqlx::Error> {
@@ -978,6 +852,137 @@ impl SqlBackend for MySqlStore {
     /// The `UPDATE`'s result: rows matched, and the statement's "now" in `last_insert_id`.
     type Extended = MySqlQueryResult;
 
+    const NAME: &'static str = "mysql";
+
+    fn core(&self) -> &SqlCore<Self> {
+        &self.core
+    }
+
+    async fn claim_key(&self, req: &ClaimRequest<'_>) -> Result<Claim, StoreError> {
+        req.validate()?;
+        let hash = req.request_hash.to_string();
+        let operation_id = new_operation_id()?;
+        let (lease_ms, ttl_ms) = (millis_param(req.lease), millis_param(req.ttl));
+        for _ in 0..CLAIM_ATTEMPTS {
+            let now = self.core.now_param();
+            let met = match self.claim_returning(req, &hash, &operation_id, now).await? {
+                Some(met) => met,
+                None => self.claim_plain(req, &hash, &operation_id, now).await?,
+            };
+            let stored = match met {
+                Met::Inserted {
+                    lease_until,
+                    expire_at,
+                } => {
+                    return Ok(Claim::Acquired(Lease {
+                        key: req.key.clone(),
+                        request_hash: req.request_hash,
+                        fence: 1,
+                        operation_id,
+                        lease_until,
+                        expire_at,
+                        took_over: false,
+                    }));
+                }
+                Met::Existing(Some(stored)) => stored,
+                Met::Existing(None) => continue, // released or purged in between: claim again
+            };
+            // Decided by the database's clock, read with the row.
+            let record = match stored
+                .record
+                .decide(&req.request_hash, stored.now)
+                .settle(stored.record, identity)
+            {
+                ControlFlow::Break(answer) => return Ok(answer),
+                ControlFlow::Continue(record) => record,
+            };
+            let rev = stored.rev;
+            if record.is_expired(stored.now) {
+                // Expired: logically absent (S21), a new operation replaces it.
+                let expire_ms = lease_ms.max(ttl_ms);
+                let done = self
+                    .core
+                    .send(|| {
+                        sqlx::query(REPLACE_SQL)
+                            .bind(req.key.readable())
+                            .bind(&hash)
+                            .bind(&operation_id)
+                            .bind(now)
+                            .bind(now)
+                            .bind(lease_ms)
+                            .bind(now)
+                            .bind(expire_ms)
+                            .bind(now)
+                            .bind(now)
+                            .bind(&req.key.hash()[..])
+                            .bind(rev)
+                            .bind(now)
+                            .execute(&self.core.pool)
+                    })
+                    .await?;
+                if done.rows_affected() == 1 {
+                    let (lease_until, expire_at) = req.deadlines(statement_now(&done)?);
+                    return Ok(Claim::Acquired(Lease {
+                        key: req.key.clone(),
+                        request_hash: req.request_hash,
+                        fence: record.fence + 1,
+                        operation_id,
+                        lease_until,
+                        expire_at,
+                        took_over: false,
+                    }));
+                }
+            } else {
+                // Expired lease of the same request: the same operation goes on (S23).
+                let done = self
+                    .core
+                    .send(|| {
+                        sqlx::query(TAKEOVER_SQL)
+                            .bind(now)
+                            .bind(now)
+                            .bind(lease_ms)
+                            .bind(now)
+                            .bind(lease_ms)
+                            .bind(now)
+                            .bind(&req.key.hash()[..])
+                            .bind(rev)
+                            .bind(now)
+                            .bind(now)
+                            .bind(&hash)
+                            .execute(&self.core.pool)
+                    })
+                    .await?;
+                if done.rows_affected() == 1 {
+                    let lease_until = statement_now(&done)? + req.lease;
+                    return Ok(Claim::Acquired(Lease {
+                        key: req.key.clone(),
+                        request_hash: req.request_hash,
+                        fence: record.fence + 1,
+                        operation_id: record.operation_id,
+                        lease_until,
+                        // The row is the one read (same `rev`): its expiry, stretched as the
+                        // statement did.
+                        expire_at: record.expire_at.max(lease_until),
+                        took_over: true,
+                    }));
+                }
+            }
+            // Another claim, a completion or a purge changed the row since it was read, or its
+            // lease or expiry moved by the database's clock: start over.
+        }
+        Err(contended(req.key))
+    }
+
+    /// One batch in a short transaction: `SELECT .. FOR UPDATE SKIP LOCKED` locks up to `batch`
+    /// expired records in index order, skipping any another transaction holds (a claim taking
+    /// one over, another instance's purge), then one `DELETE` of exactly those. Sweepers on
+    /// several instances therefore never wait for one another nor for claims, and take their
+    /// locks in one order: no deadlock between them (one with a claim is retried whole).
+    async fn purge_batch(&self, batch: u32) -> Result<u64, StoreError> {
+        let now = self.core.now_param();
+        self.core.send(|| self.purge_once(batch, now)).await
+    }
+
     async fn select<'e>(
         conn: &'e mut MySqlConnection,
         key: &'e ScopedKey,
@@ -1100,55 +1105,7 @@ impl SqlBackend for MySqlStore {
     }
 }
 
-impl Store for MySqlStore {
-    fn backend(&self) -> &'static str {
-        "mysql"
-    }
-
-    fn claim<'a>(&'a self, req: &'a ClaimRequest<'a>) -> BoxFuture<'a, Result<Claim, StoreError>> {
-        Box::pin(self.claim_impl(req))
-    }
-
-    fn complete<'a>(
-        &'a self,
-        lease: &'a Lease,
-        completion: &'a Completion,
-    ) -> BoxFuture<'a, Result<(), StoreError>> {
-        Box::pin(ops::complete(&self.core, lease, completion))
-    }
-
-    fn release<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<(), StoreError>> {
-        Box::pin(ops::release(&self.core, lease))
-    }
-
-    fn abandon<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<(), StoreError>> {
-        Box::pin(ops::abandon(&self.core, lease))
-    }
-
-    fn extend<'a>(
-        &'a self,
-        lease: &'a Lease,
-        by: Duration,
-    ) -> BoxFuture<'a, Result<Lease, StoreError>> {
-        Box::pin(ops::extend(&self.core, lease, by))
-    }
-
-    fn get<'a>(&'a self, key: &'a ScopedKey) -> BoxFuture<'a, Result<Option<Record>, StoreError>> {
-        Box::pin(ops::get(&self.core, key))
-    }
-
-    fn purge_expired(&self, batch: u32) -> BoxFuture<'_, Result<u64, StoreError>> {
-        Box::pin(self.purge_impl(batch))
-    }
-
-    fn migrate(&self) -> BoxFuture<'_, Result<(), StoreError>> {
-        Box::pin(ops::migrate(&self.core))
-    }
-
-    fn clock(&self) -> &dyn Clock {
-        self.core.clock()
-    }
-}
+impl_store!(MySqlStore);
 
 #[cfg(test)]
 mod tests {

@@ -58,12 +58,13 @@ use super::clock::{Clock, Timestamp};
 use super::error::StoreError;
 use super::error::classify_sqlx;
 use super::interface::{
-    BoxFuture, Claim, ClaimRequest, Completion, Lease, Record, RecordState, Store, new_operation_id,
+    Claim, ClaimRequest, Completion, Lease, Record, RecordState, new_operation_id,
 };
 use super::migrate::{history, migrate_error, pending};
 use super::sql_store::ops::{self, CLAIM_ATTEMPTS, contended};
 use super::sql_store::{
-    RawRecord, SqlBackend, SqlCore, Stored, millis_param, ping_when_idle, record_columns,
+    RawRecord, SqlBackend, SqlCore, Stored, impl_store, millis_param, ping_when_idle,
+    record_columns,
 };
 use crate::key::ScopedKey;
 
@@ -292,7 +293,7 @@ pub mod sql {
     pub const COMPLETE: &str = super::COMPLETE_SQL;
 }
 
-/// A [`Store`] on PostgreSQL (10 or later; tested on 15).
+/// A [`Store`](crate::store::Store) on PostgreSQL (10 or later; tested on 15).
 ///
 /// Every decision about time (is this lease over, has this record expired) is taken by the
 /// database's clock, never the application's (see `docs/storage.md`, "Clocks").
@@ -392,7 +393,7 @@ impl PostgresStore {
 
     /// Completes `lease` on `conn`, typically `&mut *tx` of the caller's own
     /// `sqlx::Transaction`, so that the business writes and the snapshot commit together (or
-    /// not at all). The same single `UPDATE` as [`Store::complete`]; it locks the record until
+    /// not at all). The same single `UPDATE` as [`Store::complete`](crate::store::Store::complete); it locks the record until
     /// the caller commits, so keep that transaction short (S18): meanwhile a duplicate claim of
     /// this key waits in its `INSERT` (the unique check waits for the row's open update), and
     /// answers once the caller commits or rolls back. A deadlock or serialization failure is not
@@ -421,77 +422,6 @@ impl PostgresStore {
         completion: &Completion,
     ) -> Result<(), StoreError> {
         ops::complete_in(&self.core, conn, lease, completion).await
-    }
-
-    async fn claim_impl(&self, req: &ClaimRequest<'_>) -> Result<Claim, StoreError> {
-        req.validate()?;
-        let operation_id = new_operation_id()?;
-        let hash = req.request_hash.to_string();
-        let (lease_ms, ttl_ms) = (millis_param(req.lease), millis_param(req.ttl));
-        for _ in 0..CLAIM_ATTEMPTS {
-            let now = self.core.now_param();
-            let bind = |sql: &'static str| {
-                sqlx::query(sql)
-                    .bind(&req.key.hash()[..])
-                    .bind(req.key.readable())
-                    .bind(&hash)
-                    .bind(&operation_id)
-                    .bind(now)
-                    .bind(lease_ms)
-                    .bind(ttl_ms)
-            };
-            let row = self
-                .core
-                .send(|| bind(CLAIM_SQL).fetch_optional(&self.core.pool))
-                .await?;
-            let stored = match row {
-                Some(row) => {
-                    let claimed: bool = row.try_get(0).map_err(classify)?;
-                    let stored = decode(&row)?;
-                    if claimed {
-                        return Ok(Claim::Acquired(lease(req, stored.record, &operation_id)));
-                    }
-                    stored
-                }
-                // The conflicting row was committed after this statement's snapshot: read it.
-                None => match self.core.select(req.key).await? {
-                    Some(stored) => stored,
-                    None => continue, // released or purged in between: claim again
-                },
-            };
-            // Decided by the database's clock, read with the row.
-            if let ControlFlow::Break(answer) = stored
-                .record
-                .decide(&req.request_hash, stored.now)
-                .settle(stored.record, identity)
-            {
-                return Ok(answer);
-            }
-            let Some(row) = self
-                .core
-                .send(|| bind(TAKEOVER_SQL).fetch_optional(&self.core.pool))
-                .await?
-            else {
-                continue; // another claim was faster, or the row changed: look again
-            };
-            let record = decode(&row)?.record;
-            return Ok(Claim::Acquired(lease(req, record, &operation_id)));
-        }
-        Err(contended(req.key))
-    }
-
-    async fn purge_impl(&self, batch: u32) -> Result<u64, StoreError> {
-        let now = self.core.now_param();
-        let done = self
-            .core
-            .send(|| {
-                sqlx::query(PURGE_SQL)
-                    .bind(now)
-                    .bind(i64::from(batch))
-                    .execute(&self.core.pool)
-            })
-            .await?;
-        Ok(done.rows_affected())
     }
 }
 
@@ -631,6 +561,83 @@ impl SqlBackend for PostgresStore {
     /// `RETURNING lease_until, expire_at`.
     type Extended = Option<(i64, i64)>;
 
+    const NAME: &'static str = "postgres";
+
+    fn core(&self) -> &SqlCore<Self> {
+        &self.core
+    }
+
+    async fn claim_key(&self, req: &ClaimRequest<'_>) -> Result<Claim, StoreError> {
+        req.validate()?;
+        let operation_id = new_operation_id()?;
+        let hash = req.request_hash.to_string();
+        let (lease_ms, ttl_ms) = (millis_param(req.lease), millis_param(req.ttl));
+        for _ in 0..CLAIM_ATTEMPTS {
+            let now = self.core.now_param();
+            let bind = |sql: &'static str| {
+                sqlx::query(sql)
+                    .bind(&req.key.hash()[..])
+                    .bind(req.key.readable())
+                    .bind(&hash)
+                    .bind(&operation_id)
+                    .bind(now)
+                    .bind(lease_ms)
+                    .bind(ttl_ms)
+            };
+            let row = self
+                .core
+                .send(|| bind(CLAIM_SQL).fetch_optional(&self.core.pool))
+                .await?;
+            let stored = match row {
+                Some(row) => {
+                    let claimed: bool = row.try_get(0).map_err(classify)?;
+                    let stored = decode(&row)?;
+                    if claimed {
+                        return Ok(Claim::Acquired(lease(req, stored.record, &operation_id)));
+                    }
+                    stored
+                }
+                // The conflicting row was committed after this statement's snapshot: read it.
+                None => match self.core.select(req.key).await? {
+                    Some(stored) => stored,
+                    None => continue, // released or purged in between: claim again
+                },
+            };
+            // Decided by the database's clock, read with the row.
+            if let ControlFlow::Break(answer) = stored
+                .record
+                .decide(&req.request_hash, stored.now)
+                .settle(stored.record, identity)
+            {
+                return Ok(answer);
+            }
+            let Some(row) = self
+                .core
+                .send(|| bind(TAKEOVER_SQL).fetch_optional(&self.core.pool))
+                .await?
+            else {
+                continue; // another claim was faster, or the row changed: look again
+            };
+            let record = decode(&row)?.record;
+            return Ok(Claim::Acquired(lease(req, record, &operation_id)));
+        }
+        Err(contended(req.key))
+    }
+
+    async fn purge_batch(&self, batch: u32) -> Result<u64, StoreError> {
+        let now = self.core.now_param();
+        let done = self
+            .core
+            .send(|| {
+                sqlx::query(PURGE_SQL)
+                    .bind(now)
+                    .bind(i64::from(batch))
+                    .execute(&self.core.pool)
+            })
+            .await?;
+        Ok(done.rows_affected())
+    }
+
     async fn select<'e>(
         conn: &'e mut PgConnection,
         key: &'e ScopedKey,
@@ -745,52 +752,4 @@ impl SqlBackend for PostgresStore {
     }
 }
 
-impl Store for PostgresStore {
-    fn backend(&self) -> &'static str {
-        "postgres"
-    }
-
-    fn claim<'a>(&'a self, req: &'a ClaimRequest<'a>) -> BoxFuture<'a, Result<Claim, StoreError>> {
-        Box::pin(self.claim_impl(req))
-    }
-
-    fn complete<'a>(
-        &'a self,
-        lease: &'a Lease,
-        completion: &'a Completion,
-    ) -> BoxFuture<'a, Result<(), StoreError>> {
-        Box::pin(ops::complete(&self.core, lease, completion))
-    }
-
-    fn release<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<(), StoreError>> {
-        Box::pin(ops::release(&self.core, lease))
-    }
-
-    fn abandon<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<(), StoreError>> {
-        Box::pin(ops::abandon(&self.core, lease))
-    }
-
-    fn extend<'a>(
-        &'a self,
-        lease: &'a Lease,
-        by: Duration,
-    ) -> BoxFuture<'a, Result<Lease, StoreError>> {
-        Box::pin(ops::extend(&self.core, lease, by))
-    }
-
-    fn get<'a>(&'a self, key: &'a ScopedKey) -> BoxFuture<'a, Result<Option<Record>, StoreError>> {
-        Box::pin(ops::get(&self.core, key))
-    }
-
-    fn purge_expired(&self, batch: u32) -> BoxFuture<'_, Result<u64, StoreError>> {
-        Box::pin(self.purge_impl(batch))
-    }
-
-    fn migrate(&self) -> BoxFuture<'_, Result<(), StoreError>> {
-        Box::pin(ops::migrate(&self.core))
-    }
-
-    fn clock(&self) -> &dyn Clock {
-        self.core.clock()
-    }
-}
+impl_store!(PostgresStore);

@@ -89,12 +89,10 @@ use sqlx::{Executor, Row, Sqlite};
 use super::clock::{Clock, SystemClock, Timestamp};
 use super::error::StoreError;
 use super::error::classify_sqlx;
-use super::interface::{
-    BoxFuture, Claim, ClaimRequest, Completion, Lease, Record, Store, new_operation_id,
-};
+use super::interface::{Claim, ClaimRequest, Completion, Lease, new_operation_id};
 use super::migrate::{Applied, history, migrate_error, pending};
 use super::sql_store::ops::{self, CLAIM_ATTEMPTS, contended};
-use super::sql_store::{RawRecord, SqlBackend, SqlCore, millis_param, record_columns};
+use super::sql_store::{RawRecord, SqlBackend, SqlCore, impl_store, millis_param, record_columns};
 use crate::key::ScopedKey;
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/sqlite");
@@ -287,7 +285,7 @@ pub mod sql {
     }
 }
 
-/// A [`Store`] in an SQLite database file.
+/// A [`Store`](crate::store::Store) in an SQLite database file.
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), idem_runtime::store::StoreError> {
@@ -344,7 +342,7 @@ impl SqliteStore {
 
     /// Opens (or creates) the database at `path` with [`SqliteStore::options`], a pool of up to
     /// 8 connections for reads and one connection for the store's writes (see "One writer
-    /// connection" in the module docs). Run [`Store::migrate`] before the first claim. Give it a file:
+    /// connection" in the module docs). Run [`Store::migrate`](crate::store::Store::migrate) before the first claim. Give it a file:
     /// `:memory:` would give every pooled connection a database of its own (use
     /// [`MemoryStore`](super::memory::MemoryStore) instead).
     ///
@@ -441,44 +439,9 @@ impl SqliteStore {
         self.checkpoints.done.load(Ordering::Relaxed)
     }
 
-    /// Counts a write that changed the database, and every [`CHECKPOINT_EVERY`] writes starts
-    /// the [`checkpoint`] on a task of its own, unless one is running or there is no tokio
-    /// runtime (SQLite's automatic checkpoint then does it, as without this). A failed
-    /// checkpoint is left to the next one, or to the automatic one: it loses nothing.
-    fn wrote(&self) {
-        let checkpoints = &self.checkpoints;
-        let writes = checkpoints.writes.fetch_add(1, Ordering::Relaxed) + 1;
-        if !writes.is_multiple_of(CHECKPOINT_EVERY)
-            || checkpoints.running.swap(true, Ordering::AcqRel)
-        {
-            return;
-        }
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            checkpoints.running.store(false, Ordering::Release);
-            return;
-        };
-        let (core, checkpoints) = (self.core.clone(), Arc::clone(checkpoints));
-        runtime.spawn(async move {
-            if let Err(e) = checkpoint(&core).await {
-                tracing::debug!(target: "idem", error = %e, "background WAL checkpoint failed");
-            } else {
-                checkpoints.done.fetch_add(1, Ordering::Relaxed);
-            }
-            checkpoints.running.store(false, Ordering::Release);
-        });
-    }
-
-    /// `result`, counting it as a write when it is `Ok`.
-    fn written<T>(&self, result: Result<T, StoreError>) -> Result<T, StoreError> {
-        if result.is_ok() {
-            self.wrote();
-        }
-        result
-    }
-
     /// Completes `lease` on `conn`, typically `&mut *tx` of the caller's own
     /// `sqlx::Transaction`, so that the business writes and the snapshot commit together (or
-    /// not at all). The same single `UPDATE` as [`Store::complete`]; nothing is committed until
+    /// not at all). The same single `UPDATE` as [`Store::complete`](crate::store::Store::complete); nothing is committed until
     /// the caller commits. The caller's transaction holds SQLite's write lock: every other write
     /// (claims of any key) waits for it, so keep it short (S18).
     ///
@@ -493,88 +456,6 @@ impl SqliteStore {
     ) -> Result<(), StoreError> {
         let completed = ops::complete_in(&self.core, conn, lease, completion).await;
         self.written(completed)
-    }
-
-    async fn claim_impl(&self, req: &ClaimRequest<'_>) -> Result<Claim, StoreError> {
-        req.validate()?;
-        let operation_id = new_operation_id()?;
-        let hash = req.request_hash.to_string();
-        let (lease_ms, ttl_ms) = (millis_param(req.lease), millis_param(req.ttl));
-        for _ in 0..CLAIM_ATTEMPTS {
-            let now = self.core.now_param();
-            let rows = self
-                .core
-                .send(|| async {
-                    let mut conn = self.core.write_conn().await?;
-                    let written = sqlx::query(CLAIM_AND_READ_SQL)
-                        .bind(&req.key.hash()[..])
-                        .bind(req.key.readable())
-                        .bind(&hash)
-                        .bind(&operation_id)
-                        .bind(now)
-                        .bind(lease_ms)
-                        .bind(ttl_ms)
-                        .fetch_all(&mut *conn)
-                        .await;
-                    conn.settle(written)
-                })
-                .await?;
-            let Some(row) = rows.first() else {
-                continue; // purged or released in between: claim again
-            };
-            if row.len() == CLAIMED_COLUMNS {
-                self.wrote();
-                let fence: i64 = row.try_get(0).map_err(classify)?;
-                let op: String = row.try_get(1).map_err(classify)?;
-                let lease_until: i64 = row.try_get(2).map_err(classify)?;
-                let expire_at: i64 = row.try_get(3).map_err(classify)?;
-                return Ok(Claim::Acquired(Lease {
-                    key: req.key.clone(),
-                    request_hash: req.request_hash,
-                    fence: u64::try_from(fence).unwrap_or(0),
-                    took_over: op != operation_id,
-                    operation_id: op,
-                    lease_until: Timestamp::from_millis(lease_until),
-                    expire_at: Timestamp::from_millis(expire_at),
-                }));
-            }
-            // Not claimable when the upsert ran: the read rode along. Counted as the statement
-            // it is, as when it was sent on its own.
-            self.core.statements.add(1);
-            let stored = read(row).map_err(classify)?.into_stored()?;
-            if let ControlFlow::Break(answer) = stored
-                .record
-                .decide(&req.request_hash, stored.now)
-                .settle(stored.record, identity)
-            {
-                return Ok(answer);
-            }
-            // It expired in between: claim again.
-        }
-        Err(contended(req.key))
-    }
-
-    async fn purge_impl(&self, batch: u32) -> Result<u64, StoreError> {
-        let now = self.core.now_param();
-        let done = self
-            .core
-            .send(|| async {
-                let mut conn = self.core.write_conn().await?;
-                let written = sqlx::query(PURGE_SQL)
-                    .bind(now)
-                    .bind(i64::from(batch))
-                    .execute(&mut *conn)
-                    .await;
-                conn.settle(written)
-            })
-            .await?;
-        let deleted = done.rows_affected();
-        // A batch that deleted rows grows the WAL like any write: a store that only purges
-        // (an idle service's sweeper) checkpoints in the background too.
-        if deleted > 0 {
-            self.wrote();
-        }
-        Ok(deleted)
     }
 }
 
@@ -755,6 +636,121 @@ impl SqlBackend for SqliteStore {
     /// `RETURNING lease_until, expire_at`.
     type Extended = Option<(i64, i64)>;
 
+    const NAME: &'static str = "sqlite";
+
+    fn core(&self) -> &SqlCore<Self> {
+        &self.core
+    }
+
+    /// Counts a write that changed the database, and every [`CHECKPOINT_EVERY`] writes starts
+    /// the [`checkpoint`] on a task of its own, unless one is running or there is no tokio
+    /// runtime (SQLite's automatic checkpoint then does it, as without this). A failed
+    /// checkpoint is left to the next one, or to the automatic one: it loses nothing.
+    fn wrote(&self) {
+        let checkpoints = &self.checkpoints;
+        let writes = checkpoints.writes.fetch_add(1, Ordering::Relaxed) + 1;
+        if !writes.is_multiple_of(CHECKPOINT_EVERY)
+            || checkpoints.running.swap(true, Ordering::AcqRel)
+        {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            checkpoints.running.store(false, Ordering::Release);
+            return;
+        };
+        let (core, checkpoints) = (self.core.clone(), Arc::clone(checkpoints));
+        runtime.spawn(async move {
+            if let Err(e) = checkpoint(&core).await {
+                tracing::debug!(target: "idem", error = %e, "background WAL checkpoint failed");
+            } else {
+                checkpoints.done.fetch_add(1, Ordering::Relaxed);
+            }
+            checkpoints.running.store(false, Ordering::Release);
+        });
+    }
+
+    async fn claim_key(&self, req: &ClaimRequest<'_>) -> Result<Claim, StoreError> {
+        req.validate()?;
+        let operation_id = new_operation_id()?;
+        let hash = req.request_hash.to_string();
+        let (lease_ms, ttl_ms) = (millis_param(req.lease), millis_param(req.ttl));
+        for _ in 0..CLAIM_ATTEMPTS {
+            let now = self.core.now_param();
+            let rows = self
+                .core
+                .send(|| async {
+                    let mut conn = self.core.write_conn().await?;
+                    let written = sqlx::query(CLAIM_AND_READ_SQL)
+                        .bind(&req.key.hash()[..])
+                        .bind(req.key.readable())
+                        .bind(&hash)
+                        .bind(&operation_id)
+                        .bind(now)
+                        .bind(lease_ms)
+                        .bind(ttl_ms)
+                        .fetch_all(&mut *conn)
+                        .await;
+                    conn.settle(written)
+                })
+                .await?;
+            let Some(row) = rows.first() else {
+                continue; // purged or released in between: claim again
+            };
+            if row.len() == CLAIMED_COLUMNS {
+                self.wrote();
+                let fence: i64 = row.try_get(0).map_err(classify)?;
+                let op: String = row.try_get(1).map_err(classify)?;
+                let lease_until: i64 = row.try_get(2).map_err(classify)?;
+                let expire_at: i64 = row.try_get(3).map_err(classify)?;
+                return Ok(Claim::Acquired(Lease {
+                    key: req.key.clone(),
+                    request_hash: req.request_hash,
+                    fence: u64::try_from(fence).unwrap_or(0),
+                    took_over: op != operation_id,
+                    operation_id: op,
+                    lease_until: Timestamp::from_millis(lease_until),
+                    expire_at: Timestamp::from_millis(expire_at),
+                }));
+            }
+            // Not claimable when the upsert ran: the read rode along. Counted as the statement
+            // it is, as when it was sent on its own.
+            self.core.statements.add(1);
+            let stored = read(row).map_err(classify)?.into_stored()?;
+            if let ControlFlow::Break(answer) = stored
+                .record
+                .decide(&req.request_hash, stored.now)
+                .settle(stored.record, identity)
+            {
+                return Ok(answer);
+            }
+            // It expired in between: claim again.
+        }
+        Err(contended(req.key))
+    }
+
+    async fn purge_batch(&self, batch: u32) -> Result<u64, StoreError> {
+        let now = self.core.now_param();
+        let done = self
+            .core
+            .send(|| async {
+                let mut conn = self.core.write_conn().await?;
+                let written = sqlx::query(PURGE_SQL)
+                    .bind(now)
+                    .bind(i64::from(batch))
+                    .execute(&mut *conn)
+                    .await;
+                conn.settle(written)
+            })
+            .await?;
+        let deleted = done.rows_affected();
+        // A batch that deleted rows grows the WAL like any write: a store that only purges
+        // (an idle service's sweeper) checkpoints in the background too.
+        if deleted > 0 {
+            self.wrote();
+        }
+        Ok(deleted)
+    }
+
     async fn select<'e>(
         conn: &'e mut SqliteConnection,
         key: &'e ScopedKey,
@@ -863,52 +859,4 @@ impl SqlBackend for SqliteStore {
     }
 }
 
-impl Store for SqliteStore {
-    fn backend(&self) -> &'static str {
-        "sqlite"
-    }
-
-    fn claim<'a>(&'a self, req: &'a ClaimRequest<'a>) -> BoxFuture<'a, Result<Claim, StoreError>> {
-        Box::pin(self.claim_impl(req))
-    }
-
-    fn complete<'a>(
-        &'a self,
-        lease: &'a Lease,
-        completion: &'a Completion,
-    ) -> BoxFuture<'a, Result<(), StoreError>> {
-        Box::pin(async move { self.written(ops::complete(&self.core, lease, completion).await) })
-    }
-
-    fn release<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<(), StoreError>> {
-        Box::pin(async move { self.written(ops::release(&self.core, lease).await) })
-    }
-
-    fn abandon<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<(), StoreError>> {
-        Box::pin(async move { self.written(ops::abandon(&self.core, lease).await) })
-    }
-
-    fn extend<'a>(
-        &'a self,
-        lease: &'a Lease,
-        by: Duration,
-    ) -> BoxFuture<'a, Result<Lease, StoreError>> {
-        Box::pin(async move { self.written(ops::extend(&self.core, lease, by).await) })
-    }
-
-    fn get<'a>(&'a self, key: &'a ScopedKey) -> BoxFuture<'a, Result<Option<Record>, StoreError>> {
-        Box::pin(ops::get(&self.core, key))
-    }
-
-    fn purge_expired(&self, batch: u32) -> BoxFuture<'_, Result<u64, StoreError>> {
-        Box::pin(self.purge_impl(batch))
-    }
-
-    fn migrate(&self) -> BoxFuture<'_, Result<(), StoreError>> {
-        Box::pin(ops::migrate(&self.core))
-    }
-
-    fn clock(&self) -> &dyn Clock {
-        self.core.clock()
-    }
-}
+impl_store!(SqliteStore);

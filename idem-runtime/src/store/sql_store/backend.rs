@@ -23,7 +23,7 @@ use super::statements::{StatementCounter, send_retrying};
 use crate::key::ScopedKey;
 use crate::store::clock::{Clock, SystemClock};
 use crate::store::error::StoreError;
-use crate::store::interface::{Completion, Lease};
+use crate::store::interface::{Claim, ClaimRequest, Completion, Lease};
 
 /// A SQL database as the generic store functions see it. Every statement method sends one
 /// statement on `conn` (a connection of the pool, or the caller's transaction)
@@ -32,6 +32,34 @@ use crate::store::interface::{Completion, Lease};
 pub(crate) trait SqlBackend: Sized + Send + Sync + 'static {
     /// The sqlx database.
     type Db: Database;
+
+    /// The store's [`Store::backend`](crate::store::interface::Store::backend) name.
+    const NAME: &'static str;
+
+    /// The state the store holds.
+    fn core(&self) -> &SqlCore<Self>;
+
+    /// [`Store::claim`](crate::store::interface::Store::claim), whose statements differ in
+    /// shape on every backend.
+    fn claim_key(
+        &self,
+        req: &ClaimRequest<'_>,
+    ) -> impl Future<Output = Result<Claim, StoreError>> + Send;
+
+    /// [`Store::purge_expired`](crate::store::interface::Store::purge_expired), likewise.
+    fn purge_batch(&self, batch: u32) -> impl Future<Output = Result<u64, StoreError>> + Send;
+
+    /// Called after each completion, release, abandon or extension that succeeded: a write
+    /// that changed the database. Nothing by default; SQLite counts them for its checkpoints.
+    fn wrote(&self) {}
+
+    /// `result`, calling [`wrote`](Self::wrote) when it is `Ok`.
+    fn written<T>(&self, result: Result<T, StoreError>) -> Result<T, StoreError> {
+        if result.is_ok() {
+            self.wrote();
+        }
+        result
+    }
 
     /// What [`SqlBackend::extend`] reads back, turned into the renewed lease by
     /// [`SqlBackend::extended`].

@@ -7,7 +7,8 @@
 //! * `statements`: counting and retrying the statements a store sends;
 //! * `backend`: what a backend supplies ([`SqlBackend`]: its statements, row decoding and error
 //!   classification) and the state every SQL store holds ([`SqlCore`]);
-//! * `ops`: the [`Store`](super::interface::Store) operations performed alike over any backend.
+//! * `ops`: the [`Store`](super::interface::Store) operations performed alike over any backend;
+//! * `store`: the `Store` impl of every SQL store (`impl_store!`), over `ops` and the backend.
 //!
 //! Dependencies run one way: `ops` → `backend` → `row` → `store::headers`, and `backend` →
 //! `statements`; the backend modules (`store::postgres`, ...) use this module, never the other
@@ -17,6 +18,7 @@ mod backend;
 pub(crate) mod ops;
 mod row;
 mod statements;
+mod store;
 
 pub(crate) use backend::{SqlBackend, SqlCore};
 #[cfg(any(feature = "postgres", feature = "mysql"))]
@@ -25,3 +27,4 @@ pub(crate) use row::{RawRecord, millis_param, record_columns};
 pub use statements::begin;
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 pub(crate) use statements::ping_when_idle;
+pub(crate) use store::impl_store;
