@@ -462,258 +462,6 @@ impl RedisStore {
         let mut conn = self.conn.clone();
         invocation.invoke_async(&mut conn).await.map_err(classify)
     }
-
-    async fn claim_impl(&self, req: &ClaimRequest<'_>) -> Result<Claim, StoreError> {
-        req.validate()?;
-        let operation_id = new_operation_id()?;
-        let hash_hex = req.key.hash_hex().to_string();
-        let out = self
-            .call(
-                CLAIM
-                    .key(self.record_key(req.key))
-                    .key(&*self.index)
-                    .arg(req.key.readable())
-                    .arg(req.request_hash.to_string())
-                    .arg(&operation_id)
-                    .arg(self.now_arg())
-                    .arg(duration_millis(req.lease))
-                    .arg(duration_millis(req.ttl))
-                    .arg(self.margin_ms())
-                    .arg(&hash_hex),
-            )
-            .await?;
-        let bad = |detail: &str| StoreError::Corrupt {
-            key: req.key.readable().to_owned(),
-            detail: detail.to_owned(),
-        };
-        let items = array(out).ok_or_else(|| bad("unexpected reply to the claim script"))?;
-        match items.first().and_then(int) {
-            Some(1) => {
-                let field = |i: usize| items.get(i).and_then(int);
-                let (Some(fence), Some(lease_until), Some(expire_at), Some(took_over)) =
-                    (field(1), field(3), field(4), field(5))
-                else {
-                    return Err(bad("unexpected reply to the claim script"));
-                };
-                let operation_id = items
-                    .get(2)
-                    .and_then(text)
-                    .ok_or_else(|| bad("operation_id"))?;
-                Ok(Claim::Acquired(Lease {
-                    key: req.key.clone(),
-                    request_hash: req.request_hash,
-                    fence: u64::try_from(fence).map_err(|_| bad("fence"))?,
-                    operation_id,
-                    lease_until: Timestamp::from_millis(lease_until),
-                    expire_at: Timestamp::from_millis(expire_at),
-                    took_over: took_over == 1,
-                }))
-            }
-            Some(2) => {
-                let request_hash = items
-                    .get(1)
-                    .and_then(text)
-                    .and_then(|h| h.parse().ok())
-                    .ok_or_else(|| bad("request_hash"))?;
-                let retry_after = items.get(2).and_then(int).ok_or_else(|| bad("lease"))?;
-                Ok(Claim::InProgress {
-                    request_hash,
-                    retry_after: Duration::from_millis(retry_after.max(0) as u64),
-                })
-            }
-            Some(3) => {
-                let (record, _) = decode_record(req.key.readable(), &items[1..])?;
-                record.map(Claim::Completed).ok_or_else(|| bad("vanished"))
-            }
-            _ => Err(bad(&items.get(1).and_then(text).unwrap_or_else(|| {
-                "unexpected reply to the claim script".to_owned()
-            }))),
-        }
-    }
-
-    async fn complete_impl(
-        &self,
-        lease: &Lease,
-        completion: &Completion,
-    ) -> Result<(), StoreError> {
-        completion.validate()?;
-        let state = RecordState::from(completion.outcome).code();
-        let out = self
-            .call(
-                COMPLETE
-                    .key(self.record_key(&lease.key))
-                    .key(&*self.index)
-                    .arg(lease.fence)
-                    .arg(&lease.operation_id)
-                    .arg(state)
-                    .arg(completion.status)
-                    .arg(encode_headers(&completion.headers))
-                    .arg(&completion.body[..])
-                    .arg(if completion.biz_no.is_some() {
-                        "1"
-                    } else {
-                        "0"
-                    })
-                    .arg(completion.biz_no.as_deref().unwrap_or(""))
-                    .arg(
-                        completion
-                            .expire_at
-                            .map(|t| t.as_millis().to_string())
-                            .unwrap_or_default(),
-                    )
-                    .arg(self.now_arg())
-                    .arg(self.margin_ms())
-                    .arg(lease.key.hash_hex().to_string()),
-            )
-            .await?;
-        match int(&out) {
-            Some(1 | 2) => Ok(()),
-            _ => Err(fenced_out(lease)),
-        }
-    }
-
-    async fn release_impl(&self, lease: &Lease) -> Result<(), StoreError> {
-        let out = self
-            .call(
-                RELEASE
-                    .key(self.record_key(&lease.key))
-                    .key(&*self.index)
-                    .arg(lease.fence)
-                    .arg(&lease.operation_id)
-                    .arg(lease.key.hash_hex().to_string()),
-            )
-            .await?;
-        match int(&out) {
-            Some(1) => Ok(()),
-            _ => Err(fenced_out(lease)),
-        }
-    }
-
-    async fn abandon_impl(&self, lease: &Lease) -> Result<(), StoreError> {
-        let out = self
-            .call(
-                ABANDON
-                    .key(self.record_key(&lease.key))
-                    .arg(lease.fence)
-                    .arg(&lease.operation_id)
-                    .arg(self.now_arg()),
-            )
-            .await?;
-        match int(&out) {
-            Some(1) => Ok(()),
-            _ => Err(fenced_out(lease)),
-        }
-    }
-
-    async fn extend_impl(&self, lease: &Lease, by: Duration) -> Result<Lease, StoreError> {
-        let out = self
-            .call(
-                EXTEND
-                    .key(self.record_key(&lease.key))
-                    .key(&*self.index)
-                    .arg(lease.fence)
-                    .arg(&lease.operation_id)
-                    .arg(duration_millis(by))
-                    .arg(self.now_arg())
-                    .arg(self.margin_ms())
-                    .arg(lease.key.hash_hex().to_string()),
-            )
-            .await?;
-        let items = array(out).unwrap_or_default();
-        match (
-            items.first().and_then(int),
-            items.get(1).and_then(int),
-            items.get(2).and_then(int),
-        ) {
-            (Some(1), Some(lease_until), Some(expire_at)) => Ok(Lease {
-                lease_until: Timestamp::from_millis(lease_until),
-                expire_at: Timestamp::from_millis(expire_at),
-                ..lease.clone()
-            }),
-            _ => Err(fenced_out(lease)),
-        }
-    }
-
-    async fn get_impl(&self, key: &ScopedKey) -> Result<Option<Record>, StoreError> {
-        let out = self
-            .call(GET.key(self.record_key(key)).arg(self.now_arg()))
-            .await?;
-        let items = array(out).ok_or_else(|| StoreError::Corrupt {
-            key: key.readable().to_owned(),
-            detail: "unexpected reply to the read script".to_owned(),
-        })?;
-        let (record, now) = decode_record(key.readable(), &items)?;
-        Ok(record.filter(|r| !r.is_expired(now)))
-    }
-
-    async fn purge_impl(&self, batch: u32) -> Result<u64, StoreError> {
-        let out = self
-            .call(
-                PURGE
-                    .key(&*self.index)
-                    .arg(self.now_arg())
-                    .arg(batch.max(1))
-                    .arg(&*self.records),
-            )
-            .await?;
-        int(&out)
-            .and_then(|n| u64::try_from(n).ok())
-            .ok_or_else(|| StoreError::Other("unexpected reply to the purge script".into()))
-    }
-
-    /// Refuses a server that evicts keys, warns about persistence settings that lose
-    /// acknowledged claims on a crash, and loads the scripts. A server that forbids `CONFIG`
-    /// (some managed services) is only warned about.
-    async fn migrate_impl(&self) -> Result<(), StoreError> {
-        let mut conn = self.conn.clone();
-        let config = |name: &'static str| {
-            let mut conn = conn.clone();
-            async move {
-                let reply: Result<Vec<String>, RedisError> = redis::cmd("CONFIG")
-                    .arg("GET")
-                    .arg(name)
-                    .query_async(&mut conn)
-                    .await;
-                match reply {
-                    Ok(pair) => Ok(pair.get(1).cloned()),
-                    Err(e) if is_transient(&e) => Err(classify(e)),
-                    Err(e) => {
-                        tracing::warn!(target: "idem", setting = name, error = %e,
-                            "cannot read the Redis setting: check it by hand (docs/storage.md, \"Redis / Valkey\")");
-                        Ok(None)
-                    }
-                }
-            }
-        };
-        if let Some(policy) = config("maxmemory-policy").await?
-            && policy != "noeviction"
-        {
-            return Err(StoreError::Config {
-                message: format!(
-                    "Redis evicts keys (`maxmemory-policy {policy}`): an evicted record lets a retry run its operation again; set `maxmemory-policy noeviction`"
-                ),
-                source: None,
-            });
-        }
-        let appendonly = config("appendonly").await?;
-        let fsync = config("appendfsync").await?;
-        if appendonly.as_deref() == Some("no") || fsync.as_deref().is_some_and(|f| f != "always") {
-            tracing::warn!(target: "idem",
-                appendonly = appendonly.as_deref().unwrap_or("?"),
-                appendfsync = fsync.as_deref().unwrap_or("?"),
-                "Redis may lose acknowledged claims and completions on a crash, and a lost one lets a retry run its operation again: `appendonly yes` and `appendfsync always` keep them (docs/storage.md, \"Redis / Valkey\")");
-        }
-        for script in [
-            &*CLAIM, &*COMPLETE, &*RELEASE, &*ABANDON, &*EXTEND, &*GET, &*PURGE,
-        ] {
-            script
-                .prepare_invoke()
-                .load_async(&mut conn)
-                .await
-                .map_err(classify)?;
-        }
-        Ok(())
-    }
 }
 
 /// The elements of an array reply.
@@ -879,7 +627,73 @@ impl Store for RedisStore {
     }
 
     fn claim<'a>(&'a self, req: &'a ClaimRequest<'a>) -> BoxFuture<'a, Result<Claim, StoreError>> {
-        Box::pin(self.claim_impl(req))
+        Box::pin(async move {
+            req.validate()?;
+            let operation_id = new_operation_id()?;
+            let hash_hex = req.key.hash_hex().to_string();
+            let out = self
+                .call(
+                    CLAIM
+                        .key(self.record_key(req.key))
+                        .key(&*self.index)
+                        .arg(req.key.readable())
+                        .arg(req.request_hash.to_string())
+                        .arg(&operation_id)
+                        .arg(self.now_arg())
+                        .arg(duration_millis(req.lease))
+                        .arg(duration_millis(req.ttl))
+                        .arg(self.margin_ms())
+                        .arg(&hash_hex),
+                )
+                .await?;
+            let bad = |detail: &str| StoreError::Corrupt {
+                key: req.key.readable().to_owned(),
+                detail: detail.to_owned(),
+            };
+            let items = array(out).ok_or_else(|| bad("unexpected reply to the claim script"))?;
+            match items.first().and_then(int) {
+                Some(1) => {
+                    let field = |i: usize| items.get(i).and_then(int);
+                    let (Some(fence), Some(lease_until), Some(expire_at), Some(took_over)) =
+                        (field(1), field(3), field(4), field(5))
+                    else {
+                        return Err(bad("unexpected reply to the claim script"));
+                    };
+                    let operation_id = items
+                        .get(2)
+                        .and_then(text)
+                        .ok_or_else(|| bad("operation_id"))?;
+                    Ok(Claim::Acquired(Lease {
+                        key: req.key.clone(),
+                        request_hash: req.request_hash,
+                        fence: u64::try_from(fence).map_err(|_| bad("fence"))?,
+                        operation_id,
+                        lease_until: Timestamp::from_millis(lease_until),
+                        expire_at: Timestamp::from_millis(expire_at),
+                        took_over: took_over == 1,
+                    }))
+                }
+                Some(2) => {
+                    let request_hash = items
+                        .get(1)
+                        .and_then(text)
+                        .and_then(|h| h.parse().ok())
+                        .ok_or_else(|| bad("request_hash"))?;
+                    let retry_after = items.get(2).and_then(int).ok_or_else(|| bad("lease"))?;
+                    Ok(Claim::InProgress {
+                        request_hash,
+                        retry_after: Duration::from_millis(retry_after.max(0) as u64),
+                    })
+                }
+                Some(3) => {
+                    let (record, _) = decode_record(req.key.readable(), &items[1..])?;
+                    record.map(Claim::Completed).ok_or_else(|| bad("vanished"))
+                }
+                _ => Err(bad(&items.get(1).and_then(text).unwrap_or_else(|| {
+                    "unexpected reply to the claim script".to_owned()
+                }))),
+            }
+        })
     }
 
     fn complete<'a>(
@@ -887,15 +701,79 @@ impl Store for RedisStore {
         lease: &'a Lease,
         completion: &'a Completion,
     ) -> BoxFuture<'a, Result<(), StoreError>> {
-        Box::pin(self.complete_impl(lease, completion))
+        Box::pin(async move {
+            completion.validate()?;
+            let state = RecordState::from(completion.outcome).code();
+            let out = self
+                .call(
+                    COMPLETE
+                        .key(self.record_key(&lease.key))
+                        .key(&*self.index)
+                        .arg(lease.fence)
+                        .arg(&lease.operation_id)
+                        .arg(state)
+                        .arg(completion.status)
+                        .arg(encode_headers(&completion.headers))
+                        .arg(&completion.body[..])
+                        .arg(if completion.biz_no.is_some() {
+                            "1"
+                        } else {
+                            "0"
+                        })
+                        .arg(completion.biz_no.as_deref().unwrap_or(""))
+                        .arg(
+                            completion
+                                .expire_at
+                                .map(|t| t.as_millis().to_string())
+                                .unwrap_or_default(),
+                        )
+                        .arg(self.now_arg())
+                        .arg(self.margin_ms())
+                        .arg(lease.key.hash_hex().to_string()),
+                )
+                .await?;
+            match int(&out) {
+                Some(1 | 2) => Ok(()),
+                _ => Err(fenced_out(lease)),
+            }
+        })
     }
 
     fn release<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<(), StoreError>> {
-        Box::pin(self.release_impl(lease))
+        Box::pin(async move {
+            let out = self
+                .call(
+                    RELEASE
+                        .key(self.record_key(&lease.key))
+                        .key(&*self.index)
+                        .arg(lease.fence)
+                        .arg(&lease.operation_id)
+                        .arg(lease.key.hash_hex().to_string()),
+                )
+                .await?;
+            match int(&out) {
+                Some(1) => Ok(()),
+                _ => Err(fenced_out(lease)),
+            }
+        })
     }
 
     fn abandon<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<(), StoreError>> {
-        Box::pin(self.abandon_impl(lease))
+        Box::pin(async move {
+            let out = self
+                .call(
+                    ABANDON
+                        .key(self.record_key(&lease.key))
+                        .arg(lease.fence)
+                        .arg(&lease.operation_id)
+                        .arg(self.now_arg()),
+                )
+                .await?;
+            match int(&out) {
+                Some(1) => Ok(()),
+                _ => Err(fenced_out(lease)),
+            }
+        })
     }
 
     fn extend<'a>(
@@ -903,19 +781,123 @@ impl Store for RedisStore {
         lease: &'a Lease,
         by: Duration,
     ) -> BoxFuture<'a, Result<Lease, StoreError>> {
-        Box::pin(self.extend_impl(lease, by))
+        Box::pin(async move {
+            let out = self
+                .call(
+                    EXTEND
+                        .key(self.record_key(&lease.key))
+                        .key(&*self.index)
+                        .arg(lease.fence)
+                        .arg(&lease.operation_id)
+                        .arg(duration_millis(by))
+                        .arg(self.now_arg())
+                        .arg(self.margin_ms())
+                        .arg(lease.key.hash_hex().to_string()),
+                )
+                .await?;
+            let items = array(out).unwrap_or_default();
+            match (
+                items.first().and_then(int),
+                items.get(1).and_then(int),
+                items.get(2).and_then(int),
+            ) {
+                (Some(1), Some(lease_until), Some(expire_at)) => Ok(Lease {
+                    lease_until: Timestamp::from_millis(lease_until),
+                    expire_at: Timestamp::from_millis(expire_at),
+                    ..lease.clone()
+                }),
+                _ => Err(fenced_out(lease)),
+            }
+        })
     }
 
     fn get<'a>(&'a self, key: &'a ScopedKey) -> BoxFuture<'a, Result<Option<Record>, StoreError>> {
-        Box::pin(self.get_impl(key))
+        Box::pin(async move {
+            let out = self
+                .call(GET.key(self.record_key(key)).arg(self.now_arg()))
+                .await?;
+            let items = array(out).ok_or_else(|| StoreError::Corrupt {
+                key: key.readable().to_owned(),
+                detail: "unexpected reply to the read script".to_owned(),
+            })?;
+            let (record, now) = decode_record(key.readable(), &items)?;
+            Ok(record.filter(|r| !r.is_expired(now)))
+        })
     }
 
     fn purge_expired(&self, batch: u32) -> BoxFuture<'_, Result<u64, StoreError>> {
-        Box::pin(self.purge_impl(batch))
+        Box::pin(async move {
+            let out = self
+                .call(
+                    PURGE
+                        .key(&*self.index)
+                        .arg(self.now_arg())
+                        .arg(batch.max(1))
+                        .arg(&*self.records),
+                )
+                .await?;
+            int(&out)
+                .and_then(|n| u64::try_from(n).ok())
+                .ok_or_else(|| StoreError::Other("unexpected reply to the purge script".into()))
+        })
     }
 
+    /// Refuses a server that evicts keys, warns about persistence settings that lose
+    /// acknowledged claims on a crash, and loads the scripts. A server that forbids `CONFIG`
+    /// (some managed services) is only warned about.
     fn migrate(&self) -> BoxFuture<'_, Result<(), StoreError>> {
-        Box::pin(self.migrate_impl())
+        Box::pin(async move {
+            let mut conn = self.conn.clone();
+            let config = |name: &'static str| {
+                let mut conn = conn.clone();
+                async move {
+                    let reply: Result<Vec<String>, RedisError> = redis::cmd("CONFIG")
+                        .arg("GET")
+                        .arg(name)
+                        .query_async(&mut conn)
+                        .await;
+                    match reply {
+                        Ok(pair) => Ok(pair.get(1).cloned()),
+                        Err(e) if is_transient(&e) => Err(classify(e)),
+                        Err(e) => {
+                            tracing::warn!(target: "idem", setting = name, error = %e,
+                                "cannot read the Redis setting: check it by hand (docs/storage.md, \"Redis / Valkey\")");
+                            Ok(None)
+                        }
+                    }
+                }
+            };
+            if let Some(policy) = config("maxmemory-policy").await?
+                && policy != "noeviction"
+            {
+                return Err(StoreError::Config {
+                    message: format!(
+                        "Redis evicts keys (`maxmemory-policy {policy}`): an evicted record lets a retry run its operation again; set `maxmemory-policy noeviction`"
+                    ),
+                    source: None,
+                });
+            }
+            let appendonly = config("appendonly").await?;
+            let fsync = config("appendfsync").await?;
+            if appendonly.as_deref() == Some("no")
+                || fsync.as_deref().is_some_and(|f| f != "always")
+            {
+                tracing::warn!(target: "idem",
+                    appendonly = appendonly.as_deref().unwrap_or("?"),
+                    appendfsync = fsync.as_deref().unwrap_or("?"),
+                    "Redis may lose acknowledged claims and completions on a crash, and a lost one lets a retry run its operation again: `appendonly yes` and `appendfsync always` keep them (docs/storage.md, \"Redis / Valkey\")");
+            }
+            for script in [
+                &*CLAIM, &*COMPLETE, &*RELEASE, &*ABANDON, &*EXTEND, &*GET, &*PURGE,
+            ] {
+                script
+                    .prepare_invoke()
+                    .load_async(&mut conn)
+                    .await
+                    .map_err(classify)?;
+            }
+            Ok(())
+        })
     }
 
     fn clock(&self) -> &dyn Clock {
