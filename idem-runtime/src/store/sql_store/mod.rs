@@ -19,6 +19,7 @@ pub(crate) mod ops;
 mod row;
 mod statements;
 mod store;
+mod writer;
 
 pub(crate) use backend::{SqlBackend, SqlCore};
 #[cfg(any(feature = "postgres", feature = "mysql"))]
