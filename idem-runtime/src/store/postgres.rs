@@ -1,50 +1,14 @@
 //! [`PostgresStore`]: the claim engine on PostgreSQL (table `idem.idempotency_records`).
 //!
-//! # Statements per path
+//! A claim is one `INSERT .. ON CONFLICT (key_hash) DO NOTHING RETURNING ..` that returns the
+//! existing row too, so that a replay or an in-progress answer needs no second statement; a
+//! takeover or a replaced record adds one conditional `UPDATE .. RETURNING`.
 //!
-//! | path | statements |
-//! |---|---|
-//! | fresh claim | 1: the claim statement below |
-//! | replay (completed), in progress | 1: the same statement; the existing row rides along |
-//! | expired record replaced, expired lease taken over | 2: the claim statement + a conditional `UPDATE .. RETURNING` |
-//! | a concurrent claim committed after the statement's snapshot (rare race) | +1 `SELECT` |
-//! | complete, release, abandon, extend | 1 `UPDATE` / `DELETE` / `UPDATE` / `UPDATE .. RETURNING` |
-//! | complete that matched no row (a retry after a lost acknowledgement, or fenced out) | +1 `SELECT` of the owner |
-//! | get | 1 `SELECT` |
-//! | purge_expired | 1 `WITH batch AS MATERIALIZED (SELECT .. ORDER BY expire_at, key_hash LIMIT $2 FOR UPDATE SKIP LOCKED) DELETE ..` |
+//! The rule: the database's clock decides. Every statement computes "now" itself
+//! (`statement_timestamp()`, or the test clock bound in its place), never the application.
 //!
-//! So a fresh request costs 2 statements (claim, complete) and a replay 1. A statement rolled
-//! back as a deadlock victim or serialization failure (40P01, 40001) is sent again, up to 3
-//! times, before [`StoreError::Unavailable`].
-//!
-//! # Time
-//!
-//! The database's clock decides: every statement computes "now" as `statement_timestamp()` in
-//! milliseconds, takes the lease and TTL as durations, and returns the times it wrote; rows read
-//! back carry that "now". [`PostgresStore::with_clock`] overrides it for tests.
-//!
-//! # The claim statement
-//!
-//! `INSERT .. ON CONFLICT (key_hash) DO NOTHING RETURNING ..` inside a CTE (S13, S14): the
-//! unique index decides, never a prior `SELECT`. When it inserts nothing, the `UNION ALL` branch
-//! returns the existing row from the statement's snapshot, so a replay or an in-progress answer
-//! needs no second round trip. A row committed by a concurrent claim *after* that snapshot is
-//! invisible to the branch; one plain `SELECT` then follows.
-//!
-//! An expired record (S21) or an expired lease of the same request hash (S23) is then claimed
-//! by an `UPDATE .. WHERE key_hash = $1 AND <claimable> RETURNING ..`: PostgreSQL re-checks the
-//! condition on the latest row version under the row lock, so of two concurrent takeovers exactly
-//! one returns a row, with `fence + 1`.
-//!
-//! **Why not `ON CONFLICT DO UPDATE .. WHERE <claimable>`**, which would also take over in the
-//! first statement: `DO UPDATE` locks the conflicting row even when its `WHERE` is false, so
-//! every replay and every in-progress answer would be a write transaction — one transaction id
-//! consumed per replay (measured: 100 replays, 100 xids; `DO NOTHING`: none), a WAL record, and a
-//! commit that waits for the WAL flush under `synchronous_commit = on`; replays of one key would
-//! also queue on its row lock. Measured server-side with pgbench on a replay: 0.16-0.21 ms with
-//! `DO UPDATE`, 0.11-0.15 ms with `DO NOTHING`, 0.06 ms for a bare `SELECT` (`BENCHMARKS.md`).
-//! Replays are frequent, takeovers rare (a crash, an expired key reused): the rare path pays the
-//! second statement.
+//! The SQL, the statements of every path and why not `ON CONFLICT DO UPDATE`:
+//! `docs/storage.md`, "PostgreSQL (S14)".
 
 use core::convert::identity;
 use core::ops::ControlFlow;
@@ -393,8 +357,9 @@ impl PostgresStore {
 
     /// Completes `lease` on `conn`, typically `&mut *tx` of the caller's own
     /// `sqlx::Transaction`, so that the business writes and the snapshot commit together (or
-    /// not at all). The same single `UPDATE` as [`Store::complete`](crate::store::Store::complete); it locks the record until
-    /// the caller commits, so keep that transaction short (S18): meanwhile a duplicate claim of
+    /// not at all). The same single `UPDATE` as [`Store::complete`](crate::store::Store::complete);
+    /// it locks the record until the caller commits, so keep that transaction short (S18):
+    /// meanwhile a duplicate claim of
     /// this key waits in its `INSERT` (the unique check waits for the row's open update), and
     /// answers once the caller commits or rolls back. A deadlock or serialization failure is not
     /// retried here (the database aborted the caller's transaction): it is

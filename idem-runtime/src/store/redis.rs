@@ -1,77 +1,15 @@
 //! [`RedisStore`]: the claim engine on Redis or Valkey, for services whose fast shared state is
 //! there already.
 //!
-//! # Data layout
+//! Every operation is one `EVALSHA` of a Lua script; a record is the hash
+//! `<prefix>rec:<key hash>`, and the sorted set `<prefix>expire_at` indexes the expiries the
+//! purge walks.
 //!
-//! One hash per record, `<prefix>rec:<key hash in hex>`, with the fields of the SQL stores'
-//! columns (`idem_key`, `request_hash`, `state`, `operation_id`, `fence`, `rev` (+1 on every
-//! write, for diagnostics), `resp_status`, `resp_headers`, `resp_body`, `biz_no`, `locked_at`,
-//! `lease_until`, `expire_at`, `created_at`, `updated_at`, `completed_at`; times in
-//! milliseconds since the Unix epoch), and
-//! one sorted set, `<prefix>expire_at`, of the key hashes scored by `expire_at`: the index
-//! [`Store::purge_expired`] walks. The prefix is `idem:` unless
-//! [`with_prefix`](RedisStore::with_prefix) sets another.
+//! The rule: a record is read, decided on and written inside one script, by the server's
+//! `TIME` (or the test clock passed as an argument), never across two commands. The
+//! guarantees need `appendonly yes`, `appendfsync always` and `maxmemory-policy noeviction`.
 //!
-//! # Commands per path
-//!
-//! Every operation is **one** `EVALSHA` of a Lua script that reads the record, decides and
-//! writes atomically (Redis runs one script at a time, and no other command in between):
-//!
-//! | path | commands |
-//! |---|---|
-//! | fresh claim, replay (completed), in progress | 1: the claim script |
-//! | expired record replaced, expired lease taken over | 1: the same script |
-//! | complete (also a retry after a lost acknowledgement, or fenced out), release, abandon, extend | 1 script each |
-//! | get | 1 script (it reads the clock and the record together) |
-//! | purge_expired | 1 script per batch |
-//!
-//! So a fresh request costs 2 commands (claim, complete) and a replay 1. After a server
-//! restart (scripts are not persisted) the first call of each script is answered `NOSCRIPT`
-//! and sent again with `SCRIPT LOAD` first: nothing ran, so resending is safe.
-//!
-//! **Why a script and not `SET key .. NX PX`**: `SET NX` decides a fresh claim, but every other
-//! answer of a claim needs the record (a replay returns the snapshot, "in progress" returns the
-//! holder's request hash and lease), and a takeover must compare the fence, the lease and the
-//! request hash before writing; with `SET NX` those would be a second round trip and a script
-//! anyway, and a fresh claim would still have to write the record's other fields. One script
-//! does all of it in one round trip, atomically, which is the property `SET NX` is used for:
-//! two claims of one key can never both see it free (S13).
-//!
-//! # Time
-//!
-//! The server's clock decides, as on the SQL stores: every script reads `TIME` on the Redis
-//! server, takes the lease and TTL as durations, and returns the times it wrote.
-//! [`RedisStore::with_clock`] overrides it for tests: the scripts then get the clock's time as an
-//! argument instead.
-//!
-//! # Expiry
-//!
-//! `expire_at` decides (S19-S21): a record past it is logically absent, whatever Redis still
-//! holds. Every write also sets the key's Redis expiry to `expire_at` plus a margin
-//! ([`with_expiry_margin`](RedisStore::with_expiry_margin), 5 minutes by default), so that a
-//! record nobody purges is still deleted by Redis, after the sweeper had its chance: a late
-//! completion of an expired record nobody superseded is accepted until then, as on the SQL
-//! stores until the purge. [`Store::purge_expired`] deletes logically expired records along the
-//! sorted set, oldest expiry first (ties by key hash), and drops the index entries of records
-//! Redis already deleted (those are not counted). Run a [`Sweeper`](super::Sweeper) as with the
-//! other stores: it also keeps the index from growing.
-//!
-//! # Durability
-//!
-//! A claim is acknowledged once Redis has applied it in memory; whether it survives a crash
-//! depends on the server's persistence, and a lost claim or completion lets a retry run the
-//! operation again. The guarantees of the other stores need `appendonly yes` with
-//! `appendfsync always`; `maxmemory-policy` must be `noeviction` (an evicted record is a rerun).
-//! Replication is asynchronous: a failover to a replica can lose acknowledged writes. See
-//! `docs/storage.md`, "Redis / Valkey". [`Store::migrate`] refuses an evicting server and
-//! warns about the persistence settings it can read.
-//!
-//! Needs Redis 5 or later (the scripts read `TIME` before they write); tested with Redis 7.0.
-//! Valkey speaks the same commands and Lua but is not tested here (Debian 12 does not package
-//! it). The store connects to one address: a
-//! standalone primary, or the stable endpoint a managed service moves on failover (mind the
-//! failover note above). Not Redis Cluster: the scripts touch two keys that Cluster would place
-//! on different nodes.
+//! Layout, scripts, expiry and durability: `docs/storage.md`, "Redis / Valkey".
 
 use core::fmt;
 use core::time::Duration;
@@ -311,7 +249,7 @@ const DEFAULT_PREFIX: &str = "idem:";
 const DEFAULT_EXPIRY_MARGIN: Duration = Duration::from_secs(300);
 
 /// A [`Store`] on Redis or Valkey: one hash per record, every operation one atomic Lua script
-/// (see the [module documentation](self) for the layout, the scripts and the durability the
+/// (`docs/storage.md`, "Redis / Valkey", for the layout, the scripts and the durability the
 /// guarantees need).
 ///
 /// Every decision about time is taken by the Redis server's clock (`TIME`), never the

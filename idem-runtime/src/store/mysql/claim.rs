@@ -172,7 +172,7 @@ pub(super) async fn claim(store: &MySqlStore, req: &ClaimRequest<'_>) -> Result<
 }
 
 impl MySqlStore {
-    /// The one-statement claim (see "One round trip for a replay"); `None` when the store does
+    /// The one-statement claim (`docs/storage.md`, "MariaDB / MySQL"); `None` when the store does
     /// not use it, or has just learned that the server does not take it (MySQL).
     async fn claim_returning(
         &self,
@@ -218,7 +218,7 @@ impl MySqlStore {
         }
         let stored = read(&row).map_err(classify)?.into_stored()?;
         if stored.record.key != req.key.readable() {
-            // The primary key collided, not `uk_idem_key` (module docs): nothing was inserted,
+            // The primary key collided, not `uk_idem_key` (`docs/storage.md`): nothing was inserted,
             // and the row is another key's. Claim again, under a new `UUID_SHORT()`.
             return Ok(Some(Met::Existing(None)));
         }
@@ -278,7 +278,7 @@ pub(super) fn statement_now(done: &MySqlQueryResult) -> Result<Timestamp, StoreE
 }
 
 /// `true` when `err` is a duplicate key (1062) on the claim index `uk_idem_key` or on the
-/// primary key, which holds `key_hash` (S15, module docs). The number decides; the index name
+/// primary key, which holds `key_hash` (S15, `docs/storage.md`). The number decides; the index name
 /// is read from the end of the message (`.. for key 'uk_idem_key'` on MariaDB,
 /// `.. for key 'idem_idempotency_records.uk_idem_key'` on MySQL 8), the only place MySQL
 /// reports it.

@@ -1,111 +1,15 @@
 //! [`MySqlStore`]: the claim engine on MariaDB / MySQL (table `idem_idempotency_records`).
 //!
-//! # Statements per path
+//! `statements` holds the SQL, `claim` the two claim strategies and the compare-and-swap
+//! takeover, `migrate` the schema.
 //!
-//! | path | statements |
-//! |---|---|
-//! | fresh claim | 1 `INSERT` |
-//! | replay (completed), in progress | 2: `INSERT` (error 1062) + `SELECT` |
-//! | expired record replaced, expired lease taken over | 3: `INSERT` (1062) + `SELECT` + compare-and-swap `UPDATE .. WHERE rev = ?` |
-//! | complete, release, abandon, extend | 1 `UPDATE` / `DELETE` / `UPDATE` / `UPDATE` |
-//! | complete that matched no row (a retry after a lost acknowledgement, or fenced out) | +1 `SELECT` of the owner |
-//! | get | 1 `SELECT` |
-//! | purge_expired | 4: `BEGIN`, `SELECT .. ORDER BY expire_at LIMIT ? FOR UPDATE SKIP LOCKED`, `DELETE .. WHERE key_hash IN (..)`, `COMMIT` |
+//! The rule: no statement names `claim_id` or the primary key, so this build runs on the table
+//! of every migration; a duplicate is error 1062 on the claim index, never the message text.
+//! MySQL binds positionally: every `?` of the clock override is bound again. Minimum versions:
+//! MariaDB 10.6, MySQL 8.0.13.
 //!
-//! So a fresh request costs 2 statements (claim, complete) and a replay 2; with
-//! [`MySqlStore::with_one_round_trip_replays`] on MariaDB, a replay or an in-progress key costs
-//! 1 and a takeover or a replaced record 2 (below). A statement rolled
-//! back as a deadlock victim (1213) is sent again, up to 3 times, before
-//! [`StoreError::Unavailable`] (the purge retries its whole transaction). A lock wait timeout
-//! (1205) is not retried here: it already waited `innodb_lock_wait_timeout` (50 s by default),
-//! and three more waits would hold the request for minutes; it is `Unavailable` at once (a claim
-//! answers `503`, a completion is retried by the engine while its lease is held).
-//!
-//! # Time
-//!
-//! The database's clock decides: every statement computes "now" from `UTC_TIMESTAMP(6)` (UTC
-//! milliseconds, whatever the session's time zone), takes the lease and TTL as durations, and
-//! the writing statements hand their "now" back through `LAST_INSERT_ID(now)` in the OK packet,
-//! from which the lease's times follow without another round trip. Rows read back carry that
-//! "now". [`MySqlStore::with_clock`] overrides it for tests. Minimum versions: MariaDB 10.6,
-//! MySQL 8.0.13 (`SKIP LOCKED`, and the expression default of migration `20261201000002`).
-//!
-//! # The table's order
-//!
-//! The primary key is InnoDB's clustered index, the table itself: `claim_id` (migration
-//! `20261201000002`), which the server fills with `UUID_SHORT()` as the column's default: 8
-//! bytes, unique on the server by construction and increasing, so a new record goes to the
-//! table's right edge, whose pages are in the buffer pool, and the purge, which follows
-//! `expire_at` (the creation time plus a TTL, mostly), empties its left edge. Clustered on the
-//! SHA-256 `key_hash`, every claim went to a random page of the whole table, which stopped
-//! fitting the buffer pool at about a million records (`BENCHMARKS.md`, "At scale"). The claim
-//! index is the unique secondary index `uk_idem_key` on `key_hash`, whose entries carry the
-//! primary key: 8 bytes of it, where the `(created_at, operation_id)` of migration
-//! `20261201000001` put 45 and nearly doubled the index. Each claim's row has an id of its own,
-//! so concurrent claims of one key collide only in `uk_idem_key`: on `(created_at, key_hash)`
-//! they collided on the primary key as well, each loser queued on the row of another loser that
-//! its duplicate in `uk_idem_key` then rolled back, and the queue deadlocked (about 5 % of the
-//! claims of a 1,000-request single-key storm, "Contention"). Not an `AUTO_INCREMENT` column: an
-//! `INSERT` that generates an id reports that id in the OK packet instead of the
-//! `LAST_INSERT_ID(now)` above, and the fresh claim would get its lease's times wrong. An
-//! expired record replaced by a new claim keeps its row and its place: it was read from that
-//! page just before, and replacing keys is rare beside fresh ones.
-//!
-//! A fresh claim writes a random leaf of `uk_idem_key`, so claims stay as fast at 10 M records
-//! as at 10 000 while the buffer pool holds the two secondary indexes, ~120 MB per million live
-//! records (1.07-1.09x measured with a 2 GB pool; 1.5x with a 128 MB one, `BENCHMARKS.md`, "At
-//! scale").
-//!
-//! No statement of this store names `claim_id` or the primary key: the default fills it, and the
-//! purge walks `idx_idem_expire_at` by `expire_at` alone. So this build runs on the table of any
-//! of the three migrations, and a build from before `20261201000002` runs on the new table,
-//! whichever order a rolling deploy meets them in.
-//!
-//! # One round trip for a replay
-//!
-//! MariaDB 10.5+ takes `INSERT .. ON DUPLICATE KEY UPDATE rev = rev RETURNING <the record>`:
-//! a fresh key inserts and returns its own row; a key that exists changes nothing (`rev =
-//! rev`) and returns the row there, so the `SELECT` of a duplicate is saved. It is off by
-//! default, [`MySqlStore::with_one_round_trip_replays`] turns it on: a fresh claim then reads
-//! a row of 17 columns back instead of an OK packet, which cost it 5-10 % of its latency at
-//! one connection (`BENCHMARKS.md`, "HTTP end to end"), while a replay took 30-35 % less; most
-//! requests of most services are first attempts. The duplicate is locked exclusively for the
-//! statement instead of shared, which a storm of 1,000 concurrent claims of one key took
-//! without a deadlock (one statement per request, "Contention"): the primary key is the
-//! claim's own id, so only `uk_idem_key` collides, and the decision is the same as
-//! after a `SELECT` (`Record::decide`; a takeover or a replacement is the same compare-and-swap
-//! on `rev`). MySQL answers the statement with a syntax error (1064): the first claim learns
-//! it, and the store claims as without the option from then on. `ON DUPLICATE KEY UPDATE` acts
-//! on a collision in *any* unique index: should the primary key ever collide (`UUID_SHORT()` is
-//! unique per server, so only two servers of one `server_id` writing one table could), the row
-//! returned is another key's; the claim checks that the row is its key's, and claims again
-//! otherwise.
-//!
-//! # Why not `INSERT .. ON DUPLICATE KEY UPDATE` for the takeover
-//!
-//! MySQL has no `RETURNING`, so the claim is a plain `INSERT` and a duplicate is recognized by
-//! error number 1062 **and** the name of the index that collided (S15): only a collision on the
-//! claim index `uk_idem_key`, or on `PRIMARY`, means "the key exists"; a 1062 on any other
-//! unique index is an error. `PRIMARY` is the claim index of a table not yet migrated past
-//! `20261201000001`; after it, claims collide on `uk_idem_key` only (the primary key is the
-//! claim's own id; were it ever to collide, the `SELECT` of the key finds no row, or the row
-//! that is there, and either way the claim is decided right). The error message
-//! text is never matched; the index name is the only part read from it, because MySQL reports
-//! it nowhere else.
-//!
-//! `ON DUPLICATE KEY UPDATE` was rejected for two reasons. Its assignments are evaluated left
-//! to right, each seeing the columns already assigned, so a conditional takeover
-//! (`col = IF(<claimable>, new, col)` for a dozen columns whose own values decide
-//! `<claimable>`) changes its own condition half-way. And sqlx connects with `CLIENT_FOUND_ROWS`,
-//! under which "unchanged" reports 1 affected row, the same as "inserted": the 0 / 1 / 2 of S16
-//! would be ambiguous.
-//!
-//! The takeover is instead a compare-and-swap on `rev`, a row version every write increments:
-//! `UPDATE .. WHERE key_hash = ? AND rev = <rev read> AND <still claimable by the server's
-//! clock>` (one statement to replace an expired record, another to take over an ended lease). Because `rev` always changes, an `UPDATE`
-//! that matched its row always changed it, so "matched 0 rows" (fenced out) and "no change" can
-//! never be confused, whether or not the connection reports found rows. Completion, release and
-//! extension match on `fence` and bump `rev` likewise.
+//! The SQL, the statements of every path and the table's order: `docs/storage.md`,
+//! "MariaDB / MySQL (S15, S16)" and "The record".
 
 mod claim;
 mod migrate;
@@ -147,8 +51,8 @@ pub mod sql {
     }
 }
 
-/// A [`Store`](crate::store::Store) on MariaDB (10.6 or later, for `SKIP LOCKED`; tested on 10.11) or MySQL (8.0.13
-/// or later, for the expression default of `claim_id`).
+/// A [`Store`](crate::store::Store) on MariaDB (10.6 or later, for `SKIP LOCKED`; tested on 10.11)
+/// or MySQL (8.0.13 or later, for the expression default of `claim_id`).
 ///
 /// Every decision about time (is this lease over, has this record expired) is taken by the
 /// database's clock, never the application's (see `docs/storage.md`, "Clocks").
@@ -235,7 +139,7 @@ impl MySqlStore {
     /// DUPLICATE KEY UPDATE .. RETURNING`, MariaDB 10.5+), so that a replay, or a claim that
     /// finds its key in progress, costs one round trip instead of two. A fresh claim then
     /// reads a row back instead of an OK packet, which costs it more: choose by your share of
-    /// retries (see "One round trip for a replay" in the module docs for the figures). On a
+    /// retries (`docs/storage.md`, "MariaDB / MySQL"; the figures are in `BENCHMARKS.md`). On a
     /// server without it (MySQL), the first claim learns so and the store claims as without
     /// this.
     ///
@@ -275,8 +179,9 @@ impl MySqlStore {
 
     /// Completes `lease` on `conn`, typically `&mut *tx` of the caller's own
     /// `sqlx::Transaction`, so that the business writes and the snapshot commit together (or
-    /// not at all). The same single `UPDATE` as [`Store::complete`](crate::store::Store::complete); it locks the record until
-    /// the caller commits, so keep that transaction short (S18): meanwhile a duplicate claim of
+    /// not at all). The same single `UPDATE` as [`Store::complete`](crate::store::Store::complete);
+    /// it locks the record until the caller commits, so keep that transaction short (S18):
+    /// meanwhile a duplicate claim of
     /// this key waits in its `INSERT` (InnoDB's duplicate check takes a shared lock on the row),
     /// up to `innodb_lock_wait_timeout`, after which it gets [`StoreError::Unavailable`]. A
     /// deadlock is not retried here (InnoDB rolled back the caller's transaction): it is

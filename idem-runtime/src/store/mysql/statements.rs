@@ -53,8 +53,8 @@ macro_rules! insert_claim {
 pub(super) const INSERT_SQL: &str = insert_claim!();
 
 /// The claim in one statement on MariaDB 10.5+: the same `INSERT`, which on a duplicate in
-/// `uk_idem_key` changes nothing (`rev = rev`) and returns the row there instead (see "One
-/// round trip for a replay" in the module docs). Binds: those of [`INSERT_SQL`], then the
+/// `uk_idem_key` changes nothing (`rev = rev`) and returns the row there instead (`docs/storage.md`,
+/// "MariaDB / MySQL"). Binds: those of [`INSERT_SQL`], then the
 /// override of the returned "now".
 pub(super) const CLAIM_RETURNING_SQL: &str = concat!(
     insert_claim!(),
@@ -115,9 +115,8 @@ pub(super) const TAKEOVER_SQL: &str = concat!(
 );
 
 /// The row of a key and the database's "now". Binds: override, key hash.
-/// A plain lookup through `uk_idem_key`: a derived table that put the key first, as the other
-/// backends bind it, was materialized as a temporary table on every execution, measured at
-/// 0.3-0.5 ms on the server against 0.12 ms, on every replay.
+/// A plain lookup through `uk_idem_key`: MariaDB materializes a derived table that puts the key
+/// first (as the other backends bind it) as a temporary table on every execution.
 pub(super) const SELECT_SQL: &str = concat!(
     "SELECT ",
     record_columns!(),
@@ -181,7 +180,7 @@ pub(super) const EXTEND_SQL: &str = concat!(
 /// records along `idx_idem_expire_at`, in its order (`EXPLAIN`: a range scan, no sort),
 /// skipping those another transaction holds. InnoDB secondary indexes end with the primary key,
 /// so that order is `(expire_at, claim_id)`; the statement names `expire_at` only, which reads
-/// the index in the same order whatever the primary key (module docs, "The table's order"), and
+/// the index in the same order whatever the primary key (`docs/storage.md`, "The record"), and
 /// sweepers that skip each other's locks never wait for one another. Binds: override, batch.
 pub(super) const PURGE_SELECT_SQL: &str = concat!(
     "SELECT key_hash FROM idem_idempotency_records WHERE expire_at <= ",

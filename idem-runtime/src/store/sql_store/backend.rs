@@ -136,7 +136,7 @@ pub(crate) struct SqlCore<B: SqlBackend> {
     pub pool: Pool<B::Db>,
     /// Where the store's writes go: `pool` itself (`None`), except on SQLite, whose writers are
     /// serialized by the database anyway and queue better in one connection of their own
-    /// (`store/sqlite/`, "One writer connection").
+    /// (`docs/storage.md`, "SQLite").
     writer: Option<HeldWriter<B::Db>>,
     pub clock: Option<Arc<dyn Clock>>,
     pub statements: Arc<StatementCounter>,

@@ -1,4 +1,5 @@
-//! The checkpoints a [`SqliteStore`](super::SqliteStore) runs itself, off the request path.
+//! The WAL checkpoints a [`SqliteStore`](super::SqliteStore) runs itself, on a task of its own,
+//! so that no request's commit pays for SQLite's automatic one (`docs/storage.md`, "SQLite").
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -6,16 +7,15 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use super::SqliteStore;
 use crate::store::sql_store::SqlCore;
 
-/// Writes between two checkpoints run by the store (see "Checkpoints off the request path"):
-/// a claim or a completion writes about 3 pages (the row, its index entries), so the log grows
-/// by ~350 frames between two checkpoints, and one of them sees it pass [`HOLD_WRITES_FROM`]
-/// well before [`WRITER_AUTOCHECKPOINT`](super::pools::WRITER_AUTOCHECKPOINT).
+/// Writes between two checkpoints run by the store: few enough that one of them sees the log
+/// pass [`HOLD_WRITES_FROM`] well before
+/// [`WRITER_AUTOCHECKPOINT`](super::pools::WRITER_AUTOCHECKPOINT).
 const CHECKPOINT_EVERY: u64 = 128;
 
 /// The log size, in frames, from which the checkpoint holds the writes back to finish (see
-/// [`checkpoint`]): about once every 300 writes under full load (a pause per request is
-/// rarer than 1 %), and far enough below [`WRITER_AUTOCHECKPOINT`](super::pools::WRITER_AUTOCHECKPOINT) for the ~350 frames of a
-/// checkpoint interval and the writes that land during the first step.
+/// [`checkpoint`]): far enough below
+/// [`WRITER_AUTOCHECKPOINT`](super::pools::WRITER_AUTOCHECKPOINT) for the frames of a checkpoint
+/// interval and the writes that land during the first step.
 const HOLD_WRITES_FROM: i64 = 1_000;
 
 /// The store's own checkpoints, shared by its clones.
@@ -60,7 +60,7 @@ impl Checkpoints {
     }
 }
 
-/// The checkpoint of "Checkpoints off the request path": a passive one on a reading
+/// The store's checkpoint: a passive one on a reading
 /// connection, which copies the log while the writer goes on; then, once the log has grown to
 /// [`HOLD_WRITES_FROM`] frames, a second one on the writer's connection, which copies the
 /// frames written meanwhile with the writes held back, so that the next write restarts the

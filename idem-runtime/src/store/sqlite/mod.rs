@@ -1,77 +1,15 @@
-//! [`SqliteStore`]: the embedded default store (one file, WAL, busy timeout).
+//! [`SqliteStore`]: the embedded store (one file, WAL, busy timeout).
 //!
-//! # Statements per path
+//! `statements` holds the SQL, `pools` opens the reading pool and the writer connection's pool,
+//! `checkpoint` runs the WAL checkpoints off the request path, `migrate` applies the schema.
 //!
-//! | path | statements |
-//! |---|---|
-//! | fresh claim, expired record replaced, expired lease taken over | 1: `INSERT .. ON CONFLICT (key_hash) DO UPDATE .. WHERE <claimable> RETURNING ..` |
-//! | replay (completed), in progress | 2 in one call: the same `INSERT` (no row returned), then the `SELECT` of the row |
-//! | complete, release, abandon, extend | 1 `UPDATE` / `DELETE` / `UPDATE` / `UPDATE .. RETURNING` |
-//! | complete that matched no row (a retry after a lost acknowledgement, or fenced out) | +1 `SELECT` of the owner |
-//! | get | 1 `SELECT` |
-//! | purge_expired | 1 `DELETE .. WHERE key_hash IN (SELECT .. ORDER BY expire_at, key_hash LIMIT ?)` |
+//! The rule: every write of the store goes through its writer connection
+//! (`SqlCore::write_conn`), where writes queue in order; a write sent on the reading pool
+//! would meet the writer in SQLite's busy handler. Every statement computes "now" from
+//! SQLite's clock (`julianday('now')`).
 //!
-//! Time is SQLite's: every statement computes "now" with `julianday('now')` (the clock of the
-//! host the file lives on, the same for every process sharing it), takes the lease and TTL as
-//! durations and returns the times it wrote. [`SqliteStore::with_clock`] overrides it for tests.
-//!
-//! SQLite has no data-modifying CTE, so the read cannot ride along with the claim in one statement:
-//! a replay costs two. Both go in one call to the connection's thread (sqlx runs the statements of
-//! one query string in turn), the `SELECT` conditioned on `changes() = 0`, so that it returns the
-//! row only when the upsert changed nothing: one hop between threads instead of two, -60 to -90 µs
-//! per replay (`BENCHMARKS.md`, "HTTP end to end"). Each statement is its own implicit transaction,
-//! committed at once (S18).
-//! Writers are serialized by SQLite's database lock; with WAL, readers never wait for them, and
-//! the busy timeout (5 s by default) makes a writer wait for the lock instead of failing. A
-//! writer still waiting after the timeout gets `SQLITE_BUSY`, reported as
-//! [`StoreError::Unavailable`]. Several processes may share the file (WAL needs a local file
-//! system, not NFS).
-//!
-//! # One writer connection
-//!
-//! SQLite runs one write transaction at a time. Writers that meet a held lock wait in the busy
-//! handler, which sleeps 1, 2, 5, 10 ms and more between tries: with the writes of 4
-//! concurrent requests spread over the pool, some slept while others kept taking the lock, and
-//! p99 went to 5-12x p50. A store opened by [`SqliteStore::open`], [`connect_with`] or
-//! [`connect_with_pool`] therefore sends its writes (claims, completions, releases, lease
-//! extensions, purges) through **one connection of its own**, taken from a second pool of size 1
-//! with the same options and kept between writes, where they queue in the order they come and
-//! never meet the busy handler within the process. (Handed back to that pool between writes,
-//! the connection went through sqlx's check of a returned connection, a round trip to its
-//! thread that the next write waited for: kept, 1.12x / 1.23x the fresh requests per second at
-//! 1 / 4 connections, BENCHMARKS.md. A write that failed or was given up on still hands it back,
-//! and the check runs.) Reads (`get`, the owner of a record after a completion that matched
-//! nothing) and the checkpoints use the main pool, whose connections WAL lets read beside the
-//! writer (a replay's `SELECT` rides with its claim, below). Other processes sharing the
-//! file, and a caller's own transaction on [`pool`](SqliteStore::pool) (the atomic mode), still
-//! meet the store's writer through the busy handler. [`SqliteStore::from_pool`] and a pool of
-//! one connection keep everything on the one pool. Closing [`pool`](SqliteStore::pool) closes
-//! the writes too.
-//!
-//! # Checkpoints off the request path
-//!
-//! In WAL mode SQLite copies the log back into the database file (a checkpoint, which syncs
-//! both files) inside the commit that grows the log past 1,000 pages: every few hundred writes
-//! one request paid for it (two `fsync`s and the copy, 10-20 ms on the benchmark's disk), and
-//! the requests queued behind it too. The store runs checkpoints itself, on a task of its own
-//! (when a tokio runtime is running), after every 128 writes: a `PRAGMA
-//! wal_checkpoint(PASSIVE)` on a reading connection copies the log while the writer goes on.
-//! Under writes without a pause that never copies everything (frames keep arriving while it
-//! runs), so the log never restarts by itself: once it holds 1,000 frames, a second checkpoint
-//! on the writer's connection copies the few frames written since, with the writes held back
-//! (1-5 ms on that disk, about once every 300 writes under full load), and the next write
-//! restarts the log. SQLite's own threshold is raised to 2,000 pages on the writer's
-//! connection and stays as a backstop. These background statements are not counted by
-//! [`SqliteStore::statement_count`].
-//!
-//! An `INSERT` takes SQLite's write lock even when its upsert changes nothing, so a replay queues
-//! with the writers, and its `SELECT` runs in the same call on the writer's connection. Reading
-//! first would make replays read-only (WAL readers never wait) at the price of a third statement on
-//! every fresh request; with one writer at a time either way, the store keeps the claim-first order
-//! of the other backends.
-//!
-//! [`connect_with`]: SqliteStore::connect_with
-//! [`connect_with_pool`]: SqliteStore::connect_with_pool
+//! The SQL, the statements of every path, the writer connection and the checkpoints:
+//! `docs/storage.md`, "SQLite".
 
 mod checkpoint;
 mod migrate;
@@ -147,9 +85,9 @@ impl SqliteStore {
     }
 
     /// Opens (or creates) the database at `path` with [`SqliteStore::options`], a pool of up to
-    /// 8 connections for reads and one connection for the store's writes (see "One writer
-    /// connection" in the module docs). Run [`Store::migrate`](crate::store::Store::migrate) before the first claim. Give it a file:
-    /// `:memory:` would give every pooled connection a database of its own (use
+    /// 8 connections for reads and one connection for the store's writes (`docs/storage.md`,
+    /// "SQLite"). Run [`Store::migrate`](crate::store::Store::migrate) before the first claim. Give
+    /// it a file: `:memory:` would give every pooled connection a database of its own (use
     /// [`MemoryStore`](super::memory::MemoryStore) instead).
     ///
     /// # Errors
@@ -197,7 +135,7 @@ impl SqliteStore {
     }
 
     /// A store over an existing pool (set WAL and a busy timeout on it), for reads and writes
-    /// alike: no writer connection of its own (see the module docs).
+    /// alike: no writer connection of its own (`docs/storage.md`, "SQLite").
     pub fn from_pool(pool: SqlitePool) -> Self {
         Self::with_core(SqlCore::new(pool))
     }
@@ -229,16 +167,17 @@ impl SqliteStore {
         self.core.statements.get()
     }
 
-    /// Checkpoints the store has run in the background so far (and its clones; see the module
-    /// docs); diagnostics.
+    /// Checkpoints the store has run in the background so far (and its clones;
+    /// `docs/storage.md`, "SQLite"); diagnostics.
     pub fn checkpoint_count(&self) -> u64 {
         self.checkpoints.done()
     }
 
     /// Completes `lease` on `conn`, typically `&mut *tx` of the caller's own
     /// `sqlx::Transaction`, so that the business writes and the snapshot commit together (or
-    /// not at all). The same single `UPDATE` as [`Store::complete`](crate::store::Store::complete); nothing is committed until
-    /// the caller commits. The caller's transaction holds SQLite's write lock: every other write
+    /// not at all). The same single `UPDATE` as [`Store::complete`](crate::store::Store::complete);
+    /// nothing is committed until the caller commits. The caller's transaction holds SQLite's write
+    /// lock: every other write
     /// (claims of any key) waits for it, so keep it short (S18).
     ///
     /// # Errors
