@@ -18,19 +18,16 @@ use std::sync::Arc;
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions, PgRow};
 use sqlx::{Connection, Executor, Postgres, Row};
 
-use super::clock::{Clock, Timestamp};
+use super::clock::Clock;
 use super::error::StoreError;
 use super::error::classify_sqlx;
-use super::interface::{
-    Claim, ClaimRequest, Completion, Lease, Record, RecordState, new_operation_id,
-};
+use super::interface::{Claim, ClaimRequest, Completion, Lease, Record, new_operation_id};
 use super::migrate::{history, migrate_error, pending};
 use super::sql_store::ops::{self, CLAIM_ATTEMPTS, contended};
 use super::sql_store::{
-    RawRecord, SqlBackend, SqlCore, Stored, impl_store, millis_param, ping_when_idle,
-    record_columns,
+    RawRecord, SqlBackend, SqlCore, Stored, impl_store, lease_statements, millis_param,
+    numbered_statements, ping_when_idle, record_columns,
 };
-use crate::key::ScopedKey;
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/postgres");
 
@@ -390,27 +387,6 @@ impl PostgresStore {
     }
 }
 
-/// The completion `UPDATE` of `lease`, bound.
-fn complete_query<'q>(
-    lease: &'q Lease,
-    fence: i64,
-    completion: &'q Completion,
-    headers: &'q [u8],
-    now: Option<i64>,
-) -> sqlx::query::Query<'q, Postgres, sqlx::postgres::PgArguments> {
-    sqlx::query(COMPLETE_SQL)
-        .bind(&lease.key.hash()[..])
-        .bind(fence)
-        .bind(RecordState::from(completion.outcome).code())
-        .bind(completion.status as i16)
-        .bind(headers)
-        .bind(&completion.body[..])
-        .bind(completion.biz_no.as_deref())
-        .bind(completion.expire_at.map(Timestamp::as_millis))
-        .bind(now)
-        .bind(&lease.operation_id)
-}
-
 /// The lease of a record this claim just wrote (every time in it by the database's clock).
 fn lease(req: &ClaimRequest<'_>, record: Record, operation_id: &str) -> Lease {
     Lease {
@@ -603,105 +579,22 @@ impl SqlBackend for PostgresStore {
         Ok(done.rows_affected())
     }
 
-    async fn select<'e>(
-        conn: &'e mut PgConnection,
-        key: &'e ScopedKey,
-        now: Option<i64>,
-    ) -> Result<Option<RawRecord>, sqlx::Error> {
-        let row = sqlx::query(SELECT_SQL)
-            .bind(&key.hash()[..])
-            .bind(now)
-            .fetch_optional(conn)
-            .await?;
-        row.map(|r| read(&r)).transpose()
+    numbered_statements! {
+        conn: PgConnection,
+        int: i16,
+        read: read,
+        select: SELECT_SQL,
+        complete: COMPLETE_SQL,
+        extend: EXTEND_SQL,
     }
 
-    async fn complete<'e>(
-        conn: &'e mut PgConnection,
-        lease: &'e Lease,
-        fence: i64,
-        completion: &'e Completion,
-        headers: &'e [u8],
-        now: Option<i64>,
-    ) -> Result<u64, sqlx::Error> {
-        let done = complete_query(lease, fence, completion, headers, now)
-            .execute(conn)
-            .await?;
-        Ok(done.rows_affected())
-    }
-
-    async fn owner<'e>(
-        conn: &'e mut PgConnection,
-        key: &'e ScopedKey,
-    ) -> Result<Option<(i64, i64, String)>, sqlx::Error> {
-        let row = sqlx::query(OWNER_SQL)
-            .bind(&key.hash()[..])
-            .fetch_optional(conn)
-            .await?;
-        row.map(|r| {
-            Ok((
-                i64::from(r.try_get::<i16, _>(0)?),
-                r.try_get(1)?,
-                r.try_get(2)?,
-            ))
-        })
-        .transpose()
-    }
-
-    async fn release<'e>(
-        conn: &'e mut PgConnection,
-        lease: &'e Lease,
-        fence: i64,
-    ) -> Result<u64, sqlx::Error> {
-        let done = sqlx::query(RELEASE_SQL)
-            .bind(&lease.key.hash()[..])
-            .bind(fence)
-            .bind(&lease.operation_id)
-            .execute(conn)
-            .await?;
-        Ok(done.rows_affected())
-    }
-
-    async fn abandon<'e>(
-        conn: &'e mut PgConnection,
-        lease: &'e Lease,
-        fence: i64,
-        now: Option<i64>,
-    ) -> Result<u64, sqlx::Error> {
-        let done = sqlx::query(ABANDON_SQL)
-            .bind(&lease.key.hash()[..])
-            .bind(fence)
-            .bind(&lease.operation_id)
-            .bind(now)
-            .execute(conn)
-            .await?;
-        Ok(done.rows_affected())
-    }
-
-    async fn extend<'e>(
-        conn: &'e mut PgConnection,
-        lease: &'e Lease,
-        fence: i64,
-        by_ms: i64,
-        now: Option<i64>,
-    ) -> Result<Option<(i64, i64)>, sqlx::Error> {
-        let row = sqlx::query(EXTEND_SQL)
-            .bind(&lease.key.hash()[..])
-            .bind(fence)
-            .bind(&lease.operation_id)
-            .bind(by_ms)
-            .bind(now)
-            .fetch_optional(conn)
-            .await?;
-        row.map(|r| Ok((r.try_get(0)?, r.try_get(1)?))).transpose()
-    }
-
-    fn extended(
-        out: Option<(i64, i64)>,
-        lease: &Lease,
-        _by: Duration,
-    ) -> Result<Lease, StoreError> {
-        ops::returned_lease(out, lease)
+    // `state` is a `SMALLINT`.
+    lease_statements! {
+        conn: PgConnection,
+        state: i16,
+        owner: OWNER_SQL,
+        release: RELEASE_SQL,
+        abandon: ABANDON_SQL,
     }
 
     async fn migrate_on(conn: &mut PgConnection) -> Result<(), StoreError> {

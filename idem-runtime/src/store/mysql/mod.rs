@@ -18,11 +18,11 @@ mod statements;
 use core::time::Duration;
 use std::sync::Arc;
 
+use sqlx::AssertSqlSafe;
 use sqlx::mysql::{
     MySql, MySqlConnectOptions, MySqlConnection, MySqlDatabaseError, MySqlPool, MySqlPoolOptions,
     MySqlQueryResult, MySqlRow,
 };
-use sqlx::{AssertSqlSafe, Row};
 
 use self::claim::{Returning, statement_now};
 pub use self::statements::NOW_MS_SQL;
@@ -35,7 +35,9 @@ use super::error::StoreError;
 use super::error::classify_sqlx;
 use super::interface::{Claim, ClaimRequest, Completion, Lease, RecordState};
 use super::sql_store::ops::{self, fenced_unless_one};
-use super::sql_store::{RawRecord, SqlBackend, SqlCore, impl_store, ping_when_idle};
+use super::sql_store::{
+    RawRecord, SqlBackend, SqlCore, impl_store, lease_statements, ping_when_idle,
+};
 use crate::key::ScopedKey;
 
 /// The statements of this store, for the benchmark's hand-written baseline. Not a public API.
@@ -342,54 +344,6 @@ impl SqlBackend for MySqlStore {
         Ok(done.rows_affected())
     }
 
-    async fn owner<'e>(
-        conn: &'e mut MySqlConnection,
-        key: &'e ScopedKey,
-    ) -> Result<Option<(i64, i64, String)>, sqlx::Error> {
-        let row = sqlx::query(OWNER_SQL)
-            .bind(&key.hash()[..])
-            .fetch_optional(conn)
-            .await?;
-        row.map(|r| {
-            Ok((
-                i64::from(r.try_get::<i8, _>(0)?),
-                r.try_get(1)?,
-                r.try_get(2)?,
-            ))
-        })
-        .transpose()
-    }
-
-    async fn release<'e>(
-        conn: &'e mut MySqlConnection,
-        lease: &'e Lease,
-        fence: i64,
-    ) -> Result<u64, sqlx::Error> {
-        let done = sqlx::query(RELEASE_SQL)
-            .bind(&lease.key.hash()[..])
-            .bind(fence)
-            .bind(&lease.operation_id)
-            .execute(conn)
-            .await?;
-        Ok(done.rows_affected())
-    }
-
-    async fn abandon<'e>(
-        conn: &'e mut MySqlConnection,
-        lease: &'e Lease,
-        fence: i64,
-        now: Option<i64>,
-    ) -> Result<u64, sqlx::Error> {
-        let done = sqlx::query(ABANDON_SQL)
-            .bind(&lease.key.hash()[..])
-            .bind(fence)
-            .bind(&lease.operation_id)
-            .bind(now)
-            .execute(conn)
-            .await?;
-        Ok(done.rows_affected())
-    }
-
     /// No `RETURNING`: the statement hands its "now" back through `LAST_INSERT_ID(now)`.
     async fn extend<'e>(
         conn: &'e mut MySqlConnection,
@@ -422,6 +376,15 @@ impl SqlBackend for MySqlStore {
             expire_at: lease.expire_at.max(lease_until),
             ..lease.clone()
         })
+    }
+
+    // `state` is a `TINYINT`.
+    lease_statements! {
+        conn: MySqlConnection,
+        state: i8,
+        owner: OWNER_SQL,
+        release: RELEASE_SQL,
+        abandon: ABANDON_SQL,
     }
 
     async fn migrate_on(conn: &mut MySqlConnection) -> Result<(), StoreError> {

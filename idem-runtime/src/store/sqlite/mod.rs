@@ -39,8 +39,9 @@ use super::error::StoreError;
 use super::error::classify_sqlx;
 use super::interface::{Claim, ClaimRequest, Completion, Lease, new_operation_id};
 use super::sql_store::ops::{self, CLAIM_ATTEMPTS, contended};
-use super::sql_store::{RawRecord, SqlBackend, SqlCore, impl_store, millis_param};
-use crate::key::ScopedKey;
+use super::sql_store::{
+    RawRecord, SqlBackend, SqlCore, impl_store, lease_statements, millis_param, numbered_statements,
+};
 
 /// The statements of this store, for the benchmark's hand-written baseline. Not a public API.
 #[doc(hidden)]
@@ -194,29 +195,6 @@ impl SqliteStore {
     }
 }
 
-/// The completion `UPDATE` of `lease`, bound.
-fn complete_query<'q>(
-    lease: &'q Lease,
-    fence: i64,
-    completion: &'q Completion,
-    headers: &'q [u8],
-    now: Option<i64>,
-) -> sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments> {
-    sqlx::query(COMPLETE_SQL)
-        .bind(&lease.key.hash()[..])
-        .bind(fence)
-        .bind(i64::from(
-            super::interface::RecordState::from(completion.outcome).code(),
-        ))
-        .bind(i64::from(completion.status))
-        .bind(headers)
-        .bind(&completion.body[..])
-        .bind(completion.biz_no.as_deref())
-        .bind(completion.expire_at.map(Timestamp::as_millis))
-        .bind(now)
-        .bind(&lease.operation_id)
-}
-
 /// Reads a row of `record_columns!(), now`.
 fn read(row: &SqliteRow) -> Result<RawRecord, sqlx::Error> {
     RawRecord::read::<_, i64, i64>(row, 0)
@@ -338,99 +316,21 @@ impl SqlBackend for SqliteStore {
         Ok(deleted)
     }
 
-    async fn select<'e>(
-        conn: &'e mut SqliteConnection,
-        key: &'e ScopedKey,
-        now: Option<i64>,
-    ) -> Result<Option<RawRecord>, sqlx::Error> {
-        let row = sqlx::query(SELECT_SQL)
-            .bind(&key.hash()[..])
-            .bind(now)
-            .fetch_optional(conn)
-            .await?;
-        row.map(|r| read(&r)).transpose()
+    numbered_statements! {
+        conn: SqliteConnection,
+        int: i64,
+        read: read,
+        select: SELECT_SQL,
+        complete: COMPLETE_SQL,
+        extend: EXTEND_SQL,
     }
 
-    async fn complete<'e>(
-        conn: &'e mut SqliteConnection,
-        lease: &'e Lease,
-        fence: i64,
-        completion: &'e Completion,
-        headers: &'e [u8],
-        now: Option<i64>,
-    ) -> Result<u64, sqlx::Error> {
-        let done = complete_query(lease, fence, completion, headers, now)
-            .execute(conn)
-            .await?;
-        Ok(done.rows_affected())
-    }
-
-    async fn owner<'e>(
-        conn: &'e mut SqliteConnection,
-        key: &'e ScopedKey,
-    ) -> Result<Option<(i64, i64, String)>, sqlx::Error> {
-        let row = sqlx::query(OWNER_SQL)
-            .bind(&key.hash()[..])
-            .fetch_optional(conn)
-            .await?;
-        row.map(|r| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?)))
-            .transpose()
-    }
-
-    async fn release<'e>(
-        conn: &'e mut SqliteConnection,
-        lease: &'e Lease,
-        fence: i64,
-    ) -> Result<u64, sqlx::Error> {
-        let done = sqlx::query(RELEASE_SQL)
-            .bind(&lease.key.hash()[..])
-            .bind(fence)
-            .bind(&lease.operation_id)
-            .execute(conn)
-            .await?;
-        Ok(done.rows_affected())
-    }
-
-    async fn abandon<'e>(
-        conn: &'e mut SqliteConnection,
-        lease: &'e Lease,
-        fence: i64,
-        now: Option<i64>,
-    ) -> Result<u64, sqlx::Error> {
-        let done = sqlx::query(ABANDON_SQL)
-            .bind(&lease.key.hash()[..])
-            .bind(fence)
-            .bind(&lease.operation_id)
-            .bind(now)
-            .execute(conn)
-            .await?;
-        Ok(done.rows_affected())
-    }
-
-    async fn extend<'e>(
-        conn: &'e mut SqliteConnection,
-        lease: &'e Lease,
-        fence: i64,
-        by_ms: i64,
-        now: Option<i64>,
-    ) -> Result<Option<(i64, i64)>, sqlx::Error> {
-        let row = sqlx::query(EXTEND_SQL)
-            .bind(&lease.key.hash()[..])
-            .bind(fence)
-            .bind(&lease.operation_id)
-            .bind(by_ms)
-            .bind(now)
-            .fetch_optional(conn)
-            .await?;
-        row.map(|r| Ok((r.try_get(0)?, r.try_get(1)?))).transpose()
-    }
-
-    fn extended(
-        out: Option<(i64, i64)>,
-        lease: &Lease,
-        _by: Duration,
-    ) -> Result<Lease, StoreError> {
-        ops::returned_lease(out, lease)
+    lease_statements! {
+        conn: SqliteConnection,
+        state: i64,
+        owner: OWNER_SQL,
+        release: RELEASE_SQL,
+        abandon: ABANDON_SQL,
     }
 
     async fn migrate_on(conn: &mut SqliteConnection) -> Result<(), StoreError> {
