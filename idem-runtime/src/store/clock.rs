@@ -1,24 +1,10 @@
 //! Time for the stores: [`Timestamp`] (milliseconds since the Unix epoch) and [`Clock`].
 //!
-//! **The database's clock decides.** The SQL stores (`PostgresStore`, `MySqlStore`,
-//! `SqliteStore`) never compare a record with the application's time: every statement that
-//! claims, takes over, extends, completes, abandons, reads or purges computes "now" on the
-//! database server (PostgreSQL `statement_timestamp()`, MariaDB/MySQL `UTC_TIMESTAMP(6)`,
-//! SQLite `julianday('now')`), takes the lease and TTL as durations, and returns the times it
-//! wrote; rows read back carry the server's "now", against which a claim decides. Application
-//! servers whose clocks differ by minutes therefore agree on every lease and every expiry, and
-//! a lease only has to exceed the handler's longest run time.
+//! The rule: the database's clock decides. The SQL and Redis stores compute "now" on the
+//! server in every statement and never compare a record with the application's time;
+//! `with_clock` overrides it for tests only. The memory store reads its injected [`Clock`].
 //!
-//! **Overriding it, for tests.** `with_clock(Arc<dyn Clock>)` on a SQL store makes it decide by
-//! that clock instead (`COALESCE(<clock's time>, <server's now>)` in every statement, the
-//! parameter `NULL` by default), so that tests move time with a [`ManualClock`] instead of
-//! sleeping. In production leave it unset: with it, several instances would again need
-//! synchronized clocks (NTP), and a lease would have to exceed the handler's run time *plus*
-//! the largest skew, or an instance whose clock runs ahead takes over a lease still in use
-//! (S23: fenced, and the business table's own unique constraint is the last line of defence).
-//!
-//! **The memory store** lives in one process and reads its injected [`Clock`] ([`SystemClock`]
-//! by default).
+//! Why, and what the override costs in production: `docs/storage.md`, "Clocks".
 
 use core::fmt;
 use core::time::Duration;

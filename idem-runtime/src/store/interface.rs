@@ -461,9 +461,8 @@ struct RandomPool {
     pid: u32,
 }
 
-/// 32 operation ids per `getrandom` system call: the call costs about a microsecond, as much as
-/// the rest of the engine's work on a fresh key with the memory store (BENCHMARKS.md, "Cost
-/// per request").
+/// 32 operation ids per `getrandom` system call, whose cost is in BENCHMARKS.md ("Cost per
+/// request").
 const RANDOM_POOL: usize = 512;
 
 std::thread_local! {

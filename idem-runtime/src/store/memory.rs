@@ -80,62 +80,6 @@ impl MemoryStore {
         lock(&self.inner.shards[hash[0] as usize % SHARDS])
     }
 
-    fn claim_now(&self, req: &ClaimRequest<'_>) -> Result<Claim, StoreError> {
-        req.validate()?;
-        let now = self.inner.clock.now();
-        let (lease_until, expire_at) = req.deadlines(now);
-        let mut shard = self.shard(req.key.hash());
-        let (fence, operation_id, took_over, created_at, expire_at) =
-            match shard.get(req.key.hash()) {
-                None => (1, new_operation_id()?, false, now, expire_at),
-                Some(r) => match r.decide(&req.request_hash, now).settle(r, Record::clone) {
-                    ControlFlow::Break(answer) => return Ok(answer),
-                    // Expired: logically absent, a new operation replaces it (S21); the fence
-                    // still grows so that a zombie of the old record stays fenced out.
-                    ControlFlow::Continue(r) if r.is_expired(now) => {
-                        (r.fence + 1, new_operation_id()?, false, now, expire_at)
-                    }
-                    // Expired lease of the same request: take over (S23).
-                    ControlFlow::Continue(r) => (
-                        r.fence + 1,
-                        r.operation_id.clone(),
-                        true,
-                        r.created_at,
-                        r.expire_at.max(lease_until),
-                    ),
-                },
-            };
-        shard.insert(
-            *req.key.hash(),
-            Record {
-                key: req.key.readable().to_owned(),
-                request_hash: req.request_hash,
-                state: RecordState::Processing,
-                operation_id: operation_id.clone(),
-                fence,
-                status: None,
-                headers: Vec::new(),
-                body: Vec::new(),
-                biz_no: None,
-                locked_at: now,
-                lease_until,
-                expire_at,
-                created_at,
-                updated_at: now,
-                completed_at: None,
-            },
-        );
-        Ok(Claim::Acquired(Lease {
-            key: req.key.clone(),
-            request_hash: req.request_hash,
-            fence,
-            operation_id,
-            lease_until,
-            expire_at,
-            took_over,
-        }))
-    }
-
     /// Runs `f` on the record `lease` still owns: same fence and operation id, still
     /// processing. No expiry condition: a record nobody superseded is still the lease's.
     fn with_owned<T>(
@@ -178,7 +122,61 @@ impl Store for MemoryStore {
     }
 
     fn claim<'a>(&'a self, req: &'a ClaimRequest<'a>) -> BoxFuture<'a, Result<Claim, StoreError>> {
-        Box::pin(async move { self.claim_now(req) })
+        Box::pin(async move {
+            req.validate()?;
+            let now = self.inner.clock.now();
+            let (lease_until, expire_at) = req.deadlines(now);
+            let mut shard = self.shard(req.key.hash());
+            let (fence, operation_id, took_over, created_at, expire_at) =
+                match shard.get(req.key.hash()) {
+                    None => (1, new_operation_id()?, false, now, expire_at),
+                    Some(r) => match r.decide(&req.request_hash, now).settle(r, Record::clone) {
+                        ControlFlow::Break(answer) => return Ok(answer),
+                        // Expired: logically absent, a new operation replaces it (S21); the fence
+                        // still grows so that a zombie of the old record stays fenced out.
+                        ControlFlow::Continue(r) if r.is_expired(now) => {
+                            (r.fence + 1, new_operation_id()?, false, now, expire_at)
+                        }
+                        // Expired lease of the same request: take over (S23).
+                        ControlFlow::Continue(r) => (
+                            r.fence + 1,
+                            r.operation_id.clone(),
+                            true,
+                            r.created_at,
+                            r.expire_at.max(lease_until),
+                        ),
+                    },
+                };
+            shard.insert(
+                *req.key.hash(),
+                Record {
+                    key: req.key.readable().to_owned(),
+                    request_hash: req.request_hash,
+                    state: RecordState::Processing,
+                    operation_id: operation_id.clone(),
+                    fence,
+                    status: None,
+                    headers: Vec::new(),
+                    body: Vec::new(),
+                    biz_no: None,
+                    locked_at: now,
+                    lease_until,
+                    expire_at,
+                    created_at,
+                    updated_at: now,
+                    completed_at: None,
+                },
+            );
+            Ok(Claim::Acquired(Lease {
+                key: req.key.clone(),
+                request_hash: req.request_hash,
+                fence,
+                operation_id,
+                lease_until,
+                expire_at,
+                took_over,
+            }))
+        })
     }
 
     fn complete<'a>(

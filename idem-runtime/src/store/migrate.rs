@@ -1,19 +1,11 @@
-//! The migration plan shared by the SQL stores.
+//! The migration plan shared by the SQL stores: the files of
+//! `idem-runtime/migrations/{postgres,mysql,sqlite}/`, embedded with `sqlx::migrate!` and
+//! applied by idem's own runner (each backend's `migrate` module).
 //!
-//! The SQL files under `idem-runtime/migrations/{postgres,mysql,sqlite}/` (inside the crate, so
-//! that it can be published with them) are embedded with `sqlx::migrate!`, but applied by idem's
-//! own small runner. idem keeps its history in `idem._sqlx_migrations` (PostgreSQL) or
-//! `idem_sqlx_migrations` (MySQL, SQLite), never in the application's own `_sqlx_migrations`
-//! (where idem's versions made the application's migrator fail with `VersionMissing`).
+//! The rule: idem's history lives in its own table (`idem._sqlx_migrations`,
+//! `idem_sqlx_migrations`), never in the application's `_sqlx_migrations`.
 //!
-//! sqlx 0.9's `Migrator` can now name its history table and create a schema, but it still does
-//! not do what this runner does: it takes no lock at all on SQLite (two instances starting on a
-//! fresh file would both migrate it) and on the servers locks on a key derived from the database
-//! name — the same lock as the application's own migrator, and on MySQL a `GET_LOCK` that waits
-//! forever; its inserts leave out `installed_on`, which the MySQL and SQLite history tables this
-//! runner created since 0.1.0 declare `NOT NULL` without a default, so the next migration of an
-//! existing database would fail; and it compares checksums strictly, with no way to accept the
-//! checksum of a migration file that was edited compatibly ([`pending`]).
+//! Why not sqlx's `Migrator`: `docs/storage.md`, "Where the tables live".
 
 use sqlx::migrate::{Migration, Migrator};
 

@@ -1,50 +1,14 @@
 //! [`PostgresStore`]: the claim engine on PostgreSQL (table `idem.idempotency_records`).
 //!
-//! # Statements per path
+//! A claim is one `INSERT .. ON CONFLICT (key_hash) DO NOTHING RETURNING ..` that returns the
+//! existing row too, so that a replay or an in-progress answer needs no second statement; a
+//! takeover or a replaced record adds one conditional `UPDATE .. RETURNING`.
 //!
-//! | path | statements |
-//! |---|---|
-//! | fresh claim | 1: the claim statement below |
-//! | replay (completed), in progress | 1: the same statement; the existing row rides along |
-//! | expired record replaced, expired lease taken over | 2: the claim statement + a conditional `UPDATE .. RETURNING` |
-//! | a concurrent claim committed after the statement's snapshot (rare race) | +1 `SELECT` |
-//! | complete, release, abandon, extend | 1 `UPDATE` / `DELETE` / `UPDATE` / `UPDATE .. RETURNING` |
-//! | complete that matched no row (a retry after a lost acknowledgement, or fenced out) | +1 `SELECT` of the owner |
-//! | get | 1 `SELECT` |
-//! | purge_expired | 1 `WITH batch AS MATERIALIZED (SELECT .. ORDER BY expire_at, key_hash LIMIT $2 FOR UPDATE SKIP LOCKED) DELETE ..` |
+//! The rule: the database's clock decides. Every statement computes "now" itself
+//! (`statement_timestamp()`, or the test clock bound in its place), never the application.
 //!
-//! So a fresh request costs 2 statements (claim, complete) and a replay 1. A statement rolled
-//! back as a deadlock victim or serialization failure (40P01, 40001) is sent again, up to 3
-//! times, before [`StoreError::Unavailable`].
-//!
-//! # Time
-//!
-//! The database's clock decides: every statement computes "now" as `statement_timestamp()` in
-//! milliseconds, takes the lease and TTL as durations, and returns the times it wrote; rows read
-//! back carry that "now". [`PostgresStore::with_clock`] overrides it for tests.
-//!
-//! # The claim statement
-//!
-//! `INSERT .. ON CONFLICT (key_hash) DO NOTHING RETURNING ..` inside a CTE (S13, S14): the
-//! unique index decides, never a prior `SELECT`. When it inserts nothing, the `UNION ALL` branch
-//! returns the existing row from the statement's snapshot, so a replay or an in-progress answer
-//! needs no second round trip. A row committed by a concurrent claim *after* that snapshot is
-//! invisible to the branch; one plain `SELECT` then follows.
-//!
-//! An expired record (S21) or an expired lease of the same request hash (S23) is then claimed
-//! by an `UPDATE .. WHERE key_hash = $1 AND <claimable> RETURNING ..`: PostgreSQL re-checks the
-//! condition on the latest row version under the row lock, so of two concurrent takeovers exactly
-//! one returns a row, with `fence + 1`.
-//!
-//! **Why not `ON CONFLICT DO UPDATE .. WHERE <claimable>`**, which would also take over in the
-//! first statement: `DO UPDATE` locks the conflicting row even when its `WHERE` is false, so
-//! every replay and every in-progress answer would be a write transaction — one transaction id
-//! consumed per replay (measured: 100 replays, 100 xids; `DO NOTHING`: none), a WAL record, and a
-//! commit that waits for the WAL flush under `synchronous_commit = on`; replays of one key would
-//! also queue on its row lock. Measured server-side with pgbench on a replay: 0.16-0.21 ms with
-//! `DO UPDATE`, 0.11-0.15 ms with `DO NOTHING`, 0.06 ms for a bare `SELECT` (`BENCHMARKS.md`).
-//! Replays are frequent, takeovers rare (a crash, an expired key reused): the rare path pays the
-//! second statement.
+//! The SQL, the statements of every path and why not `ON CONFLICT DO UPDATE`:
+//! `docs/storage.md`, "PostgreSQL (S14)".
 
 use core::convert::identity;
 use core::ops::ControlFlow;
@@ -54,18 +18,16 @@ use std::sync::Arc;
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions, PgRow};
 use sqlx::{Connection, Executor, Postgres, Row};
 
-use super::clock::{Clock, Timestamp};
+use super::clock::Clock;
 use super::error::StoreError;
 use super::error::classify_sqlx;
-use super::interface::{
-    BoxFuture, Claim, ClaimRequest, Completion, Lease, Record, RecordState, Store, new_operation_id,
-};
+use super::interface::{Claim, ClaimRequest, Completion, Lease, Record, new_operation_id};
 use super::migrate::{history, migrate_error, pending};
 use super::sql_store::ops::{self, CLAIM_ATTEMPTS, contended};
 use super::sql_store::{
-    RawRecord, SqlBackend, SqlCore, Stored, millis_param, ping_when_idle, record_columns,
+    RawRecord, SqlBackend, SqlCore, Stored, impl_store, lease_statements, millis_param,
+    numbered_statements, ping_when_idle, record_columns,
 };
-use crate::key::ScopedKey;
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/postgres");
 
@@ -292,7 +254,7 @@ pub mod sql {
     pub const COMPLETE: &str = super::COMPLETE_SQL;
 }
 
-/// A [`Store`] on PostgreSQL (10 or later; tested on 15).
+/// A [`Store`](crate::store::Store) on PostgreSQL (10 or later; tested on 15).
 ///
 /// Every decision about time (is this lease over, has this record expired) is taken by the
 /// database's clock, never the application's (see `docs/storage.md`, "Clocks").
@@ -392,8 +354,9 @@ impl PostgresStore {
 
     /// Completes `lease` on `conn`, typically `&mut *tx` of the caller's own
     /// `sqlx::Transaction`, so that the business writes and the snapshot commit together (or
-    /// not at all). The same single `UPDATE` as [`Store::complete`]; it locks the record until
-    /// the caller commits, so keep that transaction short (S18): meanwhile a duplicate claim of
+    /// not at all). The same single `UPDATE` as [`Store::complete`](crate::store::Store::complete);
+    /// it locks the record until the caller commits, so keep that transaction short (S18):
+    /// meanwhile a duplicate claim of
     /// this key waits in its `INSERT` (the unique check waits for the row's open update), and
     /// answers once the caller commits or rolls back. A deadlock or serialization failure is not
     /// retried here (the database aborted the caller's transaction): it is
@@ -422,98 +385,6 @@ impl PostgresStore {
     ) -> Result<(), StoreError> {
         ops::complete_in(&self.core, conn, lease, completion).await
     }
-
-    async fn claim_impl(&self, req: &ClaimRequest<'_>) -> Result<Claim, StoreError> {
-        req.validate()?;
-        let operation_id = new_operation_id()?;
-        let hash = req.request_hash.to_string();
-        let (lease_ms, ttl_ms) = (millis_param(req.lease), millis_param(req.ttl));
-        for _ in 0..CLAIM_ATTEMPTS {
-            let now = self.core.now_param();
-            let bind = |sql: &'static str| {
-                sqlx::query(sql)
-                    .bind(&req.key.hash()[..])
-                    .bind(req.key.readable())
-                    .bind(&hash)
-                    .bind(&operation_id)
-                    .bind(now)
-                    .bind(lease_ms)
-                    .bind(ttl_ms)
-            };
-            let row = self
-                .core
-                .send(|| bind(CLAIM_SQL).fetch_optional(&self.core.pool))
-                .await?;
-            let stored = match row {
-                Some(row) => {
-                    let claimed: bool = row.try_get(0).map_err(classify)?;
-                    let stored = decode(&row)?;
-                    if claimed {
-                        return Ok(Claim::Acquired(lease(req, stored.record, &operation_id)));
-                    }
-                    stored
-                }
-                // The conflicting row was committed after this statement's snapshot: read it.
-                None => match self.core.select(req.key).await? {
-                    Some(stored) => stored,
-                    None => continue, // released or purged in between: claim again
-                },
-            };
-            // Decided by the database's clock, read with the row.
-            if let ControlFlow::Break(answer) = stored
-                .record
-                .decide(&req.request_hash, stored.now)
-                .settle(stored.record, identity)
-            {
-                return Ok(answer);
-            }
-            let Some(row) = self
-                .core
-                .send(|| bind(TAKEOVER_SQL).fetch_optional(&self.core.pool))
-                .await?
-            else {
-                continue; // another claim was faster, or the row changed: look again
-            };
-            let record = decode(&row)?.record;
-            return Ok(Claim::Acquired(lease(req, record, &operation_id)));
-        }
-        Err(contended(req.key))
-    }
-
-    async fn purge_impl(&self, batch: u32) -> Result<u64, StoreError> {
-        let now = self.core.now_param();
-        let done = self
-            .core
-            .send(|| {
-                sqlx::query(PURGE_SQL)
-                    .bind(now)
-                    .bind(i64::from(batch))
-                    .execute(&self.core.pool)
-            })
-            .await?;
-        Ok(done.rows_affected())
-    }
-}
-
-/// The completion `UPDATE` of `lease`, bound.
-fn complete_query<'q>(
-    lease: &'q Lease,
-    fence: i64,
-    completion: &'q Completion,
-    headers: &'q [u8],
-    now: Option<i64>,
-) -> sqlx::query::Query<'q, Postgres, sqlx::postgres::PgArguments> {
-    sqlx::query(COMPLETE_SQL)
-        .bind(&lease.key.hash()[..])
-        .bind(fence)
-        .bind(RecordState::from(completion.outcome).code())
-        .bind(completion.status as i16)
-        .bind(headers)
-        .bind(&completion.body[..])
-        .bind(completion.biz_no.as_deref())
-        .bind(completion.expire_at.map(Timestamp::as_millis))
-        .bind(now)
-        .bind(&lease.operation_id)
 }
 
 /// The lease of a record this claim just wrote (every time in it by the database's clock).
@@ -631,105 +502,99 @@ impl SqlBackend for PostgresStore {
     /// `RETURNING lease_until, expire_at`.
     type Extended = Option<(i64, i64)>;
 
-    async fn select<'e>(
-        conn: &'e mut PgConnection,
-        key: &'e ScopedKey,
-        now: Option<i64>,
-    ) -> Result<Option<RawRecord>, sqlx::Error> {
-        let row = sqlx::query(SELECT_SQL)
-            .bind(&key.hash()[..])
-            .bind(now)
-            .fetch_optional(conn)
-            .await?;
-        row.map(|r| read(&r)).transpose()
+    const NAME: &'static str = "postgres";
+
+    fn core(&self) -> &SqlCore<Self> {
+        &self.core
     }
 
-    async fn complete<'e>(
-        conn: &'e mut PgConnection,
-        lease: &'e Lease,
-        fence: i64,
-        completion: &'e Completion,
-        headers: &'e [u8],
-        now: Option<i64>,
-    ) -> Result<u64, sqlx::Error> {
-        let done = complete_query(lease, fence, completion, headers, now)
-            .execute(conn)
+    async fn claim_key(&self, req: &ClaimRequest<'_>) -> Result<Claim, StoreError> {
+        req.validate()?;
+        let operation_id = new_operation_id()?;
+        let hash = req.request_hash.to_string();
+        let (lease_ms, ttl_ms) = (millis_param(req.lease), millis_param(req.ttl));
+        for _ in 0..CLAIM_ATTEMPTS {
+            let now = self.core.now_param();
+            let bind = |sql: &'static str| {
+                sqlx::query(sql)
+                    .bind(&req.key.hash()[..])
+                    .bind(req.key.readable())
+                    .bind(&hash)
+                    .bind(&operation_id)
+                    .bind(now)
+                    .bind(lease_ms)
+                    .bind(ttl_ms)
+            };
+            let row = self
+                .core
+                .send(|| bind(CLAIM_SQL).fetch_optional(&self.core.pool))
+                .await?;
+            let stored = match row {
+                Some(row) => {
+                    let claimed: bool = row.try_get(0).map_err(classify)?;
+                    let stored = decode(&row)?;
+                    if claimed {
+                        return Ok(Claim::Acquired(lease(req, stored.record, &operation_id)));
+                    }
+                    stored
+                }
+                // The conflicting row was committed after this statement's snapshot: read it.
+                None => match self.core.select(req.key).await? {
+                    Some(stored) => stored,
+                    None => continue, // released or purged in between: claim again
+                },
+            };
+            // Decided by the database's clock, read with the row.
+            if let ControlFlow::Break(answer) = stored
+                .record
+                .decide(&req.request_hash, stored.now)
+                .settle(stored.record, identity)
+            {
+                return Ok(answer);
+            }
+            let Some(row) = self
+                .core
+                .send(|| bind(TAKEOVER_SQL).fetch_optional(&self.core.pool))
+                .await?
+            else {
+                continue; // another claim was faster, or the row changed: look again
+            };
+            let record = decode(&row)?.record;
+            return Ok(Claim::Acquired(lease(req, record, &operation_id)));
+        }
+        Err(contended(req.key))
+    }
+
+    async fn purge_batch(&self, batch: u32) -> Result<u64, StoreError> {
+        let now = self.core.now_param();
+        let done = self
+            .core
+            .send(|| {
+                sqlx::query(PURGE_SQL)
+                    .bind(now)
+                    .bind(i64::from(batch))
+                    .execute(&self.core.pool)
+            })
             .await?;
         Ok(done.rows_affected())
     }
 
-    async fn owner<'e>(
-        conn: &'e mut PgConnection,
-        key: &'e ScopedKey,
-    ) -> Result<Option<(i64, i64, String)>, sqlx::Error> {
-        let row = sqlx::query(OWNER_SQL)
-            .bind(&key.hash()[..])
-            .fetch_optional(conn)
-            .await?;
-        row.map(|r| {
-            Ok((
-                i64::from(r.try_get::<i16, _>(0)?),
-                r.try_get(1)?,
-                r.try_get(2)?,
-            ))
-        })
-        .transpose()
+    numbered_statements! {
+        conn: PgConnection,
+        int: i16,
+        read: read,
+        select: SELECT_SQL,
+        complete: COMPLETE_SQL,
+        extend: EXTEND_SQL,
     }
 
-    async fn release<'e>(
-        conn: &'e mut PgConnection,
-        lease: &'e Lease,
-        fence: i64,
-    ) -> Result<u64, sqlx::Error> {
-        let done = sqlx::query(RELEASE_SQL)
-            .bind(&lease.key.hash()[..])
-            .bind(fence)
-            .bind(&lease.operation_id)
-            .execute(conn)
-            .await?;
-        Ok(done.rows_affected())
-    }
-
-    async fn abandon<'e>(
-        conn: &'e mut PgConnection,
-        lease: &'e Lease,
-        fence: i64,
-        now: Option<i64>,
-    ) -> Result<u64, sqlx::Error> {
-        let done = sqlx::query(ABANDON_SQL)
-            .bind(&lease.key.hash()[..])
-            .bind(fence)
-            .bind(&lease.operation_id)
-            .bind(now)
-            .execute(conn)
-            .await?;
-        Ok(done.rows_affected())
-    }
-
-    async fn extend<'e>(
-        conn: &'e mut PgConnection,
-        lease: &'e Lease,
-        fence: i64,
-        by_ms: i64,
-        now: Option<i64>,
-    ) -> Result<Option<(i64, i64)>, sqlx::Error> {
-        let row = sqlx::query(EXTEND_SQL)
-            .bind(&lease.key.hash()[..])
-            .bind(fence)
-            .bind(&lease.operation_id)
-            .bind(by_ms)
-            .bind(now)
-            .fetch_optional(conn)
-            .await?;
-        row.map(|r| Ok((r.try_get(0)?, r.try_get(1)?))).transpose()
-    }
-
-    fn extended(
-        out: Option<(i64, i64)>,
-        lease: &Lease,
-        _by: Duration,
-    ) -> Result<Lease, StoreError> {
-        ops::returned_lease(out, lease)
+    // `state` is a `SMALLINT`.
+    lease_statements! {
+        conn: PgConnection,
+        state: i16,
+        owner: OWNER_SQL,
+        release: RELEASE_SQL,
+        abandon: ABANDON_SQL,
     }
 
     async fn migrate_on(conn: &mut PgConnection) -> Result<(), StoreError> {
@@ -745,52 +610,4 @@ impl SqlBackend for PostgresStore {
     }
 }
 
-impl Store for PostgresStore {
-    fn backend(&self) -> &'static str {
-        "postgres"
-    }
-
-    fn claim<'a>(&'a self, req: &'a ClaimRequest<'a>) -> BoxFuture<'a, Result<Claim, StoreError>> {
-        Box::pin(self.claim_impl(req))
-    }
-
-    fn complete<'a>(
-        &'a self,
-        lease: &'a Lease,
-        completion: &'a Completion,
-    ) -> BoxFuture<'a, Result<(), StoreError>> {
-        Box::pin(ops::complete(&self.core, lease, completion))
-    }
-
-    fn release<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<(), StoreError>> {
-        Box::pin(ops::release(&self.core, lease))
-    }
-
-    fn abandon<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<(), StoreError>> {
-        Box::pin(ops::abandon(&self.core, lease))
-    }
-
-    fn extend<'a>(
-        &'a self,
-        lease: &'a Lease,
-        by: Duration,
-    ) -> BoxFuture<'a, Result<Lease, StoreError>> {
-        Box::pin(ops::extend(&self.core, lease, by))
-    }
-
-    fn get<'a>(&'a self, key: &'a ScopedKey) -> BoxFuture<'a, Result<Option<Record>, StoreError>> {
-        Box::pin(ops::get(&self.core, key))
-    }
-
-    fn purge_expired(&self, batch: u32) -> BoxFuture<'_, Result<u64, StoreError>> {
-        Box::pin(self.purge_impl(batch))
-    }
-
-    fn migrate(&self) -> BoxFuture<'_, Result<(), StoreError>> {
-        Box::pin(ops::migrate(&self.core))
-    }
-
-    fn clock(&self) -> &dyn Clock {
-        self.core.clock()
-    }
-}
+impl_store!(PostgresStore);

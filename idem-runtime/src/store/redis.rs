@@ -1,77 +1,15 @@
 //! [`RedisStore`]: the claim engine on Redis or Valkey, for services whose fast shared state is
 //! there already.
 //!
-//! # Data layout
+//! Every operation is one `EVALSHA` of a Lua script; a record is the hash
+//! `<prefix>rec:<key hash>`, and the sorted set `<prefix>expire_at` indexes the expiries the
+//! purge walks.
 //!
-//! One hash per record, `<prefix>rec:<key hash in hex>`, with the fields of the SQL stores'
-//! columns (`idem_key`, `request_hash`, `state`, `operation_id`, `fence`, `rev` (+1 on every
-//! write, for diagnostics), `resp_status`, `resp_headers`, `resp_body`, `biz_no`, `locked_at`,
-//! `lease_until`, `expire_at`, `created_at`, `updated_at`, `completed_at`; times in
-//! milliseconds since the Unix epoch), and
-//! one sorted set, `<prefix>expire_at`, of the key hashes scored by `expire_at`: the index
-//! [`Store::purge_expired`] walks. The prefix is `idem:` unless
-//! [`with_prefix`](RedisStore::with_prefix) sets another.
+//! The rule: a record is read, decided on and written inside one script, by the server's
+//! `TIME` (or the test clock passed as an argument), never across two commands. The
+//! guarantees need `appendonly yes`, `appendfsync always` and `maxmemory-policy noeviction`.
 //!
-//! # Commands per path
-//!
-//! Every operation is **one** `EVALSHA` of a Lua script that reads the record, decides and
-//! writes atomically (Redis runs one script at a time, and no other command in between):
-//!
-//! | path | commands |
-//! |---|---|
-//! | fresh claim, replay (completed), in progress | 1: the claim script |
-//! | expired record replaced, expired lease taken over | 1: the same script |
-//! | complete (also a retry after a lost acknowledgement, or fenced out), release, abandon, extend | 1 script each |
-//! | get | 1 script (it reads the clock and the record together) |
-//! | purge_expired | 1 script per batch |
-//!
-//! So a fresh request costs 2 commands (claim, complete) and a replay 1. After a server
-//! restart (scripts are not persisted) the first call of each script is answered `NOSCRIPT`
-//! and sent again with `SCRIPT LOAD` first: nothing ran, so resending is safe.
-//!
-//! **Why a script and not `SET key .. NX PX`**: `SET NX` decides a fresh claim, but every other
-//! answer of a claim needs the record (a replay returns the snapshot, "in progress" returns the
-//! holder's request hash and lease), and a takeover must compare the fence, the lease and the
-//! request hash before writing; with `SET NX` those would be a second round trip and a script
-//! anyway, and a fresh claim would still have to write the record's other fields. One script
-//! does all of it in one round trip, atomically, which is the property `SET NX` is used for:
-//! two claims of one key can never both see it free (S13).
-//!
-//! # Time
-//!
-//! The server's clock decides, as on the SQL stores: every script reads `TIME` on the Redis
-//! server, takes the lease and TTL as durations, and returns the times it wrote.
-//! [`RedisStore::with_clock`] overrides it for tests: the scripts then get the clock's time as an
-//! argument instead.
-//!
-//! # Expiry
-//!
-//! `expire_at` decides (S19-S21): a record past it is logically absent, whatever Redis still
-//! holds. Every write also sets the key's Redis expiry to `expire_at` plus a margin
-//! ([`with_expiry_margin`](RedisStore::with_expiry_margin), 5 minutes by default), so that a
-//! record nobody purges is still deleted by Redis, after the sweeper had its chance: a late
-//! completion of an expired record nobody superseded is accepted until then, as on the SQL
-//! stores until the purge. [`Store::purge_expired`] deletes logically expired records along the
-//! sorted set, oldest expiry first (ties by key hash), and drops the index entries of records
-//! Redis already deleted (those are not counted). Run a [`Sweeper`](super::Sweeper) as with the
-//! other stores: it also keeps the index from growing.
-//!
-//! # Durability
-//!
-//! A claim is acknowledged once Redis has applied it in memory; whether it survives a crash
-//! depends on the server's persistence, and a lost claim or completion lets a retry run the
-//! operation again. The guarantees of the other stores need `appendonly yes` with
-//! `appendfsync always`; `maxmemory-policy` must be `noeviction` (an evicted record is a rerun).
-//! Replication is asynchronous: a failover to a replica can lose acknowledged writes. See
-//! `docs/storage.md`, "Redis / Valkey". [`Store::migrate`] refuses an evicting server and
-//! warns about the persistence settings it can read.
-//!
-//! Needs Redis 5 or later (the scripts read `TIME` before they write); tested with Redis 7.0.
-//! Valkey speaks the same commands and Lua but is not tested here (Debian 12 does not package
-//! it). The store connects to one address: a
-//! standalone primary, or the stable endpoint a managed service moves on failover (mind the
-//! failover note above). Not Redis Cluster: the scripts touch two keys that Cluster would place
-//! on different nodes.
+//! Layout, scripts, expiry and durability: `docs/storage.md`, "Redis / Valkey".
 
 use core::fmt;
 use core::time::Duration;
@@ -311,7 +249,7 @@ const DEFAULT_PREFIX: &str = "idem:";
 const DEFAULT_EXPIRY_MARGIN: Duration = Duration::from_secs(300);
 
 /// A [`Store`] on Redis or Valkey: one hash per record, every operation one atomic Lua script
-/// (see the [module documentation](self) for the layout, the scripts and the durability the
+/// (`docs/storage.md`, "Redis / Valkey", for the layout, the scripts and the durability the
 /// guarantees need).
 ///
 /// Every decision about time is taken by the Redis server's clock (`TIME`), never the
@@ -461,258 +399,6 @@ impl RedisStore {
         self.commands.fetch_add(1, Ordering::Relaxed);
         let mut conn = self.conn.clone();
         invocation.invoke_async(&mut conn).await.map_err(classify)
-    }
-
-    async fn claim_impl(&self, req: &ClaimRequest<'_>) -> Result<Claim, StoreError> {
-        req.validate()?;
-        let operation_id = new_operation_id()?;
-        let hash_hex = req.key.hash_hex().to_string();
-        let out = self
-            .call(
-                CLAIM
-                    .key(self.record_key(req.key))
-                    .key(&*self.index)
-                    .arg(req.key.readable())
-                    .arg(req.request_hash.to_string())
-                    .arg(&operation_id)
-                    .arg(self.now_arg())
-                    .arg(duration_millis(req.lease))
-                    .arg(duration_millis(req.ttl))
-                    .arg(self.margin_ms())
-                    .arg(&hash_hex),
-            )
-            .await?;
-        let bad = |detail: &str| StoreError::Corrupt {
-            key: req.key.readable().to_owned(),
-            detail: detail.to_owned(),
-        };
-        let items = array(out).ok_or_else(|| bad("unexpected reply to the claim script"))?;
-        match items.first().and_then(int) {
-            Some(1) => {
-                let field = |i: usize| items.get(i).and_then(int);
-                let (Some(fence), Some(lease_until), Some(expire_at), Some(took_over)) =
-                    (field(1), field(3), field(4), field(5))
-                else {
-                    return Err(bad("unexpected reply to the claim script"));
-                };
-                let operation_id = items
-                    .get(2)
-                    .and_then(text)
-                    .ok_or_else(|| bad("operation_id"))?;
-                Ok(Claim::Acquired(Lease {
-                    key: req.key.clone(),
-                    request_hash: req.request_hash,
-                    fence: u64::try_from(fence).map_err(|_| bad("fence"))?,
-                    operation_id,
-                    lease_until: Timestamp::from_millis(lease_until),
-                    expire_at: Timestamp::from_millis(expire_at),
-                    took_over: took_over == 1,
-                }))
-            }
-            Some(2) => {
-                let request_hash = items
-                    .get(1)
-                    .and_then(text)
-                    .and_then(|h| h.parse().ok())
-                    .ok_or_else(|| bad("request_hash"))?;
-                let retry_after = items.get(2).and_then(int).ok_or_else(|| bad("lease"))?;
-                Ok(Claim::InProgress {
-                    request_hash,
-                    retry_after: Duration::from_millis(retry_after.max(0) as u64),
-                })
-            }
-            Some(3) => {
-                let (record, _) = decode_record(req.key.readable(), &items[1..])?;
-                record.map(Claim::Completed).ok_or_else(|| bad("vanished"))
-            }
-            _ => Err(bad(&items.get(1).and_then(text).unwrap_or_else(|| {
-                "unexpected reply to the claim script".to_owned()
-            }))),
-        }
-    }
-
-    async fn complete_impl(
-        &self,
-        lease: &Lease,
-        completion: &Completion,
-    ) -> Result<(), StoreError> {
-        completion.validate()?;
-        let state = RecordState::from(completion.outcome).code();
-        let out = self
-            .call(
-                COMPLETE
-                    .key(self.record_key(&lease.key))
-                    .key(&*self.index)
-                    .arg(lease.fence)
-                    .arg(&lease.operation_id)
-                    .arg(state)
-                    .arg(completion.status)
-                    .arg(encode_headers(&completion.headers))
-                    .arg(&completion.body[..])
-                    .arg(if completion.biz_no.is_some() {
-                        "1"
-                    } else {
-                        "0"
-                    })
-                    .arg(completion.biz_no.as_deref().unwrap_or(""))
-                    .arg(
-                        completion
-                            .expire_at
-                            .map(|t| t.as_millis().to_string())
-                            .unwrap_or_default(),
-                    )
-                    .arg(self.now_arg())
-                    .arg(self.margin_ms())
-                    .arg(lease.key.hash_hex().to_string()),
-            )
-            .await?;
-        match int(&out) {
-            Some(1 | 2) => Ok(()),
-            _ => Err(fenced_out(lease)),
-        }
-    }
-
-    async fn release_impl(&self, lease: &Lease) -> Result<(), StoreError> {
-        let out = self
-            .call(
-                RELEASE
-                    .key(self.record_key(&lease.key))
-                    .key(&*self.index)
-                    .arg(lease.fence)
-                    .arg(&lease.operation_id)
-                    .arg(lease.key.hash_hex().to_string()),
-            )
-            .await?;
-        match int(&out) {
-            Some(1) => Ok(()),
-            _ => Err(fenced_out(lease)),
-        }
-    }
-
-    async fn abandon_impl(&self, lease: &Lease) -> Result<(), StoreError> {
-        let out = self
-            .call(
-                ABANDON
-                    .key(self.record_key(&lease.key))
-                    .arg(lease.fence)
-                    .arg(&lease.operation_id)
-                    .arg(self.now_arg()),
-            )
-            .await?;
-        match int(&out) {
-            Some(1) => Ok(()),
-            _ => Err(fenced_out(lease)),
-        }
-    }
-
-    async fn extend_impl(&self, lease: &Lease, by: Duration) -> Result<Lease, StoreError> {
-        let out = self
-            .call(
-                EXTEND
-                    .key(self.record_key(&lease.key))
-                    .key(&*self.index)
-                    .arg(lease.fence)
-                    .arg(&lease.operation_id)
-                    .arg(duration_millis(by))
-                    .arg(self.now_arg())
-                    .arg(self.margin_ms())
-                    .arg(lease.key.hash_hex().to_string()),
-            )
-            .await?;
-        let items = array(out).unwrap_or_default();
-        match (
-            items.first().and_then(int),
-            items.get(1).and_then(int),
-            items.get(2).and_then(int),
-        ) {
-            (Some(1), Some(lease_until), Some(expire_at)) => Ok(Lease {
-                lease_until: Timestamp::from_millis(lease_until),
-                expire_at: Timestamp::from_millis(expire_at),
-                ..lease.clone()
-            }),
-            _ => Err(fenced_out(lease)),
-        }
-    }
-
-    async fn get_impl(&self, key: &ScopedKey) -> Result<Option<Record>, StoreError> {
-        let out = self
-            .call(GET.key(self.record_key(key)).arg(self.now_arg()))
-            .await?;
-        let items = array(out).ok_or_else(|| StoreError::Corrupt {
-            key: key.readable().to_owned(),
-            detail: "unexpected reply to the read script".to_owned(),
-        })?;
-        let (record, now) = decode_record(key.readable(), &items)?;
-        Ok(record.filter(|r| !r.is_expired(now)))
-    }
-
-    async fn purge_impl(&self, batch: u32) -> Result<u64, StoreError> {
-        let out = self
-            .call(
-                PURGE
-                    .key(&*self.index)
-                    .arg(self.now_arg())
-                    .arg(batch.max(1))
-                    .arg(&*self.records),
-            )
-            .await?;
-        int(&out)
-            .and_then(|n| u64::try_from(n).ok())
-            .ok_or_else(|| StoreError::Other("unexpected reply to the purge script".into()))
-    }
-
-    /// Refuses a server that evicts keys, warns about persistence settings that lose
-    /// acknowledged claims on a crash, and loads the scripts. A server that forbids `CONFIG`
-    /// (some managed services) is only warned about.
-    async fn migrate_impl(&self) -> Result<(), StoreError> {
-        let mut conn = self.conn.clone();
-        let config = |name: &'static str| {
-            let mut conn = conn.clone();
-            async move {
-                let reply: Result<Vec<String>, RedisError> = redis::cmd("CONFIG")
-                    .arg("GET")
-                    .arg(name)
-                    .query_async(&mut conn)
-                    .await;
-                match reply {
-                    Ok(pair) => Ok(pair.get(1).cloned()),
-                    Err(e) if is_transient(&e) => Err(classify(e)),
-                    Err(e) => {
-                        tracing::warn!(target: "idem", setting = name, error = %e,
-                            "cannot read the Redis setting: check it by hand (docs/storage.md, \"Redis / Valkey\")");
-                        Ok(None)
-                    }
-                }
-            }
-        };
-        if let Some(policy) = config("maxmemory-policy").await?
-            && policy != "noeviction"
-        {
-            return Err(StoreError::Config {
-                message: format!(
-                    "Redis evicts keys (`maxmemory-policy {policy}`): an evicted record lets a retry run its operation again; set `maxmemory-policy noeviction`"
-                ),
-                source: None,
-            });
-        }
-        let appendonly = config("appendonly").await?;
-        let fsync = config("appendfsync").await?;
-        if appendonly.as_deref() == Some("no") || fsync.as_deref().is_some_and(|f| f != "always") {
-            tracing::warn!(target: "idem",
-                appendonly = appendonly.as_deref().unwrap_or("?"),
-                appendfsync = fsync.as_deref().unwrap_or("?"),
-                "Redis may lose acknowledged claims and completions on a crash, and a lost one lets a retry run its operation again: `appendonly yes` and `appendfsync always` keep them (docs/storage.md, \"Redis / Valkey\")");
-        }
-        for script in [
-            &*CLAIM, &*COMPLETE, &*RELEASE, &*ABANDON, &*EXTEND, &*GET, &*PURGE,
-        ] {
-            script
-                .prepare_invoke()
-                .load_async(&mut conn)
-                .await
-                .map_err(classify)?;
-        }
-        Ok(())
     }
 }
 
@@ -879,7 +565,73 @@ impl Store for RedisStore {
     }
 
     fn claim<'a>(&'a self, req: &'a ClaimRequest<'a>) -> BoxFuture<'a, Result<Claim, StoreError>> {
-        Box::pin(self.claim_impl(req))
+        Box::pin(async move {
+            req.validate()?;
+            let operation_id = new_operation_id()?;
+            let hash_hex = req.key.hash_hex().to_string();
+            let out = self
+                .call(
+                    CLAIM
+                        .key(self.record_key(req.key))
+                        .key(&*self.index)
+                        .arg(req.key.readable())
+                        .arg(req.request_hash.to_string())
+                        .arg(&operation_id)
+                        .arg(self.now_arg())
+                        .arg(duration_millis(req.lease))
+                        .arg(duration_millis(req.ttl))
+                        .arg(self.margin_ms())
+                        .arg(&hash_hex),
+                )
+                .await?;
+            let bad = |detail: &str| StoreError::Corrupt {
+                key: req.key.readable().to_owned(),
+                detail: detail.to_owned(),
+            };
+            let items = array(out).ok_or_else(|| bad("unexpected reply to the claim script"))?;
+            match items.first().and_then(int) {
+                Some(1) => {
+                    let field = |i: usize| items.get(i).and_then(int);
+                    let (Some(fence), Some(lease_until), Some(expire_at), Some(took_over)) =
+                        (field(1), field(3), field(4), field(5))
+                    else {
+                        return Err(bad("unexpected reply to the claim script"));
+                    };
+                    let operation_id = items
+                        .get(2)
+                        .and_then(text)
+                        .ok_or_else(|| bad("operation_id"))?;
+                    Ok(Claim::Acquired(Lease {
+                        key: req.key.clone(),
+                        request_hash: req.request_hash,
+                        fence: u64::try_from(fence).map_err(|_| bad("fence"))?,
+                        operation_id,
+                        lease_until: Timestamp::from_millis(lease_until),
+                        expire_at: Timestamp::from_millis(expire_at),
+                        took_over: took_over == 1,
+                    }))
+                }
+                Some(2) => {
+                    let request_hash = items
+                        .get(1)
+                        .and_then(text)
+                        .and_then(|h| h.parse().ok())
+                        .ok_or_else(|| bad("request_hash"))?;
+                    let retry_after = items.get(2).and_then(int).ok_or_else(|| bad("lease"))?;
+                    Ok(Claim::InProgress {
+                        request_hash,
+                        retry_after: Duration::from_millis(retry_after.max(0) as u64),
+                    })
+                }
+                Some(3) => {
+                    let (record, _) = decode_record(req.key.readable(), &items[1..])?;
+                    record.map(Claim::Completed).ok_or_else(|| bad("vanished"))
+                }
+                _ => Err(bad(&items.get(1).and_then(text).unwrap_or_else(|| {
+                    "unexpected reply to the claim script".to_owned()
+                }))),
+            }
+        })
     }
 
     fn complete<'a>(
@@ -887,15 +639,79 @@ impl Store for RedisStore {
         lease: &'a Lease,
         completion: &'a Completion,
     ) -> BoxFuture<'a, Result<(), StoreError>> {
-        Box::pin(self.complete_impl(lease, completion))
+        Box::pin(async move {
+            completion.validate()?;
+            let state = RecordState::from(completion.outcome).code();
+            let out = self
+                .call(
+                    COMPLETE
+                        .key(self.record_key(&lease.key))
+                        .key(&*self.index)
+                        .arg(lease.fence)
+                        .arg(&lease.operation_id)
+                        .arg(state)
+                        .arg(completion.status)
+                        .arg(encode_headers(&completion.headers))
+                        .arg(&completion.body[..])
+                        .arg(if completion.biz_no.is_some() {
+                            "1"
+                        } else {
+                            "0"
+                        })
+                        .arg(completion.biz_no.as_deref().unwrap_or(""))
+                        .arg(
+                            completion
+                                .expire_at
+                                .map(|t| t.as_millis().to_string())
+                                .unwrap_or_default(),
+                        )
+                        .arg(self.now_arg())
+                        .arg(self.margin_ms())
+                        .arg(lease.key.hash_hex().to_string()),
+                )
+                .await?;
+            match int(&out) {
+                Some(1 | 2) => Ok(()),
+                _ => Err(fenced_out(lease)),
+            }
+        })
     }
 
     fn release<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<(), StoreError>> {
-        Box::pin(self.release_impl(lease))
+        Box::pin(async move {
+            let out = self
+                .call(
+                    RELEASE
+                        .key(self.record_key(&lease.key))
+                        .key(&*self.index)
+                        .arg(lease.fence)
+                        .arg(&lease.operation_id)
+                        .arg(lease.key.hash_hex().to_string()),
+                )
+                .await?;
+            match int(&out) {
+                Some(1) => Ok(()),
+                _ => Err(fenced_out(lease)),
+            }
+        })
     }
 
     fn abandon<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<(), StoreError>> {
-        Box::pin(self.abandon_impl(lease))
+        Box::pin(async move {
+            let out = self
+                .call(
+                    ABANDON
+                        .key(self.record_key(&lease.key))
+                        .arg(lease.fence)
+                        .arg(&lease.operation_id)
+                        .arg(self.now_arg()),
+                )
+                .await?;
+            match int(&out) {
+                Some(1) => Ok(()),
+                _ => Err(fenced_out(lease)),
+            }
+        })
     }
 
     fn extend<'a>(
@@ -903,19 +719,123 @@ impl Store for RedisStore {
         lease: &'a Lease,
         by: Duration,
     ) -> BoxFuture<'a, Result<Lease, StoreError>> {
-        Box::pin(self.extend_impl(lease, by))
+        Box::pin(async move {
+            let out = self
+                .call(
+                    EXTEND
+                        .key(self.record_key(&lease.key))
+                        .key(&*self.index)
+                        .arg(lease.fence)
+                        .arg(&lease.operation_id)
+                        .arg(duration_millis(by))
+                        .arg(self.now_arg())
+                        .arg(self.margin_ms())
+                        .arg(lease.key.hash_hex().to_string()),
+                )
+                .await?;
+            let items = array(out).unwrap_or_default();
+            match (
+                items.first().and_then(int),
+                items.get(1).and_then(int),
+                items.get(2).and_then(int),
+            ) {
+                (Some(1), Some(lease_until), Some(expire_at)) => Ok(Lease {
+                    lease_until: Timestamp::from_millis(lease_until),
+                    expire_at: Timestamp::from_millis(expire_at),
+                    ..lease.clone()
+                }),
+                _ => Err(fenced_out(lease)),
+            }
+        })
     }
 
     fn get<'a>(&'a self, key: &'a ScopedKey) -> BoxFuture<'a, Result<Option<Record>, StoreError>> {
-        Box::pin(self.get_impl(key))
+        Box::pin(async move {
+            let out = self
+                .call(GET.key(self.record_key(key)).arg(self.now_arg()))
+                .await?;
+            let items = array(out).ok_or_else(|| StoreError::Corrupt {
+                key: key.readable().to_owned(),
+                detail: "unexpected reply to the read script".to_owned(),
+            })?;
+            let (record, now) = decode_record(key.readable(), &items)?;
+            Ok(record.filter(|r| !r.is_expired(now)))
+        })
     }
 
     fn purge_expired(&self, batch: u32) -> BoxFuture<'_, Result<u64, StoreError>> {
-        Box::pin(self.purge_impl(batch))
+        Box::pin(async move {
+            let out = self
+                .call(
+                    PURGE
+                        .key(&*self.index)
+                        .arg(self.now_arg())
+                        .arg(batch.max(1))
+                        .arg(&*self.records),
+                )
+                .await?;
+            int(&out)
+                .and_then(|n| u64::try_from(n).ok())
+                .ok_or_else(|| StoreError::Other("unexpected reply to the purge script".into()))
+        })
     }
 
+    /// Refuses a server that evicts keys, warns about persistence settings that lose
+    /// acknowledged claims on a crash, and loads the scripts. A server that forbids `CONFIG`
+    /// (some managed services) is only warned about.
     fn migrate(&self) -> BoxFuture<'_, Result<(), StoreError>> {
-        Box::pin(self.migrate_impl())
+        Box::pin(async move {
+            let mut conn = self.conn.clone();
+            let config = |name: &'static str| {
+                let mut conn = conn.clone();
+                async move {
+                    let reply: Result<Vec<String>, RedisError> = redis::cmd("CONFIG")
+                        .arg("GET")
+                        .arg(name)
+                        .query_async(&mut conn)
+                        .await;
+                    match reply {
+                        Ok(pair) => Ok(pair.get(1).cloned()),
+                        Err(e) if is_transient(&e) => Err(classify(e)),
+                        Err(e) => {
+                            tracing::warn!(target: "idem", setting = name, error = %e,
+                                "cannot read the Redis setting: check it by hand (docs/storage.md, \"Redis / Valkey\")");
+                            Ok(None)
+                        }
+                    }
+                }
+            };
+            if let Some(policy) = config("maxmemory-policy").await?
+                && policy != "noeviction"
+            {
+                return Err(StoreError::Config {
+                    message: format!(
+                        "Redis evicts keys (`maxmemory-policy {policy}`): an evicted record lets a retry run its operation again; set `maxmemory-policy noeviction`"
+                    ),
+                    source: None,
+                });
+            }
+            let appendonly = config("appendonly").await?;
+            let fsync = config("appendfsync").await?;
+            if appendonly.as_deref() == Some("no")
+                || fsync.as_deref().is_some_and(|f| f != "always")
+            {
+                tracing::warn!(target: "idem",
+                    appendonly = appendonly.as_deref().unwrap_or("?"),
+                    appendfsync = fsync.as_deref().unwrap_or("?"),
+                    "Redis may lose acknowledged claims and completions on a crash, and a lost one lets a retry run its operation again: `appendonly yes` and `appendfsync always` keep them (docs/storage.md, \"Redis / Valkey\")");
+            }
+            for script in [
+                &*CLAIM, &*COMPLETE, &*RELEASE, &*ABANDON, &*EXTEND, &*GET, &*PURGE,
+            ] {
+                script
+                    .prepare_invoke()
+                    .load_async(&mut conn)
+                    .await
+                    .map_err(classify)?;
+            }
+            Ok(())
+        })
     }
 
     fn clock(&self) -> &dyn Clock {

@@ -15,15 +15,15 @@ use core::future::Future;
 use core::time::Duration;
 use std::sync::Arc;
 
-use sqlx::pool::PoolConnection;
 use sqlx::{Database, Pool};
 
 use super::row::{RawRecord, Stored};
 use super::statements::{StatementCounter, send_retrying};
+use super::writer::{HeldWriter, WriteConn};
 use crate::key::ScopedKey;
 use crate::store::clock::{Clock, SystemClock};
 use crate::store::error::StoreError;
-use crate::store::interface::{Completion, Lease};
+use crate::store::interface::{Claim, ClaimRequest, Completion, Lease};
 
 /// A SQL database as the generic store functions see it. Every statement method sends one
 /// statement on `conn` (a connection of the pool, or the caller's transaction)
@@ -32,6 +32,34 @@ use crate::store::interface::{Completion, Lease};
 pub(crate) trait SqlBackend: Sized + Send + Sync + 'static {
     /// The sqlx database.
     type Db: Database;
+
+    /// The store's [`Store::backend`](crate::store::interface::Store::backend) name.
+    const NAME: &'static str;
+
+    /// The state the store holds.
+    fn core(&self) -> &SqlCore<Self>;
+
+    /// [`Store::claim`](crate::store::interface::Store::claim), whose statements differ in
+    /// shape on every backend.
+    fn claim_key(
+        &self,
+        req: &ClaimRequest<'_>,
+    ) -> impl Future<Output = Result<Claim, StoreError>> + Send;
+
+    /// [`Store::purge_expired`](crate::store::interface::Store::purge_expired), likewise.
+    fn purge_batch(&self, batch: u32) -> impl Future<Output = Result<u64, StoreError>> + Send;
+
+    /// Called after each completion, release, abandon or extension that succeeded: a write
+    /// that changed the database. Nothing by default; SQLite counts them for its checkpoints.
+    fn wrote(&self) {}
+
+    /// `result`, calling [`wrote`](Self::wrote) when it is `Ok`.
+    fn written<T>(&self, result: Result<T, StoreError>) -> Result<T, StoreError> {
+        if result.is_ok() {
+            self.wrote();
+        }
+        result
+    }
 
     /// What [`SqlBackend::extend`] reads back, turned into the renewed lease by
     /// [`SqlBackend::extended`].
@@ -108,107 +136,10 @@ pub(crate) struct SqlCore<B: SqlBackend> {
     pub pool: Pool<B::Db>,
     /// Where the store's writes go: `pool` itself (`None`), except on SQLite, whose writers are
     /// serialized by the database anyway and queue better in one connection of their own
-    /// (`store/sqlite.rs`, "One writer connection").
+    /// (`docs/storage.md`, "SQLite").
     writer: Option<HeldWriter<B::Db>>,
     pub clock: Option<Arc<dyn Clock>>,
     pub statements: Arc<StatementCounter>,
-}
-
-/// The one connection of a pool of its own that every write goes through, taken from that pool
-/// once and kept between writes: writes queue for it in order (a fair lock), and none pays for
-/// the pool's hand-over. sqlx checks a connection it takes back (a `ping`, on SQLite a round
-/// trip to the connection's thread), and the next write could not start before that check
-/// ended. The connection goes back to its pool (and so through that check) only after a write
-/// that failed or was given up on (a dropped future), where the check is what makes it safe to
-/// reuse; the next write takes it again.
-struct HeldWriter<DB: Database> {
-    pool: Pool<DB>,
-    conn: Arc<tokio::sync::Mutex<Held<DB>>>,
-}
-
-/// The held writer connection, when one is held; given back to its pool when dropped (the last
-/// clone of the store gone).
-pub(crate) struct Held<DB: Database>(Option<PoolConnection<DB>>);
-
-impl<DB: Database> Held<DB> {
-    /// Gives the connection back to its pool. sqlx hands a connection back in a task of its own
-    /// and panics without a tokio runtime to spawn it on: a store can outlive its runtime (kept
-    /// beside it, dropped after it), so outside one the connection is closed instead.
-    fn give_back(&mut self) {
-        let Some(conn) = self.0.take() else { return };
-        if tokio::runtime::Handle::try_current().is_ok() {
-            drop(conn);
-        } else {
-            drop(conn.detach());
-        }
-    }
-}
-
-impl<DB: Database> Drop for Held<DB> {
-    fn drop(&mut self) {
-        self.give_back();
-    }
-}
-
-impl<DB: Database> Clone for HeldWriter<DB> {
-    fn clone(&self) -> Self {
-        Self {
-            pool: self.pool.clone(),
-            conn: Arc::clone(&self.conn),
-        }
-    }
-}
-
-/// A connection for one write: one of the store's pool, or the held writer (see
-/// [`HeldWriter`]). Dereferences to the driver's connection. [`settle`](Self::settle) it with
-/// the write's result: the held writer is kept for the next write only after a write that
-/// succeeded.
-pub(crate) enum WriteConn<DB: Database> {
-    Pooled(PoolConnection<DB>),
-    Held {
-        guard: tokio::sync::OwnedMutexGuard<Held<DB>>,
-        keep: bool,
-    },
-}
-
-impl<DB: Database> WriteConn<DB> {
-    /// Passes `result` through, noting whether the write succeeded.
-    pub(crate) fn settle<T>(&mut self, result: Result<T, sqlx::Error>) -> Result<T, sqlx::Error> {
-        if let WriteConn::Held { keep, .. } = self {
-            *keep = result.is_ok();
-        }
-        result
-    }
-}
-
-impl<DB: Database> core::ops::Deref for WriteConn<DB> {
-    type Target = DB::Connection;
-
-    fn deref(&self) -> &DB::Connection {
-        match self {
-            WriteConn::Pooled(conn) => conn,
-            WriteConn::Held { guard, .. } => guard.0.as_ref().expect("held while the guard lives"),
-        }
-    }
-}
-
-impl<DB: Database> core::ops::DerefMut for WriteConn<DB> {
-    fn deref_mut(&mut self) -> &mut DB::Connection {
-        match self {
-            WriteConn::Pooled(conn) => conn,
-            WriteConn::Held { guard, .. } => guard.0.as_mut().expect("held while the guard lives"),
-        }
-    }
-}
-
-impl<DB: Database> Drop for WriteConn<DB> {
-    fn drop(&mut self) {
-        if let WriteConn::Held { guard, keep: false } = self {
-            // Back to its pool, which checks it (waiting for a statement given up on to end)
-            // before the next write takes it again.
-            guard.give_back();
-        }
-    }
 }
 
 impl<B: SqlBackend> SqlCore<B> {
@@ -220,11 +151,7 @@ impl<B: SqlBackend> SqlCore<B> {
     /// and whose reads through `pool`.
     #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
     pub(crate) fn with_writer(pool: Pool<B::Db>, writer: Pool<B::Db>) -> Self {
-        let writer = HeldWriter {
-            pool: writer,
-            conn: Arc::new(tokio::sync::Mutex::new(Held(None))),
-        };
-        Self::with_writes(pool, Some(writer))
+        Self::with_writes(pool, Some(HeldWriter::new(writer)))
     }
 
     fn with_writes(pool: Pool<B::Db>, writer: Option<HeldWriter<B::Db>>) -> Self {
@@ -243,14 +170,10 @@ impl<B: SqlBackend> SqlCore<B> {
         if self.pool.is_closed() {
             return Err(sqlx::Error::PoolClosed);
         }
-        let Some(writer) = &self.writer else {
-            return Ok(WriteConn::Pooled(self.pool.acquire().await?));
-        };
-        let mut guard = Arc::clone(&writer.conn).lock_owned().await;
-        if guard.0.is_none() {
-            guard.0 = Some(writer.pool.acquire().await?);
+        match &self.writer {
+            Some(writer) => writer.take().await,
+            None => Ok(WriteConn::Pooled(self.pool.acquire().await?)),
         }
-        Ok(WriteConn::Held { guard, keep: false })
     }
 
     /// The clock override bound into every statement: `NULL` (the server's clock decides)
@@ -304,7 +227,7 @@ impl<B: SqlBackend> fmt::Debug for SqlCore<B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SqlCore")
             .field("pool", &self.pool)
-            .field("writer", &self.writer.as_ref().map(|w| &w.pool))
+            .field("writer", &self.writer.as_ref().map(HeldWriter::pool))
             .field("clock", &self.clock)
             .field("statements", &self.statements)
             .finish()

@@ -7,7 +7,10 @@
 //! * `statements`: counting and retrying the statements a store sends;
 //! * `backend`: what a backend supplies ([`SqlBackend`]: its statements, row decoding and error
 //!   classification) and the state every SQL store holds ([`SqlCore`]);
-//! * `ops`: the [`Store`](super::interface::Store) operations performed alike over any backend.
+//! * `ops`: the [`Store`](super::interface::Store) operations performed alike over any backend;
+//! * `shared`: the statement methods that backends bind alike (`lease_statements!`,
+//!   `numbered_statements!`);
+//! * `store`: the `Store` impl of every SQL store (`impl_store!`), over `ops` and the backend.
 //!
 //! Dependencies run one way: `ops` → `backend` → `row` → `store::headers`, and `backend` →
 //! `statements`; the backend modules (`store::postgres`, ...) use this module, never the other
@@ -16,12 +19,19 @@
 mod backend;
 pub(crate) mod ops;
 mod row;
+mod shared;
 mod statements;
+mod store;
+mod writer;
 
 pub(crate) use backend::{SqlBackend, SqlCore};
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 pub(crate) use row::Stored;
 pub(crate) use row::{RawRecord, millis_param, record_columns};
+pub(crate) use shared::lease_statements;
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+pub(crate) use shared::numbered_statements;
 pub use statements::begin;
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 pub(crate) use statements::ping_when_idle;
+pub(crate) use store::impl_store;

@@ -1,0 +1,180 @@
+//! The statements of [`SqliteStore`](super::SqliteStore).
+
+use crate::store::sql_store::record_columns;
+
+/// "Now" in milliseconds since the Unix epoch by SQLite's clock (the operating system's, read
+/// by the library: with one file on one host, every process sees the same clock). SQLite keeps
+/// `'now'` fixed for one `sqlite3_step()`, and every statement here does its work in its first
+/// step, so the value is the same wherever a statement reads it; `julianday` counts whole
+/// milliseconds, rounded back exactly. Parameter `?n` is the store's clock override, `NULL`
+/// unless `with_clock` set one (tests).
+macro_rules! now {
+    ($n:literal) => {
+        concat!("COALESCE(?", $n, ", ", db_now!(), ")")
+    };
+}
+
+macro_rules! db_now {
+    () => {
+        "CAST(round((julianday('now') - 2440587.5) * 86400000) AS INTEGER)"
+    };
+}
+
+/// The SQL expression the store reads the time from: milliseconds since the Unix epoch by
+/// SQLite's clock, for tools that query the table beside the store.
+pub const NOW_MS_SQL: &str = db_now!();
+
+/// The text of [`CLAIM_SQL`], which [`CLAIM_AND_READ_SQL`] begins with too.
+macro_rules! claim_upsert {
+    () => {
+        concat!(
+            "INSERT INTO idem_idempotency_records \
+               (key_hash, idem_key, request_hash, state, operation_id, fence, rev, locked_at, lease_until, expire_at, created_at, updated_at) \
+             VALUES (?1, ?2, ?3, 0, ?4, 1, 1, ",
+            now!("5"),
+            ", ",
+            now!("5"),
+            " + ?6, ",
+            now!("5"),
+            " + max(?6, ?7), ",
+            now!("5"),
+            ", ",
+            now!("5"),
+            ") \
+             ON CONFLICT (key_hash) DO UPDATE SET \
+               idem_key = excluded.idem_key, \
+               request_hash = excluded.request_hash, \
+               state = 0, \
+               operation_id = CASE WHEN expire_at <= ",
+            now!("5"),
+            " THEN excluded.operation_id ELSE operation_id END, \
+               fence = fence + 1, \
+               rev = rev + 1, \
+               resp_status = NULL, resp_headers = NULL, resp_body = NULL, biz_no = NULL, completed_at = NULL, \
+               locked_at = ",
+            now!("5"),
+            ", \
+               lease_until = ",
+            now!("5"),
+            " + ?6, \
+               expire_at = CASE WHEN expire_at <= ",
+            now!("5"),
+            " THEN ",
+            now!("5"),
+            " + max(?6, ?7) \
+                 ELSE max(expire_at, ",
+            now!("5"),
+            " + ?6) END, \
+               created_at = CASE WHEN expire_at <= ",
+            now!("5"),
+            " THEN ",
+            now!("5"),
+            " ELSE created_at END, \
+               updated_at = ",
+            now!("5"),
+            " \
+             WHERE expire_at <= ",
+            now!("5"),
+            " \
+                OR (state = 0 AND lease_until <= ",
+            now!("5"),
+            " AND request_hash = excluded.request_hash) \
+             RETURNING fence, operation_id, lease_until, expire_at"
+        )
+    };
+}
+
+/// The claim (S13, S14): one atomic upsert that inserts a fresh record, or replaces an expired
+/// one (S21), or takes over an expired lease of the same request (S23), and returns the row only
+/// when it claimed. `?5` is the clock override, `?6` the lease and `?7` the TTL in ms.
+/// Unqualified columns in `DO UPDATE` are the existing row's. The operation id changes only for
+/// a record expired by the database's clock (logically absent, S21: a new operation, whose
+/// predecessor's zombie stays fenced out); an ended lease of the same request keeps it (S23).
+pub(super) const CLAIM_SQL: &str = claim_upsert!();
+
+/// [`CLAIM_SQL`], then, in the same call to the connection's thread, the row of the key when
+/// the upsert changed nothing (`changes() = 0`: a completed record to replay, or one in
+/// progress): a replay costs one call instead of two. The upsert's row has 4 columns, the
+/// read's those of [`SELECT_SQL`]: the caller tells them apart by their number
+/// ([`CLAIMED_COLUMNS`]).
+pub(super) const CLAIM_AND_READ_SQL: &str = concat!(
+    claim_upsert!(),
+    "; SELECT ",
+    record_columns!(),
+    ", ",
+    now!("5"),
+    " FROM idem_idempotency_records WHERE key_hash = ?1 AND changes() = 0"
+);
+
+/// Completion (S18): one short statement, only while the lease's fence and operation id are the
+/// record's and it is processing (S23). No expiry condition: a result nobody superseded is
+/// stored even when it comes after `expire_at`. `?8` is an absolute expiry for the snapshot (or
+/// `NULL`), `?9` the clock override.
+pub(super) const COMPLETE_SQL: &str = concat!(
+    "UPDATE idem_idempotency_records SET \
+       state = ?3, resp_status = ?4, resp_headers = ?5, resp_body = ?6, biz_no = ?7, \
+       expire_at = COALESCE(?8, expire_at), updated_at = ",
+    now!("9"),
+    ", completed_at = ",
+    now!("9"),
+    ", \
+       rev = rev + 1 \
+     WHERE key_hash = ?1 AND fence = ?2 AND state = 0 AND operation_id = ?10"
+);
+
+/// Who owns a record: read when a completion matched no row (see `completed_earlier`).
+pub(super) const OWNER_SQL: &str =
+    "SELECT state, fence, operation_id FROM idem_idempotency_records WHERE key_hash = ?1";
+
+pub(super) const RELEASE_SQL: &str = "DELETE FROM idem_idempotency_records \
+    WHERE key_hash = ?1 AND fence = ?2 AND state = 0 AND operation_id = ?3";
+
+/// Ends the lease at once, keeping the record and its operation id (`Store::abandon`).
+pub(super) const ABANDON_SQL: &str = concat!(
+    "UPDATE idem_idempotency_records SET \
+       lease_until = min(lease_until, ",
+    now!("4"),
+    "), updated_at = ",
+    now!("4"),
+    ", rev = rev + 1 \
+     WHERE key_hash = ?1 AND fence = ?2 AND state = 0 AND operation_id = ?3"
+);
+
+/// Renews a lease for `?4` ms from now; the record lives at least as long.
+pub(super) const EXTEND_SQL: &str = concat!(
+    "UPDATE idem_idempotency_records SET \
+       lease_until = ",
+    now!("5"),
+    " + ?4, \
+       expire_at = max(expire_at, ",
+    now!("5"),
+    " + ?4), \
+       updated_at = ",
+    now!("5"),
+    ", rev = rev + 1 \
+     WHERE key_hash = ?1 AND fence = ?2 AND state = 0 AND operation_id = ?3 \
+     RETURNING lease_until, expire_at"
+);
+
+/// Purge along `idx_idem_expire_at`, bounded by `LIMIT`, in `(expire_at, key_hash)` order
+/// (S21). One statement under SQLite's write lock: the records it deletes are exactly the ones
+/// its subquery found expired by the database's clock (logically absent already).
+pub(super) const PURGE_SQL: &str = concat!(
+    "DELETE FROM idem_idempotency_records WHERE key_hash IN \
+       (SELECT key_hash FROM idem_idempotency_records WHERE expire_at <= ",
+    now!("1"),
+    " \
+        ORDER BY expire_at, key_hash LIMIT ?2)"
+);
+
+/// The row of a key and the database's "now" (`?2`: the clock override).
+pub(super) const SELECT_SQL: &str = concat!(
+    "SELECT ",
+    record_columns!(),
+    ", ",
+    now!("2"),
+    " FROM idem_idempotency_records WHERE key_hash = ?1"
+);
+
+/// The columns of the row [`CLAIM_SQL`] returns when it claimed.
+pub(super) const CLAIMED_COLUMNS: usize = 4;
