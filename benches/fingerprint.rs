@@ -30,7 +30,7 @@ fn bench(c: &mut Criterion) {
     let value = serde_json::to_value(&req).expect("serializable");
     let body = serde_json::to_vec(&req).expect("serializable");
     assert_eq!(
-        idem::request::canonicalize(&value, &spec).expect("canonical"),
+        idem::json::canonicalize(&value, &spec).expect("canonical"),
         canonical,
         "the run-time path must produce the derive's bytes"
     );
@@ -41,13 +41,13 @@ fn bench(c: &mut Criterion) {
     });
     g.bench_function("derive", |b| b.iter(|| black_box(&req).fingerprint()));
     g.bench_function("runtime_value", |b| {
-        b.iter(|| idem::request::fingerprint(black_box(&value), &spec).expect("canonical"))
+        b.iter(|| idem::json::fingerprint(black_box(&value), &spec).expect("canonical"))
     });
     g.bench_function("serde_to_vec_sha256", |b| {
         b.iter(|| Sha256::digest(serde_json::to_vec(black_box(&req)).expect("serializable")))
     });
     g.bench_function("runtime_slice", |b| {
-        b.iter(|| idem::request::fingerprint_slice(black_box(&body), &spec).expect("canonical"))
+        b.iter(|| idem::json::fingerprint_slice(black_box(&body), &spec).expect("canonical"))
     });
     g.finish();
 
@@ -58,10 +58,10 @@ fn bench(c: &mut Criterion) {
     });
     g.bench_function("derive", |b| b.iter(|| black_box(&req).canonical_json()));
     g.bench_function("runtime_value", |b| {
-        b.iter(|| idem::request::canonicalize(black_box(&value), &spec).expect("canonical"))
+        b.iter(|| idem::json::canonicalize(black_box(&value), &spec).expect("canonical"))
     });
     g.bench_function("runtime_slice", |b| {
-        b.iter(|| idem::request::canonicalize_slice(black_box(&body), &spec).expect("canonical"))
+        b.iter(|| idem::json::canonicalize_slice(black_box(&body), &spec).expect("canonical"))
     });
     g.bench_function("serde_to_vec", |b| {
         b.iter(|| serde_json::to_vec(black_box(&req)).expect("serializable"))
@@ -105,13 +105,13 @@ fn bench_paired(c: &mut Criterion) {
         black_box(black_box(&req).fingerprint());
     };
     let runtime = || {
-        black_box(idem::request::fingerprint(black_box(&value), &spec).expect("canonical"));
+        black_box(idem::json::fingerprint(black_box(&value), &spec).expect("canonical"));
     };
     let derive_text = || {
         black_box(black_box(&req).canonical_json());
     };
     let runtime_text = || {
-        black_box(idem::request::canonicalize(black_box(&value), &spec).expect("canonical"));
+        black_box(idem::json::canonicalize(black_box(&value), &spec).expect("canonical"));
     };
     // A control: register-only integer work of about the rendering's instruction count, then
     // SHA-256, against the same floor. Measured on 2026-11-30 it stayed at 1.45x-1.49x while

@@ -23,7 +23,7 @@ fn main() {
     let floor = idem::RequestHash::of_bytes(canonical.as_bytes());
     assert_eq!(req.fingerprint(), floor);
     assert_eq!(
-        idem::request::fingerprint(&value, &spec).expect("canonical"),
+        idem::json::fingerprint(&value, &spec).expect("canonical"),
         floor
     );
 
@@ -41,7 +41,7 @@ fn main() {
                 black_box(black_box(&req).fingerprint());
             }
             "runtime_value" => {
-                black_box(idem::request::fingerprint(black_box(&value), &spec).expect("ok"));
+                black_box(idem::json::fingerprint(black_box(&value), &spec).expect("ok"));
             }
             other => panic!("unknown path {other}"),
         }

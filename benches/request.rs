@@ -38,7 +38,7 @@ static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
 /// The request of `examples/loadtest_server.rs`.
 #[derive(Deserialize, Fingerprint)]
 struct CreatePayment {
-    #[serde(deserialize_with = "idem::de::decimal")]
+    #[serde(deserialize_with = "idem::deserialize::decimal")]
     amount: Decimal,
     currency: String,
     order_id: String,

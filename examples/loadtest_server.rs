@@ -53,7 +53,7 @@ type BoxError = Box<dyn Error + Send + Sync>;
 /// The request: a small payment.
 #[derive(Deserialize, Fingerprint)]
 struct CreatePayment {
-    #[serde(deserialize_with = "idem::de::decimal")]
+    #[serde(deserialize_with = "idem::deserialize::decimal")]
     amount: Decimal,
     currency: String,
     order_id: String,

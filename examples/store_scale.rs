@@ -54,12 +54,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use idem::MySqlStore;
+use idem::PostgresStore;
 use idem::RequestHash;
+use idem::SqliteStore;
 use idem::key::ScopedKey;
-use idem::store::{
-    Claim, ClaimRequest, Completion, MySqlStore, Outcome, PostgresStore, SqliteStore, Store,
-    Sweeper,
-};
+use idem::store::{Claim, ClaimRequest, Completion, Outcome, Store, Sweeper};
 use sqlx::mysql::MySqlConnectOptions;
 use sqlx::postgres::PgConnectOptions;
 use sqlx::{AssertSqlSafe, Connection, Executor, MySqlConnection, PgConnection};

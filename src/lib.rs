@@ -4,7 +4,7 @@
 #![doc = include_str!("../README.md")]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-pub use idem_runtime::{RequestHash, fingerprint, request};
+pub use idem_runtime::{RequestHash, fingerprint, json};
 
 /// A request type whose identity is a whitelist of its fields (contract S3).
 ///
@@ -156,16 +156,16 @@ pub use idem_runtime::store;
 pub use idem_runtime::store::MemoryStore;
 #[cfg(feature = "mysql")]
 #[cfg_attr(docsrs, doc(cfg(feature = "mysql")))]
-pub use idem_runtime::store::MySqlStore;
+pub use idem_runtime::store::mysql::MySqlStore;
 #[cfg(feature = "postgres")]
 #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
-pub use idem_runtime::store::PostgresStore;
+pub use idem_runtime::store::postgres::PostgresStore;
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
-pub use idem_runtime::store::RedisStore;
+pub use idem_runtime::store::redis::RedisStore;
 #[cfg(feature = "sqlite")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
-pub use idem_runtime::store::SqliteStore;
+pub use idem_runtime::store::sqlite::SqliteStore;
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 #[cfg_attr(
     docsrs,
@@ -366,7 +366,7 @@ pub use idem_runtime::http::IdempotencyLayer;
 
 #[cfg(feature = "decimal")]
 #[cfg_attr(docsrs, doc(cfg(feature = "decimal")))]
-pub use idem_runtime::de;
+pub use idem_runtime::deserialize;
 
 /// Guides for adopters (also in `docs/guides/` of the repository): choosing a contract, a TTL
 /// and a lease, passing the operation id downstream, adding idem to a service, running several

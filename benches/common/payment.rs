@@ -38,8 +38,8 @@ pub fn request() -> CreatePayment {
 }
 
 /// The run-time spec that canonicalizes `serde_json::to_value(&request())` to the derive's bytes.
-pub fn spec() -> idem::request::Spec {
-    idem::request::Spec::from_json_str(
+pub fn spec() -> idem::json::Spec {
+    idem::json::Spec::from_json_str(
         r#"{"amount":"decimal","currency":"any","customer_id":"any","order_id":"any",
             "description":"any","capture":"any","metadata":{"map":"any"},"client_ip":"env"}"#,
     )

@@ -5,7 +5,8 @@ use std::str::FromStr;
 use axum::extract::{FromRef, Path, State};
 use axum::http::header::LOCATION;
 use axum::http::{HeaderName, StatusCode};
-use idem::http::{Json, Problem};
+use idem::http::Json;
+use idem::problem::Problem;
 use idem::{AnySql, Fingerprint, Idem, Snapshot, Tx, idempotent};
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
@@ -98,7 +99,7 @@ fn amount_of(text: &str) -> Decimal {
 #[derive(Fingerprint, Deserialize)]
 #[allow(dead_code)]
 pub struct CreatePayment {
-    #[serde(deserialize_with = "idem::de::decimal")]
+    #[serde(deserialize_with = "idem::deserialize::decimal")]
     pub amount: Decimal,
     pub currency: String,
     pub customer_id: String,
@@ -217,7 +218,7 @@ pub async fn get_payment(
 /// `POST /v1/payments/{id}/refunds`.
 #[derive(Fingerprint, Deserialize)]
 pub struct CreateRefund {
-    #[serde(deserialize_with = "idem::de::decimal")]
+    #[serde(deserialize_with = "idem::deserialize::decimal")]
     pub amount: Decimal,
 }
 

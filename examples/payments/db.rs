@@ -231,7 +231,7 @@ impl Db {
         // SQLite serialize the statement themselves (metadata lock, write lock).
         #[cfg(feature = "postgres")]
         if let Db::Postgres(pool) = self {
-            let mut tx = idem::store::begin(pool).await?;
+            let mut tx = idem::store::begin_cancel_safe(pool).await?;
             sqlx::query("SELECT pg_advisory_xact_lock($1)")
                 .bind(SCHEMA_LOCK)
                 .execute(&mut *tx)

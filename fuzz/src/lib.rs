@@ -8,10 +8,10 @@
 use std::sync::LazyLock;
 
 use idem_runtime::__fuzz::{decode_headers, encode_headers};
-use idem_runtime::key::{parse_header_key, validate_key};
-use idem_runtime::request::{
+use idem_runtime::json::{
     CanonicalError, Canonicalizer, Spec, ValueSpec, canonicalize, canonicalize_slice,
 };
+use idem_runtime::key::{parse_header_key, validate_key};
 use serde_json::Value;
 
 /// The ways every body is canonicalized: a name (for messages), the options and the spec.

@@ -13,7 +13,7 @@ pub use crate::fingerprint::{
     Canonical, CanonicalWriter, Env, FieldMask, FieldRef, Fingerprint, Hashed, NoFields,
     RequestHash, Skipped, hashable,
 };
-pub use crate::request::{Spec, ValueSpec, VariantSpec};
+pub use crate::json::{Spec, ValueSpec, VariantSpec};
 
 /// Opens a member of an object whose member names `#[derive(Fingerprint)]` rendered at compile
 /// time: `open` (`{"name":`) for the first member written, `next` (`,"name":`) for the others.

@@ -8,15 +8,15 @@
 
 #[cfg(feature = "decimal")]
 #[cfg_attr(docsrs, doc(cfg(feature = "decimal")))]
-pub mod de;
+pub mod deserialize;
 mod encode;
 pub mod engine;
 pub mod fingerprint;
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub mod http;
+pub mod json;
 pub mod key;
-pub mod request;
 pub mod store;
 pub(crate) mod telemetry;
 
@@ -25,8 +25,8 @@ pub use engine::{
     run_once,
 };
 pub use fingerprint::{Canonical, CanonicalWriter, Fingerprint, RequestHash};
+pub use json::{CanonicalError, Spec, ValueSpec};
 pub use key::ScopePart;
-pub use request::{CanonicalError, Spec, ValueSpec};
 
 /// Items used by the code that idem's macros generate. Not a public API: no semver guarantees.
 #[doc(hidden)]

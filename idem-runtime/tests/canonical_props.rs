@@ -2,7 +2,7 @@
 //! canonical text is a fixed point, member order and whitespace do not matter, and the typed
 //! `Canonical` impls write the same bytes.
 
-use idem_runtime::request::{Spec, ValueSpec, canonicalize, canonicalize_slice};
+use idem_runtime::json::{Spec, ValueSpec, canonicalize, canonicalize_slice};
 use idem_runtime::{Canonical, CanonicalWriter};
 use proptest::prelude::*;
 use serde_json::{Map, Number, Value};

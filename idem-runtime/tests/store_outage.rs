@@ -219,7 +219,7 @@ async fn postgres_goes_away_and_returns() {
         .connect(&url)
         .await
         .unwrap();
-    let store = idem_runtime::store::PostgresStore::from_pool(pool);
+    let store = idem_runtime::store::postgres::PostgresStore::from_pool(pool);
     store.migrate().await.unwrap();
     outage(Arc::new(store), &url, &stop, &start).await;
 }
@@ -238,7 +238,7 @@ async fn mysql_goes_away_and_returns() {
         .connect(&url)
         .await
         .unwrap();
-    let store = idem_runtime::store::MySqlStore::from_pool(pool);
+    let store = idem_runtime::store::mysql::MySqlStore::from_pool(pool);
     store.migrate().await.unwrap();
     outage(Arc::new(store), &url, &stop, &start).await;
 }
@@ -434,9 +434,9 @@ async fn sqlite_locked_then_released() {
     use sqlx::{Connection, Executor};
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("locked.db");
-    let options =
-        idem_runtime::store::SqliteStore::options(&path).busy_timeout(Duration::from_millis(200));
-    let store = idem_runtime::store::SqliteStore::connect_with(options)
+    let options = idem_runtime::store::sqlite::SqliteStore::options(&path)
+        .busy_timeout(Duration::from_millis(200));
+    let store = idem_runtime::store::sqlite::SqliteStore::connect_with(options)
         .await
         .unwrap();
     store.migrate().await.unwrap();

@@ -13,8 +13,11 @@ use std::process::ExitCode;
 use std::sync::LazyLock;
 
 use clap::{Arg, ArgAction, ArgMatches, Command};
+use idem::MySqlStore;
+use idem::PostgresStore;
+use idem::SqliteStore;
 use idem::key::ScopedKey;
-use idem::store::{MySqlStore, PostgresStore, SqliteStore, Store, mysql, postgres, sqlite};
+use idem::store::{Store, mysql, postgres, sqlite};
 use serde::{Serialize, Serializer};
 use sqlx::{MySqlPool, PgPool, Row, SqlitePool};
 

@@ -4,9 +4,12 @@
 use std::process::Output;
 use std::time::Duration;
 
+use idem::MySqlStore;
+use idem::PostgresStore;
 use idem::RequestHash;
+use idem::SqliteStore;
 use idem::key::ScopedKey;
-use idem::store::{Claim, ClaimRequest, MySqlStore, PostgresStore, SqliteStore, Store};
+use idem::store::{Claim, ClaimRequest, Store};
 
 use crate::servers::{server_url, unique};
 

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use idem::{
     Fingerprint, RequestHash,
     fingerprint::{Canonical, CanonicalWriter},
-    request::ValueSpec,
+    json::ValueSpec,
 };
 use rust_decimal::{Decimal, dec};
 use serde::Serialize;
@@ -23,7 +23,7 @@ fn runtime_canonical<T: Fingerprint + Serialize>(v: &T) -> String {
         panic!("a struct with named fields exports an object spec");
     };
     let value = serde_json::to_value(v).expect("serializable");
-    idem::request::canonicalize(&value, &spec).expect("canonicalizable")
+    idem::json::canonicalize(&value, &spec).expect("canonicalizable")
 }
 
 /// Asserts the derive's text, its fingerprint, and the run-time path's text.

@@ -5,7 +5,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use idem::store::{ManualClock, MemoryStore, SqliteStore, Store};
+use idem::SqliteStore;
+use idem::store::{ManualClock, MemoryStore, Store};
 use idem::{HandlerConfig, Idem, IdempotencyError, RequestHash, operation_id, run_once};
 
 #[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize)]

@@ -4,8 +4,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use idem::SqliteStore;
 use idem::problem;
-use idem::store::{MemoryStore, SqliteStore, Store};
+use idem::store::{MemoryStore, Store};
 use idem::{Contract, HandlerConfig, Idem, IdempotencyError, RequestHash, operation_id, run_once};
 
 #[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize)]

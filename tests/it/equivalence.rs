@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
-use idem::{Fingerprint, request::ValueSpec};
+use idem::{Fingerprint, json::ValueSpec};
 use proptest::prelude::*;
 use rust_decimal::Decimal;
 use serde::Serialize;
@@ -135,7 +135,7 @@ fn runtime_canonical<T: Fingerprint + Serialize>(v: &T) -> String {
         panic!("a struct exports an object spec");
     };
     let value = serde_json::to_value(v).expect("serializable");
-    idem::request::canonicalize(&value, &spec).expect("canonicalizable")
+    idem::json::canonicalize(&value, &spec).expect("canonicalizable")
 }
 
 proptest! {

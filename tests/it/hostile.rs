@@ -25,11 +25,12 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use http_body::Frame;
 use http_body_util::BodyExt;
+use idem::SqliteStore;
 use idem::http::{IntoSnapshot, Json};
+use idem::json::Spec;
 use idem::key::ScopedKey;
 use idem::key::{ScopePart, scoped_key};
-use idem::request::Spec;
-use idem::store::{MemoryStore, SqliteStore, Store};
+use idem::store::{MemoryStore, Store};
 use idem::{
     Fingerprint, HandlerConfig, Idem, IdempotencyError, IdempotencyLayer, Snapshot, idempotent,
     run_once,
@@ -238,7 +239,7 @@ impl<S: Send + Sync> FromRequestParts<S> for Caller {
 
 #[derive(serde::Deserialize, Fingerprint)]
 struct CreatePayment {
-    #[serde(deserialize_with = "idem::de::decimal")]
+    #[serde(deserialize_with = "idem::deserialize::decimal")]
     amount: Decimal,
     currency: String,
     /// Wait for the app's gate before answering (not part of the request's identity).
@@ -814,7 +815,7 @@ async fn huge_and_long_numbers_are_exact_or_refused(fx: &Fixture) {
         .await;
         problem(&answer, StatusCode::BAD_REQUEST, "invalid-body");
     }
-    // Integers past an f64's 53 bits reach `idem::de::decimal` as an f64 (serde_json without
+    // Integers past an f64's 53 bits reach `idem::deserialize::decimal` as an f64 (serde_json without
     // `arbitrary_precision`): two such amounts 1 apart would be one request. Refused instead; as
     // strings they are exact.
     let (big, big_plus_one) = ("1234567890123456789012345", "1234567890123456789012346");

@@ -20,9 +20,10 @@ use axum::routing::post;
 use axum::{Json as AxumJson, Router};
 use http_body_util::BodyExt;
 use idem::__private::{Call, Mode, run};
+use idem::SqliteStore;
 use idem::http::{IdemContext, Json, KeySource};
 use idem::key::{ScopePart, scoped_key};
-use idem::store::{Claim, ClaimRequest, ManualClock, MemoryStore, SqliteStore, Store};
+use idem::store::{Claim, ClaimRequest, ManualClock, MemoryStore, Store};
 use idem::{Contract, Fingerprint, HandlerConfig, Idem, RequestHash, Snapshot, operation_id};
 use tower::ServiceExt;
 

@@ -7,8 +7,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use idem::SqliteStore;
 use idem::problem;
-use idem::store::{Clock, ManualClock, MemoryStore, SqliteStore, Store};
+use idem::store::{Clock, ManualClock, MemoryStore, Store};
 use idem::{HandlerConfig, Idem, IdempotencyError, ReplayCache, RequestHash, run_once};
 
 use crate::counted::Counted;

@@ -10,7 +10,7 @@ use core::fmt;
 /// stable identifier, the one used by the `"invalid"` cases of the test vectors.
 ///
 /// ```
-/// use idem_runtime::request::{Spec, ValueSpec, canonicalize_slice};
+/// use idem_runtime::json::{Spec, ValueSpec, canonicalize_slice};
 /// let spec = Spec::new().field("items", ValueSpec::array(ValueSpec::object(
 ///     Spec::new().field("amount", ValueSpec::Decimal),
 /// )));
@@ -91,7 +91,7 @@ pub enum CanonicalError {
         /// The JSON type found: "an object", "an array", "a string", "a number", "a boolean".
         found: &'static str,
     },
-    /// A [`ValueSpec::Tuple`](crate::request::ValueSpec::Tuple) array with the wrong number of elements.
+    /// A [`ValueSpec::Tuple`](crate::json::ValueSpec::Tuple) array with the wrong number of elements.
     #[error(
         "{}expected an array of {expected} elements (a tuple), found {found} elements",
         At(.path)
@@ -104,7 +104,7 @@ pub enum CanonicalError {
         /// The number of elements found.
         found: usize,
     },
-    /// A [`ValueSpec::Base64`](crate::request::ValueSpec::Base64) value that is not bytes.
+    /// A [`ValueSpec::Base64`](crate::json::ValueSpec::Base64) value that is not bytes.
     #[error("{}invalid bytes: {reason}", At(.path))]
     InvalidBase64 {
         /// Where.
@@ -112,7 +112,7 @@ pub enum CanonicalError {
         /// What is wrong and what to send.
         reason: &'static str,
     },
-    /// A [`ValueSpec::Timestamp`](crate::request::ValueSpec::Timestamp) string that is not RFC 3339.
+    /// A [`ValueSpec::Timestamp`](crate::json::ValueSpec::Timestamp) string that is not RFC 3339.
     #[error(
         "{}`{text}` is not an RFC 3339 timestamp ({reason}): send e.g. `2024-01-02T03:04:05.12+01:00`",
         At(.path)
@@ -125,7 +125,7 @@ pub enum CanonicalError {
         /// What is wrong.
         reason: &'static str,
     },
-    /// A [`ValueSpec::Date`](crate::request::ValueSpec::Date) string that is not `YYYY-MM-DD`.
+    /// A [`ValueSpec::Date`](crate::json::ValueSpec::Date) string that is not `YYYY-MM-DD`.
     #[error("{}`{text}` is not a date ({reason}): send `YYYY-MM-DD`, e.g. `2024-01-02`", At(.path))]
     InvalidDate {
         /// Where.
@@ -135,7 +135,7 @@ pub enum CanonicalError {
         /// What is wrong.
         reason: &'static str,
     },
-    /// A [`ValueSpec::Uuid`](crate::request::ValueSpec::Uuid) string that is not a UUID.
+    /// A [`ValueSpec::Uuid`](crate::json::ValueSpec::Uuid) string that is not a UUID.
     #[error(
         "{}`{text}` is not a UUID: send 32 hex digits, hyphenated 8-4-4-4-12 (e.g. `67e55044-10b1-426f-9247-bb680e5fe0c8`)",
         At(.path)
@@ -167,7 +167,7 @@ pub enum CanonicalError {
         reason: &'static str,
     },
     /// A member that is neither whitelisted nor an environment field, with
-    /// [`Canonicalizer::deny_unknown_fields`](crate::request::Canonicalizer::deny_unknown_fields).
+    /// [`Canonicalizer::deny_unknown_fields`](crate::json::Canonicalizer::deny_unknown_fields).
     #[error(
         "{}member `{name}` is neither part of the fingerprint nor an environment field: fix its name, or add it to the spec (as a field, or as `env`)",
         At(.path)
@@ -194,7 +194,7 @@ impl CanonicalError {
     /// `unknown_field`, `invalid_spec`.
     ///
     /// ```
-    /// use idem_runtime::request::{Spec, canonicalize_slice};
+    /// use idem_runtime::json::{Spec, canonicalize_slice};
     /// let err = canonicalize_slice(br#"{"a":1,"a":2}"#, &Spec::new()).unwrap_err();
     /// assert_eq!(err.kind(), "duplicate_member");
     /// ```
@@ -221,7 +221,7 @@ impl CanonicalError {
     /// The JSON path of the offending value (`$.items[2].amount`), if known.
     ///
     /// ```
-    /// use idem_runtime::request::{Spec, canonicalize_slice};
+    /// use idem_runtime::json::{Spec, canonicalize_slice};
     /// let err = canonicalize_slice(b"[1]", &Spec::new()).unwrap_err();
     /// assert_eq!(err.path(), Some("$"));
     /// ```

@@ -1,6 +1,6 @@
 //! The canonical encoding shared by both ways of fingerprinting a request: the derive's
 //! [`Canonical`](crate::Canonical) impls ([`crate::fingerprint`]) and the run-time path that
-//! applies a [`Spec`](crate::Spec) to JSON ([`crate::request`]) write through the same encoders, so
+//! applies a [`Spec`](crate::Spec) to JSON ([`crate::json`]) write through the same encoders, so
 //! that a value has one canonical text whichever path renders it (`docs/fingerprint.md`).
 //!
 //! - [`CanonicalWriter`] (`writer`): appends canonical JSON tokens to a byte buffer.

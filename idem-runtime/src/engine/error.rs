@@ -3,8 +3,8 @@
 use core::time::Duration;
 
 use super::problem::{self, Problem};
+use crate::json::CanonicalError;
 use crate::key::InvalidKey;
-use crate::request::CanonicalError;
 use crate::store::Chain;
 
 /// An idempotency condition that stops a request before (or instead of) its handler.

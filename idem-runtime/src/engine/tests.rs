@@ -68,7 +68,7 @@ fn problem_documents() {
 
 #[test]
 fn fingerprint_problem_names_kind_and_path() {
-    let err = crate::request::canonicalize_slice(
+    let err = crate::json::canonicalize_slice(
         br#"{"a":"1O0"}"#,
         &crate::Spec::new().field("a", crate::ValueSpec::Decimal),
     )

@@ -7,7 +7,7 @@
 use std::borrow::Cow;
 
 use super::CanonicalWriter;
-use crate::request::ValueSpec;
+use crate::json::ValueSpec;
 
 /// A binary float field (`#[fingerprint(float)]`): written from its shortest round-trip text as an
 /// exact decimal (`0.1_f64` -> `0.1`, `1e21` -> `1000000000000000000000`); NaN and infinities are

@@ -5,7 +5,7 @@
 //! type's own serde form canonicalizes to the same bytes. None of them allocates.
 
 use super::{Canonical, CanonicalWriter};
-use crate::request::ValueSpec;
+use crate::json::ValueSpec;
 
 /// The general rules: objects sorted by member name with null members omitted, numbers exact.
 ///
@@ -290,7 +290,7 @@ mod tests {
 
     use super::*;
     use crate::fingerprint::fields::{Base64Field, FloatField};
-    use crate::request::{Spec, canonicalize, canonicalize_slice};
+    use crate::json::{Spec, canonicalize, canonicalize_slice};
 
     fn typed(write: impl FnOnce(&mut CanonicalWriter<'_>), is_null: bool) -> String {
         if is_null {

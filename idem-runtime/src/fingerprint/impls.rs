@@ -11,7 +11,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use super::{Canonical, CanonicalWriter};
-use crate::request::ValueSpec;
+use crate::json::ValueSpec;
 
 macro_rules! integers {
     ($($t:ty)*) => {$(

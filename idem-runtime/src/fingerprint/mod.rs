@@ -3,7 +3,7 @@
 //!
 //! The canonical form itself is specified in `docs/fingerprint.md`; the writer, the encoders of
 //! numbers, strings, timestamps and bytes, and the hash are shared with the run-time path
-//! ([`crate::request`], which produces the same bytes from a `serde_json::Value` under a
+//! ([`crate::json`], which produces the same bytes from a `serde_json::Value` under a
 //! [`Spec`](crate::Spec)) and live in `crate::encode`. Here: the trait and its impls for standard
 //! (`impls`) and third-party (`foreign`) types, the writer's methods over [`Canonical`] values
 //! (`collections`), field adapters (`fields`), field masks (`subset`), and the `Fingerprint` of
@@ -19,7 +19,7 @@ mod without_fields;
 pub use crate::encode::{CanonicalWriter, ParseRequestHashError, RequestHash};
 pub use subset::{Env, FieldMask, FieldRef, Hashable, Hashed, NoFields, Skipped, hashable};
 
-use crate::request::ValueSpec;
+use crate::json::ValueSpec;
 
 /// A value with a canonical JSON form (see `docs/fingerprint.md`).
 ///
@@ -100,7 +100,7 @@ pub trait Canonical {
         false
     }
 
-    /// The run-time [`ValueSpec`] under which [`crate::request`] canonicalizes
+    /// The run-time [`ValueSpec`] under which [`crate::json`] canonicalizes
     /// `serde_json::to_value(self)` to the same bytes as [`Canonical::write_canonical`]: what
     /// [`IdempotencyLayer::for_type`](crate::http::IdempotencyLayer::for_type) (feature `axum`)
     /// hashes a raw body with. The derive and idem's impls give the exact spec (`Decimal` for a

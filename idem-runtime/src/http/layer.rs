@@ -29,8 +29,8 @@ use crate::engine::{
     ClaimSettings, Contract, Front, HandlerConfig, Idem, IdempotencyError, Settlement, execute,
 };
 use crate::fingerprint::Fingerprint;
+use crate::json::{Canonicalizer, Spec, ValueSpec};
 use crate::key::{ScopePart, scoped_key};
-use crate::request::{Canonicalizer, Spec, ValueSpec};
 use crate::store::{BoxError, Record};
 
 /// Default largest request body the layer reads: 1 MiB.
@@ -102,7 +102,7 @@ enum LayerScope {
 /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 /// use core::time::Duration;
 /// use axum::{Router, routing::post, body::Body, http::Request};
-/// use idem_runtime::request::Spec;
+/// use idem_runtime::json::Spec;
 /// use idem_runtime::engine::{HandlerConfig, Idem};
 /// use idem_runtime::http::IdempotencyLayer;
 /// use tower::ServiceExt;
@@ -183,7 +183,7 @@ impl IdempotencyLayer {
     /// ```
     /// use idem_runtime::{engine::Idem, http::IdempotencyLayer};
     /// # use idem_runtime as idem;
-    /// # mod m { use idem_runtime::request::{Spec, ValueSpec}; use idem_runtime::fingerprint::*;
+    /// # mod m { use idem_runtime::json::{Spec, ValueSpec}; use idem_runtime::fingerprint::*;
     /// # pub struct Pay { pub amount: u64 }
     /// # impl idem_runtime::Canonical for Pay {
     /// #     fn write_canonical(&self, w: &mut CanonicalWriter<'_>) { w.raw(b"{}") }
@@ -321,7 +321,7 @@ impl IdempotencyLayer {
     ///
     /// ```
     /// # use idem_runtime::{Spec, engine::Idem, http::IdempotencyLayer};
-    /// use idem_runtime::request::Canonicalizer;
+    /// use idem_runtime::json::Canonicalizer;
     /// # let layer = IdempotencyLayer::new(Idem::new(idem_runtime::store::MemoryStore::new()), Spec::new());
     /// let layer = layer.canonicalizer(Canonicalizer::new().deny_unknown_fields(true));
     /// ```

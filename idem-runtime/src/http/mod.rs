@@ -20,7 +20,3 @@ pub use headers::{IDEMPOTENCY_KEY, IDEMPOTENCY_STATUS, IDEMPOTENT_REPLAYED, IDEM
 pub use json::{Json, JsonRejection};
 pub use layer::{DEFAULT_BODY_LIMIT, Idempotency, IdempotencyLayer, ResponseFuture};
 pub use snapshot::{IntoSnapshot, SnapshotBody};
-
-pub use crate::engine::Snapshot;
-
-pub use crate::engine::problem::Problem;

@@ -61,7 +61,7 @@ pub(crate) fn snapshot_headers<H: AsRef<str>>(
 ///
 /// ```
 /// use axum::response::IntoResponse;
-/// use idem_runtime::http::Problem;
+/// use idem_runtime::engine::problem::Problem;
 /// let resp = Problem::new("https://example.com/problems/db-down", "Database unavailable", 503, "retry")
 ///     .extension("retry_after", 2)
 ///     .into_response();

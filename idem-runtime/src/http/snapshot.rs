@@ -16,7 +16,8 @@ use crate::engine::Snapshot;
 ///
 /// ```
 /// use axum::{Json, http::StatusCode};
-/// use idem_runtime::http::{IntoSnapshot, Snapshot};
+/// use idem_runtime::engine::Snapshot;
+/// use idem_runtime::http::IntoSnapshot;
 ///
 /// #[derive(serde::Serialize)]
 /// struct Order { order_no: String }
@@ -57,7 +58,8 @@ pub trait IntoSnapshot: IntoResponse {
 /// [`IntoSnapshot`]'s tuple shapes.
 ///
 /// ```
-/// use idem_runtime::http::{Snapshot, SnapshotBody};
+/// use idem_runtime::engine::Snapshot;
+/// use idem_runtime::http::SnapshotBody;
 /// #[derive(serde::Serialize)]
 /// struct Refund { refund_id: u64 }
 /// impl Snapshot for Refund {

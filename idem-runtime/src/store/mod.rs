@@ -88,20 +88,16 @@ pub use interface::{
     docsrs,
     doc(cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite")))
 )]
-pub use sql_store::begin;
+pub use sql_store::begin_cancel_safe;
 
-#[cfg(feature = "redis")]
-#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
-pub use self::redis::RedisStore;
 pub(crate) use interface::new_operation_id;
 pub use memory::MemoryStore;
-#[cfg(feature = "mysql")]
-#[cfg_attr(docsrs, doc(cfg(feature = "mysql")))]
-pub use mysql::MySqlStore;
-#[cfg(feature = "postgres")]
-#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
-pub use postgres::PostgresStore;
-#[cfg(feature = "sqlite")]
-#[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
-pub use sqlite::SqliteStore;
 pub use sweeper::{Sweeper, SweeperHandle};
+
+// Each backend's store stands in its own module (with its SQL text), and at the root of `idem`.
+#[cfg(feature = "mysql")]
+pub(crate) use mysql::MySqlStore;
+#[cfg(feature = "postgres")]
+pub(crate) use postgres::PostgresStore;
+#[cfg(feature = "sqlite")]
+pub(crate) use sqlite::SqliteStore;

@@ -261,7 +261,8 @@ pub mod sql {
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), idem_runtime::store::StoreError> {
-/// use idem_runtime::store::{PostgresStore, Store};
+/// use idem_runtime::store::postgres::PostgresStore;
+/// use idem_runtime::store::Store;
 /// let store = PostgresStore::connect("postgres://app:app@127.0.0.1/appdb").await?;
 /// store.migrate().await?; // schema `idem`, history in `idem._sqlx_migrations`
 /// # Ok(()) }
@@ -300,7 +301,7 @@ impl PostgresStore {
     ///
     /// ```no_run
     /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-    /// use idem_runtime::store::PostgresStore;
+    /// use idem_runtime::store::postgres::PostgresStore;
     /// use sqlx::postgres::PgConnectOptions;
     /// let options: PgConnectOptions = "postgres://app:app@db.internal/appdb?sslmode=verify-full".parse()?;
     /// let store = PostgresStore::connect_with(options).await?;
@@ -363,7 +364,7 @@ impl PostgresStore {
     /// [`StoreError::Unavailable`], and the caller retries its whole transaction.
     ///
     /// ```no_run
-    /// # async fn demo(store: idem_runtime::store::PostgresStore, lease: idem_runtime::store::Lease,
+    /// # async fn demo(store: idem_runtime::store::postgres::PostgresStore, lease: idem_runtime::store::Lease,
     /// #     completion: idem_runtime::store::Completion) -> Result<(), Box<dyn std::error::Error>> {
     /// let mut tx = store.pool().begin().await?;
     /// sqlx::query("INSERT INTO payments (operation_id, amount) VALUES ($1, 100)")

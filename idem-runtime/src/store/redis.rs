@@ -258,7 +258,8 @@ const DEFAULT_EXPIRY_MARGIN: Duration = Duration::from_secs(300);
 /// ```no_run
 /// # async fn demo() -> Result<(), idem_runtime::store::StoreError> {
 /// use std::sync::Arc;
-/// use idem_runtime::store::{RedisStore, Store, Sweeper};
+/// use idem_runtime::store::redis::RedisStore;
+/// use idem_runtime::store::{Store, Sweeper};
 /// let store = RedisStore::connect("redis://127.0.0.1:6379/0").await?;
 /// store.migrate().await?; // checks `maxmemory-policy`, loads the scripts
 /// let sweeper = Sweeper::new(Arc::new(store.clone())).spawn();

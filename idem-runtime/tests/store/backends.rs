@@ -5,9 +5,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use idem_runtime::key::ScopedKey;
+use idem_runtime::store::mysql::MySqlStore;
+use idem_runtime::store::postgres::PostgresStore;
+use idem_runtime::store::sqlite::SqliteStore;
 use idem_runtime::store::{
-    Claim, ClaimRequest, Clock, Completion, Lease, ManualClock, MySqlStore, Outcome, PostgresStore,
-    RecordState, SqliteStore, Store, StoreError, SystemClock,
+    Claim, ClaimRequest, Clock, Completion, Lease, ManualClock, Outcome, RecordState, Store,
+    StoreError, SystemClock,
 };
 
 use crate::support::*;
@@ -173,7 +176,10 @@ async fn redis_corrupt_record_is_reported() {
 }
 
 /// The Redis key of `key`'s record, found by its key hash among the store's keys.
-async fn redis_record_key(store: &idem_runtime::store::RedisStore, key: &ScopedKey) -> String {
+async fn redis_record_key(
+    store: &idem_runtime::store::redis::RedisStore,
+    key: &ScopedKey,
+) -> String {
     let mut conn = store.connection().clone();
     let keys: Vec<String> = redis::cmd("KEYS")
         .arg(format!("*rec:{}", key.hash_hex()))

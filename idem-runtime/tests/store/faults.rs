@@ -9,9 +9,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use idem_runtime::key::ScopedKey;
+use idem_runtime::store::mysql::MySqlStore;
+use idem_runtime::store::postgres::PostgresStore;
 use idem_runtime::store::{
-    Claim, ClaimRequest, Completion, ManualClock, MySqlStore, Outcome, PostgresStore, RecordState,
-    Store, StoreError,
+    Claim, ClaimRequest, Completion, ManualClock, Outcome, RecordState, Store, StoreError,
 };
 use sqlx::{Connection, Executor, Row};
 

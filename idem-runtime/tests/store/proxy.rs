@@ -10,9 +10,10 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
+use idem_runtime::store::mysql::MySqlStore;
+use idem_runtime::store::postgres::PostgresStore;
 use idem_runtime::store::{
-    Claim, Completion, ManualClock, MySqlStore, Outcome, PostgresStore, RecordState, Store,
-    StoreError,
+    Claim, Completion, ManualClock, Outcome, RecordState, Store, StoreError,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -325,7 +326,7 @@ async fn redis_lost_acknowledgements() {
         return;
     };
     let prefix = redis_prefix();
-    let direct = idem_runtime::store::RedisStore::connect(&url)
+    let direct = idem_runtime::store::redis::RedisStore::connect(&url)
         .await
         .unwrap()
         .with_prefix(&prefix);
@@ -334,11 +335,12 @@ async fn redis_lost_acknowledgements() {
     let (host, db) = rest.split_once('/').unwrap_or((rest, "0"));
     let proxy = Proxy::start(host.parse().unwrap(), Protocol::Redis).await;
     let clock = Arc::new(ManualClock::starting_now());
-    let store = idem_runtime::store::RedisStore::connect(&format!("redis://{}/{db}", proxy.addr))
-        .await
-        .unwrap()
-        .with_prefix(&prefix)
-        .with_clock(clock.clone());
+    let store =
+        idem_runtime::store::redis::RedisStore::connect(&format!("redis://{}/{db}", proxy.addr))
+            .await
+            .unwrap()
+            .with_prefix(&prefix)
+            .with_clock(clock.clone());
     let conn = direct.connection().clone();
     lost_acknowledgements(Arc::new(store), &clock, &proxy, async |key| {
         redis::cmd("HGET")

@@ -239,7 +239,7 @@ async fn redis_clock_skew_between_processes() {
         return;
     };
     // Parent and child share one key prefix (their keys are the run's own).
-    let store = idem_runtime::store::RedisStore::connect(&url)
+    let store = idem_runtime::store::redis::RedisStore::connect(&url)
         .await
         .unwrap()
         .with_prefix("idem-test:skew:");

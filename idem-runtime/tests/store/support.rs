@@ -95,8 +95,10 @@ pub async fn sqlite(start: Timestamp) -> Option<Fixture> {
     })
 }
 
-pub async fn sqlite_store(path: &std::path::Path) -> idem_runtime::store::SqliteStore {
-    let store = idem_runtime::store::SqliteStore::open(path).await.unwrap();
+pub async fn sqlite_store(path: &std::path::Path) -> idem_runtime::store::sqlite::SqliteStore {
+    let store = idem_runtime::store::sqlite::SqliteStore::open(path)
+        .await
+        .unwrap();
     store.migrate().await.unwrap();
     store
 }
@@ -112,9 +114,9 @@ pub async fn postgres(start: Timestamp) -> Option<Fixture> {
     })
 }
 
-pub async fn postgres_store() -> Option<idem_runtime::store::PostgresStore> {
+pub async fn postgres_store() -> Option<idem_runtime::store::postgres::PostgresStore> {
     let url = server_url("IDEM_TEST_POSTGRES_URL")?;
-    let store = idem_runtime::store::PostgresStore::connect(&url)
+    let store = idem_runtime::store::postgres::PostgresStore::connect(&url)
         .await
         .unwrap();
     store.migrate().await.unwrap();
@@ -133,7 +135,7 @@ pub async fn mysql_returning(start: Timestamp) -> Option<Fixture> {
 
 fn mysql_fixture(
     start: Timestamp,
-    store: idem_runtime::store::MySqlStore,
+    store: idem_runtime::store::mysql::MySqlStore,
     guard: Option<Box<dyn std::any::Any + Send + Sync>>,
 ) -> Option<Fixture> {
     let clock = Arc::new(ManualClock::new(start));
@@ -145,9 +147,9 @@ fn mysql_fixture(
     })
 }
 
-pub async fn mysql_store() -> Option<idem_runtime::store::MySqlStore> {
+pub async fn mysql_store() -> Option<idem_runtime::store::mysql::MySqlStore> {
     let url = server_url("IDEM_TEST_MYSQL_URL")?;
-    let store = idem_runtime::store::MySqlStore::connect(&url)
+    let store = idem_runtime::store::mysql::MySqlStore::connect(&url)
         .await
         .unwrap();
     store.migrate().await.unwrap();
@@ -250,7 +252,7 @@ impl Drop for DropDatabase {
 pub async fn postgres_private(start: Timestamp) -> Option<Fixture> {
     let url = server_url("IDEM_TEST_POSTGRES_URL")?;
     let (url, guard) = private_database(&url, "pg").await;
-    let store = idem_runtime::store::PostgresStore::connect(&url)
+    let store = idem_runtime::store::postgres::PostgresStore::connect(&url)
         .await
         .unwrap();
     store.migrate().await.unwrap();
@@ -272,18 +274,18 @@ pub async fn mysql_private(start: Timestamp) -> Option<Fixture> {
 pub async fn mysql_returning_private(start: Timestamp) -> Option<Fixture> {
     mysql_private_with(
         start,
-        idem_runtime::store::MySqlStore::with_one_round_trip_replays,
+        idem_runtime::store::mysql::MySqlStore::with_one_round_trip_replays,
     )
     .await
 }
 
 async fn mysql_private_with(
     start: Timestamp,
-    configure: fn(idem_runtime::store::MySqlStore) -> idem_runtime::store::MySqlStore,
+    configure: fn(idem_runtime::store::mysql::MySqlStore) -> idem_runtime::store::mysql::MySqlStore,
 ) -> Option<Fixture> {
     let url = server_url("IDEM_TEST_MYSQL_URL")?;
     let (url, guard) = private_database(&url, "my").await;
-    let store = idem_runtime::store::MySqlStore::connect(&url)
+    let store = idem_runtime::store::mysql::MySqlStore::connect(&url)
         .await
         .unwrap();
     store.migrate().await.unwrap();
@@ -305,10 +307,10 @@ pub async fn redis(start: Timestamp) -> Option<Fixture> {
 
 /// A Redis store on `IDEM_TEST_REDIS_URL` under a key prefix no other store (nor an earlier run
 /// against the same server) uses, checked by `migrate()`.
-pub async fn redis_store() -> Option<idem_runtime::store::RedisStore> {
+pub async fn redis_store() -> Option<idem_runtime::store::redis::RedisStore> {
     let url = server_url("IDEM_TEST_REDIS_URL")?;
     let prefix = redis_prefix();
-    let store = idem_runtime::store::RedisStore::connect(&url)
+    let store = idem_runtime::store::redis::RedisStore::connect(&url)
         .await
         .unwrap()
         .with_prefix(&prefix);

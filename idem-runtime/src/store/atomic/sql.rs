@@ -96,7 +96,7 @@ macro_rules! tx_store {
 
             fn __begin(store: &dyn Store) -> BoxFuture<'_, Result<Self::Transaction, StoreError>> {
                 Box::pin(async move {
-                    crate::store::sql_store::begin(downcast::<$store>(store)?.pool())
+                    crate::store::sql_store::begin_cancel_safe(downcast::<$store>(store)?.pool())
                         .await
                         .map_err(<$store as crate::store::sql_store::SqlBackend>::classify)
                 })

@@ -61,7 +61,8 @@ pub mod sql {
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), idem_runtime::store::StoreError> {
-/// use idem_runtime::store::{MySqlStore, Store};
+/// use idem_runtime::store::mysql::MySqlStore;
+/// use idem_runtime::store::Store;
 /// let store = MySqlStore::connect("mysql://app:app@127.0.0.1/appdb").await?;
 /// store.migrate().await?; // table `idem_idempotency_records`, history `idem_sqlx_migrations`
 /// # Ok(()) }
@@ -104,7 +105,7 @@ impl MySqlStore {
     ///
     /// ```no_run
     /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-    /// use idem_runtime::store::MySqlStore;
+    /// use idem_runtime::store::mysql::MySqlStore;
     /// use sqlx::mysql::MySqlConnectOptions;
     /// let options: MySqlConnectOptions = "mysql://app:app@db.internal/appdb?ssl-mode=verify_identity".parse()?;
     /// let store = MySqlStore::connect_with(options).await?;
@@ -147,7 +148,7 @@ impl MySqlStore {
     ///
     /// ```no_run
     /// # async fn demo() -> Result<(), idem_runtime::store::StoreError> {
-    /// use idem_runtime::store::MySqlStore;
+    /// use idem_runtime::store::mysql::MySqlStore;
     /// let store = MySqlStore::connect("mysql://app:app@127.0.0.1/appdb")
     ///     .await?
     ///     .with_one_round_trip_replays();
@@ -201,7 +202,7 @@ impl MySqlStore {
     }
 
     async fn purge_once(&self, batch: u32, now: Option<i64>) -> Result<u64, sqlx::Error> {
-        let mut tx = crate::store::sql_store::begin(&self.core.pool).await?;
+        let mut tx = crate::store::sql_store::begin_cancel_safe(&self.core.pool).await?;
         let keys: Vec<Vec<u8>> = sqlx::query_scalar(PURGE_SELECT_SQL)
             .bind(now)
             .bind(i64::from(batch))

@@ -31,7 +31,7 @@ pub(crate) use row::{RawRecord, millis_param, record_columns};
 pub(crate) use shared::lease_statements;
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
 pub(crate) use shared::numbered_statements;
-pub use statements::begin;
+pub use statements::begin_cancel_safe;
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 pub(crate) use statements::ping_when_idle;
 pub(crate) use store::impl_store;

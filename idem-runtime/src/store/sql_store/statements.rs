@@ -46,11 +46,12 @@ impl StatementCounter {
 /// # #[cfg(feature = "sqlite")]
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-/// use idem_runtime::store::{SqliteStore, begin};
+/// use idem_runtime::store::sqlite::SqliteStore;
+/// use idem_runtime::store::begin_cancel_safe;
 ///
 /// let dir = tempfile::tempdir()?;
 /// let store = SqliteStore::open(dir.path().join("app.db")).await?;
-/// let mut tx = begin(store.pool()).await?;
+/// let mut tx = begin_cancel_safe(store.pool()).await?;
 /// sqlx::query("CREATE TABLE orders (id TEXT PRIMARY KEY)")
 ///     .execute(&mut *tx)
 ///     .await?;
@@ -62,7 +63,7 @@ impl StatementCounter {
 ///
 /// # Errors
 /// What `Pool::begin` returns: the pool timed out, the connection failed, the server refused.
-pub async fn begin<DB: sqlx::Database>(
+pub async fn begin_cancel_safe<DB: sqlx::Database>(
     pool: &sqlx::Pool<DB>,
 ) -> Result<sqlx::Transaction<'static, DB>, sqlx::Error> {
     if tokio::runtime::Handle::try_current().is_err() {

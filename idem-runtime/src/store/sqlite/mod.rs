@@ -61,7 +61,8 @@ pub mod sql {
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), idem_runtime::store::StoreError> {
-/// use idem_runtime::store::{SqliteStore, Store};
+/// use idem_runtime::store::sqlite::SqliteStore;
+/// use idem_runtime::store::Store;
 /// let store = SqliteStore::open("idem.db").await?;
 /// store.migrate().await?;
 /// # Ok(()) }

@@ -1,4 +1,5 @@
-//! serde helpers for request types (feature `decimal`).
+//! Deserializers for request types' fields (feature `decimal`): `Decimal`s from JSON numbers and
+//! strings alike, exactly.
 //!
 //! idem enables none of `rust_decimal`'s serde features (cargo would unify them into the
 //! application's, changing how its own `Decimal`s deserialize): what a `Decimal` field accepts is
@@ -12,9 +13,9 @@
 //!
 //! #[derive(serde::Deserialize)]
 //! struct CreatePayment {
-//!     #[serde(deserialize_with = "idem_runtime::de::decimal")]
+//!     #[serde(deserialize_with = "idem_runtime::deserialize::decimal")]
 //!     amount: Decimal,
-//!     #[serde(default, deserialize_with = "idem_runtime::de::option_decimal")]
+//!     #[serde(default, deserialize_with = "idem_runtime::deserialize::option_decimal")]
 //!     fee: Option<Decimal>,
 //! }
 //!
@@ -49,7 +50,7 @@ use serde::de::{self, MapAccess, Visitor};
 const SERDE_JSON_NUMBER: &str = "$serde_json::private::Number";
 
 /// Deserializes a [`Decimal`] from a JSON number or a decimal string (`"100.10"`, `"1e2"`).
-/// Use with `#[serde(deserialize_with = "idem::de::decimal")]`; see the [module](self) docs.
+/// Use with `#[serde(deserialize_with = "idem::deserialize::decimal")]`; see the [module](self) docs.
 ///
 /// # Errors
 /// A string that is not a decimal number, more than 28 significant digits, or another JSON type.
@@ -58,7 +59,7 @@ const SERDE_JSON_NUMBER: &str = "$serde_json::private::Number";
 /// use serde::de::IntoDeserializer;
 /// use serde::de::value::{Error, StrDeserializer};
 /// let d: StrDeserializer<'_, Error> = "12.50".into_deserializer();
-/// assert_eq!(idem_runtime::de::decimal(d).unwrap().to_string(), "12.50");
+/// assert_eq!(idem_runtime::deserialize::decimal(d).unwrap().to_string(), "12.50");
 /// ```
 pub fn decimal<'de, D: Deserializer<'de>>(d: D) -> Result<Decimal, D::Error> {
     d.deserialize_any(DecimalVisitor)
@@ -73,7 +74,7 @@ pub fn decimal<'de, D: Deserializer<'de>>(d: D) -> Result<Decimal, D::Error> {
 /// ```
 /// #[derive(serde::Deserialize)]
 /// struct Fee {
-///     #[serde(default, deserialize_with = "idem_runtime::de::option_decimal")]
+///     #[serde(default, deserialize_with = "idem_runtime::deserialize::option_decimal")]
 ///     fee: Option<rust_decimal::Decimal>,
 /// }
 /// assert!(serde_json::from_str::<Fee>(r#"{"fee": null}"#).unwrap().fee.is_none());

@@ -1,19 +1,15 @@
-//! The run-time path: a request's canonical text and fingerprint computed from its JSON (a
-//! `serde_json::Value` or a raw body) under a [`Spec`] (which fields are whitelisted, which are
-//! environment fields, which strings are decimals, bytes, timestamps or UUIDs). It gives the same
-//! bytes as `#[derive(Fingerprint)]` on a typed value, through the same encoders.
+//! Fingerprints of JSON requests, at run time: a request's canonical text and fingerprint
+//! computed from its JSON (a `serde_json::Value` or a raw body) under a [`Spec`] (which fields
+//! are whitelisted, which are environment fields, which strings are decimals, bytes, timestamps
+//! or UUIDs). It gives the same bytes as `#[derive(Fingerprint)]` on a typed value, through the
+//! same encoders.
 //!
 //! It serves raw JSON bodies (the tower layer), clients in other languages (the test vectors in
 //! `tests/vectors/fingerprint.json` are its reference) and the property test that ties it to the
 //! derive. The canonical form is specified in `docs/fingerprint.md`.
 //!
-//! The module is named after what it takes: a request, as JSON, with a spec of what in it counts.
-//! It was called `canonical`, a name that fits both paths equally (both produce canonical text);
-//! `idem_runtime::request` still names it. The encoders it shares with the derive live in
-//! `crate::encode`.
-//!
 //! ```
-//! use idem_runtime::request::{Spec, ValueSpec, canonicalize_slice, fingerprint_slice};
+//! use idem_runtime::json::{Spec, ValueSpec, canonicalize_slice, fingerprint_slice};
 //! let spec = Spec::from_json_str(r#"{
 //!     "amount": "decimal", "currency": "any", "client_ip": "env"
 //! }"#).unwrap();
@@ -31,10 +27,6 @@
 //! `100.25`), but serde_json (without its `arbitrary_precision` feature) has already rounded other
 //! numbers to `f64` when parsing, and an `f64` is written by its shortest text:
 //! `18446744073709551616` (2^64) comes out as `18446744073709552000`.
-//!
-//! Files: `spec` ([`Spec`], [`ValueSpec`]) and `spec_json` (their JSON form); `parse` (strict
-//! RFC 8259 parser) and `tree` (one tree for raw bodies and `serde_json::Value`s); `apply` (the
-//! spec's rules, written through [`CanonicalWriter`](crate::CanonicalWriter)).
 
 mod apply;
 mod parse;
@@ -53,7 +45,7 @@ use crate::encode::RequestHash;
 /// [`Canonicalizer::new`]'s defaults.
 ///
 /// ```
-/// use idem_runtime::request::{Canonicalizer, Spec, ValueSpec};
+/// use idem_runtime::json::{Canonicalizer, Spec, ValueSpec};
 /// let strict = Canonicalizer::new().max_depth(8).deny_unknown_fields(true);
 /// let spec = Spec::new().field("amount", ValueSpec::Decimal).env("client_ip");
 /// assert!(strict.canonicalize_slice(br#"{"amount":1,"client_ip":"::1"}"#, &spec).is_ok());
@@ -82,7 +74,7 @@ impl Canonicalizer {
     /// Defaults: nesting limit 64, members outside the spec dropped silently.
     ///
     /// ```
-    /// use idem_runtime::request::Canonicalizer;
+    /// use idem_runtime::json::Canonicalizer;
     /// assert_eq!(Canonicalizer::new(), Canonicalizer::default());
     /// ```
     pub const fn new() -> Self {
@@ -97,7 +89,7 @@ impl Canonicalizer {
     /// [`Canonicalizer::MAX_MAX_DEPTH`].
     ///
     /// ```
-    /// use idem_runtime::request::{Canonicalizer, Spec};
+    /// use idem_runtime::json::{Canonicalizer, Spec};
     /// let c = Canonicalizer::new().max_depth(2);
     /// assert!(c.canonicalize_slice(br#"{"a":[1]}"#, &Spec::new()).is_ok());
     /// let err = c.canonicalize_slice(br#"{"a":[[1]]}"#, &Spec::new()).unwrap_err();
@@ -118,7 +110,7 @@ impl Canonicalizer {
     /// (`amuont`) that would otherwise leave a field out of the fingerprint.
     ///
     /// ```
-    /// use idem_runtime::request::{Canonicalizer, Spec, ValueSpec};
+    /// use idem_runtime::json::{Canonicalizer, Spec, ValueSpec};
     /// let spec = Spec::new().field("a", ValueSpec::Any);
     /// let c = Canonicalizer::new().deny_unknown_fields(true);
     /// let err = c.canonicalize_slice(br#"{"a":1,"b":2}"#, &spec).unwrap_err();
@@ -140,7 +132,7 @@ impl Canonicalizer {
     /// `out` may hold a partial text.
     ///
     /// ```
-    /// use idem_runtime::request::{Canonicalizer, Spec, ValueSpec};
+    /// use idem_runtime::json::{Canonicalizer, Spec, ValueSpec};
     /// let mut out = Vec::new();
     /// let value = serde_json::json!({"b": [1.50, null], "a": "x"});
     /// let spec = Spec::new().field("a", ValueSpec::Any).field("b", ValueSpec::Any);
@@ -161,7 +153,7 @@ impl Canonicalizer {
     /// On error, `out` may hold a partial text.
     ///
     /// ```
-    /// use idem_runtime::request::{Canonicalizer, Spec, ValueSpec};
+    /// use idem_runtime::json::{Canonicalizer, Spec, ValueSpec};
     /// let mut out = Vec::new();
     /// let spec = Spec::new().field("n", ValueSpec::Any);
     /// Canonicalizer::new().write_canonical_slice(br#"{"n":123456789012345678901234.50}"#, &spec, &mut out).unwrap();
@@ -180,7 +172,7 @@ impl Canonicalizer {
     /// The canonical text of `value` under `spec`; see [`canonicalize`].
     ///
     /// ```
-    /// use idem_runtime::request::{Canonicalizer, Spec, ValueSpec};
+    /// use idem_runtime::json::{Canonicalizer, Spec, ValueSpec};
     /// let spec = Spec::new().field("a", ValueSpec::Any);
     /// let text = Canonicalizer::new().canonicalize(&serde_json::json!({"a": 1e2}), &spec).unwrap();
     /// assert_eq!(text, r#"{"a":100}"#);
@@ -198,7 +190,7 @@ impl Canonicalizer {
     /// The canonical text of the raw body `json` under `spec`; see [`canonicalize_slice`].
     ///
     /// ```
-    /// use idem_runtime::request::{Canonicalizer, Spec, ValueSpec};
+    /// use idem_runtime::json::{Canonicalizer, Spec, ValueSpec};
     /// let spec = Spec::new().field("a", ValueSpec::Any);
     /// let text = Canonicalizer::new().canonicalize_slice(br#"{"a":1E2}"#, &spec).unwrap();
     /// assert_eq!(text, r#"{"a":100}"#);
@@ -212,7 +204,7 @@ impl Canonicalizer {
     /// SHA-256 of [`Canonicalizer::canonicalize`].
     ///
     /// ```
-    /// use idem_runtime::request::{Canonicalizer, Spec, ValueSpec};
+    /// use idem_runtime::json::{Canonicalizer, Spec, ValueSpec};
     /// use idem_runtime::RequestHash;
     /// let spec = Spec::new().field("a", ValueSpec::Any);
     /// let hash = Canonicalizer::new().fingerprint(&serde_json::json!({"a": 1}), &spec).unwrap();
@@ -231,7 +223,7 @@ impl Canonicalizer {
     /// SHA-256 of [`Canonicalizer::canonicalize_slice`].
     ///
     /// ```
-    /// use idem_runtime::request::{Canonicalizer, Spec, ValueSpec};
+    /// use idem_runtime::json::{Canonicalizer, Spec, ValueSpec};
     /// use idem_runtime::RequestHash;
     /// let spec = Spec::new().field("a", ValueSpec::Any);
     /// let hash = Canonicalizer::new().fingerprint_slice(br#"{"a":1.0}"#, &spec).unwrap();
@@ -256,7 +248,7 @@ impl Canonicalizer {
 /// [`canonicalize_slice`] on the raw body for long decimals and integers beyond `u64`.
 ///
 /// ```
-/// use idem_runtime::request::{Spec, ValueSpec, canonicalize};
+/// use idem_runtime::json::{Spec, ValueSpec, canonicalize};
 /// let spec = Spec::new()
 ///     .field("amount", ValueSpec::Decimal)
 ///     .field("currency", ValueSpec::Any)
@@ -273,7 +265,7 @@ pub fn canonicalize(value: &serde_json::Value, spec: &Spec) -> Result<String, Ca
 /// SHA-256 of [`canonicalize`]: the request hash.
 ///
 /// ```
-/// use idem_runtime::request::{Spec, ValueSpec, fingerprint};
+/// use idem_runtime::json::{Spec, ValueSpec, fingerprint};
 /// let spec = Spec::new().field("amount", ValueSpec::Decimal);
 /// let a = fingerprint(&serde_json::json!({"amount": 100}), &spec).unwrap();
 /// let b = fingerprint(&serde_json::json!({"amount": "100.00", "ts": 1}), &spec).unwrap();
@@ -289,7 +281,7 @@ pub fn fingerprint(value: &serde_json::Value, spec: &Spec) -> Result<RequestHash
 /// commas, no leading zeros, no duplicate member names) and its numbers are kept exact.
 ///
 /// ```
-/// use idem_runtime::request::{Spec, ValueSpec, canonicalize_slice};
+/// use idem_runtime::json::{Spec, ValueSpec, canonicalize_slice};
 /// let spec = Spec::new().field("amount", ValueSpec::Decimal);
 /// let body = br#"{"amount": 12345678901234567890.10}"#;
 /// assert_eq!(canonicalize_slice(body, &spec).unwrap(), r#"{"amount":12345678901234567890.1}"#);
@@ -302,7 +294,7 @@ pub fn canonicalize_slice(json: &[u8], spec: &Spec) -> Result<String, CanonicalE
 /// SHA-256 of [`canonicalize_slice`]: the request hash of a raw body.
 ///
 /// ```
-/// use idem_runtime::request::{Spec, ValueSpec, fingerprint_slice};
+/// use idem_runtime::json::{Spec, ValueSpec, fingerprint_slice};
 /// let spec = Spec::new().field("amount", ValueSpec::Decimal).env("timestamp");
 /// let first = fingerprint_slice(br#"{"amount":100,"timestamp":1}"#, &spec).unwrap();
 /// let retry = fingerprint_slice(br#"{"timestamp":2,"amount":1e2}"#, &spec).unwrap();

@@ -6,7 +6,7 @@
 /// `null` inside arrays.
 ///
 /// ```
-/// use idem_runtime::request::{Spec, ValueSpec, canonicalize_slice};
+/// use idem_runtime::json::{Spec, ValueSpec, canonicalize_slice};
 /// let spec = Spec::new()
 ///     .field("amount", ValueSpec::Decimal)
 ///     .field("tags", ValueSpec::set(ValueSpec::Any));
@@ -94,7 +94,7 @@ impl ValueSpec {
     /// [`ValueSpec::Enum`] of `(name, payload)` variants; `None` marks a unit variant.
     ///
     /// ```
-    /// use idem_runtime::request::{Spec, ValueSpec, canonicalize_slice};
+    /// use idem_runtime::json::{Spec, ValueSpec, canonicalize_slice};
     /// let kind = ValueSpec::enumeration([
     ///     ("Card", Some(ValueSpec::object(Spec::new().field("last4", ValueSpec::Any)))),
     ///     ("Cash", None),
@@ -121,7 +121,7 @@ impl ValueSpec {
 /// One variant of a [`ValueSpec::Enum`].
 ///
 /// ```
-/// use idem_runtime::request::{ValueSpec, VariantSpec};
+/// use idem_runtime::json::{ValueSpec, VariantSpec};
 /// let unit = VariantSpec { name: "Cash".into(), payload: None };
 /// assert_eq!(ValueSpec::Enum(vec![unit.clone()]), ValueSpec::enumeration([("Cash", None)]));
 /// ```
@@ -142,7 +142,7 @@ pub struct VariantSpec {
 /// [`Spec::from_json_str`].
 ///
 /// ```
-/// use idem_runtime::request::{Spec, ValueSpec, canonicalize_slice};
+/// use idem_runtime::json::{Spec, ValueSpec, canonicalize_slice};
 /// let spec = Spec::new()
 ///     .field("amount", ValueSpec::Decimal)
 ///     .field("currency", ValueSpec::Any)
