@@ -28,7 +28,7 @@ use sqlx::AssertSqlSafe;
 use tower::ServiceExt;
 
 use crate::backends::{Backend, backend_tests};
-use crate::servers::{server_url, unique};
+use crate::servers::{Restart, server_url, sh, unique};
 use crate::sql_pool::SqlPool;
 
 use crate::proxy;
@@ -558,29 +558,6 @@ async fn mysql_begin_given_up() {
 }
 
 // ---------------------------------------------------------------- the server stopped
-
-fn sh(cmd: &str) {
-    let status = std::process::Command::new("sh")
-        .arg("-c")
-        .arg(cmd)
-        .status()
-        .unwrap();
-    assert!(status.success(), "`{cmd}` failed");
-}
-
-/// Starts the server again if a test fails half-way, so that later tests still have it.
-struct Restart(Option<String>);
-
-impl Drop for Restart {
-    fn drop(&mut self) {
-        if let Some(cmd) = self.0.take() {
-            let _ = std::process::Command::new("sh")
-                .arg("-c")
-                .arg(&cmd)
-                .status();
-        }
-    }
-}
 
 /// The server of `backend` stopped for real (`IDEM_TEST_<SERVER>_STOP`) and started again
 /// (`..._START`); nothing when those are not configured.

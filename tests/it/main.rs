@@ -35,6 +35,8 @@ mod backends;
 mod counted;
 #[path = "../common/records.rs"]
 mod records;
+// `sh` and `Restart` serve tests/faults and idem-runtime's outage tests only.
+#[allow(dead_code)]
 #[path = "../common/servers.rs"]
 mod servers;
 #[path = "../common/sql_pool.rs"]
