@@ -448,7 +448,7 @@ backend_tests!(
     server_error_is_stored_and_replayed,
     latest_state_replays_the_current_state,
     suppress_only_replays_the_business_number,
-    header_whitelist,
+    replays_keep_listed_headers_never_credentials,
     oversized_snapshot_keeps_the_key_fields,
     operation_id_is_stable_across_a_takeover,
     same_key_in_two_tenants_is_two_operations,
@@ -760,7 +760,7 @@ async fn suppress_only_replays_the_business_number(fx: &Fixture) {
     assert_eq!(app.hits(), 1);
 }
 
-async fn header_whitelist(fx: &Fixture) {
+async fn replays_keep_listed_headers_never_credentials(fx: &Fixture) {
     let app = App::new(fx.store.clone());
     let key = unique("headers");
     let (_, h1, _) = send(&app, post_json("/payments", Some(&key), PAY)).await;
