@@ -14,33 +14,8 @@ use std::time::Duration;
 
 use idem_runtime::key::ScopedKey;
 use idem_runtime::store::{Claim, ClaimRequest, Completion, Lease, Outcome, Store, StoreError};
+use support::servers::{Restart, sh};
 use support::*;
-
-fn sh(var: &str) -> Option<String> {
-    server_url(var)
-}
-
-fn run(cmd: &str) {
-    let status = std::process::Command::new("sh")
-        .arg("-c")
-        .arg(cmd)
-        .status()
-        .unwrap();
-    assert!(status.success(), "`{cmd}` failed");
-}
-
-/// Restarts the server when the test fails half-way, so later test binaries still have it.
-struct Restart(Option<String>);
-impl Drop for Restart {
-    fn drop(&mut self) {
-        if let Some(cmd) = self.0.take() {
-            let _ = std::process::Command::new("sh")
-                .arg("-c")
-                .arg(&cmd)
-                .status();
-        }
-    }
-}
 
 fn assert_unavailable<T: std::fmt::Debug>(r: Result<T, StoreError>, what: &str) {
     match r {
@@ -144,7 +119,7 @@ async fn outage(store: Arc<dyn Store>, url: &str, stop: &str, start: &str) {
     }
     assert!(waiting, "the claim never reached the server");
 
-    run(stop);
+    sh(stop);
     let mut guard = Restart(Some(start.to_owned()));
     drop(holder);
     // Two outcomes are right, and which one happens is a race inside the server: the shutdown
@@ -167,7 +142,7 @@ async fn outage(store: Arc<dyn Store>, url: &str, stop: &str, start: &str) {
     assert_unavailable(store.complete(&lease, &done).await, "complete");
     assert_unavailable(store.get(&before).await, "get");
 
-    run(start);
+    sh(start);
     guard.0 = None;
     // The pool reconnects by itself; give the server a moment to accept connections.
     let mut recovered = None;
@@ -209,8 +184,8 @@ async fn outage(store: Arc<dyn Store>, url: &str, stop: &str, start: &str) {
 async fn postgres_goes_away_and_returns() {
     let (Some(url), Some(stop), Some(start)) = (
         server_url("IDEM_TEST_POSTGRES_URL"),
-        sh("IDEM_TEST_POSTGRES_STOP"),
-        sh("IDEM_TEST_POSTGRES_START"),
+        server_url("IDEM_TEST_POSTGRES_STOP"),
+        server_url("IDEM_TEST_POSTGRES_START"),
     ) else {
         return;
     };
@@ -228,8 +203,8 @@ async fn postgres_goes_away_and_returns() {
 async fn mysql_goes_away_and_returns() {
     let (Some(url), Some(stop), Some(start)) = (
         server_url("IDEM_TEST_MYSQL_URL"),
-        sh("IDEM_TEST_MYSQL_STOP"),
-        sh("IDEM_TEST_MYSQL_START"),
+        server_url("IDEM_TEST_MYSQL_STOP"),
+        server_url("IDEM_TEST_MYSQL_START"),
     ) else {
         return;
     };
@@ -253,8 +228,8 @@ async fn mysql_goes_away_and_returns() {
 async fn redis_goes_away_and_returns() {
     let (Some(url), Some(stop), Some(start)) = (
         server_url("IDEM_TEST_REDIS_URL"),
-        sh("IDEM_TEST_REDIS_STOP"),
-        sh("IDEM_TEST_REDIS_START"),
+        server_url("IDEM_TEST_REDIS_STOP"),
+        server_url("IDEM_TEST_REDIS_START"),
     ) else {
         return;
     };
@@ -299,7 +274,7 @@ async fn redis_goes_away_and_returns() {
     }
     assert!(waiting, "the claim never reached the server");
 
-    run(&stop);
+    sh(&stop);
     let mut guard = Restart(Some(start.clone()));
     assert_unavailable(claiming.await.unwrap(), "the claim waiting at shutdown");
     let during = unique_key("redis-outage-during");
@@ -308,7 +283,7 @@ async fn redis_goes_away_and_returns() {
     assert_unavailable(store.get(&before).await, "get");
     assert_unavailable(store.purge_expired(10).await, "purge");
 
-    run(&start);
+    sh(&start);
     guard.0 = None;
     let mut recovered = None;
     for _ in 0..100 {

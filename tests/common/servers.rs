@@ -1,4 +1,6 @@
-//! The database servers the integration tests use (`scripts/test` starts them).
+//! The database servers the tests use (`scripts/test` starts them): their URLs, the commands
+//! that stop and start them, unique names on them. One file for the tests of `idem` and of
+//! `idem-runtime` (`#[path]`).
 
 /// The URL of a test server, or `None` (with a note) when it is not configured. Under
 /// `CI=true` a missing server is a failure, never a skip.
@@ -30,4 +32,29 @@ pub fn unique(label: &str) -> String {
         std::process::id(),
         N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
     )
+}
+
+/// Runs the shell command `cmd` (a server's `STOP` or `START` command); panics when it fails.
+pub fn sh(cmd: &str) {
+    let status = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(cmd)
+        .status()
+        .unwrap();
+    assert!(status.success(), "`{cmd}` failed");
+}
+
+/// Holds a server's `START` command while the server is stopped, and runs it when dropped with
+/// one: a test that fails half-way leaves the server running for the tests after it.
+pub struct Restart(pub Option<String>);
+
+impl Drop for Restart {
+    fn drop(&mut self) {
+        if let Some(cmd) = self.0.take() {
+            let _ = std::process::Command::new("sh")
+                .arg("-c")
+                .arg(&cmd)
+                .status();
+        }
+    }
 }

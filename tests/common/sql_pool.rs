@@ -1,6 +1,5 @@
-//! A pool on SQLite, PostgreSQL or MariaDB, for the business tables of the tests that write
-//! beside idem's records (`tests/it/atomic.rs`, `tests/faults/bad_day.rs`): statements by text,
-//! whichever database the pool is on.
+//! A pool on SQLite, PostgreSQL or MariaDB, for the tests that write beside idem's records or
+//! read them directly: statements by text, whichever database the pool is on.
 
 /// A pool on one of the three SQL databases.
 pub enum SqlPool {
@@ -20,9 +19,11 @@ macro_rules! on_pool {
 }
 
 impl SqlPool {
-    /// A pool of its own on `url` (`postgres://..` or `mysql://..`).
+    /// A pool of its own on `url` (`sqlite://..`, `postgres://..` or `mysql://..`).
     pub async fn connect(url: &str) -> SqlPool {
-        if url.starts_with("postgres") {
+        if url.starts_with("sqlite") {
+            SqlPool::Sqlite(sqlx::SqlitePool::connect(url).await.unwrap())
+        } else if url.starts_with("postgres") {
             SqlPool::Postgres(sqlx::PgPool::connect(url).await.unwrap())
         } else {
             SqlPool::MySql(sqlx::MySqlPool::connect(url).await.unwrap())
@@ -44,5 +45,17 @@ impl SqlPool {
             .fetch_one(p)
             .await
             .unwrap())
+    }
+
+    /// The one text `sql` selects.
+    pub async fn text(&self, sql: String) -> String {
+        on_pool!(self, |p| sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+            .fetch_one(p)
+            .await
+            .unwrap())
+    }
+
+    pub async fn close(&self) {
+        on_pool!(self, |p| p.close().await)
     }
 }

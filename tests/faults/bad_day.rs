@@ -27,9 +27,9 @@ use idem::{AnySql, Fingerprint, Idem, RequestHash, Snapshot, SqlTx, Tx, idempote
 use sqlx::AssertSqlSafe;
 use tower::ServiceExt;
 
-use crate::servers;
+use crate::backends::{Backend, backend_tests};
+use crate::servers::{Restart, server_url, sh, unique};
 use crate::sql_pool::SqlPool;
-use servers::{server_url, unique};
 
 use crate::proxy;
 use proxy::{StallProxy, host_port};
@@ -260,9 +260,27 @@ where
 
 // ---------------------------------------------------------------- stalls (no server stopped)
 
-async fn stall(url: String, connect: impl AsyncFnOnce(&str) -> Arc<dyn Store>) {
+/// Runs `scenario` on the server of `backend` (PostgreSQL or MariaDB), alone ([`SERIAL`]); nothing
+/// when the server is not configured.
+async fn alone(backend: Backend, scenario: impl AsyncFnOnce(Backend, String)) {
+    let _serial = SERIAL.lock().await;
+    if let Some(url) = backend.url() {
+        scenario(backend, url).await;
+    }
+}
+
+/// A store of `backend` on `url` (its server, or a proxy in front of it), migrated.
+async fn connect(backend: Backend, url: &str) -> Arc<dyn Store> {
+    match backend {
+        Backend::Postgres => postgres_store(url).await,
+        Backend::Mysql => mysql_store(url).await,
+        other => panic!("{} is not a SQL server", other.name()),
+    }
+}
+
+async fn stall(backend: Backend, url: String) {
     let proxy = Arc::new(StallProxy::start(host_port(&url)).await);
-    let store = connect(&proxy.url_for(&url)).await;
+    let store = connect(backend, &proxy.url_for(&url)).await;
     let (p1, p2) = (proxy.clone(), proxy.clone());
     bad_day(
         store,
@@ -284,23 +302,7 @@ async fn mysql_store(url: &str) -> Arc<dyn Store> {
     Arc::new(store)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn postgres_stall() {
-    let _serial = SERIAL.lock().await;
-    let Some(url) = server_url("IDEM_TEST_POSTGRES_URL") else {
-        return;
-    };
-    stall(url, postgres_store).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn mysql_stall() {
-    let _serial = SERIAL.lock().await;
-    let Some(url) = server_url("IDEM_TEST_MYSQL_URL") else {
-        return;
-    };
-    stall(url, mysql_store).await;
-}
+backend_tests!(4, alone, [postgres, mysql], stall);
 
 // ---------------------------------------------------------------- the atomic mode's completion lost
 
@@ -379,9 +381,11 @@ async fn place_order_atomic(
 /// `201`, which describes a row that did not commit — and nothing of the attempt commits. Once
 /// the database answers again, a retry runs the handler again under the **same** operation id,
 /// and exactly one row and one stored result exist.
-async fn atomic_completion_lost(url: &str, store: Arc<dyn Store>, proxy: Arc<StallProxy>) {
+async fn atomic_completion_lost(backend: Backend, url: String) {
     const TABLE: &str = "bad_day_atomic";
-    let direct = SqlPool::connect(url).await;
+    let proxy = Arc::new(StallProxy::start(host_port(&url)).await);
+    let store = connect(backend, &proxy.url_for(&url)).await;
+    let direct = SqlPool::connect(&url).await;
     direct
         .execute(format!(
             "CREATE TABLE IF NOT EXISTS {TABLE} \
@@ -432,27 +436,7 @@ async fn atomic_completion_lost(url: &str, store: Arc<dyn Store>, proxy: Arc<Sta
     assert_eq!(replay.body, done.body);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn postgres_atomic_completion_lost() {
-    let _serial = SERIAL.lock().await;
-    let Some(url) = server_url("IDEM_TEST_POSTGRES_URL") else {
-        return;
-    };
-    let proxy = Arc::new(StallProxy::start(host_port(&url)).await);
-    let store = postgres_store(&proxy.url_for(&url)).await;
-    atomic_completion_lost(&url, store, proxy).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn mysql_atomic_completion_lost() {
-    let _serial = SERIAL.lock().await;
-    let Some(url) = server_url("IDEM_TEST_MYSQL_URL") else {
-        return;
-    };
-    let proxy = Arc::new(StallProxy::start(host_port(&url)).await);
-    let store = mysql_store(&proxy.url_for(&url)).await;
-    atomic_completion_lost(&url, store, proxy).await;
-}
+backend_tests!(4, alone, [postgres, mysql], atomic_completion_lost);
 
 // ---------------------------------------------------------------- a transaction given up on
 
@@ -575,42 +559,16 @@ async fn mysql_begin_given_up() {
 
 // ---------------------------------------------------------------- the server stopped
 
-fn sh(cmd: &str) {
-    let status = std::process::Command::new("sh")
-        .arg("-c")
-        .arg(cmd)
-        .status()
-        .unwrap();
-    assert!(status.success(), "`{cmd}` failed");
-}
-
-/// Starts the server again if a test fails half-way, so that later tests still have it.
-struct Restart(Option<String>);
-
-impl Drop for Restart {
-    fn drop(&mut self) {
-        if let Some(cmd) = self.0.take() {
-            let _ = std::process::Command::new("sh")
-                .arg("-c")
-                .arg(&cmd)
-                .status();
-        }
-    }
-}
-
-async fn outage(
-    url_var: &str,
-    stop_var: &str,
-    start_var: &str,
-    connect: impl AsyncFnOnce(&str) -> Arc<dyn Store>,
-) {
-    let Some(url) = server_url(url_var) else {
+/// The server of `backend` stopped for real (`IDEM_TEST_<SERVER>_STOP`) and started again
+/// (`..._START`); nothing when those are not configured.
+async fn stopped(backend: Backend, url: String) {
+    let (Some(stop), Some(start)) = (
+        server_url(&backend.var("STOP").unwrap()),
+        server_url(&backend.var("START").unwrap()),
+    ) else {
         return;
     };
-    let (Some(stop), Some(start)) = (server_url(stop_var), server_url(start_var)) else {
-        return;
-    };
-    let store = connect(&url).await;
+    let store = connect(backend, &url).await;
     let guard = Arc::new(Mutex::new(Restart(None)));
     let (g1, g2) = (guard.clone(), guard.clone());
     let (stop2, start2) = (stop.clone(), start.clone());
@@ -629,26 +587,4 @@ async fn outage(
     drop(stop);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn postgres_stopped() {
-    let _serial = SERIAL.lock().await;
-    outage(
-        "IDEM_TEST_POSTGRES_URL",
-        "IDEM_TEST_POSTGRES_STOP",
-        "IDEM_TEST_POSTGRES_START",
-        postgres_store,
-    )
-    .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn mysql_stopped() {
-    let _serial = SERIAL.lock().await;
-    outage(
-        "IDEM_TEST_MYSQL_URL",
-        "IDEM_TEST_MYSQL_STOP",
-        "IDEM_TEST_MYSQL_START",
-        mysql_store,
-    )
-    .await;
-}
+backend_tests!(4, alone, [postgres, mysql], stopped);

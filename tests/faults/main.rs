@@ -16,11 +16,17 @@
 mod bad_day;
 mod chaos;
 
+// Some of the stores and helpers serve tests/it only.
+#[allow(dead_code)]
+#[path = "../common/backends.rs"]
+mod backends;
 #[path = "../common/proxy.rs"]
 mod proxy;
+#[allow(dead_code)]
+#[path = "../common/records.rs"]
+mod records;
 #[path = "../common/servers.rs"]
 mod servers;
-// Its SQLite variant serves tests/it only.
 #[allow(dead_code)]
 #[path = "../common/sql_pool.rs"]
 mod sql_pool;

@@ -25,12 +25,13 @@ use axum::http::{Request, StatusCode};
 use axum::response::Response;
 use axum::routing::post;
 use axum::{Json, Router};
-use idem::store::{ManualClock, RecordState, Store};
+use idem::store::RecordState;
 use idem::{AnySql, Fingerprint, Idem, Snapshot, SqlTx, Tx, idempotent};
 use tokio::sync::Notify;
 use tower::ServiceExt;
 
-use crate::servers::{server_url, unique};
+use crate::backends::{Fixture, backend_tests, on_clocked_store};
+use crate::servers::unique;
 use crate::sql_pool::SqlPool;
 
 /// What the next run of the handler does after writing its row.
@@ -157,69 +158,20 @@ async fn place(
     Ok((StatusCode::CREATED, Json(Placed { order_id, run })))
 }
 
-/// A backend under test: the store (its clock is `clock`) and its pool, for the business table.
-struct Backend {
-    store: Arc<dyn Store>,
-    clock: Arc<ManualClock>,
-    pool: SqlPool,
-    _dir: Option<tempfile::TempDir>,
-}
-
 const SCHEMA: &str = "(operation_id VARCHAR(64) NOT NULL, item VARCHAR(64) NOT NULL)";
 
-async fn sqlite() -> Option<Backend> {
-    let dir = tempfile::tempdir().unwrap();
-    let clock = Arc::new(ManualClock::starting_now());
-    let store = idem::SqliteStore::open(dir.path().join("idem.db"))
-        .await
-        .unwrap()
-        .with_clock(clock.clone());
-    let pool = SqlPool::Sqlite(store.pool().clone());
-    backend(store, pool, clock, Some(dir)).await
+/// The business table beside the records of a store under test.
+trait Business {
+    /// A service over the store, with a business table of its own.
+    async fn app(&self) -> App;
+    /// The rows of `app`'s business table.
+    async fn rows(&self, app: &App) -> i64;
 }
 
-async fn postgres() -> Option<Backend> {
-    let url = server_url("IDEM_TEST_POSTGRES_URL")?;
-    let clock = Arc::new(ManualClock::starting_now());
-    let store = idem::PostgresStore::connect(&url)
-        .await
-        .unwrap()
-        .with_clock(clock.clone());
-    let pool = SqlPool::Postgres(store.pool().clone());
-    backend(store, pool, clock, None).await
-}
-
-async fn mysql() -> Option<Backend> {
-    let url = server_url("IDEM_TEST_MYSQL_URL")?;
-    let clock = Arc::new(ManualClock::starting_now());
-    let store = idem::MySqlStore::connect(&url)
-        .await
-        .unwrap()
-        .with_clock(clock.clone());
-    let pool = SqlPool::MySql(store.pool().clone());
-    backend(store, pool, clock, None).await
-}
-
-/// `store`, migrated, with its clock and its pool.
-async fn backend(
-    store: impl Store + 'static,
-    pool: SqlPool,
-    clock: Arc<ManualClock>,
-    dir: Option<tempfile::TempDir>,
-) -> Option<Backend> {
-    store.migrate().await.unwrap();
-    Some(Backend {
-        store: Arc::new(store),
-        clock,
-        pool,
-        _dir: dir,
-    })
-}
-
-impl Backend {
+impl Business for Fixture {
     async fn app(&self) -> App {
         let table = unique("atomic");
-        self.pool
+        self.sql_pool()
             .execute(format!("CREATE TABLE {table} {SCHEMA}"))
             .await;
         App {
@@ -231,7 +183,7 @@ impl Backend {
     }
 
     async fn rows(&self, app: &App) -> i64 {
-        self.pool
+        self.sql_pool()
             .count(format!("SELECT COUNT(*) FROM {}", app.table))
             .await
     }
@@ -295,7 +247,7 @@ async fn send_until_not_in_progress(app: &App, key: &str) -> Response {
     panic!("`{key}` stayed in progress");
 }
 
-async fn commits_rows_and_result_together(backend: Backend) {
+async fn commits_rows_and_result_together(backend: &Fixture) {
     // Unique: the servers keep the records of earlier runs.
     let key = unique("k");
     let app = backend.app().await;
@@ -311,7 +263,7 @@ async fn commits_rows_and_result_together(backend: Backend) {
     assert_eq!(backend.rows(&app).await, 1);
 }
 
-async fn dropped_between_write_and_commit(backend: Backend) {
+async fn dropped_between_write_and_commit(backend: &Fixture) {
     // Unique: the servers keep the records of earlier runs.
     let key = unique("k");
     let app = backend.app().await;
@@ -347,7 +299,7 @@ async fn dropped_between_write_and_commit(backend: Backend) {
     assert_eq!(backend.rows(&app).await, 1);
 }
 
-async fn unstored_answers_roll_back(backend: Backend) {
+async fn unstored_answers_roll_back(backend: &Fixture) {
     // Unique: the servers keep the records of earlier runs.
     let key = unique("k");
     let app = backend.app().await;
@@ -385,8 +337,8 @@ async fn unstored_answers_roll_back(backend: Backend) {
 /// a row that does not exist, so its client gets `503` and the retry runs the handler again,
 /// under the same operation id. MariaDB and SQLite roll back only the failed statement: the
 /// row and the stored 500 commit together.
-async fn failed_statement_then_answer(backend: Backend) {
-    let aborts = matches!(backend.pool, SqlPool::Postgres(_));
+async fn failed_statement_then_answer(backend: &Fixture) {
+    let aborts = matches!(backend.sql_pool(), SqlPool::Postgres(_));
     let key = unique("k");
     let app = backend.app().await;
     app.then.lock().unwrap().push(Then::AfterFailedStatement(
@@ -428,17 +380,17 @@ async fn failed_statement_then_answer(backend: Backend) {
 /// The zombie's fenced completion matches no record inside its transaction, so its row never
 /// commits; it answers what a retry sees (the takeover's result). PostgreSQL and MariaDB: the
 /// zombie wrote its row before the takeover.
-async fn zombie_cannot_commit(backend: Backend) {
+async fn zombie_cannot_commit(backend: &Fixture) {
     zombie(backend, false).await;
 }
 
 /// SQLite: a transaction that has written holds the write lock, so the zombie here is one that
 /// was taken over before its first write.
-async fn zombie_taken_over_before_writing_cannot_commit(backend: Backend) {
+async fn zombie_taken_over_before_writing_cannot_commit(backend: &Fixture) {
     zombie(backend, true).await;
 }
 
-async fn zombie(backend: Backend, before_write: bool) {
+async fn zombie(backend: &Fixture, before_write: bool) {
     // Unique: the servers keep the records of earlier runs.
     let key = unique("k");
     let app = backend.app().await;
@@ -455,7 +407,7 @@ async fn zombie(backend: Backend, before_write: bool) {
     });
     wrote_within(&wrote).await;
     // Its lease runs out (by the store's clock) and a retry takes the operation over.
-    backend.clock.advance(Duration::from_secs(31));
+    backend.clock().advance(Duration::from_secs(31));
     let takeover = send(&app, &key).await;
     assert_eq!(takeover.status(), StatusCode::CREATED);
     let taken = body(takeover).await;
@@ -479,7 +431,7 @@ async fn zombie(backend: Backend, before_write: bool) {
 
 /// SQLite: a transaction that has written holds the write lock, so a takeover cannot happen
 /// until it ends: the retry waits, the first attempt commits, and the retry replays its result.
-async fn sqlite_takeover_waits_for_the_transaction(backend: Backend) {
+async fn sqlite_takeover_waits_for_the_transaction(backend: &Fixture) {
     // Unique: the servers keep the records of earlier runs.
     let key = unique("k");
     let app = backend.app().await;
@@ -493,7 +445,7 @@ async fn sqlite_takeover_waits_for_the_transaction(backend: Backend) {
         async move { send(&app, &key).await }
     });
     wrote_within(&wrote).await;
-    backend.clock.advance(Duration::from_secs(31));
+    backend.clock().advance(Duration::from_secs(31));
     let retry = tokio::spawn({
         let (app, key) = (app.clone(), key.clone());
         async move { send(&app, &key).await }
@@ -526,39 +478,20 @@ async fn memory_store_cannot_begin_a_transaction() {
     assert_eq!(app.runs.load(Ordering::SeqCst), 0);
 }
 
-macro_rules! per_backend {
-    ($backend:ident: $($test:ident),* $(,)?) => {
-        mod $backend {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $test() {
-                    let Some(backend) = super::$backend().await else { return };
-                    super::$test(backend).await;
-                }
-            )*
-        }
-    };
-}
-
-per_backend!(sqlite:
+backend_tests!(
+    2,
+    on_clocked_store,
+    [sqlite, postgres, mysql],
     commits_rows_and_result_together,
     failed_statement_then_answer,
-    zombie_taken_over_before_writing_cannot_commit,
     dropped_between_write_and_commit,
     unstored_answers_roll_back,
+);
+backend_tests!(
+    2,
+    on_clocked_store,
+    [sqlite],
+    zombie_taken_over_before_writing_cannot_commit,
     sqlite_takeover_waits_for_the_transaction,
 );
-per_backend!(postgres:
-    commits_rows_and_result_together,
-    failed_statement_then_answer,
-    dropped_between_write_and_commit,
-    unstored_answers_roll_back,
-    zombie_cannot_commit,
-);
-per_backend!(mysql:
-    commits_rows_and_result_together,
-    failed_statement_then_answer,
-    dropped_between_write_and_commit,
-    unstored_answers_roll_back,
-    zombie_cannot_commit,
-);
+backend_tests!(2, on_clocked_store, [postgres, mysql], zombie_cannot_commit);

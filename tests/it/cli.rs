@@ -4,14 +4,11 @@
 use std::process::Output;
 use std::time::Duration;
 
-use idem::MySqlStore;
-use idem::PostgresStore;
 use idem::RequestHash;
-use idem::SqliteStore;
 use idem::key::ScopedKey;
-use idem::store::{Claim, ClaimRequest, Store};
+use idem::store::{Claim, ClaimRequest};
 
-use crate::servers::{server_url, unique};
+use crate::backends::{Database, backend_tests, on_database};
 
 /// Runs `idem --database-url <url> <args>`.
 fn idem(url: &str, args: &[&str]) -> Output {
@@ -59,12 +56,6 @@ fn fails(url: &str, args: &[&str]) -> String {
 }
 
 /// `database` in place of the database of a `scheme://user:pass@host:port/db?params` URL.
-fn with_database(base: &str, database: &str) -> String {
-    let (server, rest) = base.rsplit_once('/').expect("a URL with a database path");
-    let params = rest.split_once('?').map(|(_, p)| format!("?{p}"));
-    format!("{server}/{database}{}", params.unwrap_or_default())
-}
-
 /// The value printed after `label` in `inspect`'s output.
 fn field<'a>(out: &'a str, label: &str) -> &'a str {
     out.lines()
@@ -73,8 +64,11 @@ fn field<'a>(out: &'a str, label: &str) -> &'a str {
         .trim()
 }
 
-/// The whole scenario against `url`; `store` is the library's view of the same database.
-async fn scenario(url: &str, store: &dyn Store) {
+/// Every command against a fresh database, beside the library's view of it (`store`): migrate,
+/// inspect, stats, release, expire (fence-guarded), purge.
+async fn commands_on_a_fresh_database(db: &Database) {
+    let url = db.url.as_str();
+    let store = db.store().await;
     let first = ok(url, &["migrate"]);
     assert!(first.contains("applied "), "{first}");
     let second = ok(url, &["migrate"]);
@@ -209,48 +203,12 @@ async fn scenario(url: &str, store: &dyn Store) {
     assert!(stats.contains("processing    0"), "{stats}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn cli_on_sqlite() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("idem.db");
-    let url = format!("sqlite://{}", path.display());
-    let store = SqliteStore::open(&path).await.unwrap();
-    scenario(&url, &store).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn cli_on_postgres() {
-    let Some(base) = server_url("IDEM_TEST_POSTGRES_URL") else {
-        return;
-    };
-    let name = unique("cli");
-    let pool = sqlx::PgPool::connect(&base).await.unwrap();
-    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-        .execute(&pool)
-        .await
-        .unwrap();
-    pool.close().await;
-    let url = with_database(&base, &name);
-    let store = PostgresStore::connect(&url).await.unwrap();
-    scenario(&url, &store).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn cli_on_mysql() {
-    let Some(base) = server_url("IDEM_TEST_MYSQL_URL") else {
-        return;
-    };
-    let name = unique("cli");
-    let pool = sqlx::MySqlPool::connect(&base).await.unwrap();
-    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-        .execute(&pool)
-        .await
-        .unwrap();
-    pool.close().await;
-    let url = with_database(&base, &name);
-    let store = MySqlStore::connect(&url).await.unwrap();
-    scenario(&url, &store).await;
-}
+backend_tests!(
+    2,
+    on_database,
+    [sqlite, postgres, mysql],
+    commands_on_a_fresh_database,
+);
 
 #[test]
 fn cli_errors_are_one_line() {

@@ -23,76 +23,12 @@ use idem::{Fingerprint, Idem, Snapshot, idempotent};
 use tokio::sync::Barrier;
 use tower::ServiceExt;
 
+use crate::backends::{Fixture, backend_tests, on_store};
 use crate::counted::Counted;
-use crate::servers::{server_url, unique};
+use crate::servers::unique;
 
 /// Concurrent requests per storm.
 const STORM: u64 = 200;
-
-/// A store and its statement counter (`None` for memory).
-struct Fixture {
-    store: Arc<dyn Store>,
-    statements: Option<Box<dyn Fn() -> u64 + Send + Sync>>,
-    _dir: Option<tempfile::TempDir>,
-}
-
-async fn memory() -> Option<Fixture> {
-    Some(Fixture {
-        store: Arc::new(idem::MemoryStore::new()),
-        statements: None,
-        _dir: None,
-    })
-}
-
-async fn sqlite() -> Option<Fixture> {
-    let dir = tempfile::tempdir().unwrap();
-    let store = idem::SqliteStore::open(dir.path().join("idem.db"))
-        .await
-        .unwrap();
-    store.migrate().await.unwrap();
-    let count = store.clone();
-    Some(Fixture {
-        store: Arc::new(store),
-        statements: Some(Box::new(move || count.statement_count())),
-        _dir: Some(dir),
-    })
-}
-
-async fn postgres() -> Option<Fixture> {
-    let url = server_url("IDEM_TEST_POSTGRES_URL")?;
-    let store = idem::PostgresStore::connect(&url).await.unwrap();
-    store.migrate().await.unwrap();
-    let count = store.clone();
-    Some(Fixture {
-        store: Arc::new(store),
-        statements: Some(Box::new(move || count.statement_count())),
-        _dir: None,
-    })
-}
-
-async fn mysql() -> Option<Fixture> {
-    let url = server_url("IDEM_TEST_MYSQL_URL")?;
-    let store = idem::MySqlStore::connect(&url).await.unwrap();
-    store.migrate().await.unwrap();
-    let count = store.clone();
-    Some(Fixture {
-        store: Arc::new(store),
-        statements: Some(Box::new(move || count.statement_count())),
-        _dir: None,
-    })
-}
-
-async fn redis() -> Option<Fixture> {
-    let url = server_url("IDEM_TEST_REDIS_URL")?;
-    let store = idem::RedisStore::connect(&url).await.unwrap();
-    store.migrate().await.unwrap();
-    let count = store.clone();
-    Some(Fixture {
-        store: Arc::new(store),
-        statements: Some(Box::new(move || count.command_count())),
-        _dir: None,
-    })
-}
 
 #[derive(Clone)]
 struct App {
@@ -138,7 +74,7 @@ async fn create_payment(
     )
 }
 
-async fn single_key_storm(fx: Fixture) {
+async fn single_key_storm(fx: &Fixture) {
     let counted = Counted::new(fx.store.clone());
     let app = App {
         // Generous: the storm queues on the store's pool, and a slow machine must not turn
@@ -150,7 +86,7 @@ async fn single_key_storm(fx: Fixture) {
         .route("/payments", post(create_payment))
         .with_state(app.clone());
     let key = unique("storm");
-    let before = fx.statements.as_ref().map(|count| count());
+    let before = fx.statements();
     let gate = Arc::new(Barrier::new(STORM as usize));
     let tasks: Vec<_> = (0..STORM)
         .map(|_| {
@@ -214,8 +150,8 @@ async fn single_key_storm(fx: Fixture) {
     // and the calls counted above catch a second claim on every backend. On Redis every claim
     // is one script call whatever it meets, and nothing races between scripts: exactly one per
     // request, plus the completion.
-    if let (Some(before), Some(count)) = (before, fx.statements.as_ref()) {
-        let sent = count() - before;
+    if let (Some(before), Some(after)) = (before, fx.statements()) {
+        let sent = after - before;
         let expected = match counted.backend() {
             "postgres" => STORM + 1..=2 * STORM,
             "redis" => STORM + 1..=STORM + 1,
@@ -229,18 +165,9 @@ async fn single_key_storm(fx: Fixture) {
     }
 }
 
-macro_rules! every_backend {
-    ($($backend:ident,)*) => {
-        $(
-            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-            async fn $backend() {
-                let Some(fixture) = super::$backend().await else { return };
-                super::single_key_storm(fixture).await;
-            }
-        )*
-    };
-}
-
-mod single_key_storm {
-    every_backend!(memory, sqlite, postgres, mysql, redis,);
-}
+backend_tests!(
+    4,
+    on_store,
+    [memory, sqlite, postgres, mysql, redis],
+    single_key_storm,
+);

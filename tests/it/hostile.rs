@@ -25,12 +25,10 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use http_body::Frame;
 use http_body_util::BodyExt;
-use idem::SqliteStore;
 use idem::http::{IntoSnapshot, Json};
 use idem::json::Spec;
 use idem::key::ScopedKey;
 use idem::key::{ScopePart, scoped_key};
-use idem::store::{MemoryStore, Store};
 use idem::{
     Fingerprint, HandlerConfig, Idem, IdempotencyError, IdempotencyLayer, Snapshot, idempotent,
     run_once,
@@ -40,86 +38,15 @@ use serde_json::{Value, json};
 use tokio::sync::Semaphore;
 use tower::ServiceExt;
 
-use crate::servers;
-use servers::{server_url, unique};
-
-use crate::records;
-use records::Records;
+use crate::backends::{Fixture, backend_tests, on_store};
+use crate::servers::unique;
 
 // ---------------------------------------------------------------- stores
 
-struct Fixture {
-    store: Arc<dyn Store>,
-    records: Records,
-    _dir: Option<tempfile::TempDir>,
-}
-
-async fn memory() -> Option<Fixture> {
-    let store = Arc::new(MemoryStore::new());
-    Some(Fixture {
-        store: store.clone(),
-        records: Records::Memory(store),
-        _dir: None,
-    })
-}
-
-async fn sqlite() -> Option<Fixture> {
-    let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::open(dir.path().join("idem.db")).await.unwrap();
-    store.migrate().await.unwrap();
-    Some(Fixture {
-        records: Records::Sqlite(store.pool().clone()),
-        store: Arc::new(store),
-        _dir: Some(dir),
-    })
-}
-
-async fn postgres() -> Option<Fixture> {
-    let url = server_url("IDEM_TEST_POSTGRES_URL")?;
-    let store = idem::PostgresStore::connect(&url).await.unwrap();
-    store.migrate().await.unwrap();
-    Some(Fixture {
-        records: Records::Postgres(store.pool().clone()),
-        store: Arc::new(store),
-        _dir: None,
-    })
-}
-
-async fn mysql() -> Option<Fixture> {
-    let url = server_url("IDEM_TEST_MYSQL_URL")?;
-    let store = idem::MySqlStore::connect(&url).await.unwrap();
-    store.migrate().await.unwrap();
-    Some(Fixture {
-        records: Records::MySql(store.pool().clone()),
-        store: Arc::new(store),
-        _dir: None,
-    })
-}
-
-macro_rules! suite {
-    ($backend:ident, $make:path, $($test:ident,)*) => {
-        mod $backend {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $test() {
-                    let Some(fixture) = $make().await else { return };
-                    super::$test(&fixture).await;
-                }
-            )*
-        }
-    };
-}
-
-macro_rules! every_backend {
-    ($($test:ident,)*) => {
-        suite!(memory, super::memory, $($test,)*);
-        suite!(sqlite, super::sqlite, $($test,)*);
-        suite!(postgres, super::postgres, $($test,)*);
-        suite!(mysql, super::mysql, $($test,)*);
-    };
-}
-
-every_backend!(
+backend_tests!(
+    2,
+    on_store,
+    [memory, sqlite, postgres, mysql],
     separators_in_scope_parts_never_merge_tenants,
     deep_nesting_is_400_and_stores_nothing,
     ten_mib_bodies_are_413_and_read_no_further_than_the_limit,
@@ -663,7 +590,7 @@ async fn deep_nesting_is_400_and_stores_nothing(fx: &Fixture) {
         problem(&answer, StatusCode::BAD_REQUEST, "invalid-body");
     }
     assert_eq!(app.runs(), 0);
-    assert_eq!(fx.records.containing(&m).await, 0);
+    assert_eq!(fx.records().containing(&m).await, 0);
     // The struct body: the junk is skipped, the payment is the request.
     let attribute = app.attribute();
     let (status, _, first) = send(
@@ -721,7 +648,7 @@ async fn ten_mib_bodies_are_413_and_read_no_further_than_the_limit(fx: &Fixture)
         pulled.load(Ordering::SeqCst)
     );
     assert_eq!(app.runs(), 0);
-    assert_eq!(fx.records.containing(&m).await, 0);
+    assert_eq!(fx.records().containing(&m).await, 0);
 }
 
 /// Numbers are exact decimals or refused, never rounded through a binary float: `1e400` is not
@@ -792,7 +719,7 @@ async fn huge_and_long_numbers_are_exact_or_refused(fx: &Fixture) {
         "record touched"
     );
     assert_eq!(app.runs(), 2);
-    let stored = fx.records.containing(&m).await;
+    let stored = fx.records().containing(&m).await;
     // Beyond the canonical form's range: refused, nothing stored.
     let answer = send(
         &layer,
@@ -828,7 +755,7 @@ async fn huge_and_long_numbers_are_exact_or_refused(fx: &Fixture) {
         problem(&answer, StatusCode::BAD_REQUEST, "invalid-body");
     }
     assert_eq!(app.runs(), 2);
-    assert_eq!(fx.records.containing(&m).await, stored);
+    assert_eq!(fx.records().containing(&m).await, stored);
     assert!(
         fx.store
             .get(&payment_key(&m, "u", "k-dec"))
@@ -917,7 +844,7 @@ async fn duplicate_member_names_are_refused(fx: &Fixture) {
         problem(&answer, StatusCode::BAD_REQUEST, "invalid-body");
     }
     assert_eq!(app.runs(), 0);
-    assert_eq!(fx.records.containing(&m).await, 0);
+    assert_eq!(fx.records().containing(&m).await, 0);
     // `Json<Value>`: the handler and the fingerprint both see `{"a":2}`.
     let attribute = app.attribute();
     let (status, _, first) = send(
@@ -971,7 +898,7 @@ async fn invalid_utf8_bodies_are_400_and_store_nothing(fx: &Fixture) {
         problem(&answer, StatusCode::BAD_REQUEST, "invalid-body");
     }
     assert_eq!(app.runs(), 0);
-    assert_eq!(fx.records.containing(&m).await, 0);
+    assert_eq!(fx.records().containing(&m).await, 0);
 }
 
 /// A response over the snapshot limit whose business number is known — given by the handler, or
@@ -1020,7 +947,7 @@ async fn over_limit_response_with_business_number_is_streamed_and_truncated(fx: 
         assert_eq!(record.body, truncated.as_bytes(), "{front}");
         assert!(record.body.len() <= SNAPSHOT_LIMIT);
         assert_eq!(record.biz_no.as_deref(), Some("exp_1"));
-        if let Some(row) = fx.records.row(&scoped).await {
+        if let Some(row) = fx.records().row(&scoped).await {
             assert_eq!(row.resp_body.as_deref(), Some(truncated.as_bytes()));
         }
         assert_eq!(app.runs(), 1);
@@ -1201,7 +1128,7 @@ async fn keys_are_stored_hashed_and_the_readable_key_decides_nothing(fx: &Fixtur
     let (status, _, first) = send(&router, post_as("/payments", &m, "u", b"k-hash", PAY)).await;
     assert_eq!(status, StatusCode::CREATED);
     let key = payment_key(&m, "u", "k-hash");
-    let Some(row) = fx.records.row(&key).await else {
+    let Some(row) = fx.records().row(&key).await else {
         return; // the memory store has no table
     };
     assert_eq!(row.key_hash, key.hash().to_vec());
@@ -1212,7 +1139,7 @@ async fn keys_are_stored_hashed_and_the_readable_key_decides_nothing(fx: &Fixtur
     assert_eq!(row.request_hash, hash.to_string());
     // Decisions go by the hash alone.
     let impostor = payment_key(&m, "u", "k-other");
-    fx.records.set_idem_key(&key, impostor.readable()).await;
+    fx.records().set_idem_key(&key, impostor.readable()).await;
     let (_, headers, again) = send(&router, post_as("/payments", &m, "u", b"k-hash", PAY)).await;
     assert!(replayed(&headers));
     assert_eq!(again, first);
@@ -1255,7 +1182,7 @@ async fn sql_metacharacters_are_data(fx: &Fixture) {
         assert_eq!(record.biz_no.as_deref(), json_of(&first)["id"].as_str());
         assert_eq!(record.body, first);
     }
-    assert_eq!(fx.records.containing(&m).await, 3);
+    assert_eq!(fx.records().containing(&m).await, 3);
     // A business number and a body made of the same characters (the layer reads `id`).
     let value = r#"o'neil"; DROP TABLE x; -- \ $1 ?"#;
     let body = json!({"amount": 1, "currency": value}).to_string();
@@ -1310,7 +1237,7 @@ async fn control_characters_in_scope_parts_are_data(fx: &Fixture) {
         spelled_key.readable(),
         format!("{m}a%2500b%250Ac%25C2%2585:hostile%3A%3Aship:m-ctl")
     );
-    if let Some(row) = fx.records.row(&key).await {
+    if let Some(row) = fx.records().row(&key).await {
         assert_eq!(row.idem_key, key.readable());
     }
 }

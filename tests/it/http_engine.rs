@@ -23,75 +23,12 @@ use idem::__private::{Call, Mode, run};
 use idem::SqliteStore;
 use idem::http::{IdemContext, Json, KeySource};
 use idem::key::{ScopePart, scoped_key};
-use idem::store::{Claim, ClaimRequest, ManualClock, MemoryStore, Store};
+use idem::store::{Claim, ClaimRequest, MemoryStore, Store};
 use idem::{Contract, Fingerprint, HandlerConfig, Idem, RequestHash, Snapshot, operation_id};
 use tower::ServiceExt;
 
-// ---------------------------------------------------------------- fixtures
-
-struct Fixture {
-    store: Arc<dyn Store>,
-    /// The same store, read around the engine.
-    records: Records,
-    clock: Arc<ManualClock>,
-    _dir: Option<tempfile::TempDir>,
-}
-
-use crate::servers;
-use servers::{server_url, unique};
-
-use crate::records;
-use records::Records;
-
-async fn memory() -> Option<Fixture> {
-    let clock = Arc::new(ManualClock::starting_now());
-    let store = Arc::new(MemoryStore::with_clock(clock.clone()));
-    Some(Fixture {
-        records: Records::Memory(store.clone()),
-        store,
-        clock,
-        _dir: None,
-    })
-}
-
-async fn sqlite() -> Option<Fixture> {
-    let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::open(dir.path().join("idem.db")).await.unwrap();
-    store.migrate().await.unwrap();
-    let clock = Arc::new(ManualClock::starting_now());
-    Some(Fixture {
-        records: Records::Sqlite(store.pool().clone()),
-        store: Arc::new(store.with_clock(clock.clone())),
-        clock,
-        _dir: Some(dir),
-    })
-}
-
-async fn postgres() -> Option<Fixture> {
-    let url = server_url("IDEM_TEST_POSTGRES_URL")?;
-    let store = idem::PostgresStore::connect(&url).await.unwrap();
-    store.migrate().await.unwrap();
-    let clock = Arc::new(ManualClock::starting_now());
-    Some(Fixture {
-        records: Records::Postgres(store.pool().clone()),
-        store: Arc::new(store.with_clock(clock.clone())),
-        clock,
-        _dir: None,
-    })
-}
-
-async fn mysql() -> Option<Fixture> {
-    let url = server_url("IDEM_TEST_MYSQL_URL")?;
-    let store = idem::MySqlStore::connect(&url).await.unwrap();
-    store.migrate().await.unwrap();
-    let clock = Arc::new(ManualClock::starting_now());
-    Some(Fixture {
-        records: Records::MySql(store.pool().clone()),
-        store: Arc::new(store.with_clock(clock.clone())),
-        clock,
-        _dir: None,
-    })
-}
+use crate::backends::{Fixture, backend_tests, on_clocked_store};
+use crate::servers::unique;
 
 // ---------------------------------------------------------------- the application
 
@@ -490,30 +427,10 @@ const PAY: &str = r#"{"amount":100,"currency":"EUR"}"#;
 
 // ---------------------------------------------------------------- the suite
 
-macro_rules! http_suite {
-    ($backend:ident, $make:path, $($test:ident,)*) => {
-        mod $backend {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-                async fn $test() {
-                    let Some(fixture) = $make().await else { return };
-                    super::$test(&fixture).await;
-                }
-            )*
-        }
-    };
-}
-
-macro_rules! every_backend {
-    ($($test:ident,)*) => {
-        http_suite!(memory, super::memory, $($test,)*);
-        http_suite!(sqlite, super::sqlite, $($test,)*);
-        http_suite!(postgres, super::postgres, $($test,)*);
-        http_suite!(mysql, super::mysql, $($test,)*);
-    };
-}
-
-every_backend!(
+backend_tests!(
+    4,
+    on_clocked_store,
+    [memory, sqlite, postgres, mysql],
     missing_key_is_400,
     invalid_keys_are_400,
     sf_string_and_bare_keys_are_equivalent,
@@ -526,7 +443,7 @@ every_backend!(
     server_error_is_stored_and_replayed,
     latest_state_replays_the_current_state,
     suppress_only_replays_the_business_number,
-    header_whitelist,
+    replays_keep_listed_headers_never_credentials,
     oversized_snapshot_keeps_the_key_fields,
     operation_id_is_stable_across_a_takeover,
     same_key_in_two_tenants_is_two_operations,
@@ -558,7 +475,7 @@ async fn missing_key_is_400(fx: &Fixture) {
     );
     assert_eq!(app.hits(), 0);
     assert_eq!(
-        fx.records.containing(&tenant).await,
+        fx.records().containing(&tenant).await,
         0,
         "a record was stored"
     );
@@ -619,7 +536,7 @@ async fn invalid_keys_are_400(fx: &Fixture) {
     );
     assert_eq!(app.hits(), 0);
     assert_eq!(
-        fx.records.containing(&tenant).await,
+        fx.records().containing(&tenant).await,
         0,
         "a record was stored"
     );
@@ -633,7 +550,7 @@ async fn invalid_keys_are_400(fx: &Fixture) {
     .await;
     assert_eq!(status, StatusCode::CREATED);
     assert_eq!(app.hits(), 1);
-    assert_eq!(fx.records.containing(&tenant).await, 1);
+    assert_eq!(fx.records().containing(&tenant).await, 1);
 }
 
 async fn sf_string_and_bare_keys_are_equivalent(fx: &Fixture) {
@@ -838,7 +755,7 @@ async fn suppress_only_replays_the_business_number(fx: &Fixture) {
     assert_eq!(app.hits(), 1);
 }
 
-async fn header_whitelist(fx: &Fixture) {
+async fn replays_keep_listed_headers_never_credentials(fx: &Fixture) {
     let app = App::new(fx.store.clone());
     let key = unique("headers");
     let (_, h1, _) = send(&app, post_json("/payments", Some(&key), PAY)).await;
@@ -913,7 +830,7 @@ async fn operation_id_is_stable_across_a_takeover(fx: &Fixture) {
     assert_eq!(status, StatusCode::CONFLICT);
     assert!(retry_after(&headers) >= 1);
     // After it, the retry takes the operation over, with the same operation id.
-    fx.clock.advance(Duration::from_secs(6));
+    fx.clock().advance(Duration::from_secs(6));
     let (status, _, body) = send(&app, post_json("/payments", Some(&key), PAY)).await;
     assert_eq!(status, StatusCode::CREATED);
     assert_eq!(json(&body)["operation_id"], lease.operation_id.as_str());
@@ -952,10 +869,10 @@ async fn ttl_expiry_runs_afresh(fx: &Fixture) {
     let key = unique("ttl");
     let (s1, _, b1) = send(&app, post_json("/payments/short", Some(&key), PAY)).await;
     assert_eq!(s1, StatusCode::CREATED);
-    fx.clock.advance(Duration::from_secs(59));
+    fx.clock().advance(Duration::from_secs(59));
     let (_, h2, _) = send(&app, post_json("/payments/short", Some(&key), PAY)).await;
     assert_eq!(h2["idempotent-replayed"], "true");
-    fx.clock.advance(Duration::from_secs(2));
+    fx.clock().advance(Duration::from_secs(2));
     let (s3, h3, b3) = send(&app, post_json("/payments/short", Some(&key), PAY)).await;
     assert_eq!(s3, StatusCode::CREATED);
     assert!(h3.get("idempotent-replayed").is_none());

@@ -27,13 +27,17 @@ mod snapshot;
 mod vectors;
 mod vectors_derive;
 
+// `backends()` serves tests/faults only.
+#[allow(dead_code)]
+#[path = "../common/backends.rs"]
+mod backends;
 #[path = "../common/counted.rs"]
 mod counted;
 #[path = "../common/records.rs"]
 mod records;
+// `sh` and `Restart` serve tests/faults and idem-runtime's outage tests only.
+#[allow(dead_code)]
 #[path = "../common/servers.rs"]
 mod servers;
-// `connect` serves tests/faults only.
-#[allow(dead_code)]
 #[path = "../common/sql_pool.rs"]
 mod sql_pool;

@@ -2,9 +2,8 @@
 //! real TCP socket, spoken to by a minimal HTTP/1.1 client, on SQLite (a file in a temporary
 //! directory), PostgreSQL and MariaDB/MySQL (when `IDEM_TEST_POSTGRES_URL` /
 //! `IDEM_TEST_MYSQL_URL` are set; `scripts/test` starts the servers; under `CI=true` they must
-//! be). Each PostgreSQL test gets a schema of its own for the business tables (the idempotency
-//! records live in schema `idem`, shared: every key is unique); each MySQL test a database of its
-//! own, with the idempotency table in it.
+//! be). Each test gets a database of its own (`Backend::database`), with the business tables and
+//! the idempotency records in it.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -22,177 +21,72 @@ use payments::Config;
 
 // ---------------------------------------------------------------- fixtures
 
-use crate::servers;
-use servers::{server_url, unique};
-
-#[derive(Clone, Copy)]
-enum Backend {
-    Sqlite,
-    Postgres,
-    #[cfg(feature = "mysql")]
-    Mysql,
-}
+use crate::backends::{Backend, Database, backend_tests, on_database};
+use crate::servers::unique;
 
 struct Server {
     addr: SocketAddr,
-    backend: Backend,
-    /// The example's `DATABASE_URL`.
-    url: String,
-    _dir: Option<tempfile::TempDir>,
+    /// The example's `DATABASE_URL` and what it is on.
+    db: Database,
 }
 
 impl Server {
     /// Runs `sql` on the example's database (the business tables and the idempotency records).
     async fn exec(&self, sql: &'static str) {
-        match self.backend {
-            Backend::Sqlite => {
-                let pool = sqlx::SqlitePool::connect(&self.url).await.unwrap();
-                sqlx::query(sql).execute(&pool).await.unwrap();
-                pool.close().await;
-            }
-            Backend::Postgres => {
-                let pool = sqlx::PgPool::connect(&self.url).await.unwrap();
-                sqlx::query(sql).execute(&pool).await.unwrap();
-                pool.close().await;
-            }
-            #[cfg(feature = "mysql")]
-            Backend::Mysql => {
-                let pool = sqlx::MySqlPool::connect(&self.url).await.unwrap();
-                sqlx::query(sql).execute(&pool).await.unwrap();
-                pool.close().await;
-            }
-        }
+        let pool = self.db.pool().await;
+        pool.execute(sql.to_owned()).await;
+        pool.close().await;
     }
 
-    /// The operation id of the idempotency record of client key `key` (unique across tests).
+    /// The operation id of the idempotency record of client key `key` (unique across tests:
+    /// letters, digits and `_`).
     async fn operation_id(&self, key: &str) -> String {
-        let pattern = format!("%:{key}");
-        match self.backend {
-            Backend::Sqlite => {
-                let pool = sqlx::SqlitePool::connect(&self.url).await.unwrap();
-                sqlx::query_scalar(
-                    "SELECT operation_id FROM idem_idempotency_records WHERE idem_key LIKE ?1",
-                )
-                .bind(pattern)
-                .fetch_one(&pool)
-                .await
-                .unwrap()
-            }
-            Backend::Postgres => {
-                let pool = sqlx::PgPool::connect(&self.url).await.unwrap();
-                sqlx::query_scalar(
-                    "SELECT operation_id FROM idem.idempotency_records WHERE idem_key LIKE $1",
-                )
-                .bind(pattern)
-                .fetch_one(&pool)
-                .await
-                .unwrap()
-            }
-            #[cfg(feature = "mysql")]
-            Backend::Mysql => {
-                let pool = sqlx::MySqlPool::connect(&self.url).await.unwrap();
-                sqlx::query_scalar(
-                    "SELECT operation_id FROM idem_idempotency_records WHERE idem_key LIKE ?",
-                )
-                .bind(pattern)
-                .fetch_one(&pool)
-                .await
-                .unwrap()
-            }
-        }
+        let pool = self.db.pool().await;
+        let table = self.db.backend.records_table();
+        let id = pool
+            .text(format!(
+                "SELECT operation_id FROM {table} WHERE idem_key LIKE '%:{key}'"
+            ))
+            .await;
+        pool.close().await;
+        id
     }
 }
 
-/// A fresh schema for the business tables, as the connection's `search_path`.
-async fn postgres_url(base: &str) -> String {
-    let schema = unique("payments");
-    let pool = sqlx::PgPool::connect(base).await.unwrap();
-    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
-        .execute(&pool)
-        .await
-        .unwrap();
-    pool.close().await;
-    let sep = if base.contains('?') { '&' } else { '?' };
-    format!("{base}{sep}options[search_path]={schema}")
-}
-
-/// A fresh database on the server of `base` (a `mysql://user:pass@host:port/db` URL).
-#[cfg(feature = "mysql")]
-async fn mysql_url(base: &str) -> String {
-    let database = unique("payments");
-    let pool = sqlx::MySqlPool::connect(base).await.unwrap();
-    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {database}")))
-        .execute(&pool)
-        .await
-        .unwrap();
-    pool.close().await;
-    let (server, rest) = base.rsplit_once('/').expect("a URL with a database path");
-    let params = rest.split_once('?').map(|(_, p)| format!("?{p}"));
-    format!("{server}/{database}{}", params.unwrap_or_default())
-}
-
-async fn start(backend: Backend, config: Config) -> Option<Server> {
-    let (url, dir) = match backend {
-        Backend::Sqlite => {
-            let dir = tempfile::tempdir().unwrap();
-            let url = format!("sqlite://{}", dir.path().join("payments.db").display());
-            (url, Some(dir))
-        }
-        Backend::Postgres => {
-            let base = server_url("IDEM_TEST_POSTGRES_URL")?;
-            (postgres_url(&base).await, None)
-        }
-        #[cfg(feature = "mysql")]
-        Backend::Mysql => {
-            let base = server_url("IDEM_TEST_MYSQL_URL")?;
-            (mysql_url(&base).await, None)
-        }
+/// The example served on a database of its own with `config`, spoken to by `scenario`; nothing
+/// when the backend's server is not configured.
+async fn serve_with(backend: Backend, config: Config, scenario: impl AsyncFnOnce(&Server)) {
+    let Some(db) = backend.database().await else {
+        return;
     };
-    let router = payments::app(&url, config).await.unwrap();
+    let router = payments::app(&db.url, config).await.unwrap();
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
-    Some(Server {
-        addr,
-        backend,
-        url,
-        _dir: dir,
-    })
+    scenario(&Server { addr, db }).await;
 }
 
-/// Runs the scenario `$name(&Server)` on each backend: tests `$name::sqlite`, `$name::postgres`,
-/// `$name::mysql` (with the `mysql` feature).
-macro_rules! on_each_backend {
-    (@config) => { Config::default() };
-    (@config $config:expr) => { $config };
-    ($($name:ident $(($config:expr))?;)*) => {$(
-        mod $name {
-            use super::*;
+/// [`serve_with`] the default configuration.
+async fn serve(backend: Backend, scenario: impl AsyncFnOnce(&Server)) {
+    serve_with(backend, Config::default(), scenario).await;
+}
 
-            async fn run(backend: Backend) {
-                let config = on_each_backend!(@config $($config)?);
-                if let Some(server) = start(backend, config).await {
-                    super::$name(&server).await;
-                }
-            }
+/// [`serve_with`] a handler that takes 1.5 s, so that a duplicate meets it in progress.
+async fn serve_slow_handler(backend: Backend, scenario: impl AsyncFnOnce(&Server)) {
+    let config = Config {
+        delay: Duration::from_millis(1500),
+        ..Config::default()
+    };
+    serve_with(backend, config, scenario).await;
+}
 
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn sqlite() {
-                run(Backend::Sqlite).await;
-            }
-
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn postgres() {
-                run(Backend::Postgres).await;
-            }
-
-            #[cfg(feature = "mysql")]
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn mysql() {
-                run(Backend::Mysql).await;
-            }
-        }
-    )*};
+/// [`serve_with`] payments that settle after 1 s.
+async fn serve_slow_settling(backend: Backend, scenario: impl AsyncFnOnce(&Server)) {
+    let config = Config {
+        settle: Duration::from_millis(1000),
+        ..Config::default()
+    };
+    serve_with(backend, config, scenario).await;
 }
 
 // ---------------------------------------------------------------- a minimal HTTP/1.1 client
@@ -344,21 +238,34 @@ async fn create_payment(s: &Server, key: &str, amount: Value) -> Response {
 
 // ---------------------------------------------------------------- scenarios
 
-on_each_backend! {
-    create_and_replay;
-    equivalent_requests_replay;
-    key_reused_is_422;
-    concurrent_duplicate_is_409(Config { delay: Duration::from_millis(1500), ..Config::default() });
-    invalid_request_then_corrected_retry;
-    processor_failure_is_stored_and_replayed;
-    missing_key_is_400;
-    refund_latest_state(Config { settle: Duration::from_millis(1000), ..Config::default() });
-    events_suppress_only;
-    scope_headers_separate_tenants;
-    reads_and_404s;
-    stats_count_business_rows;
-    database_failure_is_503_and_the_retry_continues;
-}
+backend_tests!(
+    2,
+    serve,
+    [sqlite, postgres, mysql],
+    create_and_replay,
+    equivalent_requests_replay,
+    key_reused_is_422,
+    invalid_request_then_corrected_retry,
+    processor_failure_is_stored_and_replayed,
+    missing_key_is_400,
+    events_suppress_only,
+    scope_headers_separate_tenants,
+    reads_and_404s,
+    stats_count_business_rows,
+    database_failure_is_503_and_the_retry_continues,
+);
+backend_tests!(
+    2,
+    serve_slow_handler,
+    [sqlite, postgres, mysql],
+    concurrent_duplicate_is_409,
+);
+backend_tests!(
+    2,
+    serve_slow_settling,
+    [sqlite, postgres, mysql],
+    refund_latest_state,
+);
 
 /// The business write fails (its table is gone for a moment): `503` with `Retry-After`, and the
 /// record is kept with its operation id — the retry writes the payment under that same id, the
@@ -761,19 +668,8 @@ fn config_defaults() {
 /// may fail. On PostgreSQL two concurrent `CREATE TABLE IF NOT EXISTS` of one table race (both
 /// see no table; the loser fails with 42P07 "already exists" or a unique violation in
 /// `pg_type`), which `tests/faults/chaos` caught with three processes of the example.
-async fn instances_start_at_once(backend: Backend) {
-    let url = match backend {
-        Backend::Sqlite => return,
-        Backend::Postgres => match server_url("IDEM_TEST_POSTGRES_URL") {
-            Some(base) => postgres_url(&base).await,
-            None => return,
-        },
-        #[cfg(feature = "mysql")]
-        Backend::Mysql => match server_url("IDEM_TEST_MYSQL_URL") {
-            Some(base) => mysql_url(&base).await,
-            None => return,
-        },
-    };
+async fn instances_start_at_once(db: &Database) {
+    let url = db.url.clone();
     let starts: Vec<_> = (0..8)
         .map(|_| {
             let url = url.clone();
@@ -787,13 +683,4 @@ async fn instances_start_at_once(backend: Backend) {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn instances_start_at_once_postgres() {
-    instances_start_at_once(Backend::Postgres).await;
-}
-
-#[cfg(feature = "mysql")]
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn instances_start_at_once_mysql() {
-    instances_start_at_once(Backend::Mysql).await;
-}
+backend_tests!(4, on_database, [postgres, mysql], instances_start_at_once,);

@@ -12,8 +12,9 @@ use idem::problem;
 use idem::store::{Clock, ManualClock, MemoryStore, Store};
 use idem::{HandlerConfig, Idem, IdempotencyError, ReplayCache, RequestHash, run_once};
 
+use crate::backends::{Backend, Fixture, backend_tests, on_clocked_store};
 use crate::counted::Counted;
-use crate::servers::{server_url, unique};
+use crate::servers::unique;
 
 static SHIP: HandlerConfig = HandlerConfig::new("tests::cached_ship").ttl(Duration::from_secs(60));
 
@@ -171,16 +172,14 @@ async fn the_cache_holds_at_most_its_capacity() {
     assert_eq!(runs.load(Ordering::SeqCst), 200);
 }
 
-/// Two handles, each with its own cache, over one database: two processes. `purge` deletes the
-/// expired record before it is used again (SQLite: a file of the test's own); on the shared
-/// servers the expired record is replaced by the next claim instead (S21), since a purge there
-/// would reach other tests' records.
-async fn two_handles_stay_correct(
-    store: Arc<dyn Store>,
-    clock: &ManualClock,
-    key: &str,
-    purge: bool,
-) {
+/// Two handles, each with its own cache, over one database: two processes. On a store of the
+/// test's own (SQLite's file, Redis's key prefix) a purge deletes the expired record before it
+/// is used again; on the shared PostgreSQL and MariaDB tables the expired record is replaced by
+/// the next claim instead (S21), since a purge there would reach other tests' records.
+async fn two_handles_over_one_store_stay_correct(fx: &Fixture) {
+    let (store, clock) = (fx.store.clone(), fx.clock());
+    let key = &unique("cache");
+    let purge = !matches!(fx.backend, Backend::Postgres | Backend::Mysql);
     let runs = Arc::default();
     let a = Consumer::new(store.clone(), cache(), &runs);
     let b = Consumer::new(store.clone(), cache(), &runs);
@@ -206,56 +205,12 @@ async fn two_handles_stay_correct(
     assert_eq!(runs.load(Ordering::SeqCst), 2);
 }
 
-#[tokio::test]
-async fn two_handles_over_one_sqlite_store_stay_correct() {
-    let clock = Arc::new(ManualClock::starting_now());
-    let (store, _dir) = sqlite(&clock).await;
-    two_handles_stay_correct(store, &clock, "m-1", true).await;
-}
-
-#[tokio::test]
-async fn two_handles_over_one_postgres_store_stay_correct() {
-    let Some(url) = server_url("IDEM_TEST_POSTGRES_URL") else {
-        return;
-    };
-    let clock = Arc::new(ManualClock::starting_now());
-    let store = idem::PostgresStore::connect(&url)
-        .await
-        .unwrap()
-        .with_clock(clock.clone());
-    store.migrate().await.unwrap();
-    two_handles_stay_correct(Arc::new(store), &clock, &unique("cache-pg"), false).await;
-}
-
-#[tokio::test]
-async fn two_handles_over_one_mysql_store_stay_correct() {
-    let Some(url) = server_url("IDEM_TEST_MYSQL_URL") else {
-        return;
-    };
-    let clock = Arc::new(ManualClock::starting_now());
-    let store = idem::MySqlStore::connect(&url)
-        .await
-        .unwrap()
-        .with_clock(clock.clone());
-    store.migrate().await.unwrap();
-    two_handles_stay_correct(Arc::new(store), &clock, &unique("cache-my"), false).await;
-}
-
-/// On Redis the store's key prefix is the test's own, so the purge counts this record only.
-#[tokio::test]
-async fn two_handles_over_one_redis_store_stay_correct() {
-    let Some(url) = server_url("IDEM_TEST_REDIS_URL") else {
-        return;
-    };
-    let clock = Arc::new(ManualClock::starting_now());
-    let store = idem::RedisStore::connect(&url)
-        .await
-        .unwrap()
-        .with_prefix(&format!("{}:", unique("cache-rd")))
-        .with_clock(clock.clone());
-    store.migrate().await.unwrap();
-    two_handles_stay_correct(Arc::new(store), &clock, "m-1", true).await;
-}
+backend_tests!(
+    2,
+    on_clocked_store,
+    [sqlite, postgres, mysql, redis],
+    two_handles_over_one_store_stay_correct,
+);
 
 /// `idem expire --fence N` ends a record early in the database: a handle with a cache replays its
 /// copy for at most `max_age`, then sees the key free.

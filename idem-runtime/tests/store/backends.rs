@@ -1042,7 +1042,7 @@ async fn sqlite_writes_have_a_connection_of_their_own() {
 /// own, left a record that is answered as any other (in progress here, never a second fresh
 /// claim of the key).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sqlite_write_given_up_on_hands_the_writer_back() {
+async fn sqlite_write_given_up_on_does_not_wedge_the_writer() {
     use sqlx::{Connection, Executor};
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("given-up.db");

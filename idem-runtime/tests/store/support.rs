@@ -10,6 +10,10 @@ use idem_runtime::RequestHash;
 use idem_runtime::key::ScopedKey;
 use idem_runtime::store::{ClaimRequest, Clock, ManualClock, MemoryStore, Store, Timestamp};
 
+#[path = "../../../tests/common/servers.rs"]
+pub mod servers;
+pub use servers::server_url;
+
 /// A store under test, the clock it reads, and whatever must live as long as it.
 pub struct Fixture {
     pub store: Arc<dyn Store>,
@@ -25,25 +29,6 @@ impl Fixture {
 
     pub fn advance(&self, d: Duration) {
         self.clock.advance(d);
-    }
-}
-
-/// The URL of a test server, or `None` (with a note) when it is not configured. Under
-/// `CI=true` a missing server is a failure, never a skip.
-pub fn server_url(var: &str) -> Option<String> {
-    match std::env::var(var) {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ if std::env::var("CI").as_deref() == Ok("true") => {
-            panic!(
-                "{var} is not set and CI=true: run the tests through scripts/test, which starts the servers"
-            )
-        }
-        _ => {
-            eprintln!(
-                "note: {var} is not set, skipping this test (scripts/test starts the servers)"
-            );
-            None
-        }
     }
 }
 

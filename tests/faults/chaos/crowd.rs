@@ -600,7 +600,7 @@ async fn check_database(run: &Run, db: &Database) -> String {
 
 /// Runs `plan`; panics on any violation, after printing the tally.
 pub async fn run(plan: Plan, knobs: &Knobs) {
-    let Some(db) = Database::fresh(plan.backend).await else {
+    let Some(db) = plan.backend.database().await else {
         return;
     };
     let started = Instant::now();

@@ -10,31 +10,10 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use super::client::{self, Failure};
-use super::servers::{server_url, unique};
+pub use crate::backends::{Backend, Database};
 
 /// How long a process may take to answer its first request.
 const STARTUP: Duration = Duration::from_secs(60);
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Backend {
-    Sqlite,
-    #[cfg(feature = "postgres")]
-    Postgres,
-    #[cfg(feature = "mysql")]
-    Mysql,
-}
-
-impl Backend {
-    pub fn name(self) -> &'static str {
-        match self {
-            Backend::Sqlite => "sqlite",
-            #[cfg(feature = "postgres")]
-            Backend::Postgres => "postgres",
-            #[cfg(feature = "mysql")]
-            Backend::Mysql => "mariadb",
-        }
-    }
-}
 
 /// A row of the idempotency table.
 #[derive(Debug, Clone)]
@@ -58,54 +37,8 @@ pub struct PaymentRow {
     pub order_id: String,
 }
 
-/// A database of its own on the backend's server (or a SQLite file in a temporary directory).
-pub struct Database {
-    pub backend: Backend,
-    /// The example's `DATABASE_URL`.
-    pub url: String,
-    _dir: Option<tempfile::TempDir>,
-}
-
+/// What the final checks read of a [`Database`] the processes shared.
 impl Database {
-    /// A fresh database, or `None` (with a note) when the backend's server is not configured.
-    pub async fn fresh(backend: Backend) -> Option<Database> {
-        let name = unique("chaos");
-        let (url, dir) = match backend {
-            Backend::Sqlite => {
-                let dir = tempfile::tempdir().unwrap();
-                let url = format!("sqlite://{}", dir.path().join("payments.db").display());
-                (url, Some(dir))
-            }
-            #[cfg(feature = "postgres")]
-            Backend::Postgres => {
-                let base = server_url("IDEM_TEST_POSTGRES_URL")?;
-                let pool = sqlx::PgPool::connect(&base).await.unwrap();
-                sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-                    .execute(&pool)
-                    .await
-                    .unwrap();
-                pool.close().await;
-                (with_database(&base, &name), None)
-            }
-            #[cfg(feature = "mysql")]
-            Backend::Mysql => {
-                let base = server_url("IDEM_TEST_MYSQL_URL")?;
-                let pool = sqlx::MySqlPool::connect(&base).await.unwrap();
-                sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-                    .execute(&pool)
-                    .await
-                    .unwrap();
-                pool.close().await;
-                (with_database(&base, &name), None)
-            }
-        };
-        Some(Database {
-            backend,
-            url,
-            _dir: dir,
-        })
-    }
-
     /// Every idempotency record.
     pub async fn records(&self) -> Vec<RecordRow> {
         type Row = (String, String, i64, i64, i64);
@@ -123,7 +56,6 @@ impl Database {
                 pool.close().await;
                 rows
             }
-            #[cfg(feature = "postgres")]
             Backend::Postgres => {
                 let pool = sqlx::PgPool::connect(&self.url).await.unwrap();
                 let rows = sqlx::query_as(
@@ -137,7 +69,6 @@ impl Database {
                 pool.close().await;
                 rows
             }
-            #[cfg(feature = "mysql")]
             Backend::Mysql => {
                 let pool = sqlx::MySqlPool::connect(&self.url).await.unwrap();
                 let rows = sqlx::query_as(
@@ -152,6 +83,7 @@ impl Database {
                 pool.close().await;
                 rows
             }
+            Backend::Memory | Backend::Redis => unreachable!("no database"),
         };
         rows.into_iter()
             .map(
@@ -185,20 +117,19 @@ impl Database {
                 pool.close().await;
                 rows
             }
-            #[cfg(feature = "postgres")]
             Backend::Postgres => {
                 let pool = sqlx::PgPool::connect(&self.url).await.unwrap();
                 let rows = sqlx::query_as(SQL).fetch_all(&pool).await.unwrap();
                 pool.close().await;
                 rows
             }
-            #[cfg(feature = "mysql")]
             Backend::Mysql => {
                 let pool = sqlx::MySqlPool::connect(&self.url).await.unwrap();
                 let rows = sqlx::query_as(SQL).fetch_all(&pool).await.unwrap();
                 pool.close().await;
                 rows
             }
+            Backend::Memory | Backend::Redis => unreachable!("no database"),
         };
         rows.into_iter()
             .map(|(payment_id, operation_id, order_id)| PaymentRow {
@@ -208,14 +139,6 @@ impl Database {
             })
             .collect()
     }
-}
-
-/// `base` (`scheme://user:pass@host:port/db?params`) with another database.
-#[cfg(any(feature = "postgres", feature = "mysql"))]
-fn with_database(base: &str, database: &str) -> String {
-    let (server, rest) = base.rsplit_once('/').expect("a URL with a database path");
-    let params = rest.split_once('?').map(|(_, p)| format!("?{p}"));
-    format!("{server}/{database}{}", params.unwrap_or_default())
 }
 
 /// The example binary, built by `cargo test` next to the test binaries:

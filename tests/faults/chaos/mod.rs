@@ -38,9 +38,7 @@ mod rng;
 mod storm;
 mod zombie;
 
-use crate::servers;
-
-use fleet::Backend;
+use crate::backends::{Backend, backends};
 
 /// One test at a time, and no test of `bad_day` meanwhile.
 use crate::SERIAL;
@@ -109,14 +107,12 @@ async fn kills_sqlite() {
     crowd::run(kills(Backend::Sqlite), &Knobs::from_env()).await;
 }
 
-#[cfg(feature = "postgres")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kills_postgres() {
     let _serial = SERIAL.lock().await;
     crowd::run(kills(Backend::Postgres), &Knobs::from_env()).await;
 }
 
-#[cfg(feature = "mysql")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kills_mariadb() {
     let _serial = SERIAL.lock().await;
@@ -139,14 +135,12 @@ fn hang_ups(backend: Backend) -> crowd::Plan {
     }
 }
 
-#[cfg(feature = "postgres")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hang_ups_postgres() {
     let _serial = SERIAL.lock().await;
     crowd::run(hang_ups(Backend::Postgres), &Knobs::from_env()).await;
 }
 
-#[cfg(feature = "mysql")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hang_ups_mariadb() {
     let _serial = SERIAL.lock().await;
@@ -159,13 +153,8 @@ async fn hang_ups_mariadb() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zombie_holder() {
     let _serial = SERIAL.lock().await;
-    let mut backends = vec![Backend::Sqlite];
-    #[cfg(feature = "postgres")]
-    backends.push(Backend::Postgres);
-    #[cfg(feature = "mysql")]
-    backends.push(Backend::Mysql);
     let mut runs = Vec::new();
-    for backend in backends {
+    for backend in backends().into_iter().filter(|b| b.has_database()) {
         for wake in [
             zombie::Wake::AfterTheRetryStored,
             zombie::Wake::BeforeTheRetryWrites,
@@ -192,14 +181,12 @@ async fn storm_sqlite() {
     storm::through_the_example(Backend::Sqlite, Knobs::from_env().storm).await;
 }
 
-#[cfg(feature = "postgres")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn storm_postgres() {
     let _serial = SERIAL.lock().await;
     storm::through_the_example(Backend::Postgres, Knobs::from_env().storm).await;
 }
 
-#[cfg(feature = "mysql")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn storm_mariadb() {
     let _serial = SERIAL.lock().await;

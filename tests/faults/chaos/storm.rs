@@ -22,9 +22,9 @@ use serde_json::json;
 use tokio::net::TcpStream;
 
 use super::client::{self, Failure, Response};
-use super::fleet::{Backend, Database, Fleet};
+use super::fleet::{Backend, Fleet};
 use super::report;
-use super::servers::unique;
+use crate::servers::unique;
 
 /// A storm not over by then hangs.
 const HANG: Duration = Duration::from_secs(120);
@@ -119,7 +119,7 @@ fn judge(what: &str, answers: &[Result<Response, Failure>]) -> String {
 
 /// A storm on one process of the example over `backend`.
 pub async fn through_the_example(backend: Backend, n: usize) {
-    let Some(db) = Database::fresh(backend).await else {
+    let Some(db) = backend.database().await else {
         return;
     };
     // The storm checks coalescing, not the machine's speed: a thousand claims queue for the

@@ -27,7 +27,7 @@ use serde_json::{Value, json};
 use super::client::{self, Response};
 use super::fleet::{Backend, Database, Fleet, PaymentRow, RecordRow};
 use super::report;
-use super::servers::unique;
+use crate::servers::unique;
 
 /// The example's handler runs this long (after its claim, before its effect).
 const HANDLER_MS: u64 = 3_000;
@@ -49,7 +49,7 @@ pub enum Wake {
 
 /// Runs the scenario on `backend` (nothing when its server is not configured).
 pub async fn zombie(backend: Backend, wake: Wake) {
-    let Some(db) = Database::fresh(backend).await else {
+    let Some(db) = backend.database().await else {
         return;
     };
     let fleet = Fleet::start(&db, 2, &[("PAYMENTS_DELAY_MS", HANDLER_MS.to_string())]).await;
