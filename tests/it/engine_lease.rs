@@ -612,67 +612,57 @@ async fn sqlite_request_dropped_during_completion() {
     .await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_request_dropped_during_completion() {
-    use sqlx::Connection as _;
-    let Some(url) = servers::server_url("IDEM_TEST_POSTGRES_URL") else {
-        return;
-    };
-    let store = idem::PostgresStore::connect(&url).await.unwrap();
-    store.migrate().await.unwrap();
-    let key = servers::unique("pg-dropped");
-    let hash = key_hash(&key);
-    let other = sqlx::PgConnection::connect(&url).await.unwrap();
-    let other = Arc::new(tokio::sync::Mutex::new(other));
-    dropped_during_completion(Idem::new(store), &key, move || async move {
-        let held = other.clone();
-        let mut conn = other.lock().await;
-        sqlx::query("BEGIN").execute(&mut *conn).await.unwrap();
-        sqlx::query("SELECT 1 FROM idem.idempotency_records WHERE key_hash = $1 FOR UPDATE")
-            .bind(hash)
-            .execute(&mut *conn)
-            .await
-            .unwrap();
-        move || async move {
-            sqlx::query("COMMIT")
-                .execute(&mut *held.lock().await)
-                .await
-                .unwrap();
+/// [`dropped_during_completion`] on a server database: another connection holds the record's
+/// row `FOR UPDATE`, so the completion waits for it.
+macro_rules! dropped_while_the_row_is_locked {
+    ($name:ident, $var:literal, $store:ty, $conn:ty, $lock:literal) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $name() {
+            use sqlx::Connection as _;
+            let Some(url) = servers::server_url($var) else {
+                return;
+            };
+            let store = <$store>::connect(&url).await.unwrap();
+            store.migrate().await.unwrap();
+            let key = servers::unique(stringify!($name));
+            let hash = key_hash(&key);
+            let other = <$conn>::connect(&url).await.unwrap();
+            let other = Arc::new(tokio::sync::Mutex::new(other));
+            dropped_during_completion(Idem::new(store), &key, move || async move {
+                let held = other.clone();
+                let mut conn = other.lock().await;
+                sqlx::query("BEGIN").execute(&mut *conn).await.unwrap();
+                sqlx::query($lock)
+                    .bind(hash)
+                    .execute(&mut *conn)
+                    .await
+                    .unwrap();
+                move || async move {
+                    sqlx::query("COMMIT")
+                        .execute(&mut *held.lock().await)
+                        .await
+                        .unwrap();
+                }
+            })
+            .await;
         }
-    })
-    .await;
+    };
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mysql_request_dropped_during_completion() {
-    use sqlx::Connection as _;
-    let Some(url) = servers::server_url("IDEM_TEST_MYSQL_URL") else {
-        return;
-    };
-    let store = idem::MySqlStore::connect(&url).await.unwrap();
-    store.migrate().await.unwrap();
-    let key = servers::unique("my-dropped");
-    let hash = key_hash(&key);
-    let other = sqlx::MySqlConnection::connect(&url).await.unwrap();
-    let other = Arc::new(tokio::sync::Mutex::new(other));
-    dropped_during_completion(Idem::new(store), &key, move || async move {
-        let held = other.clone();
-        let mut conn = other.lock().await;
-        sqlx::query("BEGIN").execute(&mut *conn).await.unwrap();
-        sqlx::query("SELECT 1 FROM idem_idempotency_records WHERE key_hash = ? FOR UPDATE")
-            .bind(hash)
-            .execute(&mut *conn)
-            .await
-            .unwrap();
-        move || async move {
-            sqlx::query("COMMIT")
-                .execute(&mut *held.lock().await)
-                .await
-                .unwrap();
-        }
-    })
-    .await;
-}
+dropped_while_the_row_is_locked!(
+    postgres_request_dropped_during_completion,
+    "IDEM_TEST_POSTGRES_URL",
+    idem::PostgresStore,
+    sqlx::PgConnection,
+    "SELECT 1 FROM idem.idempotency_records WHERE key_hash = $1 FOR UPDATE"
+);
+dropped_while_the_row_is_locked!(
+    mysql_request_dropped_during_completion,
+    "IDEM_TEST_MYSQL_URL",
+    idem::MySqlStore,
+    sqlx::MySqlConnection,
+    "SELECT 1 FROM idem_idempotency_records WHERE key_hash = ? FOR UPDATE"
+);
 
 static LOGGED: HandlerConfig = HandlerConfig::new("tests::logged").lease(Duration::from_millis(60));
 

@@ -1,31 +1,16 @@
-//! The framework-free claim/replay engine shared by every front: the axum handlers
-//! (what `#[idempotent]` generates), the tower
-//! `http::IdempotencyLayer`, and [`run_once`] for queue consumers and other plain `async fn`s.
+//! The framework-free claim/replay engine behind every front: the axum handlers `#[idempotent]`
+//! generates, the tower `http::IdempotencyLayer`, and [`run_once`] for queue consumers and other
+//! plain `async fn`s. A request's key is validated and scoped, its fingerprint taken before the
+//! handler runs, and the key claimed in the [`Store`]: a fresh claim runs the handler under a
+//! lease, a completed record of the same request is replayed, another request's is `422`, a live
+//! lease `409` + `Retry-After`, an unreachable store `503` + `Retry-After`.
 //!
-//! One request goes through the same steps whatever the front:
-//!
-//! 1. the client key is validated ([`parse_header_key`]) and scoped ([`ScopePart`]s: tenant,
-//!    user, ...; [`HandlerConfig::operation`]) into a [`ScopedKey`];
-//! 2. the request was fingerprinted **before** the handler runs (a [`RequestHash`]);
-//! 3. the key is claimed in the [`Store`]: a fresh claim runs the handler, with the stable
-//!    [`operation_id`] readable inside it (S22) and its lease extended in the background while it
-//!    runs; a completed record with the same request hash is replayed, with another hash it is
-//!    `422` (S7); a live lease is `409` + `Retry-After` (S8); an unreachable store is `503` +
-//!    `Retry-After` and the handler does not run (unless [`HandlerConfig::fail_open`]);
-//! 4. the response is classified by an [`OutcomePolicy`] ([`DefaultPolicy`]): stored for replay,
-//!    stored as a terminal failure, released so that a corrected retry runs as a new operation
-//!    (S2: only for outcomes that guarantee the operation never started), or abandoned;
-//! 5. once the handler has started, its record is never deleted and its operation id never
-//!    changes until a result is stored or the TTL ends: an attempt that ends without a result
-//!    (the request future dropped because the client went away, a panic, the handler's timeout,
-//!    a failed response body) **abandons** the record — it keeps its operation id and its lease
-//!    ends at once — so the next retry takes it over immediately and continues the same
-//!    operation, which effects keyed on the operation id deduplicate (S22).
-//!
-//! What this promises is one stored result per key and one operation id per operation, not that
-//! the handler body runs at most once: after a crash, a cancellation or a timeout the handler
-//! may run again, always under the same operation id. `docs/storage.md` ("Failure points") says
-//! what a retry sees after a failure at each step.
+//! The rule: once the handler has started, its record is never deleted and its operation id never
+//! changes until a result is stored or the TTL ends, except when the [`OutcomePolicy`] declares
+//! the outcome effect-free. An attempt that ends without a result abandons the record, and the
+//! retry continues the same operation under the same [`operation_id`]. The handler may run more
+//! than once after a crash or a cancellation, never under two operation ids. `docs/storage.md`
+//! ("Failure points") says what a retry sees after a failure at each step.
 //!
 //! ```
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
@@ -60,11 +45,7 @@
 //! # });
 //! ```
 //!
-//! [`ScopedKey`]: crate::key::ScopedKey
-//! [`parse_header_key`]: crate::key::parse_header_key
-//! [`ScopePart`]: crate::key::ScopePart
 //! [`Store`]: crate::store::Store
-//! [`RequestHash`]: crate::RequestHash
 
 mod attempt;
 // What every front of generated code takes; the axum front is the only one so far.

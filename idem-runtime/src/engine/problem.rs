@@ -115,7 +115,7 @@ pub const MISCONFIGURED: &str = problem_type!("misconfigured");
 /// `503`: a stored result cannot be read back (framework-free `run_once` only).
 pub const SNAPSHOT_UNREADABLE: &str = problem_type!("snapshot-unreadable");
 /// `400` / `415` / `413`: the `idem::http::Json` extractor could not read the body. A `400`, not
-/// axum's `422`, so that `422` always means "key reused" (the draft's issue #42).
+/// axum's `422`, so that `422` always means "key reused".
 pub const INVALID_BODY: &str = problem_type!("invalid-body");
 
 /// Whole seconds of `d` rounded up, at least 1: the value of a `Retry-After` header.

@@ -16,7 +16,7 @@ use crate::engine::problem::{INVALID_BODY, Problem};
 ///
 /// On an idempotent endpoint `422` must mean one thing only: *this key was used with a different
 /// request* (the IETF draft, section 2.7). axum's `Json` answers `422` for a body that parses but
-/// does not fit the type, which a client could not tell apart (the draft's issue #42).
+/// does not fit the type, which a client could not tell apart from "key reused".
 ///
 /// | rejection | status |
 /// |---|---|

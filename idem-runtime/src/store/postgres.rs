@@ -31,17 +31,14 @@ use super::sql_store::{
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/postgres");
 
-/// Checksums (SHA-384, hex) that idem 0.1.0 recorded for migration files edited since, accepted
-/// as the files' own, so that a database it migrated still starts.
+/// Checksums (SHA-384, hex) that idem 0.1.0 recorded for migration files whose text differs in
+/// this build, accepted as the files' own, so that a database it migrated still starts.
 ///
-/// `20261130000001` gained `CREATE SCHEMA IF NOT EXISTS idem;` so that the file stands alone for
-/// other tools (`psql -f` failed with `schema "idem" does not exist`: the schema was created only
-/// by the runner). The file was edited rather than a version added: a new version after it cannot
-/// make it stand alone, and one before it would be applied *after* it on every existing database
-/// (out of order, which other migration tools refuse). The statement is a no-op wherever the table
-/// exists (the runner creates the schema before its history table), so a database migrated with
-/// either file is the same. New databases record the new checksum; an idem build older than this
-/// change refuses those ("applied with another checksum"), never the databases it migrated itself.
+/// `20261130000001` holds `CREATE SCHEMA IF NOT EXISTS idem;`, so that the file stands alone for
+/// other tools (`psql -f`); 0.1.0's text of it lacked the statement, which is a no-op wherever
+/// the table exists (the runner creates the schema before its history table), so a database
+/// migrated with either text is the same. A version added instead could not make the file stand
+/// alone, and one before it would be applied out of order on existing databases.
 const EARLIER_CHECKSUMS: &[(i64, &str)] = &[(
     20261130000001,
     "bd1c0b9a7c6ddb60d8550db1413eb315db89f9da2d8020ab220d27fcdd4902d6a26c2f932e36d831cda498a124b3df3c",
