@@ -269,11 +269,13 @@ impl MySqlStore {
 pub(super) fn statement_now(done: &MySqlQueryResult) -> Result<Timestamp, StoreError> {
     match i64::try_from(done.last_insert_id()) {
         Ok(ms) if ms > 0 => Ok(Timestamp::from_millis(ms)),
-        _ => Err(StoreError::Other(
-            "the server did not return the statement's time through LAST_INSERT_ID(): \
-             use MariaDB 10.6+ or MySQL 8.0.13+, without a proxy that rewrites OK packets"
-                .into(),
-        )),
+        _ => Err(StoreError::Config {
+            message: "the server did not return the statement's time through LAST_INSERT_ID(): \
+                      use MariaDB 10.6+ or MySQL 8.0.13+, without a proxy that rewrites OK \
+                      packets"
+                .to_owned(),
+            source: None,
+        }),
     }
 }
 

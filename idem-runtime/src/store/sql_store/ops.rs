@@ -187,10 +187,13 @@ pub(crate) fn fenced_unless_one(rows: u64, lease: &Lease) -> Result<(), StoreErr
     match rows {
         1 => Ok(()),
         0 => Err(fenced_out(lease)),
-        n => Err(StoreError::Other(
-            format!("{n} rows matched one key hash: is the unique index on `key_hash` missing?")
-                .into(),
-        )),
+        n => Err(StoreError::Config {
+            message: format!(
+                "{n} rows matched one key hash: the unique index on `key_hash` is missing; \
+                 run the store's migrations"
+            ),
+            source: None,
+        }),
     }
 }
 
