@@ -191,7 +191,7 @@ pub async fn app(database_url: &str, config: Config) -> Result<Router, BoxError>
         .with_policy(RetryDatabaseErrors)
         .with_problem_base(api::PROBLEMS);
     if let Some(wait) = config.store_timeout {
-        idem = idem.store_timeout(wait);
+        idem = idem.with_store_timeout(wait);
     }
     let state = App { idem, db, config };
     Ok(Router::new()

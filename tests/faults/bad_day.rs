@@ -97,7 +97,7 @@ async fn place_order(
 impl App {
     fn new(store: Arc<dyn Store>) -> App {
         App {
-            idem: Idem::from_arc(store).store_timeout(STORE_TIMEOUT),
+            idem: Idem::from_arc(store).with_store_timeout(STORE_TIMEOUT),
             runs: Arc::default(),
             unprotected: Arc::default(),
         }
@@ -393,7 +393,7 @@ async fn atomic_completion_lost(backend: Backend, url: String) {
         ))
         .await;
     let app = AtomicApp {
-        idem: Idem::from_arc(store).store_timeout(STORE_TIMEOUT),
+        idem: Idem::from_arc(store).with_store_timeout(STORE_TIMEOUT),
         proxy: proxy.clone(),
         table: TABLE,
         runs: Arc::default(),

@@ -79,7 +79,7 @@ async fn single_key_storm(fx: &Fixture) {
     let app = App {
         // Generous: the storm queues on the store's pool, and a slow machine must not turn
         // that wait into 503s; what is asserted is the work done, not how long it took.
-        idem: Idem::from_arc(counted.clone()).store_timeout(Duration::from_secs(60)),
+        idem: Idem::from_arc(counted.clone()).with_store_timeout(Duration::from_secs(60)),
         runs: Arc::default(),
     };
     let router = Router::new()

@@ -139,7 +139,7 @@ pub(crate) async fn admit(
     let req = ClaimRequest::new(key, hash, settings.lease, settings.ttl);
     // Measured before the claim is sent: the lease cannot end earlier than this plus its length.
     let sent = tokio::time::Instant::now();
-    let wait = idem.store_timeout_in_force();
+    let wait = idem.store_timeout();
     let backend = idem.store().backend();
     let claimed = telemetry::store_call(backend, "claim", bounded(wait, idem.store().claim(&req)));
     match claimed.await {

@@ -13,7 +13,7 @@ use crate::store::Store;
 /// Default of [`Idem::store_timeout`]: 2 seconds.
 pub const DEFAULT_STORE_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// Default of [`Idem::max_snapshot_bytes`]: 256 KiB.
+/// Default of [`Idem::with_max_snapshot_bytes`]: 256 KiB.
 pub const DEFAULT_MAX_SNAPSHOT_BYTES: usize = 256 * 1024;
 
 /// The store plus the defaults every idempotent handler shares. Cheap to clone (two `Arc`s).
@@ -26,8 +26,8 @@ pub const DEFAULT_MAX_SNAPSHOT_BYTES: usize = 256 * 1024;
 /// use idem_runtime::store::MemoryStore;
 /// let idem = Idem::new(MemoryStore::new())
 ///     .with_policy(DefaultPolicy)
-///     .max_snapshot_bytes(64 * 1024);
-/// assert_eq!(idem.max_snapshot_bytes_in_force(), 64 * 1024);
+///     .with_max_snapshot_bytes(64 * 1024);
+/// assert_eq!(idem.max_snapshot_bytes(), 64 * 1024);
 /// let shared = idem.clone(); // same store
 /// assert!(std::sync::Arc::ptr_eq(shared.store(), idem.store()));
 /// ```
@@ -69,7 +69,7 @@ impl Idem {
     /// The longest wait for one answer of the store unless [`Idem::store_timeout`] says
     /// otherwise: 2 seconds ([`DEFAULT_STORE_TIMEOUT`]).
     pub const DEFAULT_STORE_TIMEOUT: Duration = DEFAULT_STORE_TIMEOUT;
-    /// The largest response body stored whole unless [`Idem::max_snapshot_bytes`] says
+    /// The largest response body stored whole unless [`Idem::with_max_snapshot_bytes`] says
     /// otherwise: 256 KiB ([`DEFAULT_MAX_SNAPSHOT_BYTES`]).
     pub const DEFAULT_MAX_SNAPSHOT_BYTES: usize = DEFAULT_MAX_SNAPSHOT_BYTES;
 
@@ -145,24 +145,24 @@ impl Idem {
     /// use core::time::Duration;
     /// use idem_runtime::engine::Idem;
     /// let idem = Idem::new(idem_runtime::store::MemoryStore::new())
-    ///     .store_timeout(Duration::from_millis(500));
-    /// assert_eq!(idem.store_timeout_in_force(), Duration::from_millis(500));
+    ///     .with_store_timeout(Duration::from_millis(500));
+    /// assert_eq!(idem.store_timeout(), Duration::from_millis(500));
     /// ```
     #[must_use]
-    pub fn store_timeout(mut self, timeout: Duration) -> Self {
+    pub fn with_store_timeout(mut self, timeout: Duration) -> Self {
         self.store_timeout = timeout.max(Duration::from_millis(1));
         self
     }
 
-    /// How long the engine waits for one answer of the store: what [`Idem::store_timeout`] set,
+    /// How long the engine waits for one answer of the store: what [`Idem::with_store_timeout`] set,
     /// or [`DEFAULT_STORE_TIMEOUT`].
     ///
     /// ```
     /// use idem_runtime::engine::{DEFAULT_STORE_TIMEOUT, Idem};
     /// let idem = Idem::new(idem_runtime::store::MemoryStore::new());
-    /// assert_eq!(idem.store_timeout_in_force(), DEFAULT_STORE_TIMEOUT);
+    /// assert_eq!(idem.store_timeout(), DEFAULT_STORE_TIMEOUT);
     /// ```
-    pub fn store_timeout_in_force(&self) -> Duration {
+    pub fn store_timeout(&self) -> Duration {
         self.store_timeout
     }
 
@@ -171,11 +171,11 @@ impl Idem {
     ///
     /// ```
     /// use idem_runtime::engine::Idem;
-    /// let idem = Idem::new(idem_runtime::store::MemoryStore::new()).max_snapshot_bytes(1024);
-    /// assert_eq!(idem.max_snapshot_bytes_in_force(), 1024);
+    /// let idem = Idem::new(idem_runtime::store::MemoryStore::new()).with_max_snapshot_bytes(1024);
+    /// assert_eq!(idem.max_snapshot_bytes(), 1024);
     /// ```
     #[must_use]
-    pub fn max_snapshot_bytes(mut self, n: usize) -> Self {
+    pub fn with_max_snapshot_bytes(mut self, n: usize) -> Self {
         self.max_snapshot_bytes = n;
         self
     }
@@ -329,15 +329,15 @@ impl Idem {
         &*self.policy
     }
 
-    /// The default largest body stored whole: what [`Idem::max_snapshot_bytes`] set, or
+    /// The default largest body stored whole: what [`Idem::with_max_snapshot_bytes`] set, or
     /// [`DEFAULT_MAX_SNAPSHOT_BYTES`].
     ///
     /// ```
     /// use idem_runtime::engine::{DEFAULT_MAX_SNAPSHOT_BYTES, Idem};
     /// let idem = Idem::new(idem_runtime::store::MemoryStore::new());
-    /// assert_eq!(idem.max_snapshot_bytes_in_force(), DEFAULT_MAX_SNAPSHOT_BYTES);
+    /// assert_eq!(idem.max_snapshot_bytes(), DEFAULT_MAX_SNAPSHOT_BYTES);
     /// ```
-    pub fn max_snapshot_bytes_in_force(&self) -> usize {
+    pub fn max_snapshot_bytes(&self) -> usize {
         self.max_snapshot_bytes
     }
 }
@@ -350,7 +350,7 @@ impl Idem {
 /// use std::sync::Arc;
 /// use idem_runtime::engine::{AsIdem, Idem};
 /// let idem = Arc::new(Idem::new(idem_runtime::store::MemoryStore::new()));
-/// fn limit(h: &impl AsIdem) -> usize { h.as_idem().max_snapshot_bytes_in_force() }
+/// fn limit(h: &impl AsIdem) -> usize { h.as_idem().max_snapshot_bytes() }
 /// assert_eq!(limit(&idem), limit(&&*idem));
 /// ```
 #[diagnostic::on_unimplemented(

@@ -88,7 +88,7 @@ impl IdemContext {
     /// # use idem_runtime::{engine::Idem, http::IdemContext};
     /// # let (parts, ()) = http::Request::post("/").body(()).unwrap().into_parts();
     /// let cx = IdemContext::new(Idem::new(idem_runtime::store::MemoryStore::new()), &parts);
-    /// assert_eq!(cx.idem().max_snapshot_bytes_in_force(), 256 * 1024);
+    /// assert_eq!(cx.idem().max_snapshot_bytes(), 256 * 1024);
     /// ```
     pub fn idem(&self) -> &Idem {
         &self.idem

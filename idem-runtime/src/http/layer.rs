@@ -555,7 +555,7 @@ where
             limit: config
                 .handler
                 .max_snapshot_bytes
-                .unwrap_or(config.idem.max_snapshot_bytes_in_force()),
+                .unwrap_or(config.idem.max_snapshot_bytes()),
             biz_no_field: &config.biz_no_field,
             biz_no_from_body: true,
             key_fields: Vec::new(),

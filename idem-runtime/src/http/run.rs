@@ -139,7 +139,7 @@ impl<M: Replayer, R: IntoSnapshot + Send> Front for Handler<'_, M, R> {
             limit: self
                 .cfg
                 .max_snapshot_bytes
-                .unwrap_or(self.idem.max_snapshot_bytes_in_force()),
+                .unwrap_or(self.idem.max_snapshot_bytes()),
             biz_no_field: R::biz_no_field(),
             biz_no_from_body: false,
             key_fields,
