@@ -52,19 +52,18 @@ fn days_in_month(year: i64, month: u32) -> u32 {
 }
 
 impl Timestamp {
-    /// A local date-time `offset_seconds` east of UTC, converted to UTC. A leap second (60) is
-    /// converted as 59 and kept as 60.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn from_local(
-        year: i64,
-        month: u32,
-        day: u32,
-        hour: u32,
-        minute: u32,
-        second: u32,
-        nanos: u32,
-        offset_seconds: i64,
-    ) -> Timestamp {
+    /// This date-time read as local time `offset_seconds` east of UTC, converted to UTC. A leap
+    /// second (60) is converted as 59 and kept as 60.
+    pub(crate) fn to_utc(self, offset_seconds: i64) -> Timestamp {
+        let Timestamp {
+            year,
+            month,
+            day,
+            hour,
+            minute,
+            second,
+            nanos,
+        } = self;
         let secs = days_from_civil(year, month, day) * 86_400
             + i64::from(hour) * 3600
             + i64::from(minute) * 60
@@ -260,7 +259,16 @@ pub(crate) fn parse_timestamp(text: &str) -> Result<Timestamp, &'static str> {
     if pos != s.len() {
         return Err("unexpected text after the offset");
     }
-    let ts = Timestamp::from_local(year, month, day, hour, minute, second, nanos, offset);
+    let local = Timestamp {
+        year,
+        month,
+        day,
+        hour,
+        minute,
+        second,
+        nanos,
+    };
+    let ts = local.to_utc(offset);
     if !(0..=9999).contains(&ts.year) {
         return Err("the year is outside 0000..9999 in UTC");
     }

@@ -207,17 +207,18 @@ impl Canonical for chrono::NaiveDate {
 #[cfg_attr(docsrs, doc(cfg(feature = "time")))]
 impl Canonical for time::OffsetDateTime {
     fn write_canonical(&self, w: &mut CanonicalWriter<'_>) {
-        crate::encode::datetime::Timestamp::from_local(
-            i64::from(self.year()),
-            u32::from(u8::from(self.month())),
-            u32::from(self.day()),
-            u32::from(self.hour()),
-            u32::from(self.minute()),
-            u32::from(self.second()),
-            self.nanosecond(),
-            i64::from(self.offset().whole_seconds()),
-        )
-        .write(w);
+        let local = crate::encode::datetime::Timestamp {
+            year: i64::from(self.year()),
+            month: u32::from(u8::from(self.month())),
+            day: u32::from(self.day()),
+            hour: u32::from(self.hour()),
+            minute: u32::from(self.minute()),
+            second: u32::from(self.second()),
+            nanos: self.nanosecond(),
+        };
+        local
+            .to_utc(i64::from(self.offset().whole_seconds()))
+            .write(w);
     }
     fn value_spec() -> ValueSpec {
         ValueSpec::Timestamp
