@@ -180,45 +180,24 @@ async fn create_payment_with(
     run(cx, call, Mode::stored(), payment(app, req)).await
 }
 
-async fn create_payment(
-    cx: IdemContext,
-    State(app): State<App>,
-    Json(req): Json<CreatePayment>,
-) -> Response {
-    create_payment_with(&CREATE, true, cx, app, req).await
+/// An axum handler running [`create_payment_with`] under one configuration.
+macro_rules! payment_handler {
+    ($name:ident, $cfg:expr, by_tenant: $by_tenant:expr) => {
+        async fn $name(
+            cx: IdemContext,
+            State(app): State<App>,
+            Json(req): Json<CreatePayment>,
+        ) -> Response {
+            create_payment_with($cfg, $by_tenant, cx, app, req).await
+        }
+    };
 }
 
-async fn create_payment_fail_open(
-    cx: IdemContext,
-    State(app): State<App>,
-    Json(req): Json<CreatePayment>,
-) -> Response {
-    create_payment_with(&CREATE_OPEN, true, cx, app, req).await
-}
-
-async fn create_payment_short_ttl(
-    cx: IdemContext,
-    State(app): State<App>,
-    Json(req): Json<CreatePayment>,
-) -> Response {
-    create_payment_with(&CREATE_SHORT, false, cx, app, req).await
-}
-
-async fn create_payment_suppressed(
-    cx: IdemContext,
-    State(app): State<App>,
-    Json(req): Json<CreatePayment>,
-) -> Response {
-    create_payment_with(&CREATE_SUPPRESSED, false, cx, app, req).await
-}
-
-async fn create_payment_timeout(
-    cx: IdemContext,
-    State(app): State<App>,
-    Json(req): Json<CreatePayment>,
-) -> Response {
-    create_payment_with(&CREATE_TIMEOUT, false, cx, app, req).await
-}
+payment_handler!(create_payment, &CREATE, by_tenant: true);
+payment_handler!(create_payment_fail_open, &CREATE_OPEN, by_tenant: true);
+payment_handler!(create_payment_short_ttl, &CREATE_SHORT, by_tenant: false);
+payment_handler!(create_payment_suppressed, &CREATE_SUPPRESSED, by_tenant: false);
+payment_handler!(create_payment_timeout, &CREATE_TIMEOUT, by_tenant: false);
 
 // latest_state: orders
 
