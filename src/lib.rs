@@ -357,6 +357,9 @@ pub use idem_runtime::engine::{
     AsIdem, Contract, DefaultPolicy, Disposition, HandlerConfig, Idem, IdempotencyError,
     OperationId, OutcomePolicy, ReplayCache, Snapshot, operation_id, run_once,
 };
+#[cfg(feature = "tonic")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tonic")))]
+pub use idem_runtime::grpc;
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub use idem_runtime::http;

@@ -72,11 +72,15 @@ pub fn enum_spec<const N: usize>(variants: [(&str, Option<ValueSpec>); N]) -> Va
 // ---- `#[idempotent]` (docs/design/idempotent-interface.md) ----
 pub use core::time::Duration;
 
-#[cfg(feature = "axum")]
+#[cfg(any(feature = "axum", feature = "tonic"))]
 pub use crate::engine::call::{Call, Latest, Mode, Stored};
 pub use crate::engine::{
     AsIdem, Contract, HandlerConfig, Idem, IdempotencyError, Snapshot, run_once,
 };
+#[cfg(feature = "tonic")]
+pub use crate::grpc::run::{GrpcReplayer, run as grpc_run};
+#[cfg(feature = "tonic")]
+pub use crate::grpc::{GrpcContext, KeySource as GrpcKeySource, status as grpc_status};
 #[cfg(feature = "axum")]
 pub use crate::http::run::{Replayer, run};
 #[cfg(feature = "axum")]
@@ -88,6 +92,8 @@ pub use crate::store::atomic::{AtomicMode, TxParam, TxSlot, take_tx, tx_slot};
 pub use axum;
 #[cfg(feature = "axum")]
 pub use axum::response::Response;
+#[cfg(feature = "tonic")]
+pub use tonic;
 
 pub use serde_json;
 

@@ -12,6 +12,9 @@ pub mod deserialize;
 mod encode;
 pub mod engine;
 pub mod fingerprint;
+#[cfg(feature = "tonic")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tonic")))]
+pub mod grpc;
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub mod http;

@@ -16,6 +16,8 @@ mod derive;
 mod engine_lease;
 mod engine_once;
 mod equivalence;
+#[cfg(feature = "tonic")]
+mod grpc;
 mod hostile;
 mod http_engine;
 mod http_layer;

@@ -15,6 +15,25 @@ pub(crate) enum Form<'a> {
     Axum,
     /// `store = expr`: any `async fn .. -> Result<T, E>`; a replay returns the stored `Result`.
     Consumer { store: &'a syn::Expr },
+    /// A unary method of a tonic service (`&self`, `tonic::Request<T>`, `Result<Response<M>,
+    /// Status>`), as written or as `#[tonic::async_trait]` expanded it.
+    Tonic(Tonic<'a>),
+}
+
+/// A tonic method's parts.
+pub(crate) struct Tonic<'a> {
+    /// The name of its `request: Request<T>` parameter.
+    pub(crate) name: &'a Ident,
+    /// `T`.
+    pub(crate) message: &'a syn::Type,
+    /// What the method yields, `Result<Response<M>, Status>`.
+    pub(crate) output: &'a syn::Type,
+    /// `#[tonic::async_trait]` turned the `async fn` into a `fn` returning
+    /// `Pin<Box<dyn Future<Output = ..> + Send + 'async_trait>>`, its body into `Box::pin(async
+    /// move { .. })`: the body is that future, the generated code boxes its own.
+    pub(crate) boxed: bool,
+    /// `store = expr` (default `self`, through `AsIdem`).
+    pub(crate) store: Option<&'a syn::Expr>,
 }
 
 /// The value that is fingerprinted.
@@ -148,6 +167,95 @@ pub(crate) fn target_of(pat: &syn::Pat, ty: &syn::Type) -> Result<Target, NotBou
     }
 }
 
+/// The last path segment of `ty`, through parentheses and groups.
+fn last_segment(ty: &syn::Type) -> Option<&syn::PathSegment> {
+    match ty {
+        syn::Type::Path(p) if p.qself.is_none() => p.path.segments.last(),
+        syn::Type::Paren(p) => last_segment(&p.elem),
+        syn::Type::Group(g) => last_segment(&g.elem),
+        _ => None,
+    }
+}
+
+/// `T` of `Request<T>` (`tonic::Request<T>`).
+pub(crate) fn tonic_request(ty: &syn::Type) -> Option<&syn::Type> {
+    let last = last_segment(ty)?;
+    (last.ident == "Request").then(|| single_type_argument(&last.arguments))?
+}
+
+/// `M` of `Result<Response<M>, Status>` (any paths): the output of a unary or server-streaming
+/// tonic method.
+pub(crate) fn tonic_response(ty: &syn::Type) -> Option<&syn::Type> {
+    let last = last_segment(ty)?;
+    if last.ident != "Result" {
+        return None;
+    }
+    let syn::PathArguments::AngleBracketed(args) = &last.arguments else {
+        return None;
+    };
+    let mut types = args.args.iter().filter_map(|arg| match arg {
+        syn::GenericArgument::Type(ty) => Some(ty),
+        _ => None,
+    });
+    let (ok, err) = (types.next()?, types.next()?);
+    if last_segment(err)?.ident != "Status" {
+        return None;
+    }
+    let ok = last_segment(ok)?;
+    (ok.ident == "Response").then(|| single_type_argument(&ok.arguments))?
+}
+
+/// `T` of `Pin<Box<dyn Future<Output = T> + ..>>`, the return type `#[async_trait]` gives a
+/// method.
+pub(crate) fn boxed_future_output(ty: &syn::Type) -> Option<&syn::Type> {
+    let pin = last_segment(ty)?;
+    if pin.ident != "Pin" {
+        return None;
+    }
+    let boxed = last_segment(single_type_argument(&pin.arguments)?)?;
+    if boxed.ident != "Box" {
+        return None;
+    }
+    let syn::Type::TraitObject(dyn_) = single_type_argument(&boxed.arguments)? else {
+        return None;
+    };
+    dyn_.bounds.iter().find_map(|bound| {
+        let syn::TypeParamBound::Trait(t) = bound else {
+            return None;
+        };
+        let future = t.path.segments.last()?;
+        if future.ident != "Future" {
+            return None;
+        }
+        let syn::PathArguments::AngleBracketed(args) = &future.arguments else {
+            return None;
+        };
+        args.args.iter().find_map(|arg| match arg {
+            syn::GenericArgument::AssocType(a) if a.ident == "Output" => Some(&a.ty),
+            _ => None,
+        })
+    })
+}
+
+/// Whether a tonic message type is a stream: `Streaming<T>` (client streaming) or an associated
+/// type of the service (`Self::ListStream`, server streaming).
+pub(crate) fn is_stream(ty: &syn::Type) -> bool {
+    match ty {
+        syn::Type::Path(p) => {
+            p.qself.is_some()
+                || p.path.segments.first().is_some_and(|s| s.ident == "Self")
+                || p.path
+                    .segments
+                    .last()
+                    .is_some_and(|s| s.ident == "Streaming")
+        }
+        syn::Type::Paren(p) => is_stream(&p.elem),
+        syn::Type::Group(g) => is_stream(&g.elem),
+        syn::Type::TraitObject(_) | syn::Type::ImplTrait(_) => true,
+        _ => false,
+    }
+}
+
 /// The first `impl Trait` in `ty`.
 pub(crate) fn find_impl_trait(ty: &syn::Type) -> Option<&syn::TypeImplTrait> {
     match ty {
@@ -233,6 +341,30 @@ mod tests {
         assert_eq!(target("Json(_): Json<Create>"), Err(()));
         assert_eq!(target("Json(Create { a, .. }): Json<Create>"), Err(()));
         assert_eq!(target("Wrapper(w): Wrapper"), Err(()));
+    }
+
+    #[test]
+    fn recognizes_tonic_signatures() {
+        let ty = |s: &str| syn::parse_str::<syn::Type>(s).unwrap();
+        let text = |t: Option<&syn::Type>| t.map(|t| quote!(#t).to_string().replace(' ', ""));
+        assert_eq!(
+            text(tonic_request(&ty("tonic::Request<Pay>"))),
+            Some("Pay".into())
+        );
+        assert_eq!(text(tonic_request(&ty("Json<Pay>"))), None);
+        let out = ty("Result<tonic::Response<pb::Payment>, tonic::Status>");
+        assert_eq!(text(tonic_response(&out)), Some("pb::Payment".into()));
+        assert_eq!(text(tonic_response(&ty("Result<Json<P>, E>"))), None);
+        let boxed = ty(
+            "::core::pin::Pin<Box<dyn ::core::future::Future<Output = Result<Response<P>, Status>> + ::core::marker::Send + 'async_trait>>",
+        );
+        assert_eq!(
+            text(boxed_future_output(&boxed)),
+            Some("Result<Response<P>,Status>".into())
+        );
+        assert!(is_stream(&ty("Self::ListStream")));
+        assert!(is_stream(&ty("tonic::Streaming<Pay>")));
+        assert!(!is_stream(&ty("pb::Payment")));
     }
 
     #[test]

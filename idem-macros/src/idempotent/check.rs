@@ -6,7 +6,7 @@ use quote::ToTokens;
 use syn::ext::IdentExt;
 use syn::spanned::Spanned;
 
-use super::ast::{self, Form, Key, NotBound, Plan, Target};
+use super::ast::{self, Form, Key, NotBound, Plan, Target, Tonic};
 use super::attr::{Args, Contract, Scope, Source};
 use crate::ctxt::Ctxt;
 
@@ -14,16 +14,20 @@ use crate::ctxt::Ctxt;
 /// may have been recorded all the same: `cx.check()` decides).
 pub(crate) fn plan<'a>(cx: &Ctxt, args: &'a Args, item: &'a syn::ItemFn) -> Option<Plan<'a>> {
     let sig = &item.sig;
-    check_async(cx, sig);
-    check_return_type(cx, sig);
-    let form = match args.store.valid() {
-        Some(store) => Form::Consumer { store },
-        None => Form::Axum,
+    let form = match (tonic_method(cx, args, sig), args.store.valid()) {
+        (Some(tonic), _) => Form::Tonic(tonic?),
+        (None, Some(store)) => Form::Consumer { store },
+        (None, None) => Form::Axum,
     };
+    if !matches!(form, Form::Tonic(Tonic { boxed: true, .. })) {
+        check_async(cx, sig);
+    }
+    check_return_type(cx, sig);
     let contract = args.contract();
-    match form {
+    match &form {
         Form::Axum => check_axum(cx, sig),
         Form::Consumer { .. } => check_consumer(cx, args, sig),
+        Form::Tonic(tonic) => check_tonic(cx, args, tonic),
     }
     check_lookup(cx, args, &form);
     check_durations(cx, args);
@@ -44,6 +48,7 @@ pub(crate) fn plan<'a>(cx: &Ctxt, args: &'a Args, item: &'a syn::ItemFn) -> Opti
                 match form {
                     Form::Axum => "`#[idempotent]` needs a `scope`: who may share an idempotency key? Write `scope = [auth.tenant_id, auth.user_id]` with the caller's authenticated identity (an extractor argument), `scope = default` for the scope set once with `Idem::with_default_scope`, or `scope = global` if every caller shares the keys",
                     Form::Consumer { .. } => "`#[idempotent]` needs a `scope`: who may share an idempotency key? Write `scope = [msg.tenant_id]` with what separates the producers of the messages, or `scope = global` if every producer shares the keys",
+                    Form::Tonic(_) => "`#[idempotent]` needs a `scope`: who may share an idempotency key? Write `scope = [header(\"x-tenant-id\")]` with the caller's identity from the request metadata (or an expression over `request.extensions()`, where an authenticating interceptor puts it), `scope = default` for the scope set once with `Idem::with_default_scope`, or `scope = global` if every caller shares the keys",
                 },
             ));
             return None;
@@ -116,6 +121,78 @@ fn check_return_type(cx: &Ctxt, sig: &syn::Signature) {
             format!(
                 "`#[idempotent]` stores the response and replays it, so it needs the response's type: `{}` hides it (and whether it carries a business number); name the type, as in `-> Result<(StatusCode, Json<Payment>), ApiError>`",
                 crate::attr::tokens_text(opaque)
+            ),
+        );
+    }
+}
+
+/// The tonic form of `sig`, when it is a method (`&self`) whose output is `Result<Response<M>,
+/// Status>` — as written (`async fn`) or as `#[tonic::async_trait]` expanded it (`fn` returning
+/// `Pin<Box<dyn Future<Output = ..>>>`): `Some(None)` after an error.
+fn tonic_method<'a>(
+    cx: &Ctxt,
+    args: &'a Args,
+    sig: &'a syn::Signature,
+) -> Option<Option<Tonic<'a>>> {
+    sig.receiver()?;
+    let syn::ReturnType::Type(_, declared) = &sig.output else {
+        return None;
+    };
+    let (output, boxed) = match (sig.asyncness, ast::boxed_future_output(declared)) {
+        (None, Some(output)) => (output, true),
+        _ => (&**declared, false),
+    };
+    let response = ast::tonic_response(output)?;
+    let found = typed_args(sig).find_map(|t| Some((t, ast::tonic_request(&t.ty)?)));
+    let Some((request, message)) = found else {
+        cx.error_spanned_by(
+            &sig.ident,
+            format!(
+                "`{}` answers like a tonic method and takes no `tonic::Request<T>`: `#[idempotent]` fingerprints the request message and reads the key from its metadata; write `request: tonic::Request<CreatePayment>`",
+                sig.ident.unraw()
+            ),
+        );
+        return Some(None);
+    };
+    if ast::is_stream(message) || ast::is_stream(response) {
+        let at = if ast::is_stream(message) {
+            message
+        } else {
+            response
+        };
+        cx.error_spanned_by(
+            at,
+            "`#[idempotent]` applies to unary tonic methods only: a stream cannot be stored and replayed as one answer; make the method unary (one request message, one response message), or give each message of the stream its own key with `store = ..` on the function that handles it",
+        );
+        return Some(None);
+    }
+    let Some(name) =
+        ast::bound_name(&request.pat).filter(|_| matches!(*request.pat, syn::Pat::Ident(_)))
+    else {
+        cx.error_spanned_by(
+            &request.pat,
+            "bind the request to a name, so that `#[idempotent]` can read its metadata and fingerprint its message before the body runs: write `request: tonic::Request<CreatePayment>`",
+        );
+        return Some(None);
+    };
+    Some(Some(Tonic {
+        name,
+        message,
+        output,
+        boxed,
+        store: args.store.valid(),
+    }))
+}
+
+fn check_tonic(cx: &Ctxt, args: &Args, tonic: &Tonic<'_>) {
+    if let Some(arg) = args.fingerprint.valid().and_then(|fp| fp.arg.as_ref())
+        && arg != tonic.name
+    {
+        cx.error_spanned_by(
+            arg,
+            format!(
+                "a tonic method fingerprints its request message (`{}`): remove `arg = ..`, and choose the message's fields with `fingerprint(fields = [..])` or `#[fingerprint(env)]` on them",
+                tonic.name.unraw()
             ),
         );
     }
@@ -213,7 +290,7 @@ fn check_lookup(cx: &Ctxt, args: &Args, form: &Form<'_>) {
         .valid()
         .filter(|c| c.value == Contract::LatestState);
     match (latest, args.lookup.key_tokens()) {
-        (Some(contract), None) if matches!(form, Form::Axum) => cx.error_spanned_by(
+        (Some(contract), None) if matches!(form, Form::Axum | Form::Tonic(_)) => cx.error_spanned_by(
             &contract.lit,
             "`latest_state` answers a retry with the current state of what the first request created, so it needs a `lookup`: add `lookup = find_payment`, an `async fn(String) -> impl IntoResponse` that renders it from the business number",
         ),
@@ -267,6 +344,13 @@ fn transaction<'a>(
         }
         return None;
     };
+    if let Form::Tonic(_) = form {
+        cx.error_spanned_by(
+            name,
+            "`transaction = ..` (the atomic mode) adds a `Tx` parameter to an axum handler, and a tonic method's parameters are fixed by its service trait: write the method's rows in a transaction of your own, with a unique constraint on `idem::operation_id()`, so that a retry finds the row instead of writing it twice",
+        );
+        return None;
+    }
     if let Form::Consumer { .. } = form {
         cx.error_spanned_by(
             name,
@@ -305,6 +389,13 @@ fn transaction<'a>(
 /// first argument (`store = ..`).
 fn target(cx: &Ctxt, args: &Args, sig: &syn::Signature, form: &Form<'_>) -> Option<Target> {
     let typed = || typed_args(sig);
+    if let Form::Tonic(tonic) = form {
+        let name = tonic.name;
+        return Some(Target {
+            ty: tonic.message.clone(),
+            access: quote::quote!(#name.get_ref()),
+        });
+    }
     let explicit = args.fingerprint.valid().and_then(|fp| fp.arg.as_ref());
     let chosen = if let Some(name) = explicit {
         let found = typed().find(|t| ast::bound_name(&t.pat) == Some(name));
@@ -330,6 +421,7 @@ fn target(cx: &Ctxt, args: &Args, sig: &syn::Signature, form: &Form<'_>) -> Opti
         found
     } else {
         match form {
+            Form::Tonic(_) => unreachable!("a tonic method's target is its request"),
             Form::Axum => {
                 let found = typed().find(|t| ast::json_inner(&t.ty).is_some());
                 if found.is_none() {

@@ -15,7 +15,7 @@ use proc_macro2::{Delimiter, Group, Span, TokenStream, TokenTree};
 use quote::{ToTokens, format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
 
-use super::ast::{Form, Key, Plan};
+use super::ast::{Form, Key, Plan, Tonic};
 use super::attr::{Contract, Scope, Source};
 use crate::respan::{first_last, respan, spanned_ref};
 
@@ -81,6 +81,7 @@ pub(crate) fn expand(plan: &Plan<'_>) -> TokenStream {
                 #run #call
             }
         }
+        Form::Tonic(tonic) => return expand_tonic(plan, tonic, &pv),
         Form::Consumer { store } => {
             let as_idem = respan(quote!(#pv::AsIdem::as_idem), store.span());
             let store = spanned_ref(store);
@@ -112,6 +113,95 @@ pub(crate) fn expand(plan: &Plan<'_>) -> TokenStream {
             #scope_prelude
             #call
         }
+    }
+}
+
+/// A tonic method: its signature kept as written (or as `#[tonic::async_trait]` expanded it),
+/// the request's metadata and extensions read and its message fingerprinted before the body
+/// takes the request, the body run by the runtime as a future.
+fn expand_tonic(plan: &Plan<'_>, tonic: &Tonic<'_>, pv: &TokenStream) -> TokenStream {
+    let item = plan.item;
+    let attrs = item.attrs.iter().map(|attr| {
+        let mut attr = attr.clone();
+        attr.style = syn::AttrStyle::Outer;
+        attr
+    });
+    let vis = &item.vis;
+    let sig = &item.sig;
+    let output = tonic.output;
+    let ret_span = output.span();
+    let config = config(plan, pv);
+    let hash = hash(plan, pv);
+    let (key_prelude, key_arg) = key(plan, pv);
+    let (scope_prelude, scope_arg) = scope(plan, pv);
+    let request = tonic.name;
+    let handle = match tonic.store {
+        Some(store) => {
+            let as_idem = respan(quote!(#pv::AsIdem::as_idem), store.span());
+            let store = spanned_ref(store);
+            quote!(#as_idem(#store))
+        }
+        None => {
+            let as_idem = respan(quote!(#pv::AsIdem::as_idem), sig.ident.span());
+            quote!(#as_idem(self))
+        }
+    };
+    let body = if tonic.boxed {
+        // `Box::pin(async move { .. })`, typed by `#[async_trait]` already.
+        let block = &item.block;
+        quote!(#block)
+    } else {
+        body(item, &quote!(#output), &quote!())
+    };
+    let (lookup_prelude, mode) = match (plan.contract, plan.lookup) {
+        (Contract::LatestState, Some(lookup)) => (
+            quote_spanned!(lookup.span()=> let __idem_lookup = #lookup;),
+            quote!(#pv::Mode::latest(__idem_lookup)),
+        ),
+        _ => (quote!(), quote!(#pv::Mode::stored())),
+    };
+    let run = respan(quote!(#pv::grpc_run), ret_span);
+    let call = quote! {
+        #run(
+            __idem_cx,
+            #pv::Call {
+                config: &__IDEM_CONFIG,
+                key: #key_arg,
+                scope: #scope_arg,
+                hash: __idem_hash,
+            },
+            #mode,
+            __idem_body,
+        )
+    };
+    let tail = if tonic.boxed {
+        quote!(::std::boxed::Box::pin(#call))
+    } else {
+        quote!(#call.await)
+    };
+    quote! {
+        #(#attrs)*
+        #vis #sig {
+            #config
+            let __idem_cx = #pv::GrpcContext::new(#handle, &#request);
+            #hash
+            #key_prelude
+            #scope_prelude
+            #lookup_prelude
+            let __idem_body = #body;
+            #tail
+        }
+    }
+}
+
+/// The early answer of a tonic method whose scope cannot be computed.
+fn tonic_reject(plan: &Plan<'_>, pv: &TokenStream) -> TokenStream {
+    let boxed = matches!(&plan.form, Form::Tonic(Tonic { boxed: true, .. }));
+    let status = quote!(::core::result::Result::Err(#pv::grpc_status(&__idem_err, ::core::option::Option::None)));
+    if boxed {
+        quote!(return ::std::boxed::Box::pin(async move { #status });)
+    } else {
+        quote!(return #status;)
     }
 }
 
@@ -223,7 +313,15 @@ fn hash(plan: &Plan<'_>, pv: &TokenStream) -> TokenStream {
 /// The statements that read the client key, and the argument passed to the runtime.
 fn key(plan: &Plan<'_>, pv: &TokenStream) -> (TokenStream, TokenStream) {
     let consumer = matches!(plan.form, Form::Consumer { .. });
+    let tonic = matches!(plan.form, Form::Tonic(_));
     match plan.key {
+        Key::DefaultHeader if tonic => (
+            quote!(),
+            quote!(#pv::GrpcKeySource::Metadata("idempotency-key")),
+        ),
+        Key::Source(Source::Header { name, .. }) if tonic => {
+            (quote!(), quote!(#pv::GrpcKeySource::Metadata(#name)))
+        }
         Key::DefaultHeader => (quote!(), quote!(#pv::KeySource::Header("Idempotency-Key"))),
         Key::Source(Source::Header { name, .. }) => {
             (quote!(), quote!(#pv::KeySource::Header(#name)))
@@ -240,6 +338,8 @@ fn key(plan: &Plan<'_>, pv: &TokenStream) -> (TokenStream, TokenStream) {
             };
             let arg = if consumer {
                 quote!(&__idem_key)
+            } else if tonic {
+                quote!(#pv::GrpcKeySource::Value(&__idem_key))
             } else {
                 quote!(#pv::KeySource::Value(&__idem_key))
             };
@@ -261,11 +361,16 @@ fn scope(plan: &Plan<'_>, pv: &TokenStream) -> (TokenStream, TokenStream) {
         Scope::Global => (quote!(), quote!(&[])),
         Scope::Default(word) => {
             let call = quote_spanned!(word.span()=> __idem_cx.default_scope());
+            let reject = if matches!(plan.form, Form::Tonic(_)) {
+                tonic_reject(plan, pv)
+            } else {
+                quote!(return #pv::axum::response::IntoResponse::into_response(__idem_err);)
+            };
             let prelude = quote! {
                 let __idem_scope: ::std::vec::Vec<::std::string::String> = match #call {
                     ::core::result::Result::Ok(__idem_parts) => __idem_parts,
                     ::core::result::Result::Err(__idem_err) => {
-                        return #pv::axum::response::IntoResponse::into_response(__idem_err);
+                        #reject
                     }
                 };
                 let __idem_scope = #pv::scope_parts(&__idem_scope);
@@ -278,6 +383,10 @@ fn scope(plan: &Plan<'_>, pv: &TokenStream) -> (TokenStream, TokenStream) {
                 .collect();
             let renders = parts.iter().zip(&names).map(|(part, name)| {
                 let value = match part {
+                    Source::Header { name, call } if matches!(plan.form, Form::Tonic(_)) => {
+                        let (first, _) = first_last(&call.to_token_stream());
+                        quote_spanned!(first=> &__idem_cx.metadata(#name))
+                    }
                     Source::Header { name, call } => {
                         let (first, _) = first_last(&call.to_token_stream());
                         quote_spanned!(first=> &__idem_cx.header(#name))

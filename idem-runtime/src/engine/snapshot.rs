@@ -37,6 +37,18 @@ pub trait Snapshot {
     fn key_fields(&self) -> Vec<(&'static str, serde_json::Value)> {
         Vec::new()
     }
+
+    /// The response rebuilt from its business number alone, every other field at its default:
+    /// what a gRPC `suppress_only` replay answers, and what a message over the snapshot size
+    /// limit is stored as. `None` (the default): such replays are exact, and an oversized
+    /// message is stored whole.
+    fn from_biz_no(biz_no: &str) -> Option<Self>
+    where
+        Self: Sized,
+    {
+        let _ = biz_no;
+        None
+    }
 }
 
 impl<T: Snapshot + ?Sized> Snapshot for &T {
@@ -89,4 +101,49 @@ pub(crate) fn key_fields_body(
     }
     map.insert(field.to_owned(), biz_no.into());
     serde_json::to_vec(&map).unwrap_or_else(|_| b"{}".to_vec())
+}
+
+/// The largest business number every store keeps: MariaDB/MySQL's `TEXT` holds 65,535 bytes.
+const MAX_BIZ_NO_BYTES: usize = 65_535;
+
+/// `biz_no` if every store can keep it: not over [`MAX_BIZ_NO_BYTES`], no U+0000 (which
+/// PostgreSQL's `TEXT` refuses). Otherwise the completion would fail on every attempt on that
+/// backend (the result never stored, retries answered `409`, then the handler run again after
+/// each lease), for a business number echoed from a client's input. Left out on every backend
+/// alike, the snapshot is stored without it and replayed exactly (a `suppress_only` or
+/// `latest_state` replay of a record without one is exact too).
+pub(crate) fn storable(biz_no: String) -> Option<String> {
+    if biz_no.len() <= MAX_BIZ_NO_BYTES && !biz_no.contains('\0') {
+        return Some(biz_no);
+    }
+    tracing::warn!(
+        target: "idem",
+        bytes = biz_no.len(),
+        "a business number over 65,535 bytes or holding U+0000 cannot be stored by every \
+         backend: the snapshot is stored without it"
+    );
+    None
+}
+
+/// Response headers (and gRPC metadata) never stored nor replayed, even if listed in
+/// `replay_headers`: credentials, hop-by-hop headers, and `content-length` (recomputed from the
+/// replayed body).
+pub(crate) const NEVER_STORED: &[&str] = &[
+    "set-cookie",
+    "authorization",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "www-authenticate",
+    "connection",
+    "keep-alive",
+    "transfer-encoding",
+    "te",
+    "trailer",
+    "upgrade",
+    "content-length",
+];
+
+/// `name` (any case) is one of [`NEVER_STORED`].
+pub(crate) fn never_stored(name: &str) -> bool {
+    NEVER_STORED.iter().any(|n| n.eq_ignore_ascii_case(name))
 }

@@ -10,35 +10,16 @@ use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use super::body::{Captured, capture, concat, read_rest, rejoin};
 use super::headers::{IDEMPOTENCY_STATUS, IDEMPOTENT_REPLAYED, IDEMPOTENT_SNAPSHOT};
 use crate::engine::problem::{self, Problem};
-use crate::engine::{Disposition, IdempotencyError, Settlement, biz_no_body, key_fields_body};
+use crate::engine::{
+    Disposition, IdempotencyError, Settlement, biz_no_body, key_fields_body, never_stored, storable,
+};
 use crate::store::{Completion, Record, RecordState};
-
-/// Response headers never stored nor replayed, even if listed in `replay_headers`: credentials,
-/// hop-by-hop headers, and `content-length` (recomputed from the replayed body).
-pub(crate) const NEVER_STORED: &[&str] = &[
-    "set-cookie",
-    "authorization",
-    "proxy-authenticate",
-    "proxy-authorization",
-    "www-authenticate",
-    "connection",
-    "keep-alive",
-    "transfer-encoding",
-    "te",
-    "trailer",
-    "upgrade",
-    "content-length",
-];
 
 /// Headers stored by default.
 const ALWAYS_STORED: &[&str] = &["content-type", "location"];
 
-fn never_stored(name: &str) -> bool {
-    NEVER_STORED.iter().any(|n| n.eq_ignore_ascii_case(name))
-}
-
 /// The whitelisted headers of a response: `content-type`, `location` and `extra`, minus
-/// [`NEVER_STORED`].
+/// the headers never stored (`engine::snapshot::NEVER_STORED`).
 pub(crate) fn snapshot_headers<H: AsRef<str>>(
     headers: &HeaderMap,
     extra: &[H],
@@ -294,28 +275,6 @@ pub(crate) fn biz_no_in_json(body: &[u8], field: &str) -> Option<String> {
         found: &mut found,
     });
     found.and_then(storable)
-}
-
-/// The largest business number every store keeps: MariaDB/MySQL's `TEXT` holds 65,535 bytes.
-const MAX_BIZ_NO_BYTES: usize = 65_535;
-
-/// `biz_no` if every store can keep it: not over [`MAX_BIZ_NO_BYTES`], no U+0000 (which
-/// PostgreSQL's `TEXT` refuses). Otherwise the completion would fail on every attempt on that
-/// backend (the result never stored, retries answered `409`, then the handler run again after
-/// each lease), for a business number echoed from a client's input. Left out on every backend
-/// alike, the snapshot is stored without it and replayed exactly (a `suppress_only` or
-/// `latest_state` replay of a record without one is exact too).
-fn storable(biz_no: String) -> Option<String> {
-    if biz_no.len() <= MAX_BIZ_NO_BYTES && !biz_no.contains('\0') {
-        return Some(biz_no);
-    }
-    tracing::warn!(
-        target: "idem",
-        bytes = biz_no.len(),
-        "a business number over 65,535 bytes or holding U+0000 cannot be stored by every \
-         backend: the snapshot is stored without it"
-    );
-    None
 }
 
 /// Looks for the member `field` among the members of a JSON object.

@@ -1,0 +1,165 @@
+//! [`GrpcContext`]: what the generated code of a tonic method takes from its request before the
+//! method's body consumes it.
+
+use tonic::metadata::MetadataMap;
+
+use crate::engine::{Idem, IdempotencyError};
+use crate::key::{InvalidKey, ScopePart, ScopedKey, parse_header_key, scoped_key, validate_key};
+
+/// What an idempotent tonic method needs from its request besides the message: the [`Idem`]
+/// handle, the request metadata, the gRPC method path and the default scope.
+///
+/// ```
+/// use idem_runtime::engine::Idem;
+/// use idem_runtime::grpc::GrpcContext;
+///
+/// let mut request = tonic::Request::new(());
+/// request.metadata_mut().insert("idempotency-key", "k-1".parse().unwrap());
+/// request.extensions_mut().insert(tonic::GrpcMethod::new("payments.v1.Payments", "CreatePayment"));
+/// let cx = GrpcContext::new(&Idem::new(idem_runtime::store::MemoryStore::new()), &request);
+/// assert_eq!(cx.method_path().as_deref(), Some("/payments.v1.Payments/CreatePayment"));
+/// assert_eq!(cx.metadata("Idempotency-Key"), Some("k-1"));
+/// ```
+#[derive(Debug, Clone)]
+pub struct GrpcContext {
+    idem: Idem,
+    metadata: MetadataMap,
+    method: Option<String>,
+    default_scope: Option<Option<Vec<String>>>,
+}
+
+impl GrpcContext {
+    /// The context of `request`, on `idem`.
+    pub fn new<T>(idem: &Idem, request: &tonic::Request<T>) -> Self {
+        let method = request
+            .extensions()
+            .get::<tonic::GrpcMethod<'static>>()
+            .map(|m| format!("/{}/{}", m.service(), m.method()));
+        let default_scope = idem.has_default_scope().then(|| {
+            // The default scope reads HTTP request parts: the metadata are the HTTP/2 headers,
+            // the extensions those the service's interceptors inserted.
+            let mut parts = http::Request::new(()).into_parts().0;
+            parts.method = http::Method::POST;
+            if let Some(path) = method.as_deref().and_then(|p| p.parse().ok()) {
+                parts.uri = path;
+            }
+            parts.headers = request.metadata().clone().into_headers();
+            parts.extensions = request.extensions().clone();
+            idem.default_scope_of(&parts).flatten()
+        });
+        GrpcContext {
+            idem: idem.clone(),
+            metadata: request.metadata().clone(),
+            method,
+            default_scope,
+        }
+    }
+
+    /// The [`Idem`] handle.
+    pub fn idem(&self) -> &Idem {
+        &self.idem
+    }
+
+    /// An ASCII request metadata value (case-insensitive name); `None` when absent, binary or
+    /// not visible ASCII.
+    ///
+    /// ```
+    /// # use idem_runtime::{engine::Idem, grpc::GrpcContext};
+    /// let mut request = tonic::Request::new(());
+    /// request.metadata_mut().insert("x-tenant-id", "acme".parse().unwrap());
+    /// let cx = GrpcContext::new(&Idem::new(idem_runtime::store::MemoryStore::new()), &request);
+    /// assert_eq!(cx.metadata("X-Tenant-Id"), Some("acme"));
+    /// assert_eq!(cx.metadata("x-user-id"), None);
+    /// ```
+    pub fn metadata(&self, name: &str) -> Option<&str> {
+        self.metadata
+            .get(name.to_ascii_lowercase().as_str())
+            .and_then(|v| v.to_str().ok())
+    }
+
+    /// The method's path, `/package.Service/Method`, from the `tonic::GrpcMethod` extension
+    /// that tonic's generated server code inserts; `None` outside a tonic server.
+    pub fn method_path(&self) -> Option<String> {
+        self.method.clone()
+    }
+
+    /// The parts of the handle's default scope ([`Idem::with_default_scope`]) for this request,
+    /// as for HTTP: the function is given the metadata as headers and the request's extensions.
+    ///
+    /// # Errors
+    /// [`IdempotencyError::Unscoped`] when the request carries no identity;
+    /// [`IdempotencyError::Misconfigured`] when the handle has no default scope.
+    pub fn default_scope(&self) -> Result<Vec<String>, IdempotencyError> {
+        match &self.default_scope {
+            Some(Some(parts)) => Ok(parts.clone()),
+            Some(None) => Err(IdempotencyError::Unscoped),
+            None => {
+                tracing::error!(
+                    target: "idem",
+                    method = self.method.as_deref().unwrap_or("?"),
+                    "a method with `scope = default` runs on an `Idem` handle without a default \
+                     scope: set one with `Idem::with_default_scope`, or give the method its own \
+                     `scope = [..]`"
+                );
+                Err(IdempotencyError::Misconfigured {
+                    message: "the method takes the default scope (`scope = default`) and the `Idem` handle has none: set one with `Idem::with_default_scope`",
+                })
+            }
+        }
+    }
+
+    /// The client key of `source` and its scoped form; `operation` `None` names it after the
+    /// method's path.
+    pub(crate) fn key(
+        &self,
+        source: KeySource<'_>,
+        operation: Option<&str>,
+        scope: &[&dyn ScopePart],
+    ) -> Result<(ScopedKey, String), IdempotencyError> {
+        let client = match source {
+            KeySource::Metadata(name) => self.metadata_key(name)?,
+            KeySource::Value(value) => {
+                validate_key(value)?;
+                value.to_owned()
+            }
+        };
+        let operation = match (operation, &self.method) {
+            (Some(op), _) => op,
+            (None, Some(path)) => path.as_str(),
+            (None, None) => "grpc",
+        };
+        Ok((scoped_key(operation, scope, &client)?, client))
+    }
+
+    /// The key in metadata `name`: missing -> `MissingKey`; repeated, binary, or neither an
+    /// sf-string nor a bare key -> `InvalidKey`.
+    fn metadata_key(&self, name: &str) -> Result<String, IdempotencyError> {
+        let lower = name.to_ascii_lowercase();
+        let mut values = self.metadata.get_all(lower.as_str()).iter();
+        let value = values.next().ok_or_else(|| IdempotencyError::MissingKey {
+            header: lower.clone(),
+        })?;
+        if values.next().is_some() {
+            return Err(InvalidKey::Repeated.into());
+        }
+        Ok(parse_header_key(value.as_encoded_bytes())?)
+    }
+}
+
+/// Where the client key of a tonic method comes from.
+///
+/// ```
+/// use idem_runtime::grpc::KeySource;
+/// let from_metadata = KeySource::Metadata("idempotency-key");
+/// let request_id = String::from("6f1c..");
+/// let from_message = KeySource::Value(&request_id);
+/// # let _ = (from_metadata, from_message);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeySource<'a> {
+    /// A request metadata entry (case-insensitive), parsed as an sf-string or a bare key.
+    /// Missing: `INVALID_ARGUMENT`, reason `MISSING_KEY`.
+    Metadata(&'static str),
+    /// A value of the request message itself (an AIP-155 `request_id` field), taken as it is.
+    Value(&'a str),
+}
