@@ -47,6 +47,7 @@ use idem::store::Store;
 use idem::{Contract, DefaultPolicy, Disposition, Idem, OutcomePolicy};
 use rust_decimal::Decimal;
 use tonic::{Request, Response, Status};
+use tonic_types::{ErrorDetails, StatusExt};
 
 #[path = "payments/db.rs"]
 #[allow(dead_code)] // the atomic mode's `insert_payment` serves the HTTP example
@@ -235,9 +236,15 @@ impl Payments for PaymentsService {
             tokio::time::sleep(self.config.delay).await;
         }
         if req.currency == "XXX" {
-            // The method's own answer: stored and replayed under exact_replay.
-            return Err(Status::internal(
+            // The method's own answer, details included: stored and replayed under exact_replay.
+            return Err(Status::with_error_details(
+                tonic::Code::Internal,
                 "the processor declined to answer for currency XXX (simulated failure)",
+                ErrorDetails::with_error_info(
+                    "PROCESSOR_FAILURE",
+                    "payments.example",
+                    std::collections::HashMap::new(),
+                ),
             ));
         }
         let (payment_id, operation_id) = business_id("pay")?;

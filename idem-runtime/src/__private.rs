@@ -95,6 +95,11 @@ pub use axum::response::Response;
 #[cfg(feature = "tonic")]
 pub use tonic;
 
+/// Nothing at run time: `M` is a response message `#[idempotent]` can store (reported at the
+/// user's type when it is not).
+#[cfg(feature = "tonic")]
+pub fn grpc_message<M: crate::grpc::GrpcMessage>() {}
+
 pub use serde_json;
 
 /// The parts of a default scope as the runtime takes them (`scope = default`).

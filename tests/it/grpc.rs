@@ -223,6 +223,7 @@ backend_tests!(
     processor_failure_is_stored_and_replayed,
     events_suppress_only,
     scope_metadata_separates_tenants,
+    an_oversized_message_never_reaches_the_method,
 );
 backend_tests!(
     2,
@@ -344,6 +345,14 @@ async fn missing_and_invalid_keys_are_invalid_argument(s: &Server) {
         .await
         .unwrap_err();
     assert_condition(&err, Code::InvalidArgument, "INVALID_KEY");
+    // Not ASCII (bytes a proxy may pass through): refused, whatever their encoding.
+    let mut non_ascii = with_key(payment("100.00"), None, &[]);
+    non_ascii.metadata_mut().insert(
+        "idempotency-key",
+        MetadataValue::try_from(&b"caf\xc3\xa9"[..]).unwrap(),
+    );
+    let err = client.create_payment(non_ascii).await.unwrap_err();
+    assert_condition(&err, Code::InvalidArgument, "INVALID_KEY");
     // Two values.
     let mut twice = with_key(payment("100.00"), Some("k-1"), &[]);
     twice
@@ -398,6 +407,12 @@ async fn processor_failure_is_stored_and_replayed(s: &Server) {
     assert!(replayed(again.metadata()), "{again:?}");
     assert_eq!(again.code(), Code::Internal);
     assert_eq!(again.message(), first.message());
+    // The method's own details, byte for byte.
+    assert_eq!(again.details(), first.details());
+    assert_eq!(
+        again.get_details_error_info().unwrap().reason,
+        "PROCESSOR_FAILURE"
+    );
     assert_eq!(s.stats().await.0, 0);
 }
 
@@ -432,6 +447,28 @@ async fn concurrent_duplicate_is_aborted_with_retry_info(s: &Server) {
         .unwrap();
     assert!(replayed(again.metadata()));
     assert_eq!(again.into_inner().payment_id, first.payment_id);
+    assert_eq!(s.stats().await.0, 1);
+}
+
+/// A message over tonic's decoding limit (4 MiB) is refused by tonic before the method runs, and
+/// before any claim: the key stays free for the corrected request.
+async fn an_oversized_message_never_reaches_the_method(s: &Server) {
+    let key = unique("grpc_big");
+    let mut client = s.client().await;
+    let big = CreatePaymentRequest {
+        customer_id: "c".repeat(5 << 20),
+        ..payment("1.00")
+    };
+    let err = client
+        .create_payment(with_key(big, Some(&key), &[]))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::ResourceExhausted, "{err:?}");
+    let ok = client
+        .create_payment(with_key(payment("1.00"), Some(&key), &[]))
+        .await
+        .unwrap();
+    assert!(!replayed(ok.metadata()));
     assert_eq!(s.stats().await.0, 1);
 }
 

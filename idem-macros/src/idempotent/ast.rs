@@ -26,6 +26,8 @@ pub(crate) struct Tonic<'a> {
     pub(crate) name: &'a Ident,
     /// `T`.
     pub(crate) message: &'a syn::Type,
+    /// `M` of the output.
+    pub(crate) response: &'a syn::Type,
     /// What the method yields, `Result<Response<M>, Status>`.
     pub(crate) output: &'a syn::Type,
     /// `#[tonic::async_trait]` turned the `async fn` into a `fn` returning

@@ -178,6 +178,7 @@ fn tonic_method<'a>(
     Some(Some(Tonic {
         name,
         message,
+        response,
         output,
         boxed,
         store: args.store.valid(),

@@ -142,10 +142,15 @@ fn expand_tonic(plan: &Plan<'_>, tonic: &Tonic<'_>, pv: &TokenStream) -> TokenSt
             quote!(#as_idem(#store))
         }
         None => {
+            // Spanned on the method's name: a service that is no handle is reported there.
             let as_idem = respan(quote!(#pv::AsIdem::as_idem), sig.ident.span());
-            quote!(#as_idem(self))
+            let this = quote_spanned!(sig.ident.span()=> self);
+            quote!(#as_idem(#this))
         }
     };
+    // A response message without a business number is reported at its type.
+    let response = tonic.response;
+    let check_response = respan(quote!(#pv::grpc_message::<#response>), response.span());
     let body = if tonic.boxed {
         // `Box::pin(async move { .. })`, typed by `#[async_trait]` already.
         let block = &item.block;
@@ -183,6 +188,7 @@ fn expand_tonic(plan: &Plan<'_>, tonic: &Tonic<'_>, pv: &TokenStream) -> TokenSt
         #(#attrs)*
         #vis #sig {
             #config
+            #check_response();
             let __idem_cx = #pv::GrpcContext::new(#handle, &#request);
             #hash
             #key_prelude

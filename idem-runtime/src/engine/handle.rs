@@ -355,7 +355,8 @@ impl Idem {
 /// ```
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not an idem handle",
-    note = "pass an `idem::Idem` (or a reference, `Arc` or `Box` of one) to `store = ..`; build it with `Idem::new(store)`"
+    note = "pass an `idem::Idem` (or a reference, `Arc` or `Box` of one) to `store = ..`; build it with `Idem::new(store)`",
+    note = "on a tonic method the handle is `self`'s: implement `idem::AsIdem` for the service (`fn as_idem(&self) -> &Idem {{ &self.idem }}`), or write `store = self.idem`"
 )]
 pub trait AsIdem {
     /// The handle.

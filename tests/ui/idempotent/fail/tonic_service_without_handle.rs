@@ -1,0 +1,26 @@
+use idem::{Fingerprint, Snapshot, idempotent};
+use tonic::{Request, Response, Status};
+
+#[derive(Clone, PartialEq, prost::Message, Fingerprint)]
+pub struct Pay {
+    #[prost(string, tag = "1")]
+    pub amount: String,
+}
+
+#[derive(Clone, PartialEq, prost::Message, Snapshot)]
+pub struct Paid {
+    #[prost(string, tag = "1")]
+    #[snapshot(biz_no)]
+    pub id: String,
+}
+
+pub struct Svc;
+
+impl Svc {
+    #[idempotent(scope = global)]
+    pub async fn pay(&self, request: Request<Pay>) -> Result<Response<Paid>, Status> {
+        Ok(Response::new(Paid { id: request.into_inner().amount }))
+    }
+}
+
+fn main() {}

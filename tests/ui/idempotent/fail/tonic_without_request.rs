@@ -1,0 +1,34 @@
+use idem::{Fingerprint, Idem, Snapshot, idempotent};
+use tonic::{Response, Status};
+
+#[derive(Clone, PartialEq, prost::Message, Fingerprint)]
+pub struct Pay {
+    #[prost(string, tag = "1")]
+    pub amount: String,
+}
+
+#[derive(Clone, PartialEq, prost::Message, Snapshot)]
+pub struct Paid {
+    #[prost(string, tag = "1")]
+    #[snapshot(biz_no)]
+    pub id: String,
+}
+
+pub struct Svc {
+    idem: Idem,
+}
+
+impl idem::AsIdem for Svc {
+    fn as_idem(&self) -> &Idem {
+        &self.idem
+    }
+}
+
+impl Svc {
+    #[idempotent(scope = global)]
+    pub async fn pay(&self, pay: Pay) -> Result<Response<Paid>, Status> {
+        Ok(Response::new(Paid { id: pay.amount }))
+    }
+}
+
+fn main() {}
