@@ -19,6 +19,8 @@ pub mod json;
 pub mod key;
 pub mod store;
 pub(crate) mod telemetry;
+#[cfg(any(feature = "axum", feature = "actix"))]
+mod web;
 
 pub use engine::{
     AsIdem, Contract, HandlerConfig, Idem, IdempotencyError, OperationId, Snapshot, operation_id,

@@ -20,8 +20,6 @@ use http::{Method, Request};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use tower::{Layer, Service};
 
-use super::context::header_key;
-use super::headers::IDEMPOTENCY_KEY;
 use super::respond::{SnapshotRules, exact_replay, mark_unprotected, settle, suppressed_replay};
 use crate::engine::problem::INVALID_BODY;
 use crate::engine::problem::Problem;
@@ -32,9 +30,8 @@ use crate::fingerprint::Fingerprint;
 use crate::json::{Canonicalizer, Spec, ValueSpec};
 use crate::key::{ScopePart, scoped_key};
 use crate::store::{BoxError, Record};
-
-/// Default largest request body the layer reads: 1 MiB.
-pub const DEFAULT_BODY_LIMIT: usize = 1024 * 1024;
+use crate::web::headers::IDEMPOTENCY_KEY;
+use crate::web::{DEFAULT_BODY_LIMIT, header_key};
 
 type ScopeFn = dyn Fn(&Parts) -> Vec<String> + Send + Sync;
 
