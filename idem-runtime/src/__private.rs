@@ -72,7 +72,7 @@ pub fn enum_spec<const N: usize>(variants: [(&str, Option<ValueSpec>); N]) -> Va
 // ---- `#[idempotent]` (docs/design/idempotent-interface.md) ----
 pub use core::time::Duration;
 
-#[cfg(feature = "axum")]
+#[cfg(any(feature = "axum", feature = "actix"))]
 pub use crate::engine::call::{Call, Latest, Mode, Stored};
 pub use crate::engine::{
     AsIdem, Contract, HandlerConfig, Idem, IdempotencyError, Snapshot, run_once,
@@ -90,6 +90,16 @@ pub use axum;
 pub use axum::response::Response;
 
 pub use serde_json;
+
+/// What `#[idempotent]` calls for an actix-web handler (written `use idem::actix::idempotent;`).
+#[cfg(feature = "actix")]
+pub mod actix {
+    pub use crate::actix::run::{Replayer, run};
+    pub use crate::actix::{IdemContext, IntoSnapshot};
+    pub use crate::web::headers::KeySource;
+    pub use actix_web::HttpResponse;
+    pub use actix_web::ResponseError;
+}
 
 /// The parts of a default scope as the runtime takes them (`scope = default`).
 pub fn scope_parts(parts: &[String]) -> Vec<&dyn ScopePart> {

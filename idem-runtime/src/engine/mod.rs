@@ -48,8 +48,8 @@
 //! [`Store`]: crate::store::Store
 
 mod attempt;
-// What every front of generated code takes; the axum front is the only one so far.
-#[cfg(feature = "axum")]
+// What every front of generated code takes (axum's, actix-web's).
+#[cfg(any(feature = "axum", feature = "actix"))]
 pub(crate) mod call;
 mod contract;
 mod error;
@@ -66,9 +66,9 @@ mod snapshot;
 
 pub use contract::Contract;
 pub use error::IdempotencyError;
-#[cfg(feature = "axum")]
+#[cfg(any(feature = "axum", feature = "actix"))]
 pub(crate) use flow::execute;
-#[cfg(feature = "axum")]
+#[cfg(any(feature = "axum", feature = "actix"))]
 pub(crate) use front::{ClaimSettings, Front, Settlement};
 pub use handle::{AsIdem, DEFAULT_MAX_SNAPSHOT_BYTES, DEFAULT_STORE_TIMEOUT, Idem};
 pub use handler_config::{DEFAULT_LEASE, DEFAULT_TTL, HandlerConfig, default_timeout};
@@ -79,7 +79,7 @@ pub use replay_cache::{
     DEFAULT_REPLAY_CACHE_CLOCK_MARGIN, DEFAULT_REPLAY_CACHE_MAX_AGE, ReplayCache,
 };
 pub use snapshot::Snapshot;
-#[cfg(feature = "axum")]
+#[cfg(any(feature = "axum", feature = "actix"))]
 pub(crate) use snapshot::{biz_no_body, key_fields_body};
 
 #[cfg(test)]
