@@ -80,10 +80,12 @@ pub use crate::engine::{
 #[cfg(feature = "axum")]
 pub use crate::http::run::{Replayer, run};
 #[cfg(feature = "axum")]
-pub use crate::http::{IdemContext, IntoSnapshot, KeySource};
+pub use crate::http::{IdemContext, IntoSnapshot};
 pub use crate::key::{ScopePart, write_scope_part};
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 pub use crate::store::atomic::{AtomicMode, TxParam, TxSlot, take_tx, tx_slot};
+#[cfg(any(feature = "axum", feature = "actix"))]
+pub use crate::web::headers::KeySource;
 #[cfg(feature = "axum")]
 pub use axum;
 #[cfg(feature = "axum")]
@@ -96,7 +98,6 @@ pub use serde_json;
 pub mod actix {
     pub use crate::actix::run::{Replayer, run};
     pub use crate::actix::{IdemContext, IntoSnapshot};
-    pub use crate::web::headers::KeySource;
     pub use actix_web::HttpResponse;
     pub use actix_web::ResponseError;
 }
