@@ -13,13 +13,15 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 #[path = "../../examples/payments.rs"]
-#[allow(dead_code)]
+#[allow(dead_code, clippy::duplicate_mod)]
 #[allow(clippy::module_inception)] // `payments::payments`: the example, in the module of its tests
 mod payments;
 
+// Each example is a crate of its own; here both are modules of this one, and load the files
+// they share (db.rs, model.rs, service.rs) once each.
 #[cfg(feature = "actix")]
 #[path = "../../examples/payments_actix.rs"]
-#[allow(dead_code)]
+#[allow(dead_code, clippy::duplicate_mod)]
 mod payments_actix;
 
 use payments::Config;

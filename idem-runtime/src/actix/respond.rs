@@ -207,7 +207,7 @@ pub(crate) async fn settle<H: AsRef<str>>(
         Captured::Over { prefix, rest } => {
             let early = biz_no.or_else(|| {
                 let read = read_ahead.then(|| prefix.concat())?;
-                snapshot.from_body(&read)
+                snapshot.biz_no_in_body(&read)
             });
             match early {
                 Some(biz_no) => (snapshot.truncated(biz_no), rejoin(prefix, Some(rest), None)),

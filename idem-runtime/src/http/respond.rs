@@ -159,7 +159,7 @@ pub(crate) async fn settle<H: AsRef<str>>(
         Captured::Over { prefix, rest } => match biz_no.or_else(|| {
             // At most the limit and one chunk: the part already read.
             let read = read_ahead.then(|| concat(prefix.clone()))?;
-            snapshot.from_body(&read)
+            snapshot.biz_no_in_body(&read)
         }) {
             Some(biz_no) => {
                 let resp = Response::from_parts(parts, rejoin(prefix, Some(rest), None));

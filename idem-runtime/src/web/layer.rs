@@ -19,6 +19,9 @@ use crate::key::{ScopePart, ScopedKey, scoped_key};
 
 type ScopeFn = dyn Fn(&Parts) -> Vec<String> + Send + Sync;
 
+/// The scoped key and the client key of a request, or why it cannot be scoped.
+pub(crate) type KeyOf = Result<(ScopedKey, String), IdempotencyError>;
+
 /// A middleware's configuration.
 #[derive(Clone)]
 pub(crate) struct LayerConfig {
@@ -89,8 +92,7 @@ impl LayerConfig {
         parts: &Parts,
         client_key: String,
         body: &[u8],
-    ) -> Result<(Result<(ScopedKey, String), IdempotencyError>, RequestHash), IdempotencyError>
-    {
+    ) -> Result<(KeyOf, RequestHash), IdempotencyError> {
         let hash = self.canonicalizer.fingerprint_slice(body, &self.spec)?;
         let operation = match self.handler.operation() {
             Some(op) => Cow::Borrowed(op),

@@ -75,7 +75,7 @@ pub(crate) struct Snapshotting<'r, 'a, H> {
 
 impl<H> Snapshotting<'_, '_, H> {
     /// The business number of a body (or of its first bytes) read by a middleware.
-    pub(crate) fn from_body(&self, bytes: &[u8]) -> Option<String> {
+    pub(crate) fn biz_no_in_body(&self, bytes: &[u8]) -> Option<String> {
         if self.rules.biz_no_from_body {
             biz_no_in_json(bytes, self.rules.biz_no_field)
         } else {
@@ -86,7 +86,7 @@ impl<H> Snapshotting<'_, '_, H> {
     /// The body stored whole: `bytes` within the limit, or over it with no business number to
     /// rebuild it from (stored whole rather than degraded to a bare "ok", S12).
     pub(crate) fn whole(self, bytes: &[u8], biz_no: Option<String>) -> Settlement {
-        let biz_no = biz_no.or_else(|| self.from_body(bytes));
+        let biz_no = biz_no.or_else(|| self.biz_no_in_body(bytes));
         if bytes.len() > self.rules.limit
             && let Some(biz_no) = biz_no
         {
