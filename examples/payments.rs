@@ -1,4 +1,5 @@
-//! A payments API whose write endpoints are idempotent: the flagship example of idem.
+//! A payments API whose write endpoints are idempotent: the flagship example of idem (axum;
+//! `examples/payments_actix.rs` serves the same API on actix-web).
 //!
 //! ```sh
 //! cargo run --example payments          # http://127.0.0.1:3000, SQLite file ./payments.db
@@ -76,124 +77,25 @@
 //! `GET /v1/payments/{id}` and `GET /v1/refunds/{id}` read them back (`404` problem+json when
 //! unknown).
 
-use std::error::Error;
-use std::sync::Arc;
-use std::time::Duration;
-
 use axum::Router;
 use axum::routing::{get, post};
-use idem::{Contract, DefaultPolicy, Disposition, Idem, OutcomePolicy, store::Store};
 
 #[path = "payments/api.rs"]
 mod api;
 #[path = "payments/db.rs"]
 mod db;
+#[path = "payments/model.rs"]
+mod model;
+#[path = "payments/service.rs"]
+mod service;
 
-use api::App;
-use db::Db;
-
-/// A boxed error.
-pub type BoxError = Box<dyn Error + Send + Sync>;
-
-/// Timing knobs of the example.
-#[derive(Clone, Debug)]
-pub struct Config {
-    /// Processing time added inside payment creation (`PAYMENTS_DELAY_MS`).
-    pub delay: Duration,
-    /// How long a refund stays `pending` (`PAYMENTS_SETTLE_MS`).
-    pub settle: Duration,
-    /// The longest idem waits for one answer of the store (`PAYMENTS_STORE_TIMEOUT_MS`; idem's
-    /// default, 2 s, when `None`).
-    pub store_timeout: Option<Duration>,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Config {
-            delay: Duration::ZERO,
-            settle: Duration::from_millis(500),
-            store_timeout: None,
-        }
-    }
-}
-
-impl Config {
-    /// Reads `PAYMENTS_DELAY_MS`, `PAYMENTS_SETTLE_MS` and `PAYMENTS_STORE_TIMEOUT_MS`
-    /// (defaults: 0, 500 and idem's).
-    pub fn from_env() -> Result<Self, BoxError> {
-        let ms = |name: &str, default: Duration| -> Result<Duration, BoxError> {
-            match std::env::var(name) {
-                Ok(v) if !v.trim().is_empty() => v
-                    .trim()
-                    .parse()
-                    .map(Duration::from_millis)
-                    .map_err(|e| format!("{name}={v:?}: {e}").into()),
-                _ => Ok(default),
-            }
-        };
-        let default = Config::default();
-        Ok(Config {
-            delay: ms("PAYMENTS_DELAY_MS", default.delay)?,
-            settle: ms("PAYMENTS_SETTLE_MS", default.settle)?,
-            store_timeout: match std::env::var("PAYMENTS_STORE_TIMEOUT_MS") {
-                Ok(v) if !v.trim().is_empty() => {
-                    Some(ms("PAYMENTS_STORE_TIMEOUT_MS", default.settle)?)
-                }
-                _ => None,
-            },
-        })
-    }
-
-    fn settle_ms(&self) -> i64 {
-        i64::try_from(self.settle.as_millis()).unwrap_or(i64::MAX)
-    }
-}
-
-/// The default policy, except that a `503` (our own database failed) is never final: the record
-/// is abandoned, and a retry with the same key runs again under the **same** operation id. Not
-/// released: the failed write may have committed after all (its acknowledgement lost), and only
-/// the operation id, on which the business tables are unique, makes the retry find it instead of
-/// charging again. (Under `exact_replay` the default stores every other 5xx, like the simulated
-/// processor `500`.)
-#[derive(Debug)]
-struct RetryDatabaseErrors;
-
-impl OutcomePolicy for RetryDatabaseErrors {
-    fn classify(&self, contract: Contract, status: u16) -> Disposition {
-        match status {
-            503 => Disposition::Abandon,
-            _ => DefaultPolicy.classify(contract, status),
-        }
-    }
-}
+pub use service::{BoxError, Config};
 
 /// Opens the store named by `database_url` (a SQLite file path or `sqlite://path`,
 /// `postgres://..`, `mysql://..`), runs its migrations, creates the business tables in the same
 /// database, and returns the API.
 pub async fn app(database_url: &str, config: Config) -> Result<Router, BoxError> {
-    let (store, db): (Arc<dyn Store>, Db) = if is_url(database_url, &["postgres", "postgresql"]) {
-        postgres(database_url).await?
-    } else if is_url(database_url, &["mysql", "mariadb"]) {
-        mysql(database_url).await?
-    } else {
-        let path = database_url
-            .strip_prefix("sqlite://")
-            .or_else(|| database_url.strip_prefix("sqlite:"))
-            .unwrap_or(database_url);
-        let store = idem::SqliteStore::open(path).await?;
-        let db = Db::Sqlite(store.pool().clone());
-        (Arc::new(store), db)
-    };
-    store.migrate().await?;
-    db.create_tables().await?;
-    // idem's problem documents under the service's own base, next to its own errors.
-    let mut idem = Idem::from_arc(store)
-        .with_policy(RetryDatabaseErrors)
-        .with_problem_base(api::PROBLEMS);
-    if let Some(wait) = config.store_timeout {
-        idem = idem.with_store_timeout(wait);
-    }
-    let state = App { idem, db, config };
+    let state = service::open(database_url, config).await?;
     Ok(Router::new()
         .route("/v1/payments", post(api::create_payment))
         .route("/v1/payments/{id}", get(api::get_payment))
@@ -204,60 +106,15 @@ pub async fn app(database_url: &str, config: Config) -> Result<Router, BoxError>
         .with_state(state))
 }
 
-fn is_url(url: &str, schemes: &[&str]) -> bool {
-    schemes.iter().any(|s| {
-        url.strip_prefix(s)
-            .is_some_and(|rest| rest.starts_with("://"))
-    })
-}
-
-#[cfg(feature = "postgres")]
-async fn postgres(url: &str) -> Result<(Arc<dyn Store>, Db), BoxError> {
-    let store = idem::PostgresStore::connect(url).await?;
-    let db = Db::Postgres(store.pool().clone());
-    Ok((Arc::new(store), db))
-}
-
-#[cfg(not(feature = "postgres"))]
-async fn postgres(_: &str) -> Result<(Arc<dyn Store>, Db), BoxError> {
-    Err("a postgres:// DATABASE_URL needs `--features postgres`".into())
-}
-
-#[cfg(feature = "mysql")]
-async fn mysql(url: &str) -> Result<(Arc<dyn Store>, Db), BoxError> {
-    let store = idem::MySqlStore::connect(url).await?;
-    let db = Db::MySql(store.pool().clone());
-    Ok((Arc::new(store), db))
-}
-
-#[cfg(not(feature = "mysql"))]
-async fn mysql(_: &str) -> Result<(Arc<dyn Store>, Db), BoxError> {
-    Err("a mysql:// DATABASE_URL needs `--features mysql`".into())
-}
-
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
-    let addr = std::env::var("PAYMENTS_ADDR").unwrap_or_else(|_| "127.0.0.1:3000".to_owned());
-    let url = std::env::var("DATABASE_URL").unwrap_or_else(|_| "payments.db".to_owned());
-    let config = Config::from_env()?;
-    let level = match std::env::var("PAYMENTS_LOG") {
-        Ok(v) if !v.trim().is_empty() => v
-            .trim()
-            .parse::<tracing::Level>()
-            .map_err(|e| format!("PAYMENTS_LOG={v:?}: {e} (error, warn, info, debug or trace)"))?,
-        _ => tracing::Level::WARN,
-    };
-    tracing_subscriber::fmt()
-        .with_max_level(level)
-        .with_writer(std::io::stderr)
-        .init();
+    let (addr, url, config) = service::from_env("127.0.0.1:3000")?;
     let router = app(&url, config).await?;
     let listener = tokio::net::TcpListener::bind(&addr).await?;
-    let store = url.split("://").next().filter(|_| url.contains("://"));
     eprintln!(
         "payments: listening on http://{} (store: {})",
         listener.local_addr()?,
-        store.unwrap_or(&url)
+        service::store_name(&url)
     );
     axum::serve(listener, router).await?;
     Ok(())

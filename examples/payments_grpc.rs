@@ -36,24 +36,27 @@
 //! response), kept single by the unique constraint on the operation id: a tonic method's
 //! parameters are fixed by its service trait, so it takes no `Tx`.
 
-use std::error::Error;
 use std::str::FromStr;
-use std::sync::Arc;
-use std::time::Duration;
 
 use idem::fingerprint::{Canonical, CanonicalWriter};
-use idem::idempotent;
-use idem::store::Store;
-use idem::{Contract, DefaultPolicy, Disposition, Idem, OutcomePolicy};
+use idem::{Idem, idempotent};
 use rust_decimal::Decimal;
 use tonic::{Request, Response, Status};
 use tonic_types::{ErrorDetails, StatusExt};
 
+// The business tables and the service setup (store, policy, environment) of the HTTP example;
+// its JSON types and operations (`model`) serve HTTP only.
 #[path = "payments/db.rs"]
-#[allow(dead_code)] // the atomic mode's `insert_payment` serves the HTTP example
+#[allow(dead_code)]
 mod db;
+#[path = "payments/model.rs"]
+#[allow(dead_code)]
+mod model;
+#[path = "payments/service.rs"]
+mod service;
 
-use db::{Db, EventRow, PaymentRow, RefundRow, now_ms};
+use db::{EventRow, PaymentRow, RefundRow, now_ms};
+pub use service::{BoxError, Config};
 
 /// The code generated from `examples/proto/payments.proto`.
 #[allow(missing_docs, clippy::all, clippy::pedantic)]
@@ -67,52 +70,6 @@ use pb::{
     RecordEventRequest, Refund, Stats,
 };
 
-/// A boxed error.
-pub type BoxError = Box<dyn Error + Send + Sync>;
-
-/// Timing knobs of the example.
-#[derive(Clone, Debug)]
-pub struct Config {
-    /// Processing time added inside payment creation (`PAYMENTS_DELAY_MS`).
-    pub delay: Duration,
-    /// How long a refund stays `pending` (`PAYMENTS_SETTLE_MS`).
-    pub settle: Duration,
-    /// The longest idem waits for one answer of the store (`PAYMENTS_STORE_TIMEOUT_MS`).
-    pub store_timeout: Option<Duration>,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Config {
-            delay: Duration::ZERO,
-            settle: Duration::from_millis(500),
-            store_timeout: None,
-        }
-    }
-}
-
-impl Config {
-    /// Reads `PAYMENTS_DELAY_MS`, `PAYMENTS_SETTLE_MS` and `PAYMENTS_STORE_TIMEOUT_MS`.
-    pub fn from_env() -> Result<Self, BoxError> {
-        let ms = |name: &str| -> Result<Option<Duration>, BoxError> {
-            match std::env::var(name) {
-                Ok(v) if !v.trim().is_empty() => v
-                    .trim()
-                    .parse()
-                    .map(|ms| Some(Duration::from_millis(ms)))
-                    .map_err(|e| format!("{name}={v:?}: {e}").into()),
-                _ => Ok(None),
-            }
-        };
-        let default = Config::default();
-        Ok(Config {
-            delay: ms("PAYMENTS_DELAY_MS")?.unwrap_or(default.delay),
-            settle: ms("PAYMENTS_SETTLE_MS")?.unwrap_or(default.settle),
-            store_timeout: ms("PAYMENTS_STORE_TIMEOUT_MS")?,
-        })
-    }
-}
-
 /// The canonical form of a decimal string: `"100"`, `"100.0"` and `"100.00"` are one number.
 /// A string that is no decimal is fingerprinted as the string (and refused by the method).
 fn decimal_text(text: &String, w: &mut CanonicalWriter<'_>) {
@@ -122,33 +79,18 @@ fn decimal_text(text: &String, w: &mut CanonicalWriter<'_>) {
     }
 }
 
-/// The default policy, except that `UNAVAILABLE` (503: our own database failed) is never final:
-/// the record is abandoned, and a retry runs again under the same operation id, which the
-/// business tables are unique on.
-#[derive(Debug)]
-struct RetryDatabaseErrors;
-
-impl OutcomePolicy for RetryDatabaseErrors {
-    fn classify(&self, contract: Contract, status: u16) -> Disposition {
-        match status {
-            503 => Disposition::Abandon,
-            _ => DefaultPolicy.classify(contract, status),
-        }
-    }
-}
-
-/// The service.
+/// The service: the handle, the business tables and the timing knobs of the HTTP example. The
+/// handle's policy abandons a `503` (`UNAVAILABLE`: our own database failed), so that its retry
+/// runs again under the same operation id, which the business tables are unique on.
 #[derive(Clone)]
 pub struct PaymentsService {
-    idem: Idem,
-    db: Db,
-    config: Config,
+    app: model::App,
 }
 
 /// `#[idempotent]` finds the handle through `self`.
 impl idem::AsIdem for PaymentsService {
     fn as_idem(&self) -> &Idem {
-        &self.idem
+        &self.app.idem
     }
 }
 
@@ -192,7 +134,7 @@ impl From<PaymentRow> for Payment {
 
 impl PaymentsService {
     fn refund_of(&self, row: RefundRow) -> Refund {
-        let settle = i64::try_from(self.config.settle.as_millis()).unwrap_or(i64::MAX);
+        let settle = i64::try_from(self.app.config.settle.as_millis()).unwrap_or(i64::MAX);
         let settled = now_ms().saturating_sub(row.created_at_ms) >= settle;
         Refund {
             refund_id: row.refund_id,
@@ -204,7 +146,7 @@ impl PaymentsService {
 
     /// The refund `refund_id` as it is now: what a `CreateRefund` retry answers.
     async fn find_refund(&self, refund_id: String) -> Result<Response<Refund>, Status> {
-        match self.db.refund(&refund_id).await.map_err(db_error)? {
+        match self.app.db.refund(&refund_id).await.map_err(db_error)? {
             Some(row) => Ok(Response::new(self.refund_of(row))),
             None => Err(Status::not_found(format!("no refund {refund_id}"))),
         }
@@ -232,8 +174,8 @@ impl Payments for PaymentsService {
                 "`currency` must be an ISO 4217 code: three capital letters",
             ));
         }
-        if !self.config.delay.is_zero() {
-            tokio::time::sleep(self.config.delay).await;
+        if !self.app.config.delay.is_zero() {
+            tokio::time::sleep(self.app.config.delay).await;
         }
         if req.currency == "XXX" {
             // The method's own answer, details included: stored and replayed under exact_replay.
@@ -266,7 +208,7 @@ impl Payments for PaymentsService {
             metadata,
             created_at: now_ms(),
         };
-        let row = self.db.insert_payment(&row).await.map_err(db_error)?;
+        let row = self.app.db.insert_payment(&row).await.map_err(db_error)?;
         Ok(Response::new(row.into()))
     }
 
@@ -283,6 +225,7 @@ impl Payments for PaymentsService {
     ) -> Result<Response<Refund>, Status> {
         let req = request.into_inner();
         let payment = self
+            .app
             .db
             .payment(&req.payment_id)
             .await
@@ -306,7 +249,7 @@ impl Payments for PaymentsService {
             amount: req.amount.trim().to_owned(),
             created_at_ms: now_ms(),
         };
-        let row = self.db.insert_refund(&row).await.map_err(db_error)?;
+        let row = self.app.db.insert_refund(&row).await.map_err(db_error)?;
         Ok(Response::new(self.refund_of(row)))
     }
 
@@ -335,7 +278,7 @@ impl Payments for PaymentsService {
             name: req.name,
             properties,
         };
-        let row = self.db.insert_event(&row).await.map_err(db_error)?;
+        let row = self.app.db.insert_event(&row).await.map_err(db_error)?;
         Ok(Response::new(Event {
             event_id: row.event_id,
         }))
@@ -346,14 +289,14 @@ impl Payments for PaymentsService {
         request: Request<GetPaymentRequest>,
     ) -> Result<Response<Payment>, Status> {
         let id = request.into_inner().payment_id;
-        match self.db.payment(&id).await.map_err(db_error)? {
+        match self.app.db.payment(&id).await.map_err(db_error)? {
             Some(row) => Ok(Response::new(row.into())),
             None => Err(Status::not_found(format!("no payment {id}"))),
         }
     }
 
     async fn get_stats(&self, _: Request<GetStatsRequest>) -> Result<Response<Stats>, Status> {
-        let c = self.db.counts().await.map_err(db_error)?;
+        let c = self.app.db.counts().await.map_err(db_error)?;
         Ok(Response::new(Stats {
             payments: c.payments,
             refunds: c.refunds,
@@ -363,29 +306,11 @@ impl Payments for PaymentsService {
 }
 
 /// Opens the store named by `database_url` (a SQLite file path or `sqlite://path`,
-/// `postgres://..`, `mysql://..`), runs its migrations, creates the business tables in the same
-/// database, and returns the service.
+/// `postgres://..`, `mysql://..`) as `examples/payments.rs` does, and returns the service.
 pub async fn service(database_url: &str, config: Config) -> Result<PaymentsService, BoxError> {
-    let (store, db): (Arc<dyn Store>, Db) = if is_url(database_url, &["postgres", "postgresql"]) {
-        postgres(database_url).await?
-    } else if is_url(database_url, &["mysql", "mariadb"]) {
-        mysql(database_url).await?
-    } else {
-        let path = database_url
-            .strip_prefix("sqlite://")
-            .or_else(|| database_url.strip_prefix("sqlite:"))
-            .unwrap_or(database_url);
-        let store = idem::SqliteStore::open(path).await?;
-        let db = Db::Sqlite(store.pool().clone());
-        (Arc::new(store), db)
-    };
-    store.migrate().await?;
-    db.create_tables().await?;
-    let mut idem = Idem::from_arc(store).with_policy(RetryDatabaseErrors);
-    if let Some(wait) = config.store_timeout {
-        idem = idem.with_store_timeout(wait);
-    }
-    Ok(PaymentsService { idem, db, config })
+    Ok(PaymentsService {
+        app: service::open(database_url, config).await?,
+    })
 }
 
 /// Serves `service` on `listener` until the process ends.
@@ -400,60 +325,15 @@ pub async fn serve(
     Ok(())
 }
 
-fn is_url(url: &str, schemes: &[&str]) -> bool {
-    schemes.iter().any(|s| {
-        url.strip_prefix(s)
-            .is_some_and(|rest| rest.starts_with("://"))
-    })
-}
-
-#[cfg(feature = "postgres")]
-async fn postgres(url: &str) -> Result<(Arc<dyn Store>, Db), BoxError> {
-    let store = idem::PostgresStore::connect(url).await?;
-    let db = Db::Postgres(store.pool().clone());
-    Ok((Arc::new(store), db))
-}
-
-#[cfg(not(feature = "postgres"))]
-async fn postgres(_: &str) -> Result<(Arc<dyn Store>, Db), BoxError> {
-    Err("a postgres:// DATABASE_URL needs `--features postgres`".into())
-}
-
-#[cfg(feature = "mysql")]
-async fn mysql(url: &str) -> Result<(Arc<dyn Store>, Db), BoxError> {
-    let store = idem::MySqlStore::connect(url).await?;
-    let db = Db::MySql(store.pool().clone());
-    Ok((Arc::new(store), db))
-}
-
-#[cfg(not(feature = "mysql"))]
-async fn mysql(_: &str) -> Result<(Arc<dyn Store>, Db), BoxError> {
-    Err("a mysql:// DATABASE_URL needs `--features mysql`".into())
-}
-
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
-    let addr = std::env::var("PAYMENTS_ADDR").unwrap_or_else(|_| "127.0.0.1:50051".to_owned());
-    let url = std::env::var("DATABASE_URL").unwrap_or_else(|_| "payments.db".to_owned());
-    let config = Config::from_env()?;
-    let level = match std::env::var("PAYMENTS_LOG") {
-        Ok(v) if !v.trim().is_empty() => v
-            .trim()
-            .parse::<tracing::Level>()
-            .map_err(|e| format!("PAYMENTS_LOG={v:?}: {e} (error, warn, info, debug or trace)"))?,
-        _ => tracing::Level::WARN,
-    };
-    tracing_subscriber::fmt()
-        .with_max_level(level)
-        .with_writer(std::io::stderr)
-        .init();
+    let (addr, url, config) = service::from_env("127.0.0.1:50051")?;
     let service = service(&url, config).await?;
     let listener = tokio::net::TcpListener::bind(&addr).await?;
-    let store = url.split("://").next().filter(|_| url.contains("://"));
     eprintln!(
         "payments_grpc: serving payments.v1.Payments on {} (store: {})",
         listener.local_addr()?,
-        store.unwrap_or(&url)
+        service::store_name(&url)
     );
     serve(listener, service).await
 }

@@ -360,6 +360,15 @@ pub use idem_runtime::engine::{
 #[cfg(feature = "tonic")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tonic")))]
 pub use idem_runtime::grpc;
+/// The actix-web front (feature `actix`): `use idem::actix::idempotent;` for `#[idempotent]` on
+/// actix-web handlers, the [`IdemContext`](actix::IdemContext) it adds, the
+/// [`Idempotency`](actix::Idempotency) middleware; see `docs/guides/actix.md`.
+#[cfg(feature = "actix")]
+#[cfg_attr(docsrs, doc(cfg(feature = "actix")))]
+pub mod actix {
+    pub use idem_macros::idempotent_actix as idempotent;
+    pub use idem_runtime::actix::*;
+}
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub use idem_runtime::http;

@@ -143,6 +143,17 @@ pub fn idempotent(args: TokenStream, item: TokenStream) -> TokenStream {
     idempotent::expand(args.into(), item.into()).into()
 }
 
+/// `#[idempotent]` for actix-web handlers, re-exported as `idem::actix::idempotent` (write
+/// `use idem::actix::idempotent;`): the same keys and checks as the axum form, documented there.
+/// The handler gains an `idem::actix::IdemContext` as its first argument (the `Idem` handle
+/// comes from the `web::Data<Idem>` app data) and returns an `actix_web::HttpResponse`; its
+/// declared return type implements `idem::actix::IntoSnapshot`.
+#[doc(hidden)]
+#[proc_macro_attribute]
+pub fn idempotent_actix(args: TokenStream, item: TokenStream) -> TokenStream {
+    idempotent::expand_actix(args.into(), item.into()).into()
+}
+
 /// # Attributes
 ///
 /// - `#[snapshot(biz_no)]` on exactly one named field: the business number (payment id, order

@@ -72,7 +72,7 @@ pub fn enum_spec<const N: usize>(variants: [(&str, Option<ValueSpec>); N]) -> Va
 // ---- `#[idempotent]` (docs/design/idempotent-interface.md) ----
 pub use core::time::Duration;
 
-#[cfg(any(feature = "axum", feature = "tonic"))]
+#[cfg(any(feature = "axum", feature = "actix", feature = "tonic"))]
 pub use crate::engine::call::{Call, Latest, Mode, Stored};
 pub use crate::engine::{
     AsIdem, Contract, HandlerConfig, Idem, IdempotencyError, Snapshot, run_once,
@@ -84,10 +84,12 @@ pub use crate::grpc::{GrpcContext, KeySource as GrpcKeySource, status as grpc_st
 #[cfg(feature = "axum")]
 pub use crate::http::run::{Replayer, run};
 #[cfg(feature = "axum")]
-pub use crate::http::{IdemContext, IntoSnapshot, KeySource};
+pub use crate::http::{IdemContext, IntoSnapshot};
 pub use crate::key::{ScopePart, write_scope_part};
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 pub use crate::store::atomic::{AtomicMode, TxParam, TxSlot, take_tx, tx_slot};
+#[cfg(any(feature = "axum", feature = "actix"))]
+pub use crate::web::headers::KeySource;
 #[cfg(feature = "axum")]
 pub use axum;
 #[cfg(feature = "axum")]
@@ -101,6 +103,15 @@ pub use tonic;
 pub fn grpc_message<M: crate::grpc::GrpcMessage>() {}
 
 pub use serde_json;
+
+/// What `#[idempotent]` calls for an actix-web handler (written `use idem::actix::idempotent;`).
+#[cfg(feature = "actix")]
+pub mod actix {
+    pub use crate::actix::run::{Replayer, run};
+    pub use crate::actix::{IdemContext, IntoSnapshot};
+    pub use actix_web::HttpResponse;
+    pub use actix_web::ResponseError;
+}
 
 /// The parts of a default scope as the runtime takes them (`scope = default`).
 pub fn scope_parts(parts: &[String]) -> Vec<&dyn ScopePart> {

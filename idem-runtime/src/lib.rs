@@ -1,11 +1,15 @@
 //! Runtime of [idem](https://docs.rs/idem): canonical request fingerprints, the claim/replay
 //! engine ([`engine`], framework-free), its HTTP front ([`http`]: axum handlers, problem+json,
-//! the tower layer; feature `axum`) and its stores.
+//! the tower layer; feature `axum`), its actix-web front ([`actix`], feature `actix`) and its
+//! stores.
 //!
 //! Applications depend on the `idem` facade crate, which re-exports this crate together with the
 //! procedural macros; the paths documented there are the stable ones.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+#[cfg(feature = "actix")]
+#[cfg_attr(docsrs, doc(cfg(feature = "actix")))]
+pub mod actix;
 #[cfg(feature = "decimal")]
 #[cfg_attr(docsrs, doc(cfg(feature = "decimal")))]
 pub mod deserialize;
@@ -22,6 +26,8 @@ pub mod json;
 pub mod key;
 pub mod store;
 pub(crate) mod telemetry;
+#[cfg(any(feature = "axum", feature = "actix"))]
+mod web;
 
 pub use engine::{
     AsIdem, Contract, HandlerConfig, Idem, IdempotencyError, OperationId, Snapshot, operation_id,

@@ -463,7 +463,7 @@ async fn an_oversized_message_never_reaches_the_method(s: &Server) {
         .create_payment(with_key(big, Some(&key), &[]))
         .await
         .unwrap_err();
-    assert_eq!(err.code(), Code::ResourceExhausted, "{err:?}");
+    assert_eq!(err.code(), Code::OutOfRange, "{err:?}");
     let ok = client
         .create_payment(with_key(payment("1.00"), Some(&key), &[]))
         .await

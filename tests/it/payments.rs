@@ -13,9 +13,16 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 #[path = "../../examples/payments.rs"]
-#[allow(dead_code)]
+#[allow(dead_code, clippy::duplicate_mod)]
 #[allow(clippy::module_inception)] // `payments::payments`: the example, in the module of its tests
 mod payments;
+
+// Each example is a crate of its own; here both are modules of this one, and load the files
+// they share (db.rs, model.rs, service.rs) once each.
+#[cfg(feature = "actix")]
+#[path = "../../examples/payments_actix.rs"]
+#[allow(dead_code, clippy::duplicate_mod)]
+mod payments_actix;
 
 use payments::Config;
 
@@ -53,40 +60,138 @@ impl Server {
     }
 }
 
-/// The example served on a database of its own with `config`, spoken to by `scenario`; nothing
-/// when the backend's server is not configured.
-async fn serve_with(backend: Backend, config: Config, scenario: impl AsyncFnOnce(&Server)) {
+/// Which of the two examples serves: `examples/payments.rs` (axum) or
+/// `examples/payments_actix.rs` (actix-web). Every scenario runs against both: a black-box test
+/// of one passes on the other.
+#[derive(Debug, Clone, Copy)]
+enum Front {
+    Axum,
+    #[cfg(feature = "actix")]
+    Actix,
+}
+
+/// The example of `front` served on a database of its own with `config`, spoken to by
+/// `scenario`; nothing when the backend's server is not configured.
+async fn serve_with(
+    front: Front,
+    backend: Backend,
+    config: Config,
+    scenario: impl AsyncFnOnce(&Server),
+) {
     let Some(db) = backend.database().await else {
         return;
     };
-    let router = payments::app(&db.url, config).await.unwrap();
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    let addr = match front {
+        Front::Axum => {
+            let router = payments::app(&db.url, config).await.unwrap();
+            let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = listener.local_addr().unwrap();
+            tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+            addr
+        }
+        #[cfg(feature = "actix")]
+        Front::Actix => {
+            // The same file, compiled into the other example's module.
+            let config = payments_actix::Config {
+                delay: config.delay,
+                settle: config.settle,
+                store_timeout: config.store_timeout,
+            };
+            let state = payments_actix::state(&db.url, config).await.unwrap();
+            let app = payments_actix::configure(state);
+            let server =
+                actix_web::HttpServer::new(move || actix_web::App::new().configure(app.clone()))
+                    .workers(2)
+                    .disable_signals()
+                    .bind("127.0.0.1:0")
+                    .unwrap();
+            let addr = server.addrs()[0];
+            tokio::spawn(server.run());
+            addr
+        }
+    };
     scenario(&Server { addr, db }).await;
 }
 
-/// [`serve_with`] the default configuration.
-async fn serve(backend: Backend, scenario: impl AsyncFnOnce(&Server)) {
-    serve_with(backend, Config::default(), scenario).await;
+/// The default configuration.
+fn default_config() -> Config {
+    Config::default()
 }
 
-/// [`serve_with`] a handler that takes 1.5 s, so that a duplicate meets it in progress.
-async fn serve_slow_handler(backend: Backend, scenario: impl AsyncFnOnce(&Server)) {
-    let config = Config {
+/// A handler that takes 1.5 s, so that a duplicate meets it in progress.
+fn slow_handler() -> Config {
+    Config {
         delay: Duration::from_millis(1500),
         ..Config::default()
-    };
-    serve_with(backend, config, scenario).await;
+    }
 }
 
-/// [`serve_with`] payments that settle after 1 s.
-async fn serve_slow_settling(backend: Backend, scenario: impl AsyncFnOnce(&Server)) {
-    let config = Config {
+/// Payments that settle after 1 s.
+fn slow_settling() -> Config {
+    Config {
         settle: Duration::from_millis(1000),
         ..Config::default()
+    }
+}
+
+/// The runners of `backend_tests!` for one front: `serve`, `serve_slow_handler`,
+/// `serve_slow_settling` over `$front`, and the scenarios run by each.
+macro_rules! front_tests {
+    ($front:ident) => {
+        use super::*;
+
+        async fn serve(backend: Backend, scenario: impl AsyncFnOnce(&Server)) {
+            serve_with(Front::$front, backend, default_config(), scenario).await;
+        }
+
+        async fn serve_slow_handler(backend: Backend, scenario: impl AsyncFnOnce(&Server)) {
+            serve_with(Front::$front, backend, slow_handler(), scenario).await;
+        }
+
+        async fn serve_slow_settling(backend: Backend, scenario: impl AsyncFnOnce(&Server)) {
+            serve_with(Front::$front, backend, slow_settling(), scenario).await;
+        }
+
+        backend_tests!(
+            2,
+            serve,
+            [sqlite, postgres, mysql],
+            create_and_replay,
+            equivalent_requests_replay,
+            key_reused_is_422,
+            invalid_request_then_corrected_retry,
+            processor_failure_is_stored_and_replayed,
+            missing_key_is_400,
+            events_suppress_only,
+            scope_headers_separate_tenants,
+            reads_and_404s,
+            stats_count_business_rows,
+            database_failure_is_503_and_the_retry_continues,
+        );
+        backend_tests!(
+            2,
+            serve_slow_handler,
+            [sqlite, postgres, mysql],
+            concurrent_duplicate_is_409,
+        );
+        backend_tests!(
+            2,
+            serve_slow_settling,
+            [sqlite, postgres, mysql],
+            refund_latest_state,
+        );
     };
-    serve_with(backend, config, scenario).await;
+}
+
+/// `examples/payments.rs`.
+mod axum_front {
+    front_tests!(Axum);
+}
+
+/// `examples/payments_actix.rs`.
+#[cfg(feature = "actix")]
+mod actix_front {
+    front_tests!(Actix);
 }
 
 // ---------------------------------------------------------------- a minimal HTTP/1.1 client
@@ -237,35 +342,6 @@ async fn create_payment(s: &Server, key: &str, amount: Value) -> Response {
 }
 
 // ---------------------------------------------------------------- scenarios
-
-backend_tests!(
-    2,
-    serve,
-    [sqlite, postgres, mysql],
-    create_and_replay,
-    equivalent_requests_replay,
-    key_reused_is_422,
-    invalid_request_then_corrected_retry,
-    processor_failure_is_stored_and_replayed,
-    missing_key_is_400,
-    events_suppress_only,
-    scope_headers_separate_tenants,
-    reads_and_404s,
-    stats_count_business_rows,
-    database_failure_is_503_and_the_retry_continues,
-);
-backend_tests!(
-    2,
-    serve_slow_handler,
-    [sqlite, postgres, mysql],
-    concurrent_duplicate_is_409,
-);
-backend_tests!(
-    2,
-    serve_slow_settling,
-    [sqlite, postgres, mysql],
-    refund_latest_state,
-);
 
 /// The business write fails (its table is gone for a moment): `503` with `Retry-After`, and the
 /// record is kept with its operation id — the retry writes the payment under that same id, the

@@ -1,5 +1,5 @@
-//! The macro's own view of the annotated function: which form it takes (axum handler or
-//! framework-free function), which argument is fingerprinted and how to reach it, and every
+//! The macro's own view of the annotated function: which form it takes (axum or actix-web
+//! handler, or framework-free function), which argument is fingerprinted and how to reach it, and every
 //! key resolved to the value the expansion uses. Built by `check::plan`.
 
 use proc_macro2::TokenStream;
@@ -13,6 +13,9 @@ use super::duration::Millis;
 pub(crate) enum Form<'a> {
     /// An axum handler: `IdemContext` is added as its first argument, it returns a `Response`.
     Axum,
+    /// An actix-web handler (`idem::actix::idempotent`): `IdemContext` is added as its first
+    /// argument, it returns an `HttpResponse`.
+    Actix,
     /// `store = expr`: any `async fn .. -> Result<T, E>`; a replay returns the stored `Result`.
     Consumer { store: &'a syn::Expr },
     /// A unary method of a tonic service (`&self`, `tonic::Request<T>`, `Result<Response<M>,

@@ -12,20 +12,36 @@ use crate::ctxt::Ctxt;
 
 /// Checks `args` against `item`; the plan, if every part needed to build one is valid (errors
 /// may have been recorded all the same: `cx.check()` decides).
-pub(crate) fn plan<'a>(cx: &Ctxt, args: &'a Args, item: &'a syn::ItemFn) -> Option<Plan<'a>> {
+///
+/// `actix`: the function is an actix-web handler (`idem::actix::idempotent`).
+pub(crate) fn plan<'a>(
+    cx: &Ctxt,
+    args: &'a Args,
+    item: &'a syn::ItemFn,
+    actix: bool,
+) -> Option<Plan<'a>> {
     let sig = &item.sig;
-    let form = match (tonic_method(cx, args, sig), args.store.valid()) {
-        (Some(tonic), _) => Form::Tonic(tonic?),
-        (None, Some(store)) => Form::Consumer { store },
-        (None, None) => Form::Axum,
+    let form = if actix {
+        check_actix(cx, args, sig);
+        Form::Actix
+    } else {
+        match (tonic_method(cx, args, sig), args.store.valid()) {
+            (Some(tonic), _) => Form::Tonic(tonic?),
+            (None, Some(store)) => Form::Consumer { store },
+            (None, None) => Form::Axum,
+        }
     };
     if !matches!(form, Form::Tonic(Tonic { boxed: true, .. })) {
         check_async(cx, sig);
     }
-    check_return_type(cx, sig);
+    match form {
+        Form::Actix => check_actix_return_type(cx, sig),
+        _ => check_return_type(cx, sig),
+    }
     let contract = args.contract();
     match &form {
         Form::Axum => check_axum(cx, sig),
+        Form::Actix => {}
         Form::Consumer { .. } => check_consumer(cx, args, sig),
         Form::Tonic(tonic) => check_tonic(cx, args, tonic),
     }
@@ -46,7 +62,7 @@ pub(crate) fn plan<'a>(cx: &Ctxt, args: &'a Args, item: &'a syn::ItemFn) -> Opti
             cx.syn_error(syn::Error::new(
                 proc_macro2::Span::call_site(),
                 match form {
-                    Form::Axum => "`#[idempotent]` needs a `scope`: who may share an idempotency key? Write `scope = [auth.tenant_id, auth.user_id]` with the caller's authenticated identity (an extractor argument), `scope = default` for the scope set once with `Idem::with_default_scope`, or `scope = global` if every caller shares the keys",
+                    Form::Axum | Form::Actix => "`#[idempotent]` needs a `scope`: who may share an idempotency key? Write `scope = [auth.tenant_id, auth.user_id]` with the caller's authenticated identity (an extractor argument), `scope = default` for the scope set once with `Idem::with_default_scope`, or `scope = global` if every caller shares the keys",
                     Form::Consumer { .. } => "`#[idempotent]` needs a `scope`: who may share an idempotency key? Write `scope = [msg.tenant_id]` with what separates the producers of the messages, or `scope = global` if every producer shares the keys",
                     Form::Tonic(_) => "`#[idempotent]` needs a `scope`: who may share an idempotency key? Write `scope = [header(\"x-tenant-id\")]` with the caller's identity from the request metadata (or an expression over `request.extensions()`, where an authenticating interceptor puts it), `scope = default` for the scope set once with `Idem::with_default_scope`, or `scope = global` if every caller shares the keys",
                 },
@@ -199,6 +215,36 @@ fn check_tonic(cx: &Ctxt, args: &Args, tonic: &Tonic<'_>) {
     }
 }
 
+/// The actix-web form: a free handler, and no `store` (the handle is the app data's).
+fn check_actix(cx: &Ctxt, args: &Args, sig: &syn::Signature) {
+    if let Some(receiver) = sig.receiver() {
+        cx.error_spanned_by(
+            receiver,
+            "an actix-web handler takes no `self`: make it a free `async fn`, and register the `Idem` handle with `App::new().app_data(web::Data::new(idem))`",
+        );
+    }
+    if let Some(store) = args.store.key_tokens() {
+        cx.error_spanned_by(
+            store,
+            "`idem::actix::idempotent` makes an actix-web handler, whose `Idem` handle is the `web::Data<Idem>` app data: remove `store = ..`, or use `idem::idempotent` for a function outside HTTP",
+        );
+    }
+}
+
+fn check_actix_return_type(cx: &Ctxt, sig: &syn::Signature) {
+    if let syn::ReturnType::Type(_, ty) = &sig.output
+        && let Some(opaque) = ast::find_impl_trait(ty)
+    {
+        cx.error_spanned_by(
+            opaque,
+            format!(
+                "`#[idempotent]` stores the response and replays it, so it needs the response's type: `{}` hides it (and whether it carries a business number); name the type, as in `-> Result<(web::Json<Payment>, StatusCode), Problem>`",
+                crate::attr::tokens_text(opaque)
+            ),
+        );
+    }
+}
+
 fn check_axum(cx: &Ctxt, sig: &syn::Signature) {
     if let Some(receiver) = sig.receiver() {
         cx.error_spanned_by(
@@ -291,7 +337,7 @@ fn check_lookup(cx: &Ctxt, args: &Args, form: &Form<'_>) {
         .valid()
         .filter(|c| c.value == Contract::LatestState);
     match (latest, args.lookup.key_tokens()) {
-        (Some(contract), None) if matches!(form, Form::Axum | Form::Tonic(_)) => cx.error_spanned_by(
+        (Some(contract), None) if matches!(form, Form::Axum | Form::Actix | Form::Tonic(_)) => cx.error_spanned_by(
             &contract.lit,
             "`latest_state` answers a retry with the current state of what the first request created, so it needs a `lookup`: add `lookup = find_payment`, an `async fn(String) -> impl IntoResponse` that renders it from the business number",
         ),
@@ -423,6 +469,19 @@ fn target(cx: &Ctxt, args: &Args, sig: &syn::Signature, form: &Form<'_>) -> Opti
     } else {
         match form {
             Form::Tonic(_) => unreachable!("a tonic method's target is its request"),
+            Form::Actix => {
+                let found = typed().find(|t| ast::json_inner(&t.ty).is_some());
+                if found.is_none() {
+                    cx.error_spanned_by(
+                        &sig.ident,
+                        format!(
+                            "`{}` has no `web::Json<T>` argument for `#[idempotent]` to fingerprint: name the argument whose value identifies the operation with `fingerprint(arg = name)`, e.g. a path parameter (`path: web::Path<Uuid>` and `fingerprint(arg = path)`); its type must implement `idem::Fingerprint`",
+                            sig.ident.unraw()
+                        ),
+                    );
+                }
+                found
+            }
             Form::Axum => {
                 let found = typed().find(|t| ast::json_inner(&t.ty).is_some());
                 if found.is_none() {

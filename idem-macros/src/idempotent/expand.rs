@@ -82,6 +82,11 @@ pub(crate) fn expand(plan: &Plan<'_>) -> TokenStream {
             }
         }
         Form::Tonic(tonic) => return expand_tonic(plan, tonic, &pv),
+        Form::Actix => {
+            let ret = (&ret_ty, ret_span);
+            let call = actix_call(plan, &pv, &mut sig, ret, &body, &key_arg, &scope_arg);
+            quote!(#tx_prelude #call)
+        }
         Form::Consumer { store } => {
             let as_idem = respan(quote!(#pv::AsIdem::as_idem), store.span());
             let store = spanned_ref(store);
@@ -158,13 +163,7 @@ fn expand_tonic(plan: &Plan<'_>, tonic: &Tonic<'_>, pv: &TokenStream) -> TokenSt
     } else {
         body(item, &quote!(#output), &quote!())
     };
-    let (lookup_prelude, mode) = match (plan.contract, plan.lookup) {
-        (Contract::LatestState, Some(lookup)) => (
-            quote_spanned!(lookup.span()=> let __idem_lookup = #lookup;),
-            quote!(#pv::Mode::latest(__idem_lookup)),
-        ),
-        _ => (quote!(), quote!(#pv::Mode::stored())),
-    };
+    let (lookup_prelude, mode) = mode(plan, pv);
     let run = respan(quote!(#pv::grpc_run), ret_span);
     let call = quote! {
         #run(
@@ -209,6 +208,61 @@ fn tonic_reject(plan: &Plan<'_>, pv: &TokenStream) -> TokenStream {
     } else {
         quote!(return #status;)
     }
+}
+
+/// The call of an actix-web handler: `IdemContext` first, `HttpResponse` returned, the
+/// runtime's actix `run`.
+fn actix_call(
+    plan: &Plan<'_>,
+    pv: &TokenStream,
+    sig: &mut syn::Signature,
+    (ret_ty, ret_span): (&TokenStream, Span),
+    body: &TokenStream,
+    key: &TokenStream,
+    scope: &TokenStream,
+) -> TokenStream {
+    sig.inputs
+        .insert(0, syn::parse_quote!(__idem_cx: #pv::actix::IdemContext));
+    sig.output = syn::parse_quote_spanned!(ret_span=> -> #pv::actix::HttpResponse);
+    let (lookup_prelude, mode) = mode(plan, pv);
+    // Spanned on the return type: an `IntoSnapshot` it lacks is reported there.
+    let run = respan(quote!(#pv::actix::run::<#ret_ty, _, _>), ret_span);
+    let call = at_return_type(
+        ret_span,
+        quote! {
+            __idem_cx,
+            #pv::Call {
+                config: &__IDEM_CONFIG,
+                key: #key,
+                scope: #scope,
+                hash: __idem_hash,
+            },
+            #mode,
+            #body
+        },
+    );
+    quote! {
+        #lookup_prelude
+        #run #call
+    }
+}
+
+/// The lookup's binding and the `Mode` of an HTTP handler: `latest_state` with its lookup, or
+/// the stored record; the atomic mode on top with `transaction = ..`.
+fn mode(plan: &Plan<'_>, pv: &TokenStream) -> (TokenStream, TokenStream) {
+    let (lookup_prelude, mode) = match (plan.contract, plan.lookup) {
+        (Contract::LatestState, Some(lookup)) => (
+            quote_spanned!(lookup.span()=> let __idem_lookup = #lookup;),
+            quote!(#pv::Mode::latest(__idem_lookup)),
+        ),
+        _ => (quote!(), quote!(#pv::Mode::stored())),
+    };
+    let mode = if plan.transaction.is_some() {
+        quote!(#mode.atomic(__idem_tx_hook))
+    } else {
+        mode
+    };
+    (lookup_prelude, mode)
 }
 
 /// `(args).await`, the parentheses and `.await` spanned on the return type: the bounds of the
@@ -367,10 +421,12 @@ fn scope(plan: &Plan<'_>, pv: &TokenStream) -> (TokenStream, TokenStream) {
         Scope::Global => (quote!(), quote!(&[])),
         Scope::Default(word) => {
             let call = quote_spanned!(word.span()=> __idem_cx.default_scope());
-            let reject = if matches!(plan.form, Form::Tonic(_)) {
-                tonic_reject(plan, pv)
-            } else {
-                quote!(return #pv::axum::response::IntoResponse::into_response(__idem_err);)
+            let reject = match plan.form {
+                Form::Tonic(_) => tonic_reject(plan, pv),
+                Form::Actix => {
+                    quote!(return #pv::actix::ResponseError::error_response(&__idem_err);)
+                }
+                _ => quote!(return #pv::axum::response::IntoResponse::into_response(__idem_err);),
             };
             let prelude = quote! {
                 let __idem_scope: ::std::vec::Vec<::std::string::String> = match #call {

@@ -15,6 +15,15 @@ use crate::ctxt::Ctxt;
 
 /// The expansion of `#[idempotent(args)]` on `item`.
 pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
+    expand_for(args, item, false)
+}
+
+/// The expansion of `#[idem::actix::idempotent(args)]` on `item`: an actix-web handler.
+pub(crate) fn expand_actix(args: TokenStream, item: TokenStream) -> TokenStream {
+    expand_for(args, item, true)
+}
+
+fn expand_for(args: TokenStream, item: TokenStream, actix: bool) -> TokenStream {
     let function: syn::ItemFn = match syn::parse2(item.clone()) {
         Ok(function) => function,
         Err(_) => return not_a_function(item),
@@ -24,7 +33,7 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
     let plan = if args.malformed {
         None
     } else {
-        check::plan(&cx, &args, &function)
+        check::plan(&cx, &args, &function, actix)
     };
     match (cx.check(), plan) {
         (Ok(()), Some(plan)) => {

@@ -131,7 +131,7 @@ impl Attempt {
     ) -> Fr::Answer
     where
         Fr: Front,
-        H: Future<Output = Fr::Out> + Send,
+        H: Future<Output = Fr::Out>,
     {
         use tracing::Instrument as _;
         let span = tracing::info_span!(

@@ -44,7 +44,7 @@ pub(crate) async fn execute<Fr, H>(
 ) -> Fr::Answer
 where
     Fr: Front,
-    H: Future<Output = Fr::Out> + Send,
+    H: Future<Output = Fr::Out>,
 {
     let (scoped, client_key) = match key {
         Ok(key) => key,

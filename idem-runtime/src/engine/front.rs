@@ -63,26 +63,30 @@ impl Settlement {
 /// What differs between the fronts of the engine. `execute` calls exactly one of `reject`,
 /// `replay`, `unprotected` or `settle` (and, for an attempt superseded while it ran, `settle`
 /// followed by `replay` or `reject`).
-pub(crate) trait Front: Send {
+///
+/// Nothing here requires `Send`: actix-web's handlers and responses are `!Send`, and run on one
+/// thread. A front of concrete types (axum's, tower's, `run_once`'s) still gets a `Send` future
+/// from [`execute`](super::flow::execute) when its parts are `Send`: the auto traits of `async`
+/// functions and of the futures of the impls leak through.
+pub(crate) trait Front {
     /// What the handler's future yields.
-    type Out: Send;
+    type Out;
     /// What the caller receives.
-    type Answer: Send;
+    type Answer;
 
     /// An idempotency condition answered instead of running the handler; `client_key` once the
     /// key was valid.
     fn reject(&self, error: IdempotencyError, client_key: Option<&str>) -> Self::Answer;
 
     /// A stored record of the same request.
-    fn replay(self, record: Record) -> impl Future<Output = Self::Answer> + Send;
+    fn replay(self, record: Record) -> impl Future<Output = Self::Answer>;
 
     /// The handler's output when it ran without protection (store unavailable, `fail_open`).
     fn unprotected(self, out: Self::Out) -> Self::Answer;
 
     /// The handler's output: what to do with the record, and the answer. Runs while the lease
     /// is still renewed (reading a response body takes time).
-    fn settle(&mut self, out: Self::Out)
-    -> impl Future<Output = (Settlement, Self::Answer)> + Send;
+    fn settle(&mut self, out: Self::Out) -> impl Future<Output = (Settlement, Self::Answer)>;
 
     /// The handler's transaction in the atomic mode: begun after the claim, the completion
     /// written and committed in it. `None` (the default): the two-commit mode.

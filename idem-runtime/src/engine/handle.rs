@@ -39,15 +39,18 @@ pub struct Idem {
     store_timeout: Duration,
     problem_base: Option<Arc<str>>,
     replay_cache: Option<ReplayCache>,
-    #[cfg(any(feature = "axum", feature = "tonic"))]
+    #[cfg(any(feature = "axum", feature = "actix", feature = "tonic"))]
     default_scope: Option<Arc<DefaultScopeFn>>,
 }
 
 /// The router-wide default scope of [`Idem::with_default_scope`]: the scope parts of a request,
 /// from its head (typically an authentication extension), or `None` when the request carries no
 /// identity to scope by.
-#[cfg(any(feature = "axum", feature = "tonic"))]
-#[cfg_attr(docsrs, doc(cfg(any(feature = "axum", feature = "tonic"))))]
+#[cfg(any(feature = "axum", feature = "actix", feature = "tonic"))]
+#[cfg_attr(
+    docsrs,
+    doc(cfg(any(feature = "axum", feature = "actix", feature = "tonic")))
+)]
 pub type DefaultScopeFn = dyn Fn(&http::request::Parts) -> Option<Vec<String>> + Send + Sync;
 
 impl fmt::Debug for Idem {
@@ -59,7 +62,7 @@ impl fmt::Debug for Idem {
             .field("store_timeout", &self.store_timeout)
             .field("problem_base", &self.problem_base)
             .field("replay_cache", &self.replay_cache);
-        #[cfg(any(feature = "axum", feature = "tonic"))]
+        #[cfg(any(feature = "axum", feature = "actix", feature = "tonic"))]
         d.field("default_scope", &self.default_scope.is_some());
         d.finish()
     }
@@ -102,7 +105,7 @@ impl Idem {
             store_timeout: DEFAULT_STORE_TIMEOUT,
             problem_base: None,
             replay_cache: None,
-            #[cfg(any(feature = "axum", feature = "tonic"))]
+            #[cfg(any(feature = "axum", feature = "actix", feature = "tonic"))]
             default_scope: None,
         }
     }
@@ -274,8 +277,11 @@ impl Idem {
     ///     });
     /// assert!(idem.has_default_scope());
     /// ```
-    #[cfg(any(feature = "axum", feature = "tonic"))]
-    #[cfg_attr(docsrs, doc(cfg(any(feature = "axum", feature = "tonic"))))]
+    #[cfg(any(feature = "axum", feature = "actix", feature = "tonic"))]
+    #[cfg_attr(
+        docsrs,
+        doc(cfg(any(feature = "axum", feature = "actix", feature = "tonic")))
+    )]
     #[must_use]
     pub fn with_default_scope(
         mut self,
@@ -291,15 +297,18 @@ impl Idem {
     /// use idem_runtime::engine::Idem;
     /// assert!(!Idem::new(idem_runtime::store::MemoryStore::new()).has_default_scope());
     /// ```
-    #[cfg(any(feature = "axum", feature = "tonic"))]
-    #[cfg_attr(docsrs, doc(cfg(any(feature = "axum", feature = "tonic"))))]
+    #[cfg(any(feature = "axum", feature = "actix", feature = "tonic"))]
+    #[cfg_attr(
+        docsrs,
+        doc(cfg(any(feature = "axum", feature = "actix", feature = "tonic")))
+    )]
     pub fn has_default_scope(&self) -> bool {
         self.default_scope.is_some()
     }
 
     /// The default scope of a request: `None` when none is configured, `Some(None)` when the
     /// request has no identity to scope by.
-    #[cfg(any(feature = "axum", feature = "tonic"))]
+    #[cfg(any(feature = "axum", feature = "actix", feature = "tonic"))]
     pub(crate) fn default_scope_of(
         &self,
         parts: &http::request::Parts,

@@ -48,8 +48,8 @@
 //! [`Store`]: crate::store::Store
 
 mod attempt;
-// What every front of generated code takes.
-#[cfg(any(feature = "axum", feature = "tonic"))]
+// What every front of generated code takes (axum's, actix-web's, tonic's).
+#[cfg(any(feature = "axum", feature = "actix", feature = "tonic"))]
 pub(crate) mod call;
 mod contract;
 mod error;
@@ -66,9 +66,9 @@ mod snapshot;
 
 pub use contract::Contract;
 pub use error::IdempotencyError;
-#[cfg(any(feature = "axum", feature = "tonic"))]
+#[cfg(any(feature = "axum", feature = "actix", feature = "tonic"))]
 pub(crate) use flow::execute;
-#[cfg(any(feature = "axum", feature = "tonic"))]
+#[cfg(any(feature = "axum", feature = "actix", feature = "tonic"))]
 pub(crate) use front::{ClaimSettings, Front, Settlement};
 pub use handle::{AsIdem, DEFAULT_MAX_SNAPSHOT_BYTES, DEFAULT_STORE_TIMEOUT, Idem};
 pub use handler_config::{DEFAULT_LEASE, DEFAULT_TTL, HandlerConfig, default_timeout};
@@ -79,9 +79,9 @@ pub use replay_cache::{
     DEFAULT_REPLAY_CACHE_CLOCK_MARGIN, DEFAULT_REPLAY_CACHE_MAX_AGE, ReplayCache,
 };
 pub use snapshot::Snapshot;
-#[cfg(feature = "axum")]
+#[cfg(any(feature = "axum", feature = "actix"))]
 pub(crate) use snapshot::{biz_no_body, key_fields_body};
-#[cfg(any(feature = "axum", feature = "tonic"))]
+#[cfg(any(feature = "axum", feature = "actix", feature = "tonic"))]
 pub(crate) use snapshot::{never_stored, storable};
 
 #[cfg(test)]

@@ -241,6 +241,25 @@ impl Problem {
     }
 }
 
+/// `<status> <title>: <detail>`, for logs and error chains (the document is
+/// [`Problem::to_json`]).
+///
+/// ```
+/// use idem_runtime::engine::problem::Problem;
+/// let p = Problem::new("about:blank", "Bad", 400, "why");
+/// assert_eq!(p.to_string(), "400 Bad: why");
+/// ```
+impl core::fmt::Display for Problem {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let text = |name: &str| {
+            self.get(name)
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or("")
+        };
+        write!(f, "{} {}: {}", self.status, text("title"), text("detail"))
+    }
+}
+
 impl serde::Serialize for Problem {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;

@@ -82,14 +82,14 @@ impl<T: Snapshot + ?Sized> Snapshot for std::sync::Arc<T> {
 }
 
 /// The minimal JSON object `{"<field>": "<biz_no>"}` of a `suppress_only` replay.
-#[cfg(feature = "axum")]
+#[cfg(any(feature = "axum", feature = "actix"))]
 pub(crate) fn biz_no_body(field: &str, biz_no: &str) -> Vec<u8> {
     key_fields_body(field, biz_no, &[])
 }
 
 /// The body stored for a snapshot over the size limit (S12): the key fields and the business
 /// number, `{"<key>": .., "<field>": "<biz_no>"}`.
-#[cfg(feature = "axum")]
+#[cfg(any(feature = "axum", feature = "actix"))]
 pub(crate) fn key_fields_body(
     field: &str,
     biz_no: &str,

@@ -1,14 +1,13 @@
-//! [`IdemContext`] (the extractor `#[idempotent]` adds) and [`KeySource`].
+//! [`IdemContext`], the extractor `#[idempotent]` adds.
 
 use core::convert::Infallible;
 
 use axum::extract::{FromRef, FromRequestParts, MatchedPath};
 use http::request::Parts;
-use http::{HeaderMap, HeaderValue, Method, Uri};
+use http::{HeaderValue, Method};
 
 use crate::engine::{Idem, IdempotencyError};
-use crate::key::{InvalidKey, ScopedKey, parse_header_key, validate_key};
-use crate::key::{ScopePart, scoped_key};
+use crate::web::RequestHead;
 
 /// What an idempotent axum handler needs from its request besides its own arguments: the
 /// [`Idem`] handle (from the router state, through `FromRef`), the request headers, method and
@@ -39,12 +38,7 @@ use crate::key::{ScopePart, scoped_key};
 #[derive(Debug, Clone)]
 pub struct IdemContext {
     idem: Idem,
-    headers: HeaderMap,
-    method: Method,
-    /// The request's URI (reference-counted, not copied: its path is what `path()` gives).
-    uri: Uri,
-    route: Option<MatchedPath>,
-    default_scope: Option<Option<Vec<String>>>,
+    pub(crate) head: RequestHead,
 }
 
 impl IdemContext {
@@ -59,14 +53,9 @@ impl IdemContext {
     /// assert_eq!(cx.header("Idempotency-Key").unwrap(), "k");
     /// ```
     pub fn new(idem: Idem, parts: &Parts) -> Self {
-        IdemContext {
-            default_scope: idem.default_scope_of(parts),
-            idem,
-            headers: parts.headers.clone(),
-            method: parts.method.clone(),
-            uri: parts.uri.clone(),
-            route: parts.extensions.get::<MatchedPath>().cloned(),
-        }
+        let route = parts.extensions.get::<MatchedPath>();
+        let head = RequestHead::new(&idem, parts, route.map(|r| r.as_str().to_owned()));
+        IdemContext { idem, head }
     }
 
     /// A request header (case-insensitive name).
@@ -79,7 +68,7 @@ impl IdemContext {
     /// assert!(cx.header("x-user").is_none());
     /// ```
     pub fn header(&self, name: &str) -> Option<&HeaderValue> {
-        self.headers.get(name)
+        self.head.header(name)
     }
 
     /// The [`Idem`] handle.
@@ -103,7 +92,7 @@ impl IdemContext {
     /// assert_eq!(cx.method(), http::Method::POST);
     /// ```
     pub fn method(&self) -> &Method {
-        &self.method
+        &self.head.method
     }
 
     /// The request path.
@@ -115,7 +104,7 @@ impl IdemContext {
     /// assert_eq!(cx.path(), "/a/b");
     /// ```
     pub fn path(&self) -> &str {
-        self.uri.path()
+        self.head.path()
     }
 
     /// axum's matched route template (`/v1/payments/{id}/refunds`), when the request was routed
@@ -128,7 +117,7 @@ impl IdemContext {
     /// assert_eq!(cx.route(), None); // not routed
     /// ```
     pub fn route(&self) -> Option<&str> {
-        self.route.as_ref().map(MatchedPath::as_str)
+        self.head.route.as_deref()
     }
 
     /// The operation name of a handler without `operation = ".."`: the method and the matched
@@ -142,7 +131,7 @@ impl IdemContext {
     /// assert_eq!(cx.route_operation(), "POST /a/b");
     /// ```
     pub fn route_operation(&self) -> String {
-        format!("{} {}", self.method, self.route().unwrap_or(self.path()))
+        self.head.route_operation()
     }
 
     /// The scope parts of the router-wide default scope ([`Idem::with_default_scope`]) for this
@@ -163,70 +152,8 @@ impl IdemContext {
     /// assert_eq!(IdemContext::new(idem, &anonymous).default_scope().unwrap_err().status(), 401);
     /// ```
     pub fn default_scope(&self) -> Result<Vec<String>, IdempotencyError> {
-        match &self.default_scope {
-            Some(Some(parts)) => Ok(parts.clone()),
-            Some(None) => Err(IdempotencyError::Unscoped),
-            None => {
-                tracing::error!(
-                    target: "idem",
-                    method = %self.method,
-                    path = %self.path(),
-                    "a handler with `scope = default` runs on an `Idem` handle without a default \
-                     scope: set one with `Idem::with_default_scope`, or give the handler its own \
-                     `scope = [..]`; answering 500"
-                );
-                Err(IdempotencyError::Misconfigured {
-                    message: "the handler takes the default scope (`scope = default`) and the `Idem` handle has none: set one with `Idem::with_default_scope`",
-                })
-            }
-        }
+        self.head.default_scope()
     }
-
-    /// The client key of `source` and its scoped form; `operation` `None` names it after the
-    /// route ([`IdemContext::route_operation`]).
-    pub(crate) fn key(
-        &self,
-        source: KeySource<'_>,
-        operation: Option<&str>,
-        scope: &[&dyn ScopePart],
-    ) -> Result<(ScopedKey, String), IdempotencyError> {
-        let client = match source {
-            KeySource::Header(name) => header_key(&self.headers, name)?,
-            KeySource::Value(value) => {
-                validate_key(value)?;
-                value.to_owned()
-            }
-        };
-        let scoped = match operation {
-            Some(op) => scoped_key(op, scope, &client)?,
-            None => scoped_key(&self.route_operation(), scope, &client)?,
-        };
-        Ok((scoped, client))
-    }
-}
-
-/// The client key of header `name`: missing -> `MissingKey`; repeated, or not an sf-string nor a
-/// bare key -> `InvalidKey`.
-pub(crate) fn header_key(headers: &HeaderMap, name: &str) -> Result<String, IdempotencyError> {
-    let mut values = headers.get_all(name).iter();
-    let value = values.next().ok_or_else(|| IdempotencyError::MissingKey {
-        header: display_header_name(name),
-    })?;
-    if values.next().is_some() {
-        return Err(InvalidKey::Repeated.into());
-    }
-    Ok(parse_header_key(value.as_bytes())?)
-}
-
-/// `idempotency-key` -> `Idempotency-Key`, for messages.
-fn display_header_name(name: &str) -> String {
-    let mut out = String::with_capacity(name.len());
-    let mut upper = true;
-    for c in name.chars() {
-        out.push(if upper { c.to_ascii_uppercase() } else { c });
-        upper = c == '-';
-    }
-    out
 }
 
 impl<S: Send + Sync> FromRequestParts<S> for IdemContext
@@ -241,23 +168,4 @@ where
         super::respond::ProblemBase::insert(&idem, &mut parts.extensions);
         Ok(IdemContext::new(idem, parts))
     }
-}
-
-/// Where the client key comes from.
-///
-/// ```
-/// use idem_runtime::http::KeySource;
-/// let from_header = KeySource::Header("Idempotency-Key");
-/// let order_id = String::from("order-7");
-/// let from_body = KeySource::Value(&order_id);
-/// # let _ = (from_header, from_body);
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum KeySource<'a> {
-    /// A request header (case-insensitive), parsed as an sf-string or a bare key
-    /// ([`parse_header_key`]). Missing: `400 missing-key`.
-    Header(&'static str),
-    /// A value of the request itself (a path parameter, a body field), taken as it is
-    /// ([`validate_key`](crate::key::validate_key)).
-    Value(&'a str),
 }

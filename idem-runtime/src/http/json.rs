@@ -8,7 +8,7 @@ use http::StatusCode;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::engine::problem::{INVALID_BODY, Problem};
+use crate::web::invalid_body;
 
 /// A JSON request body (extractor) or response body, like `axum::Json`, except that a body that
 /// does not deserialize is rejected with **`400`** `application/problem+json` (type
@@ -154,16 +154,7 @@ impl JsonRejection {
 
 impl IntoResponse for JsonRejection {
     fn into_response(self) -> Response {
-        let title = match self.status {
-            StatusCode::UNSUPPORTED_MEDIA_TYPE => "Request body is not JSON",
-            StatusCode::PAYLOAD_TOO_LARGE => "Request body too large",
-            _ => "Invalid request body",
-        };
-        let detail = format!(
-            "{}: fix the body and send it again (the same idempotency key may be reused: nothing was executed)",
-            self.detail
-        );
-        let p = Problem::new(INVALID_BODY, title, self.status.as_u16(), detail);
-        p.rebase_onto(self.base.as_deref()).into_response()
+        let status = self.status.as_u16();
+        invalid_body(status, &self.detail, self.base.as_deref()).into_response()
     }
 }

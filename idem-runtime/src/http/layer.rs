@@ -9,20 +9,17 @@ use core::future::Future;
 use core::marker::PhantomData;
 use core::pin::Pin;
 use core::task::{Context, Poll};
-use std::borrow::Cow;
 use std::sync::Arc;
 
 use axum::body::Body;
 use axum::response::{IntoResponse as _, Response};
 use bytes::Bytes;
+use http::Request;
 use http::request::Parts;
-use http::{Method, Request};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use tower::{Layer, Service};
 
-use super::context::header_key;
-use super::headers::IDEMPOTENCY_KEY;
-use super::respond::{SnapshotRules, exact_replay, mark_unprotected, settle, suppressed_replay};
+use super::respond::{exact_replay, mark_unprotected, settle, suppressed_replay};
 use crate::engine::problem::INVALID_BODY;
 use crate::engine::problem::Problem;
 use crate::engine::{
@@ -30,38 +27,8 @@ use crate::engine::{
 };
 use crate::fingerprint::Fingerprint;
 use crate::json::{Canonicalizer, Spec, ValueSpec};
-use crate::key::{ScopePart, scoped_key};
 use crate::store::{BoxError, Record};
-
-/// Default largest request body the layer reads: 1 MiB.
-pub const DEFAULT_BODY_LIMIT: usize = 1024 * 1024;
-
-type ScopeFn = dyn Fn(&Parts) -> Vec<String> + Send + Sync;
-
-#[derive(Clone)]
-struct Config {
-    idem: Idem,
-    /// What the layer shares with `#[idempotent]` handlers: operation, contract, durations,
-    /// fail-open, replay headers, snapshot size.
-    handler: HandlerConfig,
-    spec: Spec,
-    canonicalizer: Canonicalizer,
-    header: String,
-    body_limit: usize,
-    biz_no_field: String,
-    scope: LayerScope,
-}
-
-/// Where the layer's key scope comes from.
-#[derive(Clone)]
-enum LayerScope {
-    /// Not chosen: the `Idem` handle's default scope, which must then exist.
-    Unset,
-    /// Every caller shares the keys (chosen with `global()`).
-    Global,
-    /// Computed from each request (`scope(..)`).
-    Of(Arc<ScopeFn>),
-}
+use crate::web::layer::{LayerConfig, LayerScope, is_safe};
 
 /// Makes every unsafe request (`POST`, `PUT`, `PATCH`, `DELETE`, ...) through the wrapped service
 /// idempotent, for handlers that are not annotated with `#[idempotent]`. `GET`, `HEAD`, `OPTIONS`
@@ -129,7 +96,7 @@ enum LayerScope {
 /// ```
 #[derive(Clone)]
 pub struct IdempotencyLayer {
-    config: Arc<Config>,
+    config: Arc<LayerConfig>,
 }
 
 impl fmt::Debug for IdempotencyLayer {
@@ -161,16 +128,7 @@ impl IdempotencyLayer {
     /// ```
     pub fn new(idem: Idem, spec: Spec) -> Self {
         IdempotencyLayer {
-            config: Arc::new(Config {
-                idem,
-                handler: HandlerConfig::for_route(),
-                spec,
-                canonicalizer: Canonicalizer::new(),
-                header: IDEMPOTENCY_KEY.to_owned(),
-                body_limit: DEFAULT_BODY_LIMIT,
-                biz_no_field: "id".to_owned(),
-                scope: LayerScope::Unset,
-            }),
+            config: Arc::new(LayerConfig::new(idem, spec)),
         }
     }
 
@@ -206,7 +164,7 @@ impl IdempotencyLayer {
         }
     }
 
-    fn edit(mut self, f: impl FnOnce(&mut Config)) -> Self {
+    fn edit(mut self, f: impl FnOnce(&mut LayerConfig)) -> Self {
         f(Arc::make_mut(&mut self.config));
         self
     }
@@ -299,8 +257,7 @@ impl IdempotencyLayer {
     /// ```
     #[must_use]
     pub fn scope(self, f: impl Fn(&Parts) -> Vec<String> + Send + Sync + 'static) -> Self {
-        let f: Arc<ScopeFn> = Arc::new(f);
-        self.edit(|c| c.scope = LayerScope::Of(f))
+        self.edit(|c| c.scope = LayerScope::of(f))
     }
 
     /// Keys shared by every caller: one key space per operation. Right for a single client, or
@@ -338,11 +295,7 @@ impl<S> Layer<S> for IdempotencyLayer {
     /// When the layer has no scope: neither [`scope`](IdempotencyLayer::scope) nor
     /// [`global`](IdempotencyLayer::global), and its `Idem` handle no default scope.
     fn layer(&self, inner: S) -> Idempotency<S> {
-        if matches!(self.config.scope, LayerScope::Unset) && !self.config.idem.has_default_scope() {
-            panic!(
-                "IdempotencyLayer without a scope: its keys would be shared by every caller. Scope them by the caller's identity with `.scope(|parts| ..)` or `Idem::with_default_scope`, or say `.global()` when every caller may share them"
-            );
-        }
+        self.config.assert_scoped("IdempotencyLayer");
         Idempotency {
             inner,
             config: self.config.clone(),
@@ -364,7 +317,7 @@ impl<S> Layer<S> for IdempotencyLayer {
 #[derive(Clone)]
 pub struct Idempotency<S> {
     inner: S,
-    config: Arc<Config>,
+    config: Arc<LayerConfig>,
 }
 
 impl<S: fmt::Debug> fmt::Debug for Idempotency<S> {
@@ -423,15 +376,8 @@ impl<E> Future for ResponseFuture<E> {
     }
 }
 
-fn is_safe(method: &Method) -> bool {
-    matches!(
-        *method,
-        Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE
-    )
-}
-
 async fn handle<S, B, ResBody>(
-    config: Arc<Config>,
+    config: Arc<LayerConfig>,
     mut inner: S,
     req: Request<B>,
 ) -> Result<Response, S::Error>
@@ -448,7 +394,7 @@ where
         return Ok(inner.call(req.map(Body::new)).await?.map(Body::new));
     }
     let (parts, body) = req.into_parts();
-    let client_key = match header_key(&parts.headers, &config.header) {
+    let client_key = match config.client_key(&parts) {
         Ok(key) => key,
         Err(e) => return Ok(config.idem.problem(&e, None).into_response()),
     };
@@ -467,33 +413,9 @@ where
             return Ok(p.rebase_onto(base).into_response());
         }
     };
-    let hash = match config.canonicalizer.fingerprint_slice(&bytes, &config.spec) {
-        Ok(hash) => hash,
-        Err(e) => {
-            return Ok(config
-                .idem
-                .problem(&e.into(), Some(&client_key))
-                .into_response());
-        }
-    };
-    let operation = match config.handler.operation() {
-        Some(op) => Cow::Borrowed(op),
-        None => Cow::Owned(format!("{} {}", parts.method, parts.uri.path())),
-    };
-    let scope = match &config.scope {
-        LayerScope::Of(f) => Some(f(&parts)),
-        LayerScope::Global => Some(Vec::new()),
-        // `layer()` checked that the handle has one.
-        LayerScope::Unset => config.idem.default_scope_of(&parts).flatten(),
-    };
-    let key = match scope {
-        Some(scope) => {
-            let scope: Vec<&dyn ScopePart> = scope.iter().map(|s| s as &dyn ScopePart).collect();
-            scoped_key(&operation, &scope, &client_key)
-                .map(|scoped| (scoped, client_key))
-                .map_err(IdempotencyError::from)
-        }
-        None => Err(IdempotencyError::Unscoped),
+    let (key, hash) = match config.key(&parts, client_key.clone(), &bytes) {
+        Ok(found) => found,
+        Err(e) => return Ok(config.idem.problem(&e, Some(&client_key)).into_response()),
     };
     let mut req = Request::from_parts(parts, Body::from(bytes));
     super::respond::ProblemBase::insert(&config.idem, req.extensions_mut());
@@ -508,7 +430,7 @@ where
 /// The front of [`Idempotency`]: responses of the wrapped service, business number read from the
 /// JSON body.
 struct Layered<'a, E, ResBody> {
-    config: &'a Config,
+    config: &'a LayerConfig,
     _out: PhantomData<fn() -> (E, ResBody)>,
 }
 
@@ -550,16 +472,7 @@ where
             .idem
             .policy()
             .classify(config.handler.contract, resp.status().as_u16());
-        let rules = SnapshotRules {
-            replay_headers: config.handler.replay_headers,
-            limit: config
-                .handler
-                .max_snapshot_bytes
-                .unwrap_or(config.idem.max_snapshot_bytes()),
-            biz_no_field: &config.biz_no_field,
-            biz_no_from_body: true,
-            key_fields: Vec::new(),
-        };
+        let rules = config.rules();
         let (settlement, resp) = settle(disposition, resp, None, &rules).await;
         (settlement, Ok(resp))
     }

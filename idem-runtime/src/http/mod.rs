@@ -8,15 +8,17 @@
 
 mod body;
 mod context;
-mod headers;
 mod json;
 mod layer;
 mod respond;
 pub(crate) mod run;
 mod snapshot;
 
-pub use context::{IdemContext, KeySource};
-pub use headers::{IDEMPOTENCY_KEY, IDEMPOTENCY_STATUS, IDEMPOTENT_REPLAYED, IDEMPOTENT_SNAPSHOT};
+pub use crate::web::DEFAULT_BODY_LIMIT;
+pub use crate::web::headers::{
+    IDEMPOTENCY_KEY, IDEMPOTENCY_STATUS, IDEMPOTENT_REPLAYED, IDEMPOTENT_SNAPSHOT, KeySource,
+};
+pub use context::IdemContext;
 pub use json::{Json, JsonRejection};
-pub use layer::{DEFAULT_BODY_LIMIT, Idempotency, IdempotencyLayer, ResponseFuture};
+pub use layer::{Idempotency, IdempotencyLayer, ResponseFuture};
 pub use snapshot::{IntoSnapshot, SnapshotBody};

@@ -8,7 +8,7 @@ use core::marker::PhantomData;
 use axum::response::{IntoResponse, Response};
 use http::StatusCode;
 
-use super::context::{IdemContext, KeySource};
+use super::context::IdemContext;
 use super::respond::{
     SnapshotRules, exact_replay, mark_replayed, mark_unprotected, settle, suppressed_replay,
 };
@@ -18,6 +18,7 @@ use crate::engine::{
     ClaimSettings, Contract, Front, HandlerConfig, Idem, IdempotencyError, Settlement, execute,
 };
 use crate::store::{Record, RecordState};
+use crate::web::headers::KeySource;
 
 /// Runs a handler for a key (and scope) until one result is stored, and answers every later
 /// request with the key as `mode` says: the stored response ([`Mode::stored`]: exactly, or the
@@ -40,7 +41,7 @@ where
     M: Replayer,
 {
     let cfg = call.config;
-    let key = cx.key(call.key, cfg.operation, call.scope);
+    let key = cx.head.key(call.key, cfg.operation, call.scope);
     let hash = call.hash;
     async move {
         let front = Handler {

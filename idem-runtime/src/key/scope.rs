@@ -126,8 +126,8 @@ impl ScopePart for uuid::Uuid {
     }
 }
 
-#[cfg(feature = "axum")]
-#[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
+#[cfg(any(feature = "axum", feature = "actix"))]
+#[cfg_attr(docsrs, doc(cfg(any(feature = "axum", feature = "actix"))))]
 impl ScopePart for http::HeaderValue {
     fn write_scope_part(&self, out: &mut String) {
         for &b in self.as_bytes() {

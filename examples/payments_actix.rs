@@ -1,0 +1,58 @@
+//! The payments API of `examples/payments.rs` on actix-web: the same routes, bodies, status
+//! codes, headers, problem types, environment variables and defaults, on the same engine
+//! (`idem::actix`), with payment creation in the atomic mode.
+//!
+//! ```sh
+//! cargo run --example payments_actix --features actix   # http://127.0.0.1:3000, ./payments.db
+//! ```
+//!
+//! The variables (`PAYMENTS_ADDR`, `DATABASE_URL`, `PAYMENTS_DELAY_MS`, `PAYMENTS_SETTLE_MS`,
+//! `PAYMENTS_STORE_TIMEOUT_MS`, `PAYMENTS_LOG`) and the walk-through are those of
+//! `examples/payments.rs`; the business logic (`payments/model.rs`) and the database
+//! (`payments/db.rs`) are the same files.
+
+use actix_web::{App, HttpServer, web};
+
+#[path = "payments/api_actix.rs"]
+mod api;
+#[path = "payments/db.rs"]
+mod db;
+#[path = "payments/model.rs"]
+mod model;
+#[path = "payments/service.rs"]
+mod service;
+
+pub use service::{BoxError, Config};
+
+/// Opens the store named by `database_url` as `examples/payments.rs` does, and returns what
+/// [`configure`] serves.
+pub async fn state(database_url: &str, config: Config) -> Result<model::App, BoxError> {
+    service::open(database_url, config).await
+}
+
+/// The application of `state`: its handle and state as app data, JSON rejections as problems,
+/// the routes. Give it to `App::configure` in the `HttpServer` factory.
+pub fn configure(state: model::App) -> impl Fn(&mut web::ServiceConfig) + Clone {
+    move |cfg| {
+        cfg.app_data(web::Data::new(state.idem.clone()))
+            .app_data(web::Data::new(state.clone()))
+            .app_data(idem::actix::json_config())
+            .configure(api::routes);
+    }
+}
+
+#[actix_web::main]
+async fn main() -> Result<(), BoxError> {
+    let (addr, url, config) = service::from_env("127.0.0.1:3000")?;
+    let state = state(&url, config).await?;
+    let app = configure(state);
+    let server = HttpServer::new(move || App::new().configure(app.clone())).bind(&addr)?;
+    for bound in server.addrs() {
+        eprintln!(
+            "payments: listening on http://{bound} (store: {})",
+            service::store_name(&url)
+        );
+    }
+    server.run().await?;
+    Ok(())
+}

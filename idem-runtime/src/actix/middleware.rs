@@ -1,0 +1,403 @@
+//! The actix [`Idempotency`] middleware: idempotency for handlers that are not annotated,
+//! fingerprinting the raw JSON body with the run-time canonicalizer — the counterpart of the
+//! tower `IdempotencyLayer`, with the same configuration and semantics.
+
+use core::fmt;
+use core::future::{Future, Ready, ready};
+use core::marker::PhantomData;
+use core::pin::Pin;
+use core::task::{Context, Poll};
+use std::rc::Rc;
+use std::sync::Arc;
+
+use actix_web::body::{BoxBody, MessageBody};
+use actix_web::dev::{Payload, Service, ServiceRequest, ServiceResponse, Transform};
+use actix_web::web::{Bytes, BytesMut};
+use actix_web::{HttpMessage as _, HttpRequest, HttpResponse, ResponseError};
+use http::request::Parts;
+
+use super::context::parts_of;
+use super::respond::{exact_replay, mark_unprotected, settle, suppressed_replay};
+use crate::engine::{
+    ClaimSettings, Contract, Front, HandlerConfig, Idem, IdempotencyError, Settlement, execute,
+};
+use crate::fingerprint::Fingerprint;
+use crate::json::{Canonicalizer, Spec, ValueSpec};
+use crate::store::Record;
+use crate::web::invalid_body;
+use crate::web::layer::{LayerConfig, LayerScope, is_safe};
+
+/// Makes every unsafe request (`POST`, `PUT`, `PATCH`, `DELETE`, ...) through the wrapped
+/// service idempotent, for actix-web handlers that are not annotated with `#[idempotent]`;
+/// `GET`, `HEAD`, `OPTIONS` and `TRACE` pass through. The same configuration and answers as the
+/// tower `IdempotencyLayer` (`docs/http.md`): the body read up to
+/// [`body_limit`](Self::body_limit) (1 MiB; over it `413 body-too-large`) and fingerprinted under
+/// a [`Spec`] (`400 request-not-fingerprintable` when it has no canonical form), the business
+/// number read from the top-level member [`biz_no_field`](Self::biz_no_field) (`"id"`) of a JSON
+/// response, the operation of the [`HandlerConfig`] or `"<METHOD> <path>"`, `exact_replay` and
+/// `suppress_only` (`latest_state` replays exactly: no lookup).
+///
+/// **Scope.** [`scope`](Self::scope), the handle's default scope
+/// ([`Idem::with_default_scope`]) or an explicit [`global`](Self::global): without any of them
+/// the application panics when it starts (`App::wrap` builds the middleware), with a message
+/// that says what to write.
+///
+/// ```
+/// # actix_web::rt::System::new().block_on(async {
+/// use actix_web::{App, HttpResponse, test, web};
+/// use idem_runtime::actix::Idempotency;
+/// use idem_runtime::engine::Idem;
+/// use idem_runtime::json::Spec;
+///
+/// let spec = Spec::from_json_str(r#"{"amount": "decimal", "client_ip": "env"}"#).unwrap();
+/// let idem = Idem::new(idem_runtime::store::MemoryStore::new());
+/// let app = test::init_service(
+///     App::new()
+///         .wrap(Idempotency::new(idem, spec).global())
+///         .route("/payments", web::post().to(|| async {
+///             HttpResponse::Created().content_type("application/json").body(r#"{"id":"pay_1"}"#)
+///         })),
+/// ).await;
+/// let request = |body: &'static str| test::TestRequest::post().uri("/payments")
+///     .insert_header(("idempotency-key", "k-1")).set_payload(body).to_request();
+/// let first = test::call_service(&app, request(r#"{"amount":100,"client_ip":"1.2.3.4"}"#)).await;
+/// assert_eq!(first.status(), 201);
+/// let retry = test::call_service(&app, request(r#"{"amount":"100.00","client_ip":"5.6.7.8"}"#)).await;
+/// assert_eq!(retry.headers().get("idempotent-replayed").unwrap(), "true");
+/// let other = test::call_service(&app, request(r#"{"amount":5}"#)).await;
+/// assert_eq!(other.status(), 422);
+/// # });
+/// ```
+#[derive(Clone)]
+pub struct Idempotency {
+    config: Arc<LayerConfig>,
+}
+
+impl fmt::Debug for Idempotency {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let c = &self.config;
+        f.debug_struct("Idempotency")
+            .field("config", &c.handler)
+            .field("header", &c.header)
+            .field("body_limit", &c.body_limit)
+            .field("biz_no_field", &c.biz_no_field)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Idempotency {
+    /// A middleware over `idem` fingerprinting request bodies under `spec`, with the defaults of
+    /// the tower `IdempotencyLayer` ([`HandlerConfig::for_route`], `Idempotency-Key`, 1 MiB,
+    /// `"id"`, the handle's default scope).
+    ///
+    /// ```
+    /// use idem_runtime::{Spec, ValueSpec, actix::Idempotency, engine::Idem};
+    /// let mw = Idempotency::new(
+    ///     Idem::new(idem_runtime::store::MemoryStore::new()),
+    ///     Spec::new().field("amount", ValueSpec::Decimal),
+    /// );
+    /// # let _ = mw;
+    /// ```
+    pub fn new(idem: Idem, spec: Spec) -> Self {
+        Idempotency {
+            config: Arc::new(LayerConfig::new(idem, spec)),
+        }
+    }
+
+    /// A middleware whose spec is that of `#[derive(Fingerprint)]` type `T`.
+    ///
+    /// # Panics
+    /// When `T` is not a struct with named fields (its canonical form is not an object).
+    ///
+    /// ```
+    /// use idem_runtime::{actix::Idempotency, engine::Idem};
+    /// let mw = Idempotency::for_type::<std::collections::BTreeMap<String, u64>>(
+    ///     Idem::new(idem_runtime::store::MemoryStore::new()),
+    /// );
+    /// # let _ = mw;
+    /// ```
+    pub fn for_type<T: Fingerprint>(idem: Idem) -> Self {
+        match T::value_spec() {
+            ValueSpec::Object(spec) => Self::new(idem, spec),
+            other => panic!(
+                "Idempotency::for_type::<{}>: the type's canonical form is not an object ({other:?}); use a struct with named fields, or Idempotency::new with a Spec",
+                core::any::type_name::<T>()
+            ),
+        }
+    }
+
+    fn edit(mut self, f: impl FnOnce(&mut LayerConfig)) -> Self {
+        f(Arc::make_mut(&mut self.config));
+        self
+    }
+
+    /// The request header carrying the client key (default `Idempotency-Key`).
+    ///
+    /// ```
+    /// # use idem_runtime::{Spec, actix::Idempotency, engine::Idem};
+    /// # let mw = Idempotency::new(Idem::new(idem_runtime::store::MemoryStore::new()), Spec::new());
+    /// let mw = mw.header("X-Idempotency-Key");
+    /// ```
+    #[must_use]
+    pub fn header(self, name: impl Into<String>) -> Self {
+        let name = name.into().to_ascii_lowercase();
+        self.edit(|c| c.header = name)
+    }
+
+    /// The settings shared with `#[idempotent]` handlers (as `IdempotencyLayer::config`).
+    ///
+    /// ```
+    /// # use idem_runtime::{Spec, actix::Idempotency, engine::Idem};
+    /// # let mw = Idempotency::new(Idem::new(idem_runtime::store::MemoryStore::new()), Spec::new());
+    /// use idem_runtime::engine::{Contract, HandlerConfig};
+    /// let mw = mw.config(HandlerConfig::new("payments.create").contract(Contract::SuppressOnly));
+    /// ```
+    #[must_use]
+    pub fn config(self, config: HandlerConfig) -> Self {
+        self.edit(|c| c.handler = config)
+    }
+
+    /// Largest request body read (default 1 MiB); over it: `413 body-too-large`.
+    ///
+    /// ```
+    /// # use idem_runtime::{Spec, actix::Idempotency, engine::Idem};
+    /// # let mw = Idempotency::new(Idem::new(idem_runtime::store::MemoryStore::new()), Spec::new());
+    /// let mw = mw.body_limit(64 * 1024);
+    /// ```
+    #[must_use]
+    pub fn body_limit(self, bytes: usize) -> Self {
+        self.edit(|c| c.body_limit = bytes)
+    }
+
+    /// The top-level member of JSON response bodies holding the business number (default
+    /// `"id"`).
+    ///
+    /// ```
+    /// # use idem_runtime::{Spec, actix::Idempotency, engine::Idem};
+    /// # let mw = Idempotency::new(Idem::new(idem_runtime::store::MemoryStore::new()), Spec::new());
+    /// let mw = mw.biz_no_field("payment_id");
+    /// ```
+    #[must_use]
+    pub fn biz_no_field(self, field: impl Into<String>) -> Self {
+        let field = field.into();
+        self.edit(|c| c.biz_no_field = field)
+    }
+
+    /// The key's scope computed from each request's head (method, URI, headers, in `http` 1.x
+    /// types).
+    ///
+    /// ```
+    /// # use idem_runtime::{Spec, actix::Idempotency, engine::Idem};
+    /// # let mw = Idempotency::new(Idem::new(idem_runtime::store::MemoryStore::new()), Spec::new());
+    /// let mw = mw.scope(|parts| {
+    ///     let tenant = parts.headers.get("x-tenant").and_then(|v| v.to_str().ok()).unwrap_or("");
+    ///     vec![tenant.to_owned()]
+    /// });
+    /// ```
+    #[must_use]
+    pub fn scope(self, f: impl Fn(&Parts) -> Vec<String> + Send + Sync + 'static) -> Self {
+        self.edit(|c| c.scope = LayerScope::of(f))
+    }
+
+    /// Keys shared by every caller: one key space per operation.
+    ///
+    /// ```
+    /// # use idem_runtime::{Spec, actix::Idempotency, engine::Idem};
+    /// # let mw = Idempotency::new(Idem::new(idem_runtime::store::MemoryStore::new()), Spec::new());
+    /// let mw = mw.global();
+    /// ```
+    #[must_use]
+    pub fn global(self) -> Self {
+        self.edit(|c| c.scope = LayerScope::Global)
+    }
+
+    /// The canonicalizer options (nesting limit, unknown fields).
+    ///
+    /// ```
+    /// # use idem_runtime::{Spec, actix::Idempotency, engine::Idem};
+    /// use idem_runtime::json::Canonicalizer;
+    /// # let mw = Idempotency::new(Idem::new(idem_runtime::store::MemoryStore::new()), Spec::new());
+    /// let mw = mw.canonicalizer(Canonicalizer::new().deny_unknown_fields(true));
+    /// ```
+    #[must_use]
+    pub fn canonicalizer(self, canonicalizer: Canonicalizer) -> Self {
+        self.edit(|c| c.canonicalizer = canonicalizer)
+    }
+}
+
+impl<S, B> Transform<S, ServiceRequest> for Idempotency
+where
+    S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = actix_web::Error> + 'static,
+    B: MessageBody + 'static,
+{
+    type Response = ServiceResponse<BoxBody>;
+    type Error = actix_web::Error;
+    type Transform = IdempotencyMiddleware<S>;
+    type InitError = ();
+    type Future = Ready<Result<Self::Transform, ()>>;
+
+    /// # Panics
+    /// When the middleware has no scope: neither [`scope`](Idempotency::scope) nor
+    /// [`global`](Idempotency::global), and its `Idem` handle no default scope.
+    fn new_transform(&self, service: S) -> Self::Future {
+        self.config.assert_scoped("actix Idempotency middleware");
+        ready(Ok(IdempotencyMiddleware {
+            service: Rc::new(service),
+            config: self.config.clone(),
+        }))
+    }
+}
+
+/// The service of [`Idempotency`] (what `App::wrap` puts around the application's service).
+pub struct IdempotencyMiddleware<S> {
+    service: Rc<S>,
+    config: Arc<LayerConfig>,
+}
+
+impl<S> fmt::Debug for IdempotencyMiddleware<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("IdempotencyMiddleware")
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S, B> Service<ServiceRequest> for IdempotencyMiddleware<S>
+where
+    S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = actix_web::Error> + 'static,
+    B: MessageBody + 'static,
+{
+    type Response = ServiceResponse<BoxBody>;
+    type Error = actix_web::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>>>>;
+
+    fn poll_ready(&self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.service.poll_ready(cx)
+    }
+
+    fn call(&self, req: ServiceRequest) -> Self::Future {
+        Box::pin(handle(self.config.clone(), self.service.clone(), req))
+    }
+}
+
+async fn handle<S, B>(
+    config: Arc<LayerConfig>,
+    service: Rc<S>,
+    mut req: ServiceRequest,
+) -> Result<ServiceResponse<BoxBody>, actix_web::Error>
+where
+    S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = actix_web::Error>,
+    B: MessageBody + 'static,
+{
+    let http_req = req.request().clone();
+    let parts = parts_of(&http_req);
+    if is_safe(&parts.method) {
+        return Ok(service.call(req).await?.map_into_boxed_body());
+    }
+    let answer = |resp: HttpResponse| Ok(ServiceResponse::new(http_req.clone(), resp));
+    let idem = &config.idem;
+    let client_key = match config.client_key(&parts) {
+        Ok(key) => key,
+        Err(e) => return answer(idem.problem(&e, None).error_response()),
+    };
+    let bytes = match read_body(req.take_payload(), config.body_limit).await {
+        Ok(bytes) => bytes,
+        Err(BodyRead::TooLarge) => {
+            let e = IdempotencyError::BodyTooLarge {
+                limit: config.body_limit,
+            };
+            return answer(idem.problem(&e, Some(&client_key)).error_response());
+        }
+        Err(BodyRead::Failed(e)) => {
+            let detail = format!("the request body could not be read: {e}");
+            let base = idem.problem_base().map(|b| &**b);
+            return answer(invalid_body(400, &detail, base).error_response());
+        }
+    };
+    let (key, hash) = match config.key(&parts, client_key.clone(), &bytes) {
+        Ok(found) => found,
+        Err(e) => return answer(idem.problem(&e, Some(&client_key)).error_response()),
+    };
+    req.set_payload(Payload::from(bytes));
+    let front = Middleware {
+        config: &config,
+        req: &http_req,
+        _out: PhantomData,
+    };
+    let settings = ClaimSettings::of(&config.handler);
+    execute(idem, settings, key, hash, front, service.call(req)).await
+}
+
+enum BodyRead {
+    TooLarge,
+    Failed(actix_web::error::PayloadError),
+}
+
+/// The request body, at most `limit` bytes.
+async fn read_body(mut payload: Payload, limit: usize) -> Result<Bytes, BodyRead> {
+    use futures_core::Stream;
+    let mut body = BytesMut::new();
+    while let Some(chunk) = core::future::poll_fn(|cx| Pin::new(&mut payload).poll_next(cx)).await {
+        let chunk = chunk.map_err(BodyRead::Failed)?;
+        if body.len() + chunk.len() > limit {
+            return Err(BodyRead::TooLarge);
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body.freeze())
+}
+
+type Out<B> = Result<ServiceResponse<B>, actix_web::Error>;
+type Answer = Result<ServiceResponse<BoxBody>, actix_web::Error>;
+
+/// The front of [`IdempotencyMiddleware`]: responses of the wrapped service, business number
+/// read from the JSON body.
+struct Middleware<'a, B> {
+    config: &'a LayerConfig,
+    req: &'a HttpRequest,
+    _out: PhantomData<fn() -> B>,
+}
+
+impl<B: MessageBody + 'static> Front for Middleware<'_, B> {
+    type Out = Out<B>;
+    type Answer = Answer;
+
+    fn reject(&self, error: IdempotencyError, client_key: Option<&str>) -> Answer {
+        let resp = self
+            .config
+            .idem
+            .problem(&error, client_key)
+            .error_response();
+        Ok(ServiceResponse::new(self.req.clone(), resp))
+    }
+
+    async fn replay(self, record: Record) -> Answer {
+        let resp = match self.config.handler.contract {
+            Contract::SuppressOnly => suppressed_replay(record, &self.config.biz_no_field),
+            Contract::ExactReplay | Contract::LatestState => exact_replay(record),
+        };
+        Ok(ServiceResponse::new(self.req.clone(), resp))
+    }
+
+    fn unprotected(self, out: Out<B>) -> Answer {
+        let mut resp = out?.map_into_boxed_body();
+        mark_unprotected(resp.response_mut());
+        Ok(resp)
+    }
+
+    async fn settle(&mut self, out: Out<B>) -> (Settlement, Answer) {
+        let (req, resp) = match out {
+            Ok(resp) => resp.map_into_boxed_body().into_parts(),
+            // The service failed without a response after it started: a retry continues the
+            // operation.
+            Err(e) => return (Settlement::Abandon, Err(e)),
+        };
+        let config = self.config;
+        let disposition = config
+            .idem
+            .policy()
+            .classify(config.handler.contract, resp.status().as_u16());
+        let rules = config.rules();
+        let (settlement, resp) = settle(disposition, resp, None, &rules).await;
+        (settlement, Ok(ServiceResponse::new(req, resp)))
+    }
+}

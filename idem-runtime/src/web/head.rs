@@ -1,0 +1,115 @@
+//! [`RequestHead`]: the part of a request a front reads the client key, the operation name and
+//! the default scope from, in `http` 1.x types whatever the framework's own.
+
+use http::{HeaderMap, HeaderValue, Method, Uri};
+
+use crate::engine::{Idem, IdempotencyError};
+use crate::key::{InvalidKey, ScopePart, ScopedKey, parse_header_key, scoped_key, validate_key};
+use crate::web::headers::KeySource;
+
+/// The head of a request as the fronts' contexts keep it.
+#[derive(Debug, Clone)]
+pub(crate) struct RequestHead {
+    pub(crate) headers: HeaderMap,
+    pub(crate) method: Method,
+    /// Reference-counted, not copied: its path is what `path()` gives.
+    pub(crate) uri: Uri,
+    /// The router's matched template (`/v1/payments/{id}/refunds`), if routed.
+    pub(crate) route: Option<String>,
+    /// The handle's default scope of this request ([`Idem::default_scope_of`]).
+    pub(crate) default_scope: Option<Option<Vec<String>>>,
+}
+
+impl RequestHead {
+    /// The head of `parts`, routed by `route`, with `idem`'s default scope computed.
+    pub(crate) fn new(idem: &Idem, parts: &http::request::Parts, route: Option<String>) -> Self {
+        RequestHead {
+            default_scope: idem.default_scope_of(parts),
+            headers: parts.headers.clone(),
+            method: parts.method.clone(),
+            uri: parts.uri.clone(),
+            route,
+        }
+    }
+
+    pub(crate) fn header(&self, name: &str) -> Option<&HeaderValue> {
+        self.headers.get(name)
+    }
+
+    pub(crate) fn path(&self) -> &str {
+        self.uri.path()
+    }
+
+    /// `"<METHOD> <route template>"`, or the request path when not routed.
+    pub(crate) fn route_operation(&self) -> String {
+        let route = self.route.as_deref().unwrap_or(self.path());
+        format!("{} {route}", self.method)
+    }
+
+    /// The parts of the handle's default scope for this request.
+    pub(crate) fn default_scope(&self) -> Result<Vec<String>, IdempotencyError> {
+        match &self.default_scope {
+            Some(Some(parts)) => Ok(parts.clone()),
+            Some(None) => Err(IdempotencyError::Unscoped),
+            None => {
+                tracing::error!(
+                    target: "idem",
+                    method = %self.method,
+                    path = %self.path(),
+                    "a handler with `scope = default` runs on an `Idem` handle without a default \
+                     scope: set one with `Idem::with_default_scope`, or give the handler its own \
+                     `scope = [..]`; answering 500"
+                );
+                Err(IdempotencyError::Misconfigured {
+                    message: "the handler takes the default scope (`scope = default`) and the `Idem` handle has none: set one with `Idem::with_default_scope`",
+                })
+            }
+        }
+    }
+
+    /// The client key of `source` and its scoped form; `operation` `None` names it after the
+    /// route ([`RequestHead::route_operation`]).
+    pub(crate) fn key(
+        &self,
+        source: KeySource<'_>,
+        operation: Option<&str>,
+        scope: &[&dyn ScopePart],
+    ) -> Result<(ScopedKey, String), IdempotencyError> {
+        let client = match source {
+            KeySource::Header(name) => header_key(&self.headers, name)?,
+            KeySource::Value(value) => {
+                validate_key(value)?;
+                value.to_owned()
+            }
+        };
+        let scoped = match operation {
+            Some(op) => scoped_key(op, scope, &client)?,
+            None => scoped_key(&self.route_operation(), scope, &client)?,
+        };
+        Ok((scoped, client))
+    }
+}
+
+/// The client key of header `name`: missing -> `MissingKey`; repeated, or not an sf-string nor a
+/// bare key -> `InvalidKey`.
+pub(crate) fn header_key(headers: &HeaderMap, name: &str) -> Result<String, IdempotencyError> {
+    let mut values = headers.get_all(name).iter();
+    let value = values.next().ok_or_else(|| IdempotencyError::MissingKey {
+        header: display_header_name(name),
+    })?;
+    if values.next().is_some() {
+        return Err(InvalidKey::Repeated.into());
+    }
+    Ok(parse_header_key(value.as_bytes())?)
+}
+
+/// `idempotency-key` -> `Idempotency-Key`, for messages.
+fn display_header_name(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    let mut upper = true;
+    for c in name.chars() {
+        out.push(if upper { c.to_ascii_uppercase() } else { c });
+        upper = c == '-';
+    }
+    out
+}

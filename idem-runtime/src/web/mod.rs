@@ -1,0 +1,31 @@
+//! What the HTTP fronts (axum's [`http`](crate::http), actix-web's [`actix`](crate::actix))
+//! share and no framework decides: the header names, the request head a key is read and scoped
+//! from ([`RequestHead`]), and the rules of a snapshot (which response headers are stored, the
+//! business number a store can keep, a body over the size limit).
+
+use crate::engine::problem::{INVALID_BODY, Problem};
+
+mod head;
+pub(crate) mod headers;
+pub(crate) mod layer;
+pub(crate) mod snapshot;
+
+pub(crate) use head::{RequestHead, header_key};
+
+/// Default largest request body the middlewares read (the tower `IdempotencyLayer`, the actix
+/// `Idempotency`): 1 MiB.
+pub const DEFAULT_BODY_LIMIT: usize = 1024 * 1024;
+
+/// The problem of a request body its JSON extractor refused (`status` 400, 413 or 415): nothing
+/// ran, so the same key may be sent again with a corrected body.
+pub(crate) fn invalid_body(status: u16, detail: &str, base: Option<&str>) -> Problem {
+    let title = match status {
+        415 => "Request body is not JSON",
+        413 => "Request body too large",
+        _ => "Invalid request body",
+    };
+    let detail = format!(
+        "{detail}: fix the body and send it again (the same idempotency key may be reused: nothing was executed)"
+    );
+    Problem::new(INVALID_BODY, title, status, detail).rebase_onto(base)
+}
