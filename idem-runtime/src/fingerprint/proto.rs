@@ -241,6 +241,10 @@ impl<'a, const N: usize> Oneofs<'a, N> {
             if name.is_some_and(|name| member.as_bytes() >= name.as_bytes()) {
                 break;
             }
+            // The object is opened by its first member (`close_object` ends it).
+            if *first {
+                w.begin_object();
+            }
             w.member(first, member);
             oneof.write_proto_value(w);
             self.next += 1;
