@@ -156,7 +156,7 @@ fn check_proto_biz_no(cx: &Ctxt, field: &syn::Field, ident: &syn::Ident, at: &sy
             (ProtoKind::Map { .. }, _) => "a `map`".to_owned(),
             (ProtoKind::Oneof, _) => "a oneof".to_owned(),
             (ProtoKind::Message | ProtoKind::Group, _) => "a message".to_owned(),
-            _ => format!("a `{}` field", crate::attr::tokens_text(&p.tokens)),
+            _ => format!("declared `{}`", crate::attr::tokens_text(&p.tokens)),
         },
     };
     cx.error_spanned_by(
