@@ -278,7 +278,7 @@ mod tests {
             .into_iter()
             .collect();
         assert_eq!(
-            text(|w| proto_map(w, &map, |v, w| proto_bytes(v, w))),
+            text(|w| proto_map(w, &map, proto_bytes)),
             r#"{"false":"","true":"aGk="}"#
         );
         assert!(proto_map_is_empty(&HashMap::<String, i32>::new()));
