@@ -9,6 +9,10 @@ pub use std::string::String;
 pub use std::vec::Vec;
 
 pub use crate::fingerprint::fields::{Base64Field, FloatField};
+pub use crate::fingerprint::proto::{
+    Oneofs, ProtoDefault, ProtoMapKey, ProtoOneof, ProtoOneofField, proto_bytes,
+    proto_bytes_is_empty, proto_map, proto_map_is_empty, proto_repeated_bytes,
+};
 pub use crate::fingerprint::{
     Canonical, CanonicalWriter, Env, FieldMask, FieldRef, Fingerprint, Hashed, NoFields,
     RequestHash, Skipped, hashable,

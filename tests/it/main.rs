@@ -13,6 +13,7 @@ mod atomic;
 mod cli;
 mod contention;
 mod derive;
+mod derive_prost;
 mod engine_lease;
 mod engine_once;
 mod equivalence;

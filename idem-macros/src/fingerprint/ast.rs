@@ -5,6 +5,7 @@ use syn::ext::IdentExt;
 use syn::punctuated::Punctuated;
 
 use super::attr::{self, Key};
+use crate::case::RenameRule;
 use crate::ctxt::Ctxt;
 
 pub(crate) struct Container<'a> {
@@ -12,6 +13,8 @@ pub(crate) struct Container<'a> {
     pub(crate) generics: &'a syn::Generics,
     pub(crate) attrs: attr::Container,
     pub(crate) data: Data<'a>,
+    /// A prost message (a field has `#[prost(..)]`) or a `prost::Oneof` enum (a variant has).
+    pub(crate) proto: bool,
 }
 
 pub(crate) enum Data<'a> {
@@ -102,11 +105,16 @@ impl<'a> Container<'a> {
                 return None;
             }
         };
+        let proto = match &data {
+            Data::Struct(_, fields) => fields.iter().any(|f| f.attrs.proto.is_some()),
+            Data::Enum(variants) => variants.iter().any(|v| v.attrs.proto.is_some()),
+        };
         Some(Container {
             ident: &item.ident,
             generics: &item.generics,
             attrs,
             data,
+            proto,
         })
     }
 
@@ -135,12 +143,27 @@ impl<'a> Variant<'a> {
         for field in &mut fields {
             field.rename_by(field_rule);
         }
+        let rule = match attrs.proto {
+            // prost-build names a oneof variant after its field, in UpperCamelCase: the member
+            // name is the field's name again.
+            Some(_) => RenameRule::SnakeCase,
+            None => container.rename_all,
+        };
         let wire = match &attrs.rename {
             Some(name) => name.clone(),
-            None => container
-                .rename_all
-                .apply_to_variant(&variant.ident.unraw().to_string()),
+            None => rule.apply_to_variant(&variant.ident.unraw().to_string()),
         };
+        if let (Some(proto), [field]) = (&attrs.proto, fields.as_mut_slice()) {
+            // The variant's `#[fingerprint(..)]` options are its field's.
+            let all: Vec<syn::Attribute> = variant
+                .attrs
+                .iter()
+                .chain(&field.original.attrs)
+                .cloned()
+                .collect();
+            field.attrs = attr::Field::from_attrs(cx, &all);
+            field.attrs.proto = Some(proto.clone());
+        }
         Variant {
             ident: &variant.ident,
             wire,
@@ -172,6 +195,11 @@ impl Field<'_> {
         } else {
             Writer::Canonical
         }
+    }
+
+    /// `#[fingerprint(float)]`.
+    pub(crate) fn writer_is_float(&self) -> bool {
+        self.attrs.has(Key::Float)
     }
 
     /// The Rust name without `r#`, for messages (`None` for unnamed fields).

@@ -7,6 +7,7 @@ use quote::ToTokens;
 use syn::meta::ParseNestedMeta;
 use syn::{LitStr, Token};
 
+use super::proto::{self, Proto};
 use crate::attr::{
     for_each_meta, for_each_serde_meta, parse_crate_value, parse_rename_rule, parse_serialize_name,
     path_text, skip_value,
@@ -71,6 +72,8 @@ pub(crate) struct Variant {
     pub(crate) skip: Option<TokenStream>,
     /// `#[serde(untagged)]`.
     pub(crate) untagged: Option<TokenStream>,
+    /// `#[prost(..)]`: a variant of a `prost::Oneof` enum.
+    pub(crate) proto: Option<Proto>,
 }
 
 /// `#[fingerprint(..)]` and `#[serde(..)]` on a field.
@@ -90,6 +93,8 @@ pub(crate) struct Field {
     /// An option was unknown or malformed (already reported): checks that depend on the
     /// options stay quiet rather than report a consequence of that mistake.
     pub(crate) malformed: bool,
+    /// `#[prost(..)]`: a field of a prost message, or the field of a oneof variant.
+    pub(crate) proto: Option<Proto>,
 }
 
 impl Field {
@@ -156,19 +161,25 @@ impl Container {
 
 impl Variant {
     pub(crate) fn from_ast(cx: &Ctxt, variant: &syn::Variant) -> Self {
-        for_each_fingerprint_meta(cx, &variant.attrs, "an enum variant", |meta| {
-            unknown_key(
-                cx,
-                meta,
-                "a variant takes no `#[fingerprint(..)]` options; put `env`, `skip`, ... on its fields",
-            );
-            skip_value(meta)
-        });
+        let proto = proto::from_attrs(&variant.attrs);
+        // A oneof variant's options are its field's (prost-build's `field_attribute` puts them
+        // on the variant): read with the field's.
+        if proto.is_none() {
+            for_each_fingerprint_meta(cx, &variant.attrs, "an enum variant", |meta| {
+                unknown_key(
+                    cx,
+                    meta,
+                    "a variant takes no `#[fingerprint(..)]` options; put `env`, `skip`, ... on its fields",
+                );
+                skip_value(meta)
+            });
+        }
         let mut attrs = Variant {
             rename: None,
             rename_all: RenameRule::None,
             skip: None,
             untagged: None,
+            proto,
         };
         for_each_serde_meta(&variant.attrs, |meta| {
             if meta.path == RENAME {
@@ -190,6 +201,11 @@ impl Variant {
 
 impl Field {
     pub(crate) fn from_ast(cx: &Ctxt, field: &syn::Field) -> Self {
+        Self::from_attrs(cx, &field.attrs)
+    }
+
+    /// The options in `attrs` (a field's, or a oneof variant's and its field's).
+    pub(crate) fn from_attrs(cx: &Ctxt, field_attrs: &[syn::Attribute]) -> Self {
         let mut attrs = Field {
             keys: Vec::new(),
             with: None,
@@ -198,9 +214,10 @@ impl Field {
             skip_serializing_if: None,
             flatten: None,
             malformed: false,
+            proto: proto::from_attrs(field_attrs),
         };
         let mut malformed = false;
-        let well_formed = for_each_fingerprint_meta(cx, &field.attrs, "a field", |meta| {
+        let well_formed = for_each_fingerprint_meta(cx, field_attrs, "a field", |meta| {
             let Some(&key) = FIELD_KEYS.iter().find(|k| meta.path == k.symbol()) else {
                 malformed = true;
                 unknown_key(
@@ -235,7 +252,7 @@ impl Field {
             Ok(())
         });
         attrs.malformed = malformed || !well_formed;
-        for_each_serde_meta(&field.attrs, |meta| {
+        for_each_serde_meta(field_attrs, |meta| {
             if meta.path == RENAME {
                 attrs.rename = parse_serialize_name(meta)?.or(attrs.rename.take());
             } else if meta.path == SKIP || meta.path == SKIP_SERIALIZING {

@@ -7,6 +7,7 @@ use quote::ToTokens;
 
 use super::ast::{Container, Data, Field, Kind, Style, Variant};
 use super::attr::Key;
+use super::proto::ProtoKind;
 use super::types::find_float;
 use crate::ctxt::Ctxt;
 
@@ -63,6 +64,9 @@ pub(crate) fn check(cx: &Ctxt, cont: &Container<'_>) {
             check_representation(cx, cont);
             for variant in variants {
                 check_variant(cx, variant);
+                if cont.proto {
+                    check_oneof_variant(cx, variant);
+                }
             }
         }
     }
@@ -85,6 +89,7 @@ fn check_fields(cx: &Ctxt, style: Style, fields: &[Field<'_>], shape: Shape) {
             check_unnamed(cx, field, style, shape);
         }
         check_float(cx, field);
+        check_proto(cx, field);
     }
     if style == Style::Struct {
         check_wire_names(cx, fields);
@@ -223,6 +228,49 @@ fn check_float(cx: &Ctxt, field: &Field<'_>) {
             float,
             format!(
                 "{which} holds a binary float (`{float}`), which has no exact decimal form: add `#[fingerprint(float)]` to hash its shortest round-trip text, or use `rust_decimal::Decimal`"
+            ),
+        );
+    }
+}
+
+/// Prost fields the derive cannot write, and options that mean nothing on them.
+fn check_proto(cx: &Ctxt, field: &Field<'_>) {
+    let Some(proto) = &field.attrs.proto else {
+        return;
+    };
+    if field.attrs.malformed || field.kind() != Kind::Hashed {
+        return;
+    }
+    if let Some(tokens) = field.attrs.key(Key::Base64) {
+        cx.error_spanned_by(
+            tokens,
+            "`base64` does not apply to a field of a protobuf message: `bytes` fields are written as base64 already, and other kinds hold no bytes; remove `#[fingerprint(base64)]`",
+        );
+    }
+    if proto.kind == ProtoKind::Group && field.attrs.with.is_none() {
+        cx.error_spanned_by(
+            &proto.tokens,
+            "protobuf groups (`group`, deprecated since proto2) are not supported by `#[derive(Fingerprint)]`: declare the group as a nested message, write the field with `#[fingerprint(with = path)]`, or mark it `#[fingerprint(skip)]`",
+        );
+    }
+}
+
+/// A variant of a `prost::Oneof` enum is one field of the message: a newtype with `#[prost(..)]`.
+fn check_oneof_variant(cx: &Ctxt, variant: &Variant<'_>) {
+    if variant.attrs.proto.is_none() {
+        cx.error_spanned_by(
+            variant.ident,
+            format!(
+                "variant `{}` has no `#[prost(..)]` attribute, unlike the other variants: in a `prost::Oneof` enum every variant is one field of the message, e.g. `#[prost(string, tag = \"10\")] {}(String)`",
+                variant.ident, variant.ident
+            ),
+        );
+    } else if variant.style != Style::Newtype {
+        cx.error_spanned_by(
+            variant.ident,
+            format!(
+                "variant `{}` of a oneof must hold exactly one field, the value of that member of the message: write `{}(T)`",
+                variant.ident, variant.ident
             ),
         );
     }

@@ -15,6 +15,7 @@ use syn::spanned::Spanned;
 
 use super::ast::{Container, Data, Field, Kind, Style, Variant, Writer, sorted_hashed};
 use super::paths::{Paths, qualified};
+use super::proto_expand::{self, is_oneof, proto_of};
 use super::spec::{array_spec, enum_spec, field_spec, object_spec};
 use super::types::for_each_path;
 use crate::json;
@@ -31,10 +32,21 @@ pub(crate) fn expand(cont: &Container<'_>, krate: &syn::Path) -> TokenStream {
     let canonical_body = canonical_body(cont, &p);
     let fingerprint_body = fingerprint_body(cont, &p);
     let fields_struct = fields_struct(cont, pv).map(|f| f.decl);
+    let oneof = match &cont.data {
+        Data::Enum(variants) if cont.proto => Some(proto_expand::oneof_impl(
+            &p,
+            quote!(impl #impl_generics #pv::ProtoOneof for #ident #ty_generics #where_clause),
+            variants,
+            &|f| field_spec(&p, f),
+        )),
+        _ => None,
+    };
 
     quote! {
         const _: () = {
             #fields_struct
+
+            #oneof
 
             #[automatically_derived]
             impl #impl_generics #pv::Canonical for #ident #ty_generics #where_clause {
@@ -138,6 +150,13 @@ fn canonical_body(cont: &Container<'_>, p: &Paths) -> TokenStream {
             quote!(__idem_w.null();),
             Some(quote!(true)),
             quote!(#pv::ValueSpec::Any),
+        ),
+        Data::Enum(variants) if cont.proto => (
+            enum_write(p, variants),
+            None,
+            quote!(#pv::ValueSpec::Object(
+                <Self as #pv::ProtoOneof>::add_proto_members(#pv::Spec::new())
+            )),
         ),
         Data::Enum(variants) => (enum_write(p, variants), None, enum_spec(p, variants)),
     };
@@ -267,7 +286,11 @@ fn binding(field: &Field<'_>) -> syn::Ident {
 }
 
 /// Statements writing `value` (an expression of type `&FieldTy`).
-fn write_value(p: &Paths, field: &Field<'_>, value: &TokenStream) -> TokenStream {
+pub(super) fn write_value(p: &Paths, field: &Field<'_>, value: &TokenStream) -> TokenStream {
+    if let Some(proto) = proto_of(field) {
+        // The whole value of a newtype or a oneof variant: present.
+        return proto_expand::write(p, field, &proto_expand::required(proto), value, field.ty);
+    }
     match field.writer() {
         Writer::Canonical => {
             let f = qualified(p, field, "Canonical", "write_canonical");
@@ -311,7 +334,8 @@ fn value_of(
 }
 
 /// Statements writing the object of the hashed `fields`; with `masked`, only those whose bit is
-/// in `__idem_mask`.
+/// in `__idem_mask`. The members of oneofs (prost messages), whose names are known at run time
+/// only, are merged in between by `__idem_oneofs`.
 fn object(
     p: &Paths,
     fields: &[Field<'_>],
@@ -323,7 +347,10 @@ fn object(
     if hashed.is_empty() {
         return quote!(__idem_w.raw(b"{}"););
     }
-    let members = hashed.iter().map(|field| {
+    let oneofs: Vec<&Field<'_>> = hashed.iter().copied().filter(|f| is_oneof(f)).collect();
+    let init_oneofs =
+        (!oneofs.is_empty()).then(|| proto_expand::oneofs_init(p, &oneofs, access, masked));
+    let members = hashed.iter().filter(|f| !is_oneof(f)).map(|field| {
         let value = access(field);
         // `{"name":` for the first member written, `,"name":` for the others.
         let open = syn::LitByteStr::new(&json::open_tagged(&field.wire), Span::call_site());
@@ -338,23 +365,36 @@ fn object(
         if let Some(path) = &field.attrs.skip_serializing_if {
             conditions.push(quote_spanned!(path.span()=> !#path(#value)));
         }
-        if let Some(is_null) = null_check(p, field, &value) {
-            conditions.push(quote!(!#is_null));
-        }
-        let write = write_value(p, field, &value);
-        let member = quote! {
-            #pv::open_member(__idem_w, &mut __idem_first, #open, #next);
-            #write
+        let open = quote!(#pv::open_member(__idem_w, &mut __idem_first, #open, #next););
+        let member = match proto_of(field) {
+            Some(proto) => proto_expand::member(p, field, proto, &value, open),
+            None => {
+                if let Some(is_null) = null_check(p, field, &value) {
+                    conditions.push(quote!(!#is_null));
+                }
+                let write = write_value(p, field, &value);
+                quote!(#open #write)
+            }
         };
-        if conditions.is_empty() {
+        let member = if conditions.is_empty() {
             member
         } else {
             quote!(if #(#conditions)&&* { #member })
-        }
+        };
+        let before = init_oneofs.is_some().then(|| {
+            let wire = &field.wire;
+            quote!(__idem_oneofs.write_before(__idem_w, &mut __idem_first, #pv::Some(#wire));)
+        });
+        quote!(#before #member)
     });
+    let rest = init_oneofs
+        .is_some()
+        .then(|| quote!(__idem_oneofs.write_before(__idem_w, &mut __idem_first, #pv::None);));
     quote! {
         let mut __idem_first = true;
+        #init_oneofs
         #(#members)*
+        #rest
         #pv::close_object(__idem_w, __idem_first);
     }
 }

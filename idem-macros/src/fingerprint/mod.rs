@@ -7,6 +7,8 @@ mod attr;
 mod check;
 mod expand;
 mod paths;
+pub(crate) mod proto;
+mod proto_expand;
 mod spec;
 mod types;
 
@@ -55,11 +57,33 @@ pub(crate) fn fallback(input: &syn::DeriveInput, errors: syn::Error) -> TokenStr
             }
             None => (quote!(), quote!(#pv::NoFields), quote!(#pv::NoFields)),
         };
+    // A oneof's message names it as a `ProtoOneofField`: keep that compiling too.
+    let oneof = cont
+        .as_ref()
+        .filter(|c| c.proto && matches!(c.data, ast::Data::Enum(_)))
+        .map(|_| {
+            quote! {
+                #[automatically_derived]
+                impl #impl_generics #pv::ProtoOneof for #ident #ty_generics #where_clause {
+                    fn proto_member(&self) -> &'static #pv::str {
+                        ::core::unreachable!()
+                    }
+                    fn write_proto_value(&self, _: &mut #pv::CanonicalWriter<'_>) {
+                        ::core::unreachable!()
+                    }
+                    fn add_proto_members(_: #pv::Spec) -> #pv::Spec {
+                        ::core::unreachable!()
+                    }
+                }
+            }
+        });
     let errors = errors.into_compile_error();
     quote! {
         #errors
         const _: () = {
             #fields_struct
+
+            #oneof
 
             #[automatically_derived]
             impl #impl_generics #pv::Canonical for #ident #ty_generics #where_clause {

@@ -6,10 +6,14 @@ use quote::quote;
 
 use super::ast::{Field, Kind, Style, Variant, Writer, sorted_hashed};
 use super::paths::{Paths, qualified};
+use super::proto_expand::{self, is_oneof, proto_of};
 
 /// The spec of one field's value, by how it is written.
 pub(super) fn field_spec(p: &Paths, field: &Field<'_>) -> TokenStream {
     let pv = &p.private;
+    if let Some(spec) = proto_of(field).and_then(|proto| proto_expand::spec(p, field, proto)) {
+        return spec;
+    }
     match field.writer() {
         Writer::Canonical => {
             let f = qualified(p, field, "Canonical", "value_spec");
@@ -30,7 +34,13 @@ pub(super) fn field_spec(p: &Paths, field: &Field<'_>) -> TokenStream {
 /// `.field(..)`/`.env(..)` whitelist of an object.
 pub(super) fn object_spec(p: &Paths, fields: &[Field<'_>]) -> TokenStream {
     let pv = &p.private;
-    let hashed = sorted_hashed(fields).into_iter().map(|field| {
+    let hashed = sorted_hashed(fields);
+    // A oneof's members are the variants' names, not the field's.
+    let oneofs = hashed.iter().filter(|f| is_oneof(f)).map(|field| {
+        let ty = field.ty;
+        quote!(let __idem_spec = <#ty as #pv::ProtoOneofField>::add_proto_members(__idem_spec);)
+    });
+    let hashed = hashed.iter().filter(|f| !is_oneof(f)).map(|field| {
         let name = &field.wire;
         let spec = field_spec(p, field);
         quote!(.field(#name, #spec))
@@ -39,7 +49,11 @@ pub(super) fn object_spec(p: &Paths, fields: &[Field<'_>]) -> TokenStream {
         let name = &f.wire;
         quote!(.env(#name))
     });
-    quote!(#pv::ValueSpec::Object(#pv::Spec::new() #(#hashed)* #(#env)*))
+    quote!({
+        let __idem_spec = #pv::Spec::new() #(#hashed)* #(#env)*;
+        #(#oneofs)*
+        #pv::ValueSpec::Object(__idem_spec)
+    })
 }
 
 /// One spec per element (`ValueSpec::Tuple`); when `skip_serializing_if` makes positions vary,

@@ -11,6 +11,7 @@ use crate::attr::{
 };
 use crate::case::RenameRule;
 use crate::ctxt::Ctxt;
+use crate::fingerprint::proto::{self, Label, ProtoKind};
 use crate::symbol::*;
 
 pub(crate) struct Container<'a> {
@@ -21,6 +22,9 @@ pub(crate) struct Container<'a> {
     /// The fields marked `#[snapshot(key)]`, kept besides the business number by a snapshot over
     /// the size limit (S12).
     pub(crate) keys: Vec<BizNo<'a>>,
+    /// A prost message (a field has `#[prost(..)]`): every field has a default, so the
+    /// message can be built from the business number alone (`Snapshot::from_biz_no`).
+    pub(crate) proto: bool,
 }
 
 /// The field marked `#[snapshot(biz_no)]`.
@@ -123,14 +127,46 @@ impl<'a> Container<'a> {
             );
         }
         let wire = biz_no_wire_name(cx, field, ident, rename_all);
+        let proto = fields.iter().any(|f| proto::from_attrs(&f.attrs).is_some());
+        if proto {
+            check_proto_biz_no(cx, field, ident, &marked[0].2);
+        }
         Some(Container {
             ident: &input.ident,
             generics: &input.generics,
             krate: krate.unwrap_or_else(crate::fields::default_crate_path),
             biz_no: BizNo { field, ident, wire },
             keys,
+            proto,
         })
     }
+}
+
+/// The business number of a protobuf message is a `string` field without presence: it is what
+/// a caller reads as a string, and what `from_biz_no` can set from one.
+fn check_proto_biz_no(cx: &Ctxt, field: &syn::Field, ident: &syn::Ident, at: &syn::Path) {
+    let what = match proto::from_attrs(&field.attrs) {
+        None => "a field without `#[prost(..)]`".to_owned(),
+        Some(p) => match (p.kind, p.label) {
+            (ProtoKind::Scalar { string: true }, Label::Plain | Label::Required) => return,
+            (ProtoKind::Scalar { string: true }, Label::Optional) => {
+                "an `optional string`".to_owned()
+            }
+            (_, Label::Repeated) => "a `repeated` field".to_owned(),
+            (ProtoKind::Map { .. }, _) => "a `map`".to_owned(),
+            (ProtoKind::Oneof, _) => "a oneof".to_owned(),
+            (ProtoKind::Message | ProtoKind::Group, _) => "a message".to_owned(),
+            _ => format!("declared `{}`", crate::attr::tokens_text(&p.tokens)),
+        },
+    };
+    cx.error_spanned_by(
+        at,
+        format!(
+            "the business number of a protobuf message must be a `string` field, and `{}` is {what}: declare the id `string {}` in the .proto file (callers query and reconcile by it as text), or mark the `string` field that holds it",
+            ident.unraw(),
+            ident.unraw()
+        ),
+    );
 }
 
 /// `#[snapshot(crate = "..")]` on the container (and errors for other keys there).

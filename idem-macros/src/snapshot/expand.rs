@@ -57,6 +57,17 @@ pub(crate) fn expand(cont: &Container<'_>) -> TokenStream {
             }
         }
     };
+    // A prost message: `Default`, and its business number a `String` (checked).
+    let from_biz_no = (cont.proto && cont.generics.params.is_empty()).then(|| {
+        quote! {
+            fn from_biz_no(biz_no: &::core::primitive::str) -> ::core::option::Option<Self> {
+                ::core::option::Option::Some(Self {
+                    #field: ::core::convert::From::from(biz_no),
+                    ..::core::default::Default::default()
+                })
+            }
+        }
+    });
     quote! {
         const _: () = {
             #[automatically_derived]
@@ -73,6 +84,8 @@ pub(crate) fn expand(cont: &Container<'_>) -> TokenStream {
                 }
 
                 #key_fields_fn
+
+                #from_biz_no
             }
         };
     }

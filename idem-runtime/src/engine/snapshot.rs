@@ -38,10 +38,29 @@ pub trait Snapshot {
         Vec::new()
     }
 
-    /// The response rebuilt from its business number alone, every other field at its default:
-    /// what a gRPC `suppress_only` replay answers, and what a message over the snapshot size
-    /// limit is stored as. `None` (the default): such replays are exact, and an oversized
-    /// message is stored whole.
+    /// A response holding the business number and nothing else, for a replay that has only the
+    /// business number to answer with (a `suppress_only` replay, a snapshot over the size limit)
+    /// on a front whose responses are typed messages (gRPC); `None`, the default, when the type
+    /// cannot be built from it alone. The impls for `&T`, `Box<T>` and `Arc<T>` return `None`.
+    ///
+    /// `#[derive(Snapshot)]` implements it for prost messages, every field of which has a default
+    /// (proto3 has no required fields), as
+    /// `Some(Self { <biz_no field>: biz_no.into(), ..Default::default() })`:
+    ///
+    /// ```
+    /// use idem_runtime::engine::Snapshot;
+    /// #[derive(Default)]
+    /// struct Payment { id: String, amount_minor: i64 }
+    /// impl Snapshot for Payment {
+    ///     const BIZ_NO_FIELD: &'static str = "id";
+    ///     fn biz_no(&self) -> String { self.id.clone() }
+    ///     fn from_biz_no(biz_no: &str) -> Option<Self> {
+    ///         Some(Payment { id: biz_no.into(), ..Default::default() })
+    ///     }
+    /// }
+    /// let replayed = Payment::from_biz_no("pay_1").unwrap();
+    /// assert_eq!((replayed.id.as_str(), replayed.amount_minor), ("pay_1", 0));
+    /// ```
     fn from_biz_no(biz_no: &str) -> Option<Self>
     where
         Self: Sized,

@@ -1,5 +1,6 @@
 //! [`Canonical`] for types of other crates: `serde_json` (always), `rust_decimal` (feature
-//! `decimal`), `uuid` (feature `uuid`), `chrono` (feature `chrono`), `time` (feature `time`).
+//! `decimal`), `uuid` (feature `uuid`), `chrono` (feature `chrono`), `time` (feature `time`),
+//! `prost_types` (feature `prost`).
 //!
 //! Each `value_spec()` names the run-time spec under which `serde_json::to_value(&x)` of the
 //! type's own serde form canonicalizes to the same bytes. None of them allocates.
@@ -282,6 +283,93 @@ impl Canonical for time::Date {
     }
 }
 
+/// In UTC, `"YYYY-MM-DDTHH:MM:SS[.fraction]Z"` without trailing fractional zeros, as the other
+/// timestamps (and as the proto JSON mapping writes it, up to those zeros), after normalizing
+/// `nanos` into `0..1_000_000_000` as [`prost_types::Timestamp::normalize`] does. A timestamp
+/// outside years 0001..9999, which proto JSON cannot write, is still written deterministically,
+/// its year in ISO 8601's expanded form (`"+10000-01-01T00:00:00Z"`).
+///
+/// ```
+/// use idem_runtime::{Canonical, CanonicalWriter};
+/// let t = prost_types::Timestamp { seconds: 1_704_164_645, nanos: 120_000_000 };
+/// let mut out = Vec::new();
+/// t.write_canonical(&mut CanonicalWriter::new(&mut out));
+/// assert_eq!(out, br#""2024-01-02T03:04:05.12Z""#);
+/// ```
+#[cfg(feature = "prost")]
+#[cfg_attr(docsrs, doc(cfg(feature = "prost")))]
+impl Canonical for prost_types::Timestamp {
+    fn write_canonical(&self, w: &mut CanonicalWriter<'_>) {
+        let t = self.normalized();
+        let (year, month, day) =
+            crate::encode::datetime::civil_from_days(t.seconds.div_euclid(86_400));
+        let tod = t.seconds.rem_euclid(86_400) as u32;
+        crate::encode::datetime::Timestamp {
+            year,
+            month,
+            day,
+            hour: tod / 3600,
+            minute: tod / 60 % 60,
+            second: tod % 60,
+            nanos: t.nanos as u32,
+        }
+        .write(w);
+    }
+    fn value_spec() -> ValueSpec {
+        ValueSpec::Timestamp
+    }
+}
+
+/// A string of seconds with an `s` suffix, as the proto JSON mapping writes a duration, with the
+/// fraction of a second (if any) without trailing zeros: `"1.5s"`, `"-0.000000001s"`, `"0s"`,
+/// after normalizing `seconds` and `nanos` to the same sign as
+/// [`prost_types::Duration::normalize`] does.
+///
+/// ```
+/// use idem_runtime::{Canonical, CanonicalWriter};
+/// let d = prost_types::Duration { seconds: 1, nanos: 500_000_000 };
+/// let mut out = Vec::new();
+/// d.write_canonical(&mut CanonicalWriter::new(&mut out));
+/// assert_eq!(out, br#""1.5s""#);
+/// ```
+#[cfg(feature = "prost")]
+#[cfg_attr(docsrs, doc(cfg(feature = "prost")))]
+impl Canonical for prost_types::Duration {
+    fn write_canonical(&self, w: &mut CanonicalWriter<'_>) {
+        let d = self.normalized();
+        // `"`, `-`, 20 digits, `.`, 9 digits, `s"`.
+        let mut buf = [0u8; 34];
+        let mut len = 0;
+        let mut put = |bytes: &[u8]| {
+            buf[len..len + bytes.len()].copy_from_slice(bytes);
+            len += bytes.len();
+        };
+        put(b"\"");
+        if d.seconds < 0 || d.nanos < 0 {
+            put(b"-");
+        }
+        put(itoa::Buffer::new()
+            .format(d.seconds.unsigned_abs())
+            .as_bytes());
+        let mut nanos = d.nanos.unsigned_abs();
+        if nanos > 0 {
+            let mut digits = [b'0'; 9];
+            for digit in digits.iter_mut().rev() {
+                *digit = b'0' + (nanos % 10) as u8;
+                nanos /= 10;
+            }
+            let significant = 9 - digits.iter().rev().take_while(|&&d| d == b'0').count();
+            put(b".");
+            put(&digits[..significant]);
+        }
+        put(b"s\"");
+        w.raw(&buf[..len]);
+    }
+    fn value_spec() -> ValueSpec {
+        ValueSpec::Any
+    }
+}
+
 #[cfg(test)]
 mod tests {
     //! Each impl against the run-time canonicalizer over the type's own serde form: through
@@ -472,5 +560,62 @@ mod tests {
         check(&utc_datetime!(2024-01-02 03:04:05.5));
         check(&utc_datetime!(2024-01-02 03:04:05));
         check(&date!(2024 - 02 - 29));
+    }
+
+    #[cfg(feature = "prost")]
+    #[test]
+    fn prost_types() {
+        use prost_types::{Duration, Timestamp};
+        let text = |x: &dyn Fn(&mut CanonicalWriter<'_>)| typed(x, false);
+        for (seconds, nanos, want) in [
+            (1_704_164_645, 0, "2024-01-02T03:04:05Z"),
+            (1_704_164_645, 120_000_000, "2024-01-02T03:04:05.12Z"),
+            (0, 0, "1970-01-01T00:00:00Z"),
+            (-1, 999_999_999, "1969-12-31T23:59:59.999999999Z"),
+            // Not normalized: the same instants.
+            (0, -1, "1969-12-31T23:59:59.999999999Z"),
+            (1_704_164_644, 1_120_000_000, "2024-01-02T03:04:05.12Z"),
+            (-62_135_596_800, 0, "0001-01-01T00:00:00Z"),
+            (
+                253_402_300_799,
+                999_999_999,
+                "9999-12-31T23:59:59.999999999Z",
+            ),
+            (253_402_300_800, 0, "+10000-01-01T00:00:00Z"),
+        ] {
+            let t = Timestamp { seconds, nanos };
+            assert_eq!(
+                text(&|w| t.write_canonical(w)),
+                format!(r#"{{"v":"{want}"}}"#)
+            );
+            if (0..1_000_000_000).contains(&nanos) && want.starts_with(|c: char| c.is_ascii_digit())
+            {
+                // The run-time path agrees on the proto JSON text (with its trailing zeros).
+                let proto_json = t.to_string();
+                assert_eq!(
+                    runtime(&proto_json, Timestamp::value_spec(), true),
+                    text(&|w| t.write_canonical(w)),
+                    "{proto_json}"
+                );
+            }
+        }
+        for (seconds, nanos, want) in [
+            (1, 500_000_000, "1.5s"),
+            (0, 0, "0s"),
+            (0, -1, "-0.000000001s"),
+            (-3, 0, "-3s"),
+            (-1, 500_000_000, "-0.5s"),
+            (2, -500_000_000, "1.5s"),
+            (0, 1_500_000_000, "1.5s"),
+            (i64::MIN, -999_999_999, "-9223372036854775808.999999999s"),
+            (315_576_000_000, 0, "315576000000s"),
+        ] {
+            let d = Duration { seconds, nanos };
+            assert_eq!(
+                text(&|w| d.write_canonical(w)),
+                format!(r#"{{"v":"{want}"}}"#),
+                "{seconds} {nanos}"
+            );
+        }
     }
 }

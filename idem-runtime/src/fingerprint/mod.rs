@@ -13,6 +13,7 @@ mod collections;
 pub(crate) mod fields;
 mod foreign;
 mod impls;
+pub(crate) mod proto;
 mod subset;
 mod without_fields;
 
