@@ -1,7 +1,7 @@
 //! Runtime of [idem](https://docs.rs/idem): canonical request fingerprints, the claim/replay
 //! engine ([`engine`], framework-free), its HTTP front ([`http`]: axum handlers, problem+json,
-//! the tower layer; feature `axum`), its actix-web front ([`actix`], feature `actix`) and its
-//! stores.
+//! the tower layer; feature `axum`), its actix-web front ([`actix`], feature `actix`), its gRPC
+//! front ([`grpc`]: tonic methods; feature `tonic`) and its stores.
 //!
 //! Applications depend on the `idem` facade crate, which re-exports this crate together with the
 //! procedural macros; the paths documented there are the stable ones.

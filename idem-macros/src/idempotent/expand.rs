@@ -164,6 +164,9 @@ fn expand_tonic(plan: &Plan<'_>, tonic: &Tonic<'_>, pv: &TokenStream) -> TokenSt
         body(item, &quote!(#output), &quote!())
     };
     let (lookup_prelude, mode) = mode(plan, pv);
+    // Spanned on the return type: the run's bounds on the response message (reported first,
+    // at the message itself, by `check_response`) are reported there too, not at the attribute.
+    let mode = respan(mode, ret_span);
     let run = respan(quote!(#pv::grpc_run), ret_span);
     let call = quote! {
         #run(

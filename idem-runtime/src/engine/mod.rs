@@ -1,6 +1,6 @@
-//! The framework-free claim/replay engine behind every front: the axum handlers `#[idempotent]`
-//! generates, the tower `http::IdempotencyLayer`, and [`run_once`] for queue consumers and other
-//! plain `async fn`s. A request's key is validated and scoped, its fingerprint taken before the
+//! The framework-free claim/replay engine behind every front: the axum and actix-web handlers and
+//! the tonic methods `#[idempotent]` generates, the tower and actix middlewares, and [`run_once`]
+//! for queue consumers and other plain `async fn`s. A request's key is validated and scoped, its fingerprint taken before the
 //! handler runs, and the key claimed in the [`Store`]: a fresh claim runs the handler under a
 //! lease, a completed record of the same request is replayed, another request's is `422`, a live
 //! lease `409` + `Retry-After`, an unreachable store `503` + `Retry-After`.
