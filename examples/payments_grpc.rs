@@ -32,9 +32,10 @@
 //!
 //! `GetPayment` and `GetStats` read back. Amounts are decimal strings: `"100"` and `"100.00"`
 //! are the same amount and the same request, answered with the scale they were sent with.
-//! Unlike the HTTP example, payments are written in two commits (their row, then the stored
-//! response), kept single by the unique constraint on the operation id: a tonic method's
-//! parameters are fixed by its service trait, so it takes no `Tx`.
+//! As in the HTTP example, a payment is created in idem's atomic mode (`transaction = tx`): its
+//! row and the stored response commit in one transaction, so a crash or a cancellation leaves
+//! both or neither. Refunds and events use two commits, kept single by the unique constraint on
+//! the operation id.
 
 use std::str::FromStr;
 
@@ -47,7 +48,6 @@ use tonic_types::{ErrorDetails, StatusExt};
 // The business tables and the service setup (store, policy, environment) of the HTTP example;
 // its JSON types and operations (`model`) serve HTTP only.
 #[path = "payments/db.rs"]
-#[allow(dead_code)]
 mod db;
 #[path = "payments/model.rs"]
 #[allow(dead_code)]
@@ -155,11 +155,14 @@ impl PaymentsService {
 
 #[tonic::async_trait]
 impl Payments for PaymentsService {
+    /// In idem's atomic mode (`transaction = tx`): the payment row is written in `tx`, which idem
+    /// commits together with the stored response, or neither.
     #[idempotent(
         scope = [header("x-tenant-id"), header("x-user-id")],
         contract = "exact_replay",
         ttl = "90d",
-        lease = "10s"
+        lease = "10s",
+        transaction = tx
     )]
     async fn create_payment(
         &self,
@@ -208,7 +211,7 @@ impl Payments for PaymentsService {
             metadata,
             created_at: now_ms(),
         };
-        let row = self.app.db.insert_payment(&row).await.map_err(db_error)?;
+        let row = db::insert_payment(&mut tx, &row).await.map_err(db_error)?;
         Ok(Response::new(row.into()))
     }
 

@@ -259,26 +259,6 @@ impl Db {
             .await)
     }
 
-    /// Inserts the payment `row` on the pool (the two-commit mode, where the stored response
-    /// commits after it: the gRPC example), or returns the row its operation already wrote (S23).
-    pub async fn insert_payment(&self, row: &PaymentRow) -> sqlx::Result<PaymentRow> {
-        let sql = "INSERT INTO payments (payment_id, operation_id, amount, currency, customer_id, \
-                   order_id, metadata, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)";
-        let inserted = on_pool!(self, sql, |pool, q| sqlx::query(q)
-            .bind(&row.payment_id)
-            .bind(&row.operation_id)
-            .bind(&row.amount)
-            .bind(&row.currency)
-            .bind(&row.customer_id)
-            .bind(&row.order_id)
-            .bind(&row.metadata)
-            .bind(row.created_at)
-            .execute(pool)
-            .await
-            .map(drop));
-        row_of_operation!(self, "payments", row, inserted)
-    }
-
     /// Inserts `row`, or returns the row its operation already wrote (S23).
     pub async fn insert_refund(&self, row: &RefundRow) -> sqlx::Result<RefundRow> {
         let sql = "INSERT INTO refunds (refund_id, operation_id, payment_id, amount, \

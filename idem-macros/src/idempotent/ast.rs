@@ -80,6 +80,9 @@ pub(crate) struct Plan<'a> {
     /// `transaction = tx`: the handler's `Tx` parameter (removed from the signature, bound in
     /// the body to the transaction the runtime begins).
     pub(crate) transaction: Option<&'a syn::PatType>,
+    /// `transaction = tx` on a tonic method: the name the body's transaction (an
+    /// `idem::Tx<idem::AnySql>`) is bound to.
+    pub(crate) tonic_transaction: Option<&'a Ident>,
     pub(crate) krate: syn::Path,
 }
 

@@ -88,6 +88,10 @@ pub(crate) fn plan<'a>(
     {
         return None;
     }
+    let tonic_transaction = match &form {
+        Form::Tonic(_) => args.transaction.valid(),
+        _ => None,
+    };
     Some(Plan {
         item,
         form,
@@ -105,9 +109,10 @@ pub(crate) fn plan<'a>(
         max_snapshot_bytes: args.max_snapshot_bytes.valid(),
         lookup: args.lookup.valid(),
         transaction: match (args.transaction.valid(), transaction) {
-            (Some(_), None) => return None,
+            (Some(_), None) if tonic_transaction.is_none() => return None,
             (_, found) => found,
         },
+        tonic_transaction,
         krate: args
             .krate
             .valid()
@@ -391,13 +396,6 @@ fn transaction<'a>(
         }
         return None;
     };
-    if let Form::Tonic(_) = form {
-        cx.error_spanned_by(
-            name,
-            "`transaction = ..` (the atomic mode) adds a `Tx` parameter to an axum handler, and a tonic method's parameters are fixed by its service trait: write the method's rows in a transaction of your own, with a unique constraint on `idem::operation_id()`, so that a retry finds the row instead of writing it twice",
-        );
-        return None;
-    }
     if let Form::Consumer { .. } = form {
         cx.error_spanned_by(
             name,
@@ -412,6 +410,11 @@ fn transaction<'a>(
             open,
             "`fail_open` runs the handler without the store when the store is unreachable, and `transaction = ..` begins the handler's transaction on the store's own database: remove `fail_open`",
         );
+    }
+    if let Form::Tonic(_) = form {
+        // A tonic method's parameters are fixed by its trait: the transaction is a binding of
+        // the body, not a parameter (`Plan::tonic_transaction`).
+        return None;
     }
     let found = typed().find(|t| match &*t.pat {
         syn::Pat::Ident(p) => p.subpat.is_none() && p.ident == *name,

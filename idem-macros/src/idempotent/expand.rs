@@ -156,12 +156,13 @@ fn expand_tonic(plan: &Plan<'_>, tonic: &Tonic<'_>, pv: &TokenStream) -> TokenSt
     // A response message without a business number is reported at its type.
     let response = tonic.response;
     let check_response = respan(quote!(#pv::grpc_message::<#response>), response.span());
+    let (tx_prelude, tx_bind) = tonic_transaction(plan, pv);
     let body = if tonic.boxed {
-        // `Box::pin(async move { .. })`, typed by `#[async_trait]` already.
-        let block = &item.block;
-        quote!(#block)
+        // `Box::pin(async move { .. })`, typed by `#[async_trait]` already; the transaction is
+        // bound first thing inside its `async move` block.
+        boxed_body(&item.block, &tx_bind)
     } else {
-        body(item, &quote!(#output), &quote!())
+        body(item, &quote!(#output), &tx_bind)
     };
     let (lookup_prelude, mode) = mode(plan, pv);
     // Spanned on the return type: the run's bounds on the response message (reported first,
@@ -196,10 +197,57 @@ fn expand_tonic(plan: &Plan<'_>, tonic: &Tonic<'_>, pv: &TokenStream) -> TokenSt
             #key_prelude
             #scope_prelude
             #lookup_prelude
+            #tx_prelude
             let __idem_body = #body;
             #tail
         }
     }
+}
+
+/// The atomic mode of a tonic method (`transaction = tx`): the slot and hook, and the binding of
+/// `tx` (an `idem::Tx<idem::AnySql>`, whatever the SQL store) at the start of the body.
+fn tonic_transaction(plan: &Plan<'_>, pv: &TokenStream) -> (TokenStream, TokenStream) {
+    let Some(name) = plan.tonic_transaction else {
+        return (quote!(), quote!());
+    };
+    let krate = &plan.krate;
+    let ty = quote_spanned!(name.span()=> #krate::Tx<#krate::AnySql>);
+    let prelude = respan(
+        quote! {
+            let (__idem_tx_slot, __idem_tx_hook) = #pv::tx_slot::<#ty>();
+        },
+        name.span(),
+    );
+    let take = respan(quote!(#pv::take_tx::<#ty>(&__idem_tx_slot)), name.span());
+    let bind = quote! {
+        #[allow(unused_mut)]
+        let mut #name: #ty = #take;
+    };
+    (prelude, bind)
+}
+
+/// The body `#[async_trait]` made, `Box::pin(async move { .. })`, with `bind` first in the
+/// `async move` block; as it is when it has another shape (then nothing is bound).
+fn boxed_body(block: &syn::Block, bind: &TokenStream) -> TokenStream {
+    if bind.is_empty() {
+        return quote!(#block);
+    }
+    let mut block = block.clone();
+    let inner = match block.stmts.last_mut() {
+        Some(syn::Stmt::Expr(syn::Expr::Call(call), None)) => match call.args.first_mut() {
+            Some(syn::Expr::Async(inner)) => Some(inner),
+            _ => None,
+        },
+        _ => None,
+    };
+    let Some(inner) = inner else {
+        return quote! {
+            ::core::compile_error!("`transaction = ..` on this method: `#[idempotent]` cannot find the `Box::pin(async move { .. })` body that `#[tonic::async_trait]` makes; put `#[tonic::async_trait]` on the impl and `#[idempotent]` on the method, as written by hand")
+        };
+    };
+    let stmts = core::mem::take(&mut inner.block.stmts);
+    inner.block = syn::parse_quote!({ #bind #(#stmts)* });
+    quote!(#block)
 }
 
 /// The early answer of a tonic method whose scope cannot be computed.
@@ -260,7 +308,7 @@ fn mode(plan: &Plan<'_>, pv: &TokenStream) -> (TokenStream, TokenStream) {
         ),
         _ => (quote!(), quote!(#pv::Mode::stored())),
     };
-    let mode = if plan.transaction.is_some() {
+    let mode = if plan.transaction.is_some() || plan.tonic_transaction.is_some() {
         quote!(#mode.atomic(__idem_tx_hook))
     } else {
         mode

@@ -29,6 +29,7 @@ pub trait Payments: Send + Sync + 'static {
     async fn pay(&self, request: Request<Pay>) -> Result<Response<Paid>, Status>;
     async fn refund(&self, request: Request<Pay>) -> Result<Response<Paid>, Status>;
     async fn track(&self, request: Request<Pay>) -> Result<Response<Paid>, Status>;
+    async fn charge(&self, request: Request<Pay>) -> Result<Response<Paid>, Status>;
 }
 
 impl Svc {
@@ -67,10 +68,22 @@ impl Payments for Svc {
     async fn track(&self, request: Request<Pay>) -> Result<Response<Paid>, Status> {
         Ok(Response::new(Paid { id: request.get_ref().amount.clone() }))
     }
+
+    #[idempotent(scope = global, transaction = tx)]
+    async fn charge(&self, request: Request<Pay>) -> Result<Response<Paid>, Status> {
+        let _: &mut idem::Tx<idem::AnySql> = &mut tx;
+        Ok(Response::new(Paid { id: request.into_inner().amount }))
+    }
 }
 
-// An inherent `async fn` in the same shape.
+// An inherent `async fn` in the same shape, and the atomic mode: `tx` is bound in the body.
 impl Svc {
+    #[idempotent(scope = global, transaction = tx)]
+    pub async fn pay_atomically(&self, request: Request<Pay>) -> Result<Response<Paid>, Status> {
+        let _: &mut idem::Tx<idem::AnySql> = &mut tx;
+        Ok(Response::new(Paid { id: request.into_inner().amount }))
+    }
+
     #[idempotent(scope = global, headers = ["x-trace"])]
     pub async fn pay_inherent(&self, request: Request<Pay>) -> Result<Response<Paid>, Status> {
         Ok(Response::new(Paid { id: request.into_inner().amount }))

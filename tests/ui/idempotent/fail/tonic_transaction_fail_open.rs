@@ -25,7 +25,7 @@ impl idem::AsIdem for Svc {
 }
 
 impl Svc {
-    #[idempotent(scope = global, transaction = tx)]
+    #[idempotent(scope = global, transaction = tx, fail_open = true)]
     pub async fn pay(&self, request: Request<Pay>) -> Result<Response<Paid>, Status> {
         Ok(Response::new(Paid { id: request.into_inner().amount }))
     }
