@@ -618,11 +618,20 @@ impl Payments for Probe {
         }))
     }
 
+    /// Panics on its first run, after its effect.
+    #[idempotent(scope = global, operation = "probe.event", lease = "5s")]
     async fn record_event(
         &self,
-        _: Request<RecordEventRequest>,
+        _request: Request<RecordEventRequest>,
     ) -> Result<tonic::Response<Event>, Status> {
-        Err(Status::unimplemented("probe"))
+        let op = idem::operation_id().expect("an operation id").to_string();
+        let first = {
+            let mut effects = self.effects.lock().unwrap();
+            effects.push(op.clone());
+            effects.len() == 1
+        };
+        assert!(!first, "the probe's first run panics after its effect");
+        Ok(tonic::Response::new(Event { event_id: op }))
     }
 
     async fn get_payment(
@@ -749,4 +758,33 @@ async fn an_unreachable_store_is_unavailable_with_retry_info() {
         "unprotected"
     );
     assert_eq!(*effects.lock().unwrap(), ["refund"]);
+}
+
+/// A method that panics after its effect: the call fails, the record keeps its operation id, and
+/// the retry runs at once under that same id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panicking_method_keeps_its_operation_id() {
+    let probe = Probe {
+        idem: Idem::new(idem::MemoryStore::new()),
+        effects: Arc::default(),
+        after_effect: Duration::ZERO,
+    };
+    let effects = probe.effects.clone();
+    let mut client = serve_probe(probe).await;
+    let key = unique("grpc_panic");
+    let event = || with_key(RecordEventRequest::default(), Some(&key), &[]);
+    let failed = client.record_event(event()).await;
+    assert!(failed.is_err(), "{failed:?}");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let started = std::time::Instant::now();
+    let retry = client.record_event(event()).await.unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "not after the 5 s lease"
+    );
+    assert!(!replayed(retry.metadata()));
+    let effects = effects.lock().unwrap().clone();
+    assert_eq!(effects.len(), 2, "{effects:?}");
+    assert_eq!(effects[0], effects[1], "one operation id for both runs");
+    assert_eq!(retry.into_inner().event_id, effects[0]);
 }

@@ -142,3 +142,75 @@ pub const fn code_of_status(status: u16) -> Code {
         _ => Code::Internal,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use core::time::Duration;
+
+    use super::*;
+    use crate::key::InvalidKey;
+
+    /// Every idempotency condition has a code a client can act on: never `UNKNOWN`, and
+    /// `INTERNAL` only for a server set up wrongly; the code agrees with the HTTP status.
+    #[test]
+    fn no_condition_is_unknown_or_internal() {
+        let conditions = [
+            IdempotencyError::MissingKey {
+                header: "idempotency-key".into(),
+            },
+            IdempotencyError::InvalidKey(InvalidKey::Repeated),
+            IdempotencyError::KeyReused {
+                idempotency_key: "k".into(),
+            },
+            IdempotencyError::InProgress {
+                retry_after: Duration::from_secs(2),
+            },
+            IdempotencyError::Unavailable {
+                retry_after: Duration::from_secs(1),
+            },
+            IdempotencyError::BodyTooLarge { limit: 10 },
+            IdempotencyError::TimedOut {
+                after: Duration::from_secs(30),
+            },
+            IdempotencyError::Unscoped,
+            IdempotencyError::Snapshot(<serde_json::Error as serde::de::Error>::custom("x")),
+        ];
+        for e in &conditions {
+            let s = status(e, Some("k"));
+            assert!(
+                !matches!(s.code(), Code::Unknown | Code::Internal),
+                "{e:?}: {:?}",
+                s.code()
+            );
+            let info = s.get_details_error_info().expect("ErrorInfo");
+            assert_eq!(info.domain, ERROR_DOMAIN);
+            assert_eq!(
+                s.get_details_retry_info().is_some(),
+                e.retry_after().is_some(),
+                "{e:?}"
+            );
+        }
+        let misconfigured = IdempotencyError::Misconfigured { message: "fix it" };
+        assert_eq!(status(&misconfigured, None).code(), Code::Internal);
+    }
+
+    #[test]
+    fn codes_and_statuses_round_trip() {
+        for code in [
+            Code::Ok,
+            Code::InvalidArgument,
+            Code::NotFound,
+            Code::Aborted,
+            Code::PermissionDenied,
+            Code::Unauthenticated,
+            Code::ResourceExhausted,
+            Code::Cancelled,
+            Code::Unimplemented,
+            Code::Unavailable,
+            Code::DeadlineExceeded,
+            Code::Internal,
+        ] {
+            assert_eq!(code_of_status(http_status_of_code(code)), code, "{code:?}");
+        }
+    }
+}
