@@ -15,7 +15,7 @@ use syn::spanned::Spanned;
 
 use super::ast::{Container, Data, Field, Kind, Style, Variant, Writer, sorted_hashed};
 use super::paths::{Paths, qualified};
-use super::proto_expand::{self, is_oneof, proto_of};
+use super::proto_expand::{self, is_oneof, proto_of, write_value};
 use super::spec::{array_spec, enum_spec, field_spec, object_spec};
 use super::types::for_each_path;
 use crate::json;
@@ -283,29 +283,6 @@ fn self_access(field: &Field<'_>) -> TokenStream {
 /// The binding of field `index` in a `match self` arm (a reference, by default binding mode).
 fn binding(field: &Field<'_>) -> syn::Ident {
     format_ident!("__idem_{}", field.index)
-}
-
-/// Statements writing `value` (an expression of type `&FieldTy`).
-pub(super) fn write_value(p: &Paths, field: &Field<'_>, value: &TokenStream) -> TokenStream {
-    if let Some(proto) = proto_of(field) {
-        // The whole value of a newtype or a oneof variant: present.
-        return proto_expand::write(p, field, &proto_expand::required(proto), value, field.ty);
-    }
-    match field.writer() {
-        Writer::Canonical => {
-            let f = qualified(p, field, "Canonical", "write_canonical");
-            quote!(#f(#value, __idem_w);)
-        }
-        Writer::Float => {
-            let f = qualified(p, field, "FloatField", "write_float");
-            quote!(#f(#value, __idem_w);)
-        }
-        Writer::Base64 => {
-            let f = qualified(p, field, "Base64Field", "write_base64");
-            quote!(#f(#value, __idem_w);)
-        }
-        Writer::With(path) => quote_spanned!(path.span()=> #path(#value, __idem_w);),
-    }
 }
 
 /// An expression, `true` when `value` is null (`None` for `with` fields: never null).

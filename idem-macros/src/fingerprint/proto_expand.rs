@@ -1,14 +1,17 @@
 //! Code generation for the fields of prost messages and the variants of `prost::Oneof` enums
 //! (docs/fingerprint.md, "Protocol Buffers messages"): fields without presence are omitted at
 //! their proto3 default, fields with presence when unset; bytes are base64; maps are objects
-//! whatever their key type; a oneof's set variant is a member of the message (`Oneofs`).
+//! whatever their key type; a oneof's set variant is a member of the message (`Oneofs`). Also
+//! [`write_value`], the statements writing any field's value, which the struct expansion calls
+//! and which calls back into the prost writers for prost fields: one module, so that the two
+//! recursive halves do not import each other.
 
 use proc_macro2::TokenStream;
-use quote::quote;
+use quote::{quote, quote_spanned};
 use syn::spanned::Spanned;
 
 use super::ast::{Field, Style, Variant, Writer};
-use super::paths::Paths;
+use super::paths::{Paths, qualified};
 use super::proto::{Label, Proto, ProtoKind, is_byte_buffer, is_unit, option_inner};
 use crate::respan::respan;
 
@@ -210,7 +213,7 @@ pub(super) fn oneof_impl(
             Some(proto) if !matches!(field.writer(), Writer::With(_)) => {
                 write(p, field, &required(proto), &value, field.ty)
             }
-            _ => super::expand::write_value(p, field, &value),
+            _ => write_value(p, field, &value),
         };
         quote!(Self::#ident(__idem_0) => { #write })
     });
@@ -253,5 +256,28 @@ pub(super) fn required(proto: &Proto) -> Proto {
     Proto {
         label: Label::Required,
         ..proto.clone()
+    }
+}
+
+/// Statements writing `value` (an expression of type `&FieldTy`).
+pub(super) fn write_value(p: &Paths, field: &Field<'_>, value: &TokenStream) -> TokenStream {
+    if let Some(proto) = proto_of(field) {
+        // The whole value of a newtype or a oneof variant: present.
+        return write(p, field, &required(proto), value, field.ty);
+    }
+    match field.writer() {
+        Writer::Canonical => {
+            let f = qualified(p, field, "Canonical", "write_canonical");
+            quote!(#f(#value, __idem_w);)
+        }
+        Writer::Float => {
+            let f = qualified(p, field, "FloatField", "write_float");
+            quote!(#f(#value, __idem_w);)
+        }
+        Writer::Base64 => {
+            let f = qualified(p, field, "Base64Field", "write_base64");
+            quote!(#f(#value, __idem_w);)
+        }
+        Writer::With(path) => quote_spanned!(path.span()=> #path(#value, __idem_w);),
     }
 }
