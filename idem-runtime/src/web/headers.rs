@@ -26,7 +26,7 @@ pub const IDEMPOTENT_SNAPSHOT: &str = "idempotent-snapshot";
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum KeySource<'a> {
     /// A request header (case-insensitive), parsed as an sf-string or a bare key
-    /// ([`parse_header_key`]). Missing: `400 missing-key`.
+    /// ([`parse_header_key`](crate::key::parse_header_key)). Missing: `400 missing-key`.
     Header(&'static str),
     /// A value of the request itself (a path parameter, a body field), taken as it is
     /// ([`validate_key`](crate::key::validate_key)).
