@@ -14,31 +14,26 @@ use actix_web::body::{BoxBody, MessageBody};
 use actix_web::dev::{Payload, Service, ServiceRequest, ServiceResponse, Transform};
 use actix_web::web::{Bytes, BytesMut};
 use actix_web::{HttpMessage as _, HttpRequest, HttpResponse, ResponseError};
-use http::request::Parts;
 
 use super::context::parts_of;
 use super::respond::{exact_replay, mark_unprotected, settle, suppressed_replay};
-use crate::engine::{
-    ClaimSettings, Contract, Front, HandlerConfig, Idem, IdempotencyError, Settlement, execute,
-};
-use crate::fingerprint::Fingerprint;
-use crate::json::{Canonicalizer, Spec, ValueSpec};
+use crate::engine::{ClaimSettings, Contract, Front, IdempotencyError, Settlement, execute};
 use crate::store::Record;
 use crate::web::invalid_body;
-use crate::web::layer::{LayerConfig, LayerScope, is_safe};
+use crate::web::layer::{LayerConfig, is_safe, middleware_builder};
 
 /// Makes every unsafe request (`POST`, `PUT`, `PATCH`, `DELETE`, ...) through the wrapped
 /// service idempotent, for actix-web handlers that are not annotated with `#[idempotent]`;
 /// `GET`, `HEAD`, `OPTIONS` and `TRACE` pass through. The same configuration and answers as the
 /// tower `IdempotencyLayer` (`docs/http.md`): the body read up to
 /// [`body_limit`](Self::body_limit) (1 MiB; over it `413 body-too-large`) and fingerprinted under
-/// a [`Spec`] (`400 request-not-fingerprintable` when it has no canonical form), the business
+/// a [`Spec`](crate::json::Spec) (`400 request-not-fingerprintable` when it has no canonical form), the business
 /// number read from the top-level member [`biz_no_field`](Self::biz_no_field) (`"id"`) of a JSON
-/// response, the operation of the [`HandlerConfig`] or `"<METHOD> <path>"`, `exact_replay` and
+/// response, the operation of the [`HandlerConfig`](crate::engine::HandlerConfig) or `"<METHOD> <path>"`, `exact_replay` and
 /// `suppress_only` (`latest_state` replays exactly: no lookup).
 ///
 /// **Scope.** [`scope`](Self::scope), the handle's default scope
-/// ([`Idem::with_default_scope`]) or an explicit [`global`](Self::global): without any of them
+/// ([`Idem::with_default_scope`](crate::engine::Idem::with_default_scope)) or an explicit [`global`](Self::global): without any of them
 /// the application panics when it starts (`App::wrap` builds the middleware), with a message
 /// that says what to write.
 ///
@@ -73,157 +68,7 @@ pub struct Idempotency {
     config: Arc<LayerConfig>,
 }
 
-impl fmt::Debug for Idempotency {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let c = &self.config;
-        f.debug_struct("Idempotency")
-            .field("config", &c.handler)
-            .field("header", &c.header)
-            .field("body_limit", &c.body_limit)
-            .field("biz_no_field", &c.biz_no_field)
-            .finish_non_exhaustive()
-    }
-}
-
-impl Idempotency {
-    /// A middleware over `idem` fingerprinting request bodies under `spec`, with the defaults of
-    /// the tower `IdempotencyLayer` ([`HandlerConfig::for_route`], `Idempotency-Key`, 1 MiB,
-    /// `"id"`, the handle's default scope).
-    ///
-    /// ```
-    /// use idem_runtime::{Spec, ValueSpec, actix::Idempotency, engine::Idem};
-    /// let mw = Idempotency::new(
-    ///     Idem::new(idem_runtime::store::MemoryStore::new()),
-    ///     Spec::new().field("amount", ValueSpec::Decimal),
-    /// );
-    /// # let _ = mw;
-    /// ```
-    pub fn new(idem: Idem, spec: Spec) -> Self {
-        Idempotency {
-            config: Arc::new(LayerConfig::new(idem, spec)),
-        }
-    }
-
-    /// A middleware whose spec is that of `#[derive(Fingerprint)]` type `T`.
-    ///
-    /// # Panics
-    /// When `T` is not a struct with named fields (its canonical form is not an object).
-    ///
-    /// ```
-    /// use idem_runtime::{actix::Idempotency, engine::Idem};
-    /// let mw = Idempotency::for_type::<std::collections::BTreeMap<String, u64>>(
-    ///     Idem::new(idem_runtime::store::MemoryStore::new()),
-    /// );
-    /// # let _ = mw;
-    /// ```
-    pub fn for_type<T: Fingerprint>(idem: Idem) -> Self {
-        match T::value_spec() {
-            ValueSpec::Object(spec) => Self::new(idem, spec),
-            other => panic!(
-                "Idempotency::for_type::<{}>: the type's canonical form is not an object ({other:?}); use a struct with named fields, or Idempotency::new with a Spec",
-                core::any::type_name::<T>()
-            ),
-        }
-    }
-
-    fn edit(mut self, f: impl FnOnce(&mut LayerConfig)) -> Self {
-        f(Arc::make_mut(&mut self.config));
-        self
-    }
-
-    /// The request header carrying the client key (default `Idempotency-Key`).
-    ///
-    /// ```
-    /// # use idem_runtime::{Spec, actix::Idempotency, engine::Idem};
-    /// # let mw = Idempotency::new(Idem::new(idem_runtime::store::MemoryStore::new()), Spec::new());
-    /// let mw = mw.header("X-Idempotency-Key");
-    /// ```
-    #[must_use]
-    pub fn header(self, name: impl Into<String>) -> Self {
-        let name = name.into().to_ascii_lowercase();
-        self.edit(|c| c.header = name)
-    }
-
-    /// The settings shared with `#[idempotent]` handlers (as `IdempotencyLayer::config`).
-    ///
-    /// ```
-    /// # use idem_runtime::{Spec, actix::Idempotency, engine::Idem};
-    /// # let mw = Idempotency::new(Idem::new(idem_runtime::store::MemoryStore::new()), Spec::new());
-    /// use idem_runtime::engine::{Contract, HandlerConfig};
-    /// let mw = mw.config(HandlerConfig::new("payments.create").contract(Contract::SuppressOnly));
-    /// ```
-    #[must_use]
-    pub fn config(self, config: HandlerConfig) -> Self {
-        self.edit(|c| c.handler = config)
-    }
-
-    /// Largest request body read (default 1 MiB); over it: `413 body-too-large`.
-    ///
-    /// ```
-    /// # use idem_runtime::{Spec, actix::Idempotency, engine::Idem};
-    /// # let mw = Idempotency::new(Idem::new(idem_runtime::store::MemoryStore::new()), Spec::new());
-    /// let mw = mw.body_limit(64 * 1024);
-    /// ```
-    #[must_use]
-    pub fn body_limit(self, bytes: usize) -> Self {
-        self.edit(|c| c.body_limit = bytes)
-    }
-
-    /// The top-level member of JSON response bodies holding the business number (default
-    /// `"id"`).
-    ///
-    /// ```
-    /// # use idem_runtime::{Spec, actix::Idempotency, engine::Idem};
-    /// # let mw = Idempotency::new(Idem::new(idem_runtime::store::MemoryStore::new()), Spec::new());
-    /// let mw = mw.biz_no_field("payment_id");
-    /// ```
-    #[must_use]
-    pub fn biz_no_field(self, field: impl Into<String>) -> Self {
-        let field = field.into();
-        self.edit(|c| c.biz_no_field = field)
-    }
-
-    /// The key's scope computed from each request's head (method, URI, headers, in `http` 1.x
-    /// types).
-    ///
-    /// ```
-    /// # use idem_runtime::{Spec, actix::Idempotency, engine::Idem};
-    /// # let mw = Idempotency::new(Idem::new(idem_runtime::store::MemoryStore::new()), Spec::new());
-    /// let mw = mw.scope(|parts| {
-    ///     let tenant = parts.headers.get("x-tenant").and_then(|v| v.to_str().ok()).unwrap_or("");
-    ///     vec![tenant.to_owned()]
-    /// });
-    /// ```
-    #[must_use]
-    pub fn scope(self, f: impl Fn(&Parts) -> Vec<String> + Send + Sync + 'static) -> Self {
-        self.edit(|c| c.scope = LayerScope::of(f))
-    }
-
-    /// Keys shared by every caller: one key space per operation.
-    ///
-    /// ```
-    /// # use idem_runtime::{Spec, actix::Idempotency, engine::Idem};
-    /// # let mw = Idempotency::new(Idem::new(idem_runtime::store::MemoryStore::new()), Spec::new());
-    /// let mw = mw.global();
-    /// ```
-    #[must_use]
-    pub fn global(self) -> Self {
-        self.edit(|c| c.scope = LayerScope::Global)
-    }
-
-    /// The canonicalizer options (nesting limit, unknown fields).
-    ///
-    /// ```
-    /// # use idem_runtime::{Spec, actix::Idempotency, engine::Idem};
-    /// use idem_runtime::json::Canonicalizer;
-    /// # let mw = Idempotency::new(Idem::new(idem_runtime::store::MemoryStore::new()), Spec::new());
-    /// let mw = mw.canonicalizer(Canonicalizer::new().deny_unknown_fields(true));
-    /// ```
-    #[must_use]
-    pub fn canonicalizer(self, canonicalizer: Canonicalizer) -> Self {
-        self.edit(|c| c.canonicalizer = canonicalizer)
-    }
-}
+middleware_builder!(Idempotency, "actix::Idempotency");
 
 impl<S, B> Transform<S, ServiceRequest> for Idempotency
 where

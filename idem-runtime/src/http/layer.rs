@@ -1,7 +1,7 @@
 //! The tower [`IdempotencyLayer`]: idempotency for handlers that are not annotated, fingerprinting
 //! the raw JSON body with the run-time canonicalizer.
 //!
-//! The settings it shares with `#[idempotent]` handlers are one [`HandlerConfig`]; the layer keeps
+//! The settings it shares with `#[idempotent]` handlers are one [`HandlerConfig`](crate::engine::HandlerConfig); the layer keeps
 //! beside it only what a handler has no use for (spec, key header, body limit, scope, ...).
 
 use core::fmt;
@@ -15,20 +15,15 @@ use axum::body::Body;
 use axum::response::{IntoResponse as _, Response};
 use bytes::Bytes;
 use http::Request;
-use http::request::Parts;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use tower::{Layer, Service};
 
 use super::respond::{exact_replay, mark_unprotected, settle, suppressed_replay};
 use crate::engine::problem::INVALID_BODY;
 use crate::engine::problem::Problem;
-use crate::engine::{
-    ClaimSettings, Contract, Front, HandlerConfig, Idem, IdempotencyError, Settlement, execute,
-};
-use crate::fingerprint::Fingerprint;
-use crate::json::{Canonicalizer, Spec, ValueSpec};
+use crate::engine::{ClaimSettings, Contract, Front, IdempotencyError, Settlement, execute};
 use crate::store::{BoxError, Record};
-use crate::web::layer::{LayerConfig, LayerScope, is_safe};
+use crate::web::layer::{LayerConfig, is_safe, middleware_builder};
 
 /// Makes every unsafe request (`POST`, `PUT`, `PATCH`, `DELETE`, ...) through the wrapped service
 /// idempotent, for handlers that are not annotated with `#[idempotent]`. `GET`, `HEAD`, `OPTIONS`
@@ -36,7 +31,7 @@ use crate::web::layer::{LayerConfig, LayerScope, is_safe};
 ///
 /// The request body is read (up to [`body_limit`](Self::body_limit), 1 MiB by default: over it
 /// `413 body-too-large`) and fingerprinted with the run-time canonicalizer under a field
-/// [`Spec`] — the same bytes as `#[derive(Fingerprint)]` for the same fields
+/// [`Spec`](crate::json::Spec) — the same bytes as `#[derive(Fingerprint)]` for the same fields
 /// ([`IdempotencyLayer::for_type`] takes the spec from a derived type). A body that is not JSON or
 /// has no canonical form under the spec is `400 request-not-fingerprintable`, naming the
 /// offending JSON path. Everything else is as for `#[idempotent]` handlers (`docs/http.md`):
@@ -52,15 +47,15 @@ use crate::web::layer::{LayerConfig, LayerScope, is_safe};
 /// to find it (and stored whole without one).
 ///
 /// Operation, contract, TTL, lease, timeout, fail-open, replay headers and snapshot size are a
-/// [`HandlerConfig`] given to [`config`](Self::config), the type `#[idempotent]` handlers are
+/// [`HandlerConfig`](crate::engine::HandlerConfig) given to [`config`](Self::config), the type `#[idempotent]` handlers are
 /// configured with. The operation (part of the scoped key) is the one of
-/// [`HandlerConfig::new`] if named, otherwise ([`HandlerConfig::for_route`], the default)
+/// [`HandlerConfig::new`](crate::engine::HandlerConfig::new) if named, otherwise ([`HandlerConfig::for_route`](crate::engine::HandlerConfig::for_route), the default)
 /// `"<METHOD> <path>"` of the request: the request path, not the route template, because the
 /// layer fingerprints only the body, and a path parameter (`/payments/{id}/refunds`) must keep
 /// two resources' keys apart. Name the operation when routes may be renamed.
 ///
 /// **Scope.** Keys are scoped per caller: the layer needs [`scope`](Self::scope), the router-wide
-/// default scope of its [`Idem`] handle ([`Idem::with_default_scope`]), or an explicit
+/// default scope of its [`Idem`](crate::engine::Idem) handle ([`Idem::with_default_scope`](crate::engine::Idem::with_default_scope)), or an explicit
 /// [`global`](Self::global) for keys every caller shares. Without any of them, applying the layer
 /// panics at router construction with a message that says what to write: a silently shared key
 /// would let one tenant be answered with another tenant's stored responses.
@@ -99,194 +94,7 @@ pub struct IdempotencyLayer {
     config: Arc<LayerConfig>,
 }
 
-impl fmt::Debug for IdempotencyLayer {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let c = &self.config;
-        f.debug_struct("IdempotencyLayer")
-            .field("config", &c.handler)
-            .field("header", &c.header)
-            .field("body_limit", &c.body_limit)
-            .field("biz_no_field", &c.biz_no_field)
-            .finish_non_exhaustive()
-    }
-}
-
-impl IdempotencyLayer {
-    /// A layer over `idem` fingerprinting request bodies under `spec`. Defaults: the settings
-    /// of [`HandlerConfig::for_route`] (operation `"<METHOD> <path>"`, `exact_replay`, the TTL,
-    /// lease and timeout of `#[idempotent]`: 7 days, 30 s, 4 leases; fail closed), key header
-    /// `Idempotency-Key`, 1 MiB bodies, business number in the response's `"id"` member, the
-    /// handle's default scope (see [`scope`](Self::scope) and [`global`](Self::global)).
-    ///
-    /// ```
-    /// use idem_runtime::{Spec, ValueSpec, engine::Idem, http::IdempotencyLayer};
-    /// let layer = IdempotencyLayer::new(
-    ///     Idem::new(idem_runtime::store::MemoryStore::new()),
-    ///     Spec::new().field("amount", ValueSpec::Decimal),
-    /// );
-    /// # let _ = layer;
-    /// ```
-    pub fn new(idem: Idem, spec: Spec) -> Self {
-        IdempotencyLayer {
-            config: Arc::new(LayerConfig::new(idem, spec)),
-        }
-    }
-
-    /// A layer whose spec is that of `#[derive(Fingerprint)]` type `T`: the raw body hashes to
-    /// exactly `T::fingerprint()` of the deserialized value.
-    ///
-    /// # Panics
-    /// When `T` is not a struct with named fields (its canonical form is not an object).
-    ///
-    /// ```
-    /// use idem_runtime::{engine::Idem, http::IdempotencyLayer};
-    /// # use idem_runtime as idem;
-    /// # mod m { use idem_runtime::json::{Spec, ValueSpec}; use idem_runtime::fingerprint::*;
-    /// # pub struct Pay { pub amount: u64 }
-    /// # impl idem_runtime::Canonical for Pay {
-    /// #     fn write_canonical(&self, w: &mut CanonicalWriter<'_>) { w.raw(b"{}") }
-    /// #     fn value_spec() -> ValueSpec { ValueSpec::Object(Spec::new().field("amount", ValueSpec::Decimal)) }
-    /// # }
-    /// # impl Fingerprint for Pay { type Fields = NoFields; const FIELDS: NoFields = NoFields;
-    /// #     fn write_fields(&self, w: &mut CanonicalWriter<'_>, _: FieldMask) { w.raw(b"{}") } }
-    /// # }
-    /// // with `#[derive(idem::Fingerprint)] struct Pay { amount: Decimal }`:
-    /// let layer = IdempotencyLayer::for_type::<m::Pay>(Idem::new(idem_runtime::store::MemoryStore::new()));
-    /// # let _ = layer;
-    /// ```
-    pub fn for_type<T: Fingerprint>(idem: Idem) -> Self {
-        match T::value_spec() {
-            ValueSpec::Object(spec) => Self::new(idem, spec),
-            other => panic!(
-                "IdempotencyLayer::for_type::<{}>: the type's canonical form is not an object ({other:?}); use a struct with named fields, or IdempotencyLayer::new with a Spec",
-                core::any::type_name::<T>()
-            ),
-        }
-    }
-
-    fn edit(mut self, f: impl FnOnce(&mut LayerConfig)) -> Self {
-        f(Arc::make_mut(&mut self.config));
-        self
-    }
-
-    /// The request header carrying the client key (default `Idempotency-Key`).
-    ///
-    /// ```
-    /// # use idem_runtime::{Spec, engine::Idem, http::IdempotencyLayer};
-    /// # let layer = IdempotencyLayer::new(Idem::new(idem_runtime::store::MemoryStore::new()), Spec::new());
-    /// let layer = layer.header("X-Idempotency-Key");
-    /// ```
-    #[must_use]
-    pub fn header(self, name: impl Into<String>) -> Self {
-        let name = name.into().to_ascii_lowercase();
-        self.edit(|c| c.header = name)
-    }
-
-    /// The settings the layer shares with `#[idempotent]` handlers: the operation, contract,
-    /// TTL, lease, timeout, fail-open, replay headers and largest snapshot of `config` (default
-    /// [`HandlerConfig::for_route`]: each request's `"<METHOD> <path>"` names its operation).
-    /// The contract `latest_state` replays exactly: the layer has no lookup. Each call replaces
-    /// the whole configuration.
-    ///
-    /// `HandlerConfig` holds `&'static` strings (it is `Copy` and built in `const` code, so that
-    /// `#[idempotent]` can make it a `static`). A name or header list known only at run time is
-    /// leaked where the router is built (`String::leak`): that costs its bytes once per router,
-    /// never per request.
-    ///
-    /// ```
-    /// # use idem_runtime::{Spec, engine::Idem, http::IdempotencyLayer};
-    /// # let layer = IdempotencyLayer::new(Idem::new(idem_runtime::store::MemoryStore::new()), Spec::new());
-    /// use core::time::Duration;
-    /// use idem_runtime::engine::{Contract, HandlerConfig};
-    ///
-    /// let layer = layer.config(
-    ///     HandlerConfig::new("payments.create")
-    ///         .contract(Contract::SuppressOnly)
-    ///         .ttl(Duration::from_secs(90 * 86_400))
-    ///         .lease(Duration::from_secs(10))
-    ///         .timeout(Duration::from_secs(60))
-    ///         .replay_headers(&["x-balance"])
-    ///         .max_snapshot_bytes(16 * 1024),
-    /// );
-    /// // Or: an operation named at run time, leaked once for the router's life.
-    /// let region = String::from("eu");
-    /// let operation = format!("payments.create.{region}").leak();
-    /// let layer = layer.config(HandlerConfig::new(operation));
-    /// ```
-    #[must_use]
-    pub fn config(self, config: HandlerConfig) -> Self {
-        self.edit(|c| c.handler = config)
-    }
-
-    /// Largest request body read (default 1 MiB); over it: `413 body-too-large`.
-    ///
-    /// ```
-    /// # use idem_runtime::{Spec, engine::Idem, http::IdempotencyLayer};
-    /// # let layer = IdempotencyLayer::new(Idem::new(idem_runtime::store::MemoryStore::new()), Spec::new());
-    /// let layer = layer.body_limit(64 * 1024);
-    /// ```
-    #[must_use]
-    pub fn body_limit(self, bytes: usize) -> Self {
-        self.edit(|c| c.body_limit = bytes)
-    }
-
-    /// The top-level member of JSON response bodies holding the business number (default
-    /// `"id"`).
-    ///
-    /// ```
-    /// # use idem_runtime::{Spec, engine::Idem, http::IdempotencyLayer};
-    /// # let layer = IdempotencyLayer::new(Idem::new(idem_runtime::store::MemoryStore::new()), Spec::new());
-    /// let layer = layer.biz_no_field("payment_id");
-    /// ```
-    #[must_use]
-    pub fn biz_no_field(self, field: impl Into<String>) -> Self {
-        let field = field.into();
-        self.edit(|c| c.biz_no_field = field)
-    }
-
-    /// The key's scope (tenant, user, ...) computed from each request's head, e.g. from an
-    /// authentication extension or a header.
-    ///
-    /// ```
-    /// # use idem_runtime::{Spec, engine::Idem, http::IdempotencyLayer};
-    /// # let layer = IdempotencyLayer::new(Idem::new(idem_runtime::store::MemoryStore::new()), Spec::new());
-    /// let layer = layer.scope(|parts| {
-    ///     let tenant = parts.headers.get("x-tenant").and_then(|v| v.to_str().ok()).unwrap_or("");
-    ///     vec![tenant.to_owned()]
-    /// });
-    /// ```
-    #[must_use]
-    pub fn scope(self, f: impl Fn(&Parts) -> Vec<String> + Send + Sync + 'static) -> Self {
-        self.edit(|c| c.scope = LayerScope::of(f))
-    }
-
-    /// Keys shared by every caller: one key space per operation. Right for a single client, or
-    /// keys that are unique across clients by construction; otherwise one caller reusing
-    /// another's key would be answered with the other's stored response.
-    ///
-    /// ```
-    /// # use idem_runtime::{Spec, engine::Idem, http::IdempotencyLayer};
-    /// # let layer = IdempotencyLayer::new(Idem::new(idem_runtime::store::MemoryStore::new()), Spec::new());
-    /// let layer = layer.global();
-    /// ```
-    #[must_use]
-    pub fn global(self) -> Self {
-        self.edit(|c| c.scope = LayerScope::Global)
-    }
-
-    /// The canonicalizer options (nesting limit, unknown fields).
-    ///
-    /// ```
-    /// # use idem_runtime::{Spec, engine::Idem, http::IdempotencyLayer};
-    /// use idem_runtime::json::Canonicalizer;
-    /// # let layer = IdempotencyLayer::new(Idem::new(idem_runtime::store::MemoryStore::new()), Spec::new());
-    /// let layer = layer.canonicalizer(Canonicalizer::new().deny_unknown_fields(true));
-    /// ```
-    #[must_use]
-    pub fn canonicalizer(self, canonicalizer: Canonicalizer) -> Self {
-        self.edit(|c| c.canonicalizer = canonicalizer)
-    }
-}
+middleware_builder!(IdempotencyLayer, "http::IdempotencyLayer");
 
 impl<S> Layer<S> for IdempotencyLayer {
     type Service = Idempotency<S>;

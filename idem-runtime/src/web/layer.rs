@@ -139,3 +139,223 @@ pub(crate) fn is_safe(method: &Method) -> bool {
         Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE
     )
 }
+
+/// The configuration methods of a middleware type `$ty` (a struct with one field
+/// `config: Arc<LayerConfig>`), written once for the tower `IdempotencyLayer` and the actix
+/// `Idempotency`: the same names, semantics and documentation on both. `$path` is the type's
+/// path under `idem_runtime` (as `"http::IdempotencyLayer"`), for the doc examples.
+macro_rules! middleware_builder {
+    ($ty:ident, $path:literal) => {
+        impl ::core::fmt::Debug for $ty {
+            fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+                let c = &self.config;
+                f.debug_struct(stringify!($ty))
+                    .field("config", &c.handler)
+                    .field("header", &c.header)
+                    .field("body_limit", &c.body_limit)
+                    .field("biz_no_field", &c.biz_no_field)
+                    .finish_non_exhaustive()
+            }
+        }
+
+        impl $ty {
+            /// A middleware over `idem` fingerprinting request bodies under `spec`. Defaults:
+            /// the settings of [`HandlerConfig::for_route`](crate::engine::HandlerConfig::for_route)
+            /// (operation `"<METHOD> <path>"`, `exact_replay`, the TTL, lease and timeout of
+            /// `#[idempotent]`: 7 days, 30 s, 4 leases; fail closed), key header
+            /// `Idempotency-Key`, 1 MiB bodies, business number in the response's `"id"`
+            /// member, the handle's default scope (see [`scope`](Self::scope) and
+            /// [`global`](Self::global)).
+            ///
+            /// ```
+            #[doc = concat!("use idem_runtime::", $path, " as Middleware;")]
+            /// use idem_runtime::{Spec, ValueSpec, engine::Idem};
+            /// let mw = Middleware::new(
+            ///     Idem::new(idem_runtime::store::MemoryStore::new()),
+            ///     Spec::new().field("amount", ValueSpec::Decimal),
+            /// );
+            /// # let _ = mw;
+            /// ```
+            pub fn new(idem: $crate::engine::Idem, spec: $crate::json::Spec) -> Self {
+                $ty {
+                    config: ::std::sync::Arc::new($crate::web::layer::LayerConfig::new(idem, spec)),
+                }
+            }
+
+            /// A middleware whose spec is that of `#[derive(Fingerprint)]` type `T`: the raw
+            /// body hashes to exactly `T::fingerprint()` of the deserialized value.
+            ///
+            /// # Panics
+            /// When `T` is not a struct with named fields (its canonical form is not an object).
+            ///
+            /// ```
+            #[doc = concat!("use idem_runtime::", $path, " as Middleware;")]
+            /// use idem_runtime::engine::Idem;
+            /// # mod m { use idem_runtime::json::{Spec, ValueSpec}; use idem_runtime::fingerprint::*;
+            /// # pub struct Pay { pub amount: u64 }
+            /// # impl idem_runtime::Canonical for Pay {
+            /// #     fn write_canonical(&self, w: &mut CanonicalWriter<'_>) { w.raw(b"{}") }
+            /// #     fn value_spec() -> ValueSpec { ValueSpec::Object(Spec::new().field("amount", ValueSpec::Decimal)) }
+            /// # }
+            /// # impl Fingerprint for Pay { type Fields = NoFields; const FIELDS: NoFields = NoFields;
+            /// #     fn write_fields(&self, w: &mut CanonicalWriter<'_>, _: FieldMask) { w.raw(b"{}") } }
+            /// # }
+            /// // with `#[derive(idem::Fingerprint)] struct Pay { amount: Decimal }`:
+            /// let mw = Middleware::for_type::<m::Pay>(Idem::new(idem_runtime::store::MemoryStore::new()));
+            /// # let _ = mw;
+            /// ```
+            pub fn for_type<T: $crate::fingerprint::Fingerprint>(idem: $crate::engine::Idem) -> Self {
+                match T::value_spec() {
+                    $crate::json::ValueSpec::Object(spec) => Self::new(idem, spec),
+                    other => panic!(
+                        concat!(
+                            stringify!($ty),
+                            "::for_type::<{}>: the type's canonical form is not an object ({:?}); use a struct with named fields, or ",
+                            stringify!($ty),
+                            "::new with a Spec"
+                        ),
+                        ::core::any::type_name::<T>(),
+                        other
+                    ),
+                }
+            }
+
+            fn edit(mut self, f: impl FnOnce(&mut $crate::web::layer::LayerConfig)) -> Self {
+                f(::std::sync::Arc::make_mut(&mut self.config));
+                self
+            }
+
+            /// The request header carrying the client key (default `Idempotency-Key`).
+            ///
+            /// ```
+            #[doc = concat!("# use idem_runtime::", $path, " as Middleware;")]
+            /// # use idem_runtime::{Spec, engine::Idem};
+            /// # let mw = Middleware::new(Idem::new(idem_runtime::store::MemoryStore::new()), Spec::new());
+            /// let mw = mw.header("X-Idempotency-Key");
+            /// ```
+            #[must_use]
+            pub fn header(self, name: impl Into<String>) -> Self {
+                let name = name.into().to_ascii_lowercase();
+                self.edit(|c| c.header = name)
+            }
+
+            /// The settings the middleware shares with `#[idempotent]` handlers: the
+            /// operation, contract, TTL, lease, timeout, fail-open, replay headers and largest
+            /// snapshot of `config` (default
+            /// [`HandlerConfig::for_route`](crate::engine::HandlerConfig::for_route): each
+            /// request's `"<METHOD> <path>"` names its operation). The contract `latest_state`
+            /// replays exactly: the middleware has no lookup. Each call replaces the whole
+            /// configuration.
+            ///
+            /// `HandlerConfig` holds `&'static` strings (it is `Copy` and built in `const`
+            /// code, so that `#[idempotent]` can make it a `static`). A name or header list
+            /// known only at run time is leaked where the application is built
+            /// (`String::leak`): that costs its bytes once per application, never per request.
+            ///
+            /// ```
+            #[doc = concat!("# use idem_runtime::", $path, " as Middleware;")]
+            /// # use idem_runtime::{Spec, engine::Idem};
+            /// # let mw = Middleware::new(Idem::new(idem_runtime::store::MemoryStore::new()), Spec::new());
+            /// use core::time::Duration;
+            /// use idem_runtime::engine::{Contract, HandlerConfig};
+            ///
+            /// let mw = mw.config(
+            ///     HandlerConfig::new("payments.create")
+            ///         .contract(Contract::SuppressOnly)
+            ///         .ttl(Duration::from_secs(90 * 86_400))
+            ///         .lease(Duration::from_secs(10))
+            ///         .timeout(Duration::from_secs(60))
+            ///         .replay_headers(&["x-balance"])
+            ///         .max_snapshot_bytes(16 * 1024),
+            /// );
+            /// // Or: an operation named at run time, leaked once for the application's life.
+            /// let region = String::from("eu");
+            /// let operation = format!("payments.create.{region}").leak();
+            /// let mw = mw.config(HandlerConfig::new(operation));
+            /// ```
+            #[must_use]
+            pub fn config(self, config: $crate::engine::HandlerConfig) -> Self {
+                self.edit(|c| c.handler = config)
+            }
+
+            /// Largest request body read (default 1 MiB); over it: `413 body-too-large`.
+            ///
+            /// ```
+            #[doc = concat!("# use idem_runtime::", $path, " as Middleware;")]
+            /// # use idem_runtime::{Spec, engine::Idem};
+            /// # let mw = Middleware::new(Idem::new(idem_runtime::store::MemoryStore::new()), Spec::new());
+            /// let mw = mw.body_limit(64 * 1024);
+            /// ```
+            #[must_use]
+            pub fn body_limit(self, bytes: usize) -> Self {
+                self.edit(|c| c.body_limit = bytes)
+            }
+
+            /// The top-level member of JSON response bodies holding the business number
+            /// (default `"id"`).
+            ///
+            /// ```
+            #[doc = concat!("# use idem_runtime::", $path, " as Middleware;")]
+            /// # use idem_runtime::{Spec, engine::Idem};
+            /// # let mw = Middleware::new(Idem::new(idem_runtime::store::MemoryStore::new()), Spec::new());
+            /// let mw = mw.biz_no_field("payment_id");
+            /// ```
+            #[must_use]
+            pub fn biz_no_field(self, field: impl Into<String>) -> Self {
+                let field = field.into();
+                self.edit(|c| c.biz_no_field = field)
+            }
+
+            /// The key's scope (tenant, user, ...) computed from each request's head (method,
+            /// URI, headers, in `http` 1.x types), e.g. from a header.
+            ///
+            /// ```
+            #[doc = concat!("# use idem_runtime::", $path, " as Middleware;")]
+            /// # use idem_runtime::{Spec, engine::Idem};
+            /// # let mw = Middleware::new(Idem::new(idem_runtime::store::MemoryStore::new()), Spec::new());
+            /// let mw = mw.scope(|parts| {
+            ///     let tenant = parts.headers.get("x-tenant").and_then(|v| v.to_str().ok()).unwrap_or("");
+            ///     vec![tenant.to_owned()]
+            /// });
+            /// ```
+            #[must_use]
+            pub fn scope(
+                self,
+                f: impl Fn(&::http::request::Parts) -> Vec<String> + Send + Sync + 'static,
+            ) -> Self {
+                self.edit(|c| c.scope = $crate::web::layer::LayerScope::of(f))
+            }
+
+            /// Keys shared by every caller: one key space per operation. Right for a single
+            /// client, or keys that are unique across clients by construction; otherwise one
+            /// caller reusing another's key would be answered with the other's stored
+            /// response.
+            ///
+            /// ```
+            #[doc = concat!("# use idem_runtime::", $path, " as Middleware;")]
+            /// # use idem_runtime::{Spec, engine::Idem};
+            /// # let mw = Middleware::new(Idem::new(idem_runtime::store::MemoryStore::new()), Spec::new());
+            /// let mw = mw.global();
+            /// ```
+            #[must_use]
+            pub fn global(self) -> Self {
+                self.edit(|c| c.scope = $crate::web::layer::LayerScope::Global)
+            }
+
+            /// The canonicalizer options (nesting limit, unknown fields).
+            ///
+            /// ```
+            #[doc = concat!("# use idem_runtime::", $path, " as Middleware;")]
+            /// # use idem_runtime::{Spec, engine::Idem};
+            /// use idem_runtime::json::Canonicalizer;
+            /// # let mw = Middleware::new(Idem::new(idem_runtime::store::MemoryStore::new()), Spec::new());
+            /// let mw = mw.canonicalizer(Canonicalizer::new().deny_unknown_fields(true));
+            /// ```
+            #[must_use]
+            pub fn canonicalizer(self, canonicalizer: $crate::json::Canonicalizer) -> Self {
+                self.edit(|c| c.canonicalizer = canonicalizer)
+            }
+        }
+    };
+}
+pub(crate) use middleware_builder;
