@@ -7,13 +7,14 @@ use core::future::{Future, Ready, ready};
 use core::marker::PhantomData;
 use core::pin::Pin;
 use core::task::{Context, Poll};
+use std::cell::Cell;
 use std::rc::Rc;
 use std::sync::Arc;
 
 use actix_web::body::{BoxBody, MessageBody};
 use actix_web::dev::{Payload, Service, ServiceRequest, ServiceResponse, Transform};
 use actix_web::web::{Bytes, BytesMut};
-use actix_web::{HttpMessage as _, HttpRequest, HttpResponse, ResponseError};
+use actix_web::{HttpMessage as _, HttpResponse, ResponseError};
 
 use super::context::parts_of;
 use super::respond::{exact_replay, mark_unprotected, settle, suppressed_replay};
@@ -94,6 +95,23 @@ where
 }
 
 /// The service of [`Idempotency`] (what `App::wrap` puts around the application's service).
+///
+/// ```
+/// # actix_web::rt::System::new().block_on(async {
+/// use actix_web::dev::{Service, ServiceRequest, Transform};
+/// use actix_web::{HttpResponse, test};
+/// use idem_runtime::{Spec, actix::{Idempotency, IdempotencyMiddleware}, engine::Idem};
+///
+/// let inner = actix_web::dev::fn_service(|req: ServiceRequest| async move {
+///     Ok::<_, actix_web::Error>(req.into_response(HttpResponse::Created().finish()))
+/// });
+/// let mw = Idempotency::new(Idem::new(idem_runtime::store::MemoryStore::new()), Spec::new()).global();
+/// let svc: IdempotencyMiddleware<_> = mw.new_transform(inner).await.unwrap();
+/// let req = test::TestRequest::post().insert_header(("idempotency-key", "k-1"))
+///     .set_payload("{}").to_srv_request();
+/// assert_eq!(svc.call(req).await.unwrap().status(), 201);
+/// # });
+/// ```
 pub struct IdempotencyMiddleware<S> {
     service: Rc<S>,
     config: Arc<LayerConfig>,
@@ -133,16 +151,17 @@ where
     S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = actix_web::Error>,
     B: MessageBody + 'static,
 {
-    let http_req = req.request().clone();
-    let parts = parts_of(&http_req);
+    // No clone of the request is kept while the inner service runs: actix routes a request
+    // (`App::wrap` sits before the router) by mutating it in place, which panics when another
+    // handle to it exists.
+    let parts = parts_of(req.request());
     if is_safe(&parts.method) {
         return Ok(service.call(req).await?.map_into_boxed_body());
     }
-    let answer = |resp: HttpResponse| Ok(ServiceResponse::new(http_req.clone(), resp));
     let idem = &config.idem;
     let client_key = match config.client_key(&parts) {
         Ok(key) => key,
-        Err(e) => return answer(idem.problem(&e, None).error_response()),
+        Err(e) => return Ok(req.into_response(idem.problem(&e, None).error_response())),
     };
     let bytes = match read_body(req.take_payload(), config.body_limit).await {
         Ok(bytes) => bytes,
@@ -150,26 +169,39 @@ where
             let e = IdempotencyError::BodyTooLarge {
                 limit: config.body_limit,
             };
-            return answer(idem.problem(&e, Some(&client_key)).error_response());
+            let resp = idem.problem(&e, Some(&client_key)).error_response();
+            return Ok(req.into_response(resp));
         }
         Err(BodyRead::Failed(e)) => {
             let detail = format!("the request body could not be read: {e}");
             let base = idem.problem_base().map(|b| &**b);
-            return answer(invalid_body(400, &detail, base).error_response());
+            return Ok(req.into_response(invalid_body(400, &detail, base).error_response()));
         }
     };
     let (key, hash) = match config.key(&parts, client_key.clone(), &bytes) {
         Ok(found) => found,
-        Err(e) => return answer(idem.problem(&e, Some(&client_key)).error_response()),
+        Err(e) => {
+            let resp = idem.problem(&e, Some(&client_key)).error_response();
+            return Ok(req.into_response(resp));
+        }
     };
     req.set_payload(Payload::from(bytes));
+    // The request goes to the inner service when the engine runs it, or answers a replay or a
+    // rejection when it does not.
+    let pending = Rc::new(Cell::new(Some(req)));
     let front = Middleware {
         config: &config,
-        req: &http_req,
+        req: pending.clone(),
         _out: PhantomData,
     };
+    let run = async move {
+        let req = pending
+            .take()
+            .expect("the engine runs the inner service once");
+        service.call(req).await
+    };
     let settings = ClaimSettings::of(&config.handler);
-    execute(idem, settings, key, hash, front, service.call(req)).await
+    execute(idem, settings, key, hash, front, run).await
 }
 
 enum BodyRead {
@@ -198,8 +230,20 @@ type Answer = Result<ServiceResponse<BoxBody>, actix_web::Error>;
 /// read from the JSON body.
 struct Middleware<'a, B> {
     config: &'a LayerConfig,
-    req: &'a HttpRequest,
+    /// The request, until the inner service takes it.
+    req: Rc<Cell<Option<ServiceRequest>>>,
     _out: PhantomData<fn() -> B>,
+}
+
+impl<B> Middleware<'_, B> {
+    /// `resp` as the answer to the request. Once the inner service has taken the request (a
+    /// rejection after it started: a timeout), as an error rendered as `resp` exactly.
+    fn answer(&self, resp: HttpResponse) -> Answer {
+        match self.req.take() {
+            Some(req) => Ok(req.into_response(resp)),
+            None => Err(actix_web::error::InternalError::from_response("idempotency", resp).into()),
+        }
+    }
 }
 
 impl<B: MessageBody + 'static> Front for Middleware<'_, B> {
@@ -212,7 +256,7 @@ impl<B: MessageBody + 'static> Front for Middleware<'_, B> {
             .idem
             .problem(&error, client_key)
             .error_response();
-        Ok(ServiceResponse::new(self.req.clone(), resp))
+        self.answer(resp)
     }
 
     async fn replay(self, record: Record) -> Answer {
@@ -220,7 +264,7 @@ impl<B: MessageBody + 'static> Front for Middleware<'_, B> {
             Contract::SuppressOnly => suppressed_replay(record, &self.config.biz_no_field),
             Contract::ExactReplay | Contract::LatestState => exact_replay(record),
         };
-        Ok(ServiceResponse::new(self.req.clone(), resp))
+        self.answer(resp)
     }
 
     fn unprotected(self, out: Out<B>) -> Answer {
