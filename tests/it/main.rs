@@ -8,6 +8,8 @@
 //!
 //! One module: `cargo test --all-features --test it hostile::` (a test name filter).
 
+#[cfg(feature = "actix")]
+mod actix;
 mod atomic;
 #[cfg(feature = "cli")]
 mod cli;
