@@ -26,6 +26,11 @@ mod payments_actix;
 
 use payments::Config;
 
+// Hostile input, on both fronts.
+#[path = "payments_hostile.rs"]
+mod hostile;
+use hostile::*;
+
 // ---------------------------------------------------------------- fixtures
 
 use crate::backends::{Backend, Database, backend_tests, on_database};
@@ -167,6 +172,11 @@ macro_rules! front_tests {
             reads_and_404s,
             stats_count_business_rows,
             database_failure_is_503_and_the_retry_continues,
+            deep_nesting_is_400_and_stores_nothing,
+            invalid_keys_are_400,
+            non_utf8_bytes_in_the_key_are_400,
+            non_utf8_bodies_are_400_and_store_nothing,
+            unknown_fields_are_not_hashed,
         );
         backend_tests!(
             2,
@@ -192,18 +202,25 @@ mod axum_front {
 #[cfg(feature = "actix")]
 mod actix_front {
     front_tests!(Actix);
+
+    backend_tests!(
+        2,
+        serve,
+        [sqlite, postgres, mysql],
+        oversized_bodies_are_413_and_store_nothing,
+    );
 }
 
 // ---------------------------------------------------------------- a minimal HTTP/1.1 client
 
-struct Response {
-    status: u16,
+pub(crate) struct Response {
+    pub(crate) status: u16,
     headers: Vec<(String, String)>,
-    body: Vec<u8>,
+    pub(crate) body: Vec<u8>,
 }
 
 impl Response {
-    fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         let mut found = self
             .headers
             .iter()
@@ -213,18 +230,19 @@ impl Response {
         first
     }
 
-    fn replayed(&self) -> bool {
+    pub(crate) fn replayed(&self) -> bool {
         self.header("idempotent-replayed") == Some("true")
     }
 
-    fn json(&self) -> Value {
+    pub(crate) fn json(&self) -> Value {
         serde_json::from_slice(&self.body).unwrap_or_else(|e| {
             panic!("{e}: {}", String::from_utf8_lossy(&self.body));
         })
     }
 
-    /// Asserts a problem+json of `status` whose `type` ends with `/slug`.
-    fn assert_problem(&self, status: u16, slug: &str) {
+    /// Asserts a problem+json of `status` whose `type` ends with `/slug` (a base of the
+    /// application's) or `#slug` (idem's default base).
+    pub(crate) fn assert_problem(&self, status: u16, slug: &str) {
         assert_eq!(self.status, status, "{}", self.text());
         assert_eq!(
             self.header("content-type"),
@@ -232,17 +250,17 @@ impl Response {
         );
         let doc = self.json();
         let ty = doc["type"].as_str().unwrap();
-        assert!(ty.ends_with(&format!("/{slug}")), "{ty}");
+        assert_eq!(ty.rsplit(['/', '#']).next(), Some(slug), "{ty}");
         assert_eq!(doc["status"], status);
     }
 
-    fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         String::from_utf8_lossy(&self.body).into_owned()
     }
 }
 
 /// One request on a fresh connection (`Connection: close`); the body, if any, is JSON.
-async fn send(
+pub(crate) async fn send(
     addr: SocketAddr,
     method: &str,
     path: &str,
@@ -259,8 +277,13 @@ async fn send(
     }
     req.push_str("\r\n");
     req.push_str(body.unwrap_or(""));
+    exchange(addr, req.as_bytes()).await
+}
+
+/// Writes `request` (whole, as bytes) on a fresh connection and reads the response to its end.
+pub(crate) async fn exchange(addr: SocketAddr, request: &[u8]) -> Response {
     let mut stream = TcpStream::connect(addr).await.unwrap();
-    stream.write_all(req.as_bytes()).await.unwrap();
+    stream.write_all(request).await.unwrap();
     let mut raw = Vec::new();
     stream.read_to_end(&mut raw).await.unwrap();
 
