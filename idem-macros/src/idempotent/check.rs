@@ -140,8 +140,8 @@ fn check_return_type(cx: &Ctxt, sig: &syn::Signature) {
         cx.error_spanned_by(
             opaque,
             format!(
-                "`#[idempotent]` stores the response and replays it, so it needs the response's type: `{}` hides it (and whether it carries a business number); name the type, as in `-> Result<(StatusCode, Json<Payment>), ApiError>`",
-                crate::attr::tokens_text(opaque)
+                "`#[idempotent]` stores the response and replays it, so it needs the response's type: `impl {}` hides it (and whether it carries a business number); name the type, as in `-> Result<(StatusCode, Json<Payment>), ApiError>`",
+                crate::attr::tokens_text(&opaque.bounds)
             ),
         );
     }
@@ -243,8 +243,8 @@ fn check_actix_return_type(cx: &Ctxt, sig: &syn::Signature) {
         cx.error_spanned_by(
             opaque,
             format!(
-                "`#[idempotent]` stores the response and replays it, so it needs the response's type: `{}` hides it (and whether it carries a business number); name the type, as in `-> Result<(web::Json<Payment>, StatusCode), Problem>`",
-                crate::attr::tokens_text(opaque)
+                "`#[idempotent]` stores the response and replays it, so it needs the response's type: `impl {}` hides it (and whether it carries a business number); name the type, as in `-> Result<(web::Json<Payment>, StatusCode), Problem>`",
+                crate::attr::tokens_text(&opaque.bounds)
             ),
         );
     }
