@@ -160,6 +160,7 @@ impl Payments for PaymentsService {
     #[idempotent(
         scope = [header("x-tenant-id"), header("x-user-id")],
         contract = "exact_replay",
+        operation = "/payments.v1.Payments/CreatePayment",
         ttl = "90d",
         lease = "10s",
         transaction = tx
@@ -219,6 +220,7 @@ impl Payments for PaymentsService {
     #[idempotent(
         scope = [header("x-tenant-id"), header("x-user-id"), request.get_ref().payment_id],
         contract = "latest_state",
+        operation = "/payments.v1.Payments/CreateRefund",
         lookup = move |refund_id| self.find_refund(refund_id),
         ttl = "90d"
     )]
@@ -259,6 +261,7 @@ impl Payments for PaymentsService {
     #[idempotent(
         scope = [header("x-tenant-id"), header("x-user-id")],
         contract = "suppress_only",
+        operation = "/payments.v1.Payments/RecordEvent",
         ttl = "6h"
     )]
     async fn record_event(

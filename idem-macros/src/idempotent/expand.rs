@@ -13,6 +13,7 @@
 
 use proc_macro2::{Delimiter, Group, Span, TokenStream, TokenTree};
 use quote::{ToTokens, format_ident, quote, quote_spanned};
+use syn::ext::IdentExt;
 use syn::spanned::Spanned;
 
 use super::ast::{Form, Key, Plan, Tonic};
@@ -351,6 +352,12 @@ fn config(plan: &Plan<'_>, pv: &TokenStream) -> TokenStream {
     // request's method and matched route, which survive renaming or moving the function.
     let base = match plan.operation {
         Some(lit) => quote!(#pv::HandlerConfig::new(#lit)),
+        // A tonic method: tonic's server keeps no method path in the request (its
+        // `GrpcMethod` extension is the client's), so the default is the Rust method's path.
+        None if matches!(plan.form, Form::Tonic(_)) => {
+            let name = plan.item.sig.ident.unraw().to_string();
+            quote!(#pv::HandlerConfig::new(::core::concat!(::core::module_path!(), "::", #name)))
+        }
         None => quote!(#pv::HandlerConfig::for_route()),
     };
     let ttl = plan.ttl.map(|t| {

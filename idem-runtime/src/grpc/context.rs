@@ -77,8 +77,9 @@ impl GrpcContext {
             .and_then(|v| v.to_str().ok())
     }
 
-    /// The method's path, `/package.Service/Method`, from the `tonic::GrpcMethod` extension
-    /// that tonic's generated server code inserts; `None` outside a tonic server.
+    /// The method's path, `/package.Service/Method`, from a `tonic::GrpcMethod` extension of
+    /// the request (tonic's generated client sets one; its server keeps none, so a method's
+    /// default operation comes from `#[idempotent]`, not from here).
     pub fn method_path(&self) -> Option<String> {
         self.method.clone()
     }
@@ -126,7 +127,18 @@ impl GrpcContext {
         let operation = match (operation, &self.method) {
             (Some(op), _) => op,
             (None, Some(path)) => path.as_str(),
-            (None, None) => "grpc",
+            // Neither an operation nor a method path to name the operation after: one shared
+            // name would let two methods' keys collide. (`#[idempotent]` always names one.)
+            (None, None) => {
+                tracing::error!(
+                    target: "idem",
+                    "a gRPC call without an operation name nor a `tonic::GrpcMethod` extension: \
+                     name its operation"
+                );
+                return Err(IdempotencyError::Misconfigured {
+                    message: "the call has no operation name and the request no `tonic::GrpcMethod` extension to name it after: name its operation",
+                });
+            }
         };
         Ok((scoped_key(operation, scope, &client)?, client))
     }
@@ -162,4 +174,45 @@ pub enum KeySource<'a> {
     Metadata(&'static str),
     /// A value of the request message itself (an AIP-155 `request_id` field), taken as it is.
     Value(&'a str),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::MemoryStore;
+
+    fn key_of(
+        request: &tonic::Request<()>,
+        operation: Option<&str>,
+    ) -> Result<String, IdempotencyError> {
+        let cx = GrpcContext::new(&Idem::new(MemoryStore::new()), request);
+        cx.key(KeySource::Metadata("idempotency-key"), operation, &[])
+            .map(|(scoped, _)| scoped.operation().to_owned())
+    }
+
+    /// The operation is the one named, else the request's method path; without either the call
+    /// is refused rather than sharing a name with other methods.
+    #[test]
+    fn the_operation_is_the_method_path_or_named() {
+        let mut request = tonic::Request::new(());
+        request
+            .metadata_mut()
+            .insert("idempotency-key", "k-1".parse().unwrap());
+        assert!(matches!(
+            key_of(&request, None),
+            Err(IdempotencyError::Misconfigured { .. })
+        ));
+        assert_eq!(
+            key_of(&request, Some("billing.charge")).unwrap(),
+            "billing.charge"
+        );
+        request.extensions_mut().insert(tonic::GrpcMethod::new(
+            "payments.v1.Payments",
+            "CreatePayment",
+        ));
+        assert_eq!(
+            key_of(&request, None).unwrap(),
+            "/payments.v1.Payments/CreatePayment"
+        );
+    }
 }
