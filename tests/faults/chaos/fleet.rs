@@ -144,16 +144,22 @@ impl Database {
 /// The example binary, built by `cargo test` next to the test binaries:
 /// `target/<profile>/examples/payments`.
 fn example_binary() -> PathBuf {
+    example("payments")
+}
+
+/// The binary of the example `name`, built by `cargo test` next to the test binaries:
+/// `target/<profile>/examples/<name>`.
+pub fn example(name: &str) -> PathBuf {
     let exe = std::env::current_exe().unwrap();
     let profile_dir = exe
         .parent()
         .and_then(|deps| deps.parent())
         .expect("the test binary lives in target/<profile>/deps");
-    let bin = profile_dir.join("examples").join("payments");
+    let bin = profile_dir.join("examples").join(name);
     assert!(
         bin.exists(),
         "{} is missing: `cargo test --workspace --all-features` builds it \
-         (or `cargo build --all-features --example payments`)",
+         (or `cargo build --all-features --example {name}`)",
         bin.display()
     );
     bin

@@ -12,6 +12,8 @@
 //! 3. `zombie_holder`: a holder frozen past its lease with `SIGSTOP`, taken over, thawed with
 //!    `SIGCONT` ([`zombie`]).
 //! 4. `storm_*`: a thousand concurrent requests with one key and one body ([`storm`]).
+//! 5. `clients_*`: `examples/pay_client` through a proxy that breaks connections at random,
+//!    with processes killed and restarted ([`clients`]).
 //!
 //! Each prints its tally to stderr, past the test harness's capture. The short form runs in
 //! `scripts/test`; `scripts/chaos --long` (or the variables below) runs the long one:
@@ -23,6 +25,7 @@
 //! | `IDEM_CHAOS_PROCESSES` | `3` | processes per run of items 1 and 2 |
 //! | `IDEM_CHAOS_CLIENTS` | `32` | concurrent clients in items 1 and 2 |
 //! | `IDEM_CHAOS_STORM` | `1000` | requests per storm |
+//! | `IDEM_CHAOS_PAYMENTS` | `1000` | payments per run of item 5 |
 //! | `IDEM_CHAOS_SEED` | the clock | the seed of every random choice (printed) |
 //!
 //! The tests run one at a time (`SERIAL`, shared with `bad_day`): each wants the machine's two
@@ -32,6 +35,7 @@
 use std::io::Write as _;
 
 mod client;
+mod clients;
 mod crowd;
 mod fleet;
 mod rng;
@@ -56,6 +60,8 @@ pub struct Knobs {
     pub clients: usize,
     /// `IDEM_CHAOS_STORM`.
     pub storm: usize,
+    /// `IDEM_CHAOS_PAYMENTS`.
+    pub payments: usize,
 }
 
 impl Knobs {
@@ -75,6 +81,7 @@ impl Knobs {
             processes: var("IDEM_CHAOS_PROCESSES", 3).max(1),
             clients: var("IDEM_CHAOS_CLIENTS", 32).max(1),
             storm: var("IDEM_CHAOS_STORM", 1000).max(2),
+            payments: var("IDEM_CHAOS_PAYMENTS", 1000).max(1),
         }
     }
 }
@@ -191,4 +198,21 @@ async fn storm_postgres() {
 async fn storm_mariadb() {
     let _serial = SERIAL.lock().await;
     storm::through_the_example(Backend::Mysql, Knobs::from_env().storm).await;
+}
+
+// ---------------------------------------------------------------- 5. clients through faults
+
+/// One process on the embedded default, killed and restarted: the client waits it out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_sqlite() {
+    let _serial = SERIAL.lock().await;
+    clients::through_a_fault_proxy(Backend::Sqlite, 1, Knobs::from_env().payments).await;
+}
+
+/// Several processes on PostgreSQL: a retry lands on another process than its first attempt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_postgres() {
+    let _serial = SERIAL.lock().await;
+    let knobs = Knobs::from_env();
+    clients::through_a_fault_proxy(Backend::Postgres, knobs.processes, knobs.payments).await;
 }
