@@ -382,7 +382,8 @@ pub use idem_runtime::deserialize;
 
 /// Guides for adopters (also in `docs/guides/` of the repository): choosing a contract, a TTL
 /// and a lease, passing the operation id downstream, adding idem to a service, running several
-/// instances, and coming from other idempotency implementations.
+/// instances, coming from other idempotency implementations, and writing clients that retry
+/// with `idem-client`.
 pub mod guide {
     #[doc = include_str!("../docs/guides/contracts.md")]
     pub mod contracts {}
@@ -396,6 +397,8 @@ pub mod guide {
     pub mod axum_postgres {}
     #[doc = include_str!("../docs/guides/coming-from-stripe-and-powertools.md")]
     pub mod coming_from_stripe_and_powertools {}
+    #[doc = include_str!("../docs/guides/clients.md")]
+    pub mod clients {}
 }
 
 #[doc(hidden)]

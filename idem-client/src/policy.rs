@@ -12,7 +12,7 @@ pub const IDEMPOTENT_REPLAYED: &str = "idempotent-replayed";
 /// When and how often a request is sent again, with the same key.
 ///
 /// Backoff is exponential with full jitter: before retry `n` (1 for the first) the client waits
-/// a uniformly random time between [`floor`](Self::floor) and `min(cap, floor * 2^n)`; a
+/// a uniformly random time between the floor of [`backoff`](Self::backoff) and `min(cap, floor * 2^n)`; a
 /// `Retry-After` from the server replaces the backoff (capped by
 /// [`max_retry_after`](Self::max_retry_after)). The budget is both a number of attempts and a
 /// time since the first one: a wait that would end past the time budget is not started, and
