@@ -10,7 +10,9 @@
 //! - [`Idempotency`]: the middleware (a key per request, kept for its retries; the retry loop);
 //! - [`RetryPolicy`]: the budget and the backoff; [`classify`]: the classification table;
 //! - [`SendIdempotent`]: `send_idempotent()`, the final answer as [`Sent`] or a typed [`Error`]
-//!   with the parsed [`Problem`].
+//!   with the parsed [`Problem`];
+//! - `grpc::GrpcIdempotencyLayer` (feature `tonic`): the same for tonic clients, as a tower
+//!   layer on the channel, with the same [`RetryPolicy`].
 //!
 //! ```no_run
 //! use idem_client::{Error, Idempotency, SendIdempotent};
@@ -34,6 +36,9 @@
 //! The crate depends on reqwest without TLS: enable reqwest's `rustls` (or `native-tls`)
 //! feature in the application for `https` URLs. It does not depend on idem's server crates.
 //! `docs/guides/clients.md` explains what is retried and why.
+
+#[cfg(feature = "tonic")]
+pub mod grpc;
 
 mod error;
 mod middleware;

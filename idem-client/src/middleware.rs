@@ -131,7 +131,7 @@ async fn buffered(response: Response) -> Result<Response, reqwest::Error> {
     ))
 }
 
-fn random() -> u64 {
+pub(crate) fn random() -> u64 {
     // The operating system's generator; a failure only loses the jitter.
     getrandom::u64().unwrap_or(0)
 }

@@ -230,6 +230,7 @@ backend_tests!(
     serve_slow_handler,
     [sqlite, postgres, mysql],
     concurrent_duplicate_is_aborted_with_retry_info,
+    the_client_layer_waits_out_an_aborted_call,
 );
 backend_tests!(
     2,
@@ -448,6 +449,57 @@ async fn concurrent_duplicate_is_aborted_with_retry_info(s: &Server) {
     assert!(replayed(again.metadata()));
     assert_eq!(again.into_inner().payment_id, first.payment_id);
     assert_eq!(s.stats().await.0, 1);
+}
+
+/// Through idem-client's layer, a duplicate that meets the first call in flight waits for
+/// `RetryInfo`'s delay and retries with the same key: it gets the first call's payment, replayed.
+async fn the_client_layer_waits_out_an_aborted_call(s: &Server) {
+    use idem_client::grpc::GrpcIdempotencyLayer;
+    use idem_client::{Delivery, RetryPolicy};
+
+    let key = unique("grpc_layer");
+    let mut first_client = s.client().await;
+    let first = {
+        let key = key.clone();
+        tokio::spawn(async move {
+            first_client
+                .create_payment(with_key(payment("100.00"), Some(&key), &[]))
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let channel = Channel::from_shared(format!("http://{}", s.addr))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let channel = tower::ServiceBuilder::new()
+        // The server's RetryInfo asks for the lease's remaining 9.5 s; the cap keeps the test short.
+        .layer(GrpcIdempotencyLayer::new(
+            RetryPolicy::default().max_retry_after(Duration::from_millis(300)),
+        ))
+        .service(channel);
+    let mut client = PaymentsClient::new(channel);
+    let second = client
+        .create_payment(with_key(payment("100.00"), Some(&key), &[]))
+        .await
+        .unwrap();
+    let delivery = second.extensions().get::<Delivery>().unwrap().clone();
+    assert!(delivery.attempts >= 2, "{delivery:?}");
+    assert!(delivery.replayed && replayed(second.metadata()));
+    assert_eq!(delivery.key.as_deref(), Some(&*key));
+    let first = first.await.unwrap().unwrap().into_inner();
+    assert_eq!(second.into_inner().payment_id, first.payment_id);
+    // Without a key of the caller's, the layer sets one, and a final answer is one attempt.
+    let fresh = client
+        .create_payment(Request::new(payment("5.00")))
+        .await
+        .unwrap();
+    let delivery = fresh.extensions().get::<Delivery>().unwrap().clone();
+    assert_eq!(delivery.attempts, 1);
+    assert!(!delivery.replayed);
+    assert!(delivery.key.is_some_and(|k| k.len() == 36));
+    assert_eq!(s.stats().await.0, 2);
 }
 
 /// A message over tonic's decoding limit (4 MiB) is refused by tonic before the method runs, and
