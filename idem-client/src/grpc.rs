@@ -2,8 +2,9 @@
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
+use bytes::Bytes;
 use http::HeaderValue;
 use http_body_util::{BodyExt as _, Full};
 use tonic::Code;
@@ -31,10 +32,12 @@ pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
 /// | metadata `idempotent-replayed: true` | final: the stored answer |
 /// | any other status, any message | final |
 ///
-/// The request message is buffered (unary calls: one message) so that it can be sent again.
-/// A failure in the middle of the answer's body reaches the caller as the call's error: retry
-/// the call (the layer gives it a new key unless you set one — set it to the first call's key,
-/// [`Delivery::key`], to learn the outcome). The response's extensions hold a [`Delivery`].
+/// The request message is buffered (unary calls: one message) so that it can be sent again,
+/// and the answer is read in full before it is returned, so that a connection broken in the
+/// middle of the message is one more attempt with the same key. A status after a message (in
+/// the trailers) is classified like one in the head. The response's extensions hold a
+/// [`Delivery`]. For unary calls only: a streaming call through the layer would be buffered
+/// whole.
 ///
 /// ```no_run
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
@@ -100,6 +103,32 @@ pub fn classify_grpc(headers: &http::HeaderMap) -> Verdict {
     }
 }
 
+/// An answer read in full: its message bytes and its trailers, sent on as a body again.
+struct Buffered {
+    data: Option<Bytes>,
+    trailers: Option<http::HeaderMap>,
+}
+
+impl http_body::Body for Buffered {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
+        let frame = match self.data.take() {
+            Some(data) => Some(http_body::Frame::data(data)),
+            None => self.trailers.take().map(http_body::Frame::trailers),
+        };
+        Poll::Ready(frame.map(Ok))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.data.is_none() && self.trailers.is_none()
+    }
+}
+
 impl<S, B> Service<http::Request<tonic::body::Body>> for GrpcIdempotency<S>
 where
     S: Service<http::Request<tonic::body::Body>, Response = http::Response<B>>
@@ -108,9 +137,10 @@ where
         + 'static,
     S::Future: Send,
     S::Error: Into<BoxError>,
-    B: Send + 'static,
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
 {
-    type Response = http::Response<B>;
+    type Response = http::Response<tonic::body::Body>;
     type Error = BoxError;
     type Future = Pin<Box<dyn Future<Output = Result<Self::Response, BoxError>> + Send>>;
 
@@ -146,28 +176,56 @@ where
                     parts.clone(),
                     tonic::body::Body::new(Full::new(message.clone())),
                 );
-                let result = inner.call(attempt).await.map_err(Into::into);
-                let wait: Duration = match &result {
-                    Ok(response) => match classify_grpc(response.headers()) {
-                        Verdict::Final => Duration::MAX,
-                        Verdict::Retry { retry_after } => {
-                            policy.delay(attempts, retry_after, crate::middleware::random())
+                let result = match inner.call(attempt).await.map_err(Into::into) {
+                    // The answer is read here, so that a connection broken in the middle of
+                    // the message is one more attempt (the retry gets the stored answer), not
+                    // the caller's error.
+                    Ok(response) => {
+                        let (head, body) = response.into_parts();
+                        match body.collect().await {
+                            Ok(collected) => Ok((head, collected)),
+                            Err(e) => Err(e.into()),
                         }
-                    },
-                    Err(_) => policy.delay(attempts, None, crate::middleware::random()),
+                    }
+                    Err(e) => Err(e),
                 };
-                if wait == Duration::MAX || !policy.allows(attempts, started.elapsed(), wait) {
-                    return result.map(|mut response| {
-                        let replayed = is_replayed(response.headers());
-                        response.extensions_mut().insert(Delivery {
-                            key: key.to_str().ok().map(str::to_owned),
-                            attempts,
-                            replayed,
-                        });
-                        response
-                    });
+                let verdict = match &result {
+                    Ok((head, collected)) => {
+                        match (classify_grpc(&head.headers), collected.trailers()) {
+                            // A status after a message, in the trailers (the head said nothing).
+                            (Verdict::Final, Some(trailers))
+                                if !is_replayed(&head.headers)
+                                    && tonic::Status::from_header_map(&head.headers).is_none() =>
+                            {
+                                classify_grpc(trailers)
+                            }
+                            (verdict, _) => verdict,
+                        }
+                    }
+                    Err(_) => Verdict::Retry { retry_after: None },
+                };
+                if let Verdict::Retry { retry_after } = verdict {
+                    let wait = policy.delay(attempts, retry_after, crate::middleware::random());
+                    if policy.allows(attempts, started.elapsed(), wait) {
+                        tokio::time::sleep(wait).await;
+                        continue;
+                    }
                 }
-                tokio::time::sleep(wait).await;
+                let (mut head, collected) = result?;
+                head.extensions.insert(Delivery {
+                    key: key.to_str().ok().map(str::to_owned),
+                    attempts,
+                    replayed: is_replayed(&head.headers),
+                });
+                let trailers = collected.trailers().cloned();
+                let body = Buffered {
+                    data: Some(collected.to_bytes()).filter(|d| !d.is_empty()),
+                    trailers,
+                };
+                return Ok(http::Response::from_parts(
+                    head,
+                    tonic::body::Body::new(body),
+                ));
             }
         })
     }
@@ -175,9 +233,105 @@ where
 
 #[cfg(test)]
 mod tests {
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
     use tonic_types::{ErrorDetails, StatusExt as _};
 
     use super::*;
+
+    /// Half a message, then the connection is gone.
+    struct Broken(bool);
+
+    impl http_body::Body for Broken {
+        type Data = Bytes;
+        type Error = std::io::Error;
+
+        fn poll_frame(
+            mut self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+        ) -> Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
+            if std::mem::replace(&mut self.0, true) {
+                return Poll::Ready(Some(Err(std::io::ErrorKind::ConnectionReset.into())));
+            }
+            Poll::Ready(Some(Ok(http_body::Frame::data(Bytes::from_static(
+                b"\0\0\0",
+            )))))
+        }
+    }
+
+    #[tokio::test]
+    async fn a_message_cut_in_the_middle_is_retried_with_the_same_key() {
+        let keys = Arc::new(Mutex::new(Vec::new()));
+        let seen = keys.clone();
+        let stub = tower::service_fn(move |request: http::Request<tonic::body::Body>| {
+            let seen = seen.clone();
+            async move {
+                let mut keys = seen.lock().unwrap();
+                keys.push(request.headers()[IDEMPOTENCY_KEY].clone());
+                let body = if keys.len() == 1 {
+                    tonic::body::Body::new(Broken(false))
+                } else {
+                    let mut trailers = http::HeaderMap::new();
+                    trailers.insert("grpc-status", HeaderValue::from_static("0"));
+                    tonic::body::Body::new(Buffered {
+                        data: Some(Bytes::from_static(b"message")),
+                        trailers: Some(trailers),
+                    })
+                };
+                let mut response = http::Response::new(body);
+                response
+                    .headers_mut()
+                    .insert("idempotent-replayed", HeaderValue::from_static("true"));
+                Ok::<_, BoxError>(response)
+            }
+        });
+        let policy =
+            RetryPolicy::default().backoff(Duration::from_millis(1), Duration::from_millis(2));
+        let mut layered = tower::Layer::layer(&GrpcIdempotencyLayer::new(policy), stub);
+        let request = http::Request::new(tonic::body::Body::new(Full::new(Bytes::from_static(
+            b"req",
+        ))));
+        let response = layered.ready().await.unwrap().call(request).await.unwrap();
+        let delivery = response.extensions().get::<Delivery>().unwrap().clone();
+        assert_eq!(delivery.attempts, 2);
+        assert!(delivery.replayed);
+        let keys = keys.lock().unwrap().clone();
+        assert_eq!(keys.len(), 2);
+        assert_eq!(keys[0], keys[1]);
+        assert_eq!(delivery.key.as_deref(), Some(keys[0].to_str().unwrap()));
+        let collected = response.into_body().collect().await.unwrap();
+        assert_eq!(collected.trailers().unwrap()["grpc-status"], "0");
+        assert_eq!(collected.to_bytes(), Bytes::from_static(b"message"));
+    }
+
+    #[tokio::test]
+    async fn a_status_in_the_trailers_is_classified_too() {
+        let calls = Arc::new(Mutex::new(0));
+        let count = calls.clone();
+        let stub = tower::service_fn(move |_: http::Request<tonic::body::Body>| {
+            *count.lock().unwrap() += 1;
+            let mut trailers = http::HeaderMap::new();
+            trailers.insert("grpc-status", HeaderValue::from_static("14"));
+            let body = tonic::body::Body::new(Buffered {
+                data: None,
+                trailers: Some(trailers),
+            });
+            async move { Ok::<_, BoxError>(http::Response::new(body)) }
+        });
+        let policy = RetryPolicy::default()
+            .max_attempts(3)
+            .backoff(Duration::from_millis(1), Duration::from_millis(2));
+        let mut layered = tower::Layer::layer(&GrpcIdempotencyLayer::new(policy), stub);
+        let request = http::Request::new(tonic::body::Body::empty());
+        let response = layered.ready().await.unwrap().call(request).await.unwrap();
+        assert_eq!(
+            *calls.lock().unwrap(),
+            3,
+            "UNAVAILABLE in the trailers is retried"
+        );
+        assert_eq!(response.extensions().get::<Delivery>().unwrap().attempts, 3);
+    }
 
     fn verdict(code: Code, retry: Option<Duration>, replayed: bool) -> Verdict {
         let status = match retry {
