@@ -90,9 +90,10 @@ pub enum Error {
     /// failure replayed (`Idempotent-Replayed: true`).
     #[error("the server refused the request: {0}")]
     Refused(Box<Failure>),
-    /// The budget ran out while the server still answered with a retryable status (`409`,
-    /// `429`, `5xx`): the operation's outcome is unknown; a later retry **with the same key**
-    /// learns it.
+    /// The server still answered with a retryable status (`409`, `429`, `5xx`) when the budget
+    /// ran out (or the request could not be sent again: a streaming body, or a method outside
+    /// the middleware's set): the operation's outcome is unknown; a later retry **with the same
+    /// key** learns it.
     #[error("gave up after {attempts} attempts: {0}", attempts = .0.delivery.attempts)]
     Exhausted(Box<Failure>),
     /// The budget ran out on transport errors: the operation's outcome is unknown; a later retry

@@ -5,19 +5,18 @@ use std::task::{Context, Poll};
 use std::time::Instant;
 
 use bytes::Bytes;
-use http::HeaderValue;
 use http_body_util::{BodyExt as _, Full};
 use tonic::Code;
 use tonic_types::StatusExt as _;
 use tower::{Service, ServiceExt as _};
 
+#[cfg(test)]
+use crate::IDEMPOTENCY_KEY;
+use crate::middleware::key_of;
 use crate::policy::{Verdict, is_replayed};
 use crate::{Delivery, RetryPolicy};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
-
-/// The metadata entry that carries the key (the same name as the HTTP header).
-pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
 
 /// A tower layer for a tonic client's channel: every call through it gets an
 /// `idempotency-key` (a random UUID, unless the caller set one in the request's metadata),
@@ -83,12 +82,20 @@ pub struct GrpcIdempotency<S> {
 }
 
 /// The retry classification of a gRPC answer's head (a trailers-only answer carries its status
-/// there; a message's status comes after it, and the message is final anyway).
+/// there; a message's status comes after it, in the trailers).
 pub fn classify_grpc(headers: &http::HeaderMap) -> Verdict {
-    if is_replayed(headers) {
+    classify_answer(headers, None)
+}
+
+/// The retry classification of an answer read in full: the status in its head, else the one
+/// in its trailers.
+fn classify_answer(head: &http::HeaderMap, trailers: Option<&http::HeaderMap>) -> Verdict {
+    if is_replayed(head) {
         return Verdict::Final;
     }
-    let Some(status) = tonic::Status::from_header_map(headers) else {
+    let status = tonic::Status::from_header_map(head)
+        .or_else(|| trailers.and_then(tonic::Status::from_header_map));
+    let Some(status) = status else {
         return Verdict::Final;
     };
     let retry_after = status
@@ -155,15 +162,7 @@ where
         let policy = self.policy.clone();
         Box::pin(async move {
             let (mut parts, body) = request.into_parts();
-            let key = match parts.headers.get(IDEMPOTENCY_KEY) {
-                Some(key) => key.clone(),
-                None => {
-                    let key = HeaderValue::try_from(uuid::Uuid::new_v4().to_string())
-                        .expect("a UUID is a valid metadata value");
-                    parts.headers.insert(IDEMPOTENCY_KEY, key.clone());
-                    key
-                }
-            };
+            let key = key_of(&mut parts.headers);
             let message = body.collect().await.map_err(BoxError::from)?.to_bytes();
             let started = Instant::now();
             let mut attempts = 0u32;
@@ -190,26 +189,14 @@ where
                     Err(e) => Err(e),
                 };
                 let verdict = match &result {
-                    Ok((head, collected)) => {
-                        match (classify_grpc(&head.headers), collected.trailers()) {
-                            // A status after a message, in the trailers (the head said nothing).
-                            (Verdict::Final, Some(trailers))
-                                if !is_replayed(&head.headers)
-                                    && tonic::Status::from_header_map(&head.headers).is_none() =>
-                            {
-                                classify_grpc(trailers)
-                            }
-                            (verdict, _) => verdict,
-                        }
-                    }
+                    Ok((head, collected)) => classify_answer(&head.headers, collected.trailers()),
                     Err(_) => Verdict::Retry { retry_after: None },
                 };
-                if let Verdict::Retry { retry_after } = verdict {
-                    let wait = policy.delay(attempts, retry_after, crate::middleware::random());
-                    if policy.allows(attempts, started.elapsed(), wait) {
-                        tokio::time::sleep(wait).await;
-                        continue;
-                    }
+                if let Verdict::Retry { retry_after } = verdict
+                    && let Some(wait) = policy.next_wait(attempts, started, retry_after)
+                {
+                    tokio::time::sleep(wait).await;
+                    continue;
                 }
                 let (mut head, collected) = result?;
                 head.extensions.insert(Delivery {
@@ -236,6 +223,7 @@ mod tests {
     use std::sync::{Arc, Mutex};
     use std::time::Duration;
 
+    use http::HeaderValue;
     use tonic_types::{ErrorDetails, StatusExt as _};
 
     use super::*;

@@ -2,7 +2,7 @@
 
 use std::time::{Instant, SystemTime};
 
-use http::{Extensions, HeaderName, HeaderValue, Method};
+use http::{Extensions, HeaderMap, HeaderName, HeaderValue, Method};
 use reqwest::{Request, Response};
 use reqwest_middleware::{Middleware, Next};
 
@@ -131,9 +131,15 @@ async fn buffered(response: Response) -> Result<Response, reqwest::Error> {
     ))
 }
 
-pub(crate) fn random() -> u64 {
-    // The operating system's generator; a failure only loses the jitter.
-    getrandom::u64().unwrap_or(0)
+/// The key in `headers`, after giving them a new one (a random UUID) if they had none.
+pub(crate) fn key_of(headers: &mut HeaderMap) -> HeaderValue {
+    headers
+        .entry(IDEMPOTENCY_KEY)
+        .or_insert_with(|| {
+            HeaderValue::try_from(uuid::Uuid::new_v4().to_string())
+                .expect("a UUID is a valid header value")
+        })
+        .clone()
 }
 
 #[async_trait::async_trait]
@@ -147,15 +153,7 @@ impl Middleware for Idempotency {
         if !self.methods.contains(req.method()) {
             return next.run(req, extensions).await;
         }
-        let key = match req.headers().get(&IDEMPOTENCY_KEY) {
-            Some(key) => key.clone(),
-            None => {
-                let key = HeaderValue::try_from(uuid::Uuid::new_v4().to_string())
-                    .expect("a UUID is a valid header value");
-                req.headers_mut().insert(IDEMPOTENCY_KEY, key.clone());
-                key
-            }
-        };
+        let key = key_of(req.headers_mut());
         let key_text = key.to_str().ok().map(str::to_owned);
         let delivery = |attempts, response: &Response| Delivery {
             key: key_text.clone(),
@@ -176,50 +174,40 @@ impl Middleware for Idempotency {
             let attempt = std::mem::replace(&mut req, spare);
             let failure = match next.clone().run(attempt, extensions).await {
                 Ok(response) => {
-                    let verdict =
-                        classify(response.status(), response.headers(), SystemTime::now());
-                    let wait = match verdict {
-                        Verdict::Final => None,
-                        Verdict::Retry { retry_after } => {
-                            Some(self.policy.delay(attempts, retry_after, random()))
-                        }
-                    };
-                    match wait {
-                        Some(wait) if self.policy.allows(attempts, started.elapsed(), wait) => {
-                            drop(response);
-                            tokio::time::sleep(wait).await;
-                            continue;
-                        }
-                        _ => match buffered(response).await {
-                            Ok(mut response) => {
-                                let d = delivery(attempts, &response);
-                                response.extensions_mut().insert(d);
-                                return Ok(response);
+                    let wait =
+                        match classify(response.status(), response.headers(), SystemTime::now()) {
+                            Verdict::Final => None,
+                            Verdict::Retry { retry_after } => {
+                                self.policy.next_wait(attempts, started, retry_after)
                             }
-                            // Broken in the middle of the answer (reqwest reports it as a
-                            // decode error over a body error): the answer is stored on the
-                            // server, and the retry gets it.
-                            Err(e) => (reqwest_middleware::Error::Reqwest(e), true),
-                        },
+                        };
+                    if let Some(wait) = wait {
+                        drop(response);
+                        tokio::time::sleep(wait).await;
+                        continue;
+                    }
+                    match buffered(response).await {
+                        Ok(mut response) => {
+                            let d = delivery(attempts, &response);
+                            response.extensions_mut().insert(d);
+                            return Ok(response);
+                        }
+                        // Broken in the middle of the answer (reqwest reports it as a decode
+                        // error over a body error): the answer is stored on the server, and the
+                        // retry gets it.
+                        Err(e) => reqwest_middleware::Error::Reqwest(e),
                     }
                 }
-                Err(e) => {
-                    let again = retryable(&e);
-                    (e, again)
-                }
+                Err(e) if retryable(&e) => e,
+                Err(e) => return Err(e),
             };
-            let (failure, again) = failure;
-            if !again {
-                return Err(failure);
-            }
-            let wait = self.policy.delay(attempts, None, random());
-            if !self.policy.allows(attempts, started.elapsed(), wait) {
+            let Some(wait) = self.policy.next_wait(attempts, started, None) else {
                 return Err(reqwest_middleware::Error::middleware(GaveUp {
                     attempts,
                     key: key_text,
                     source: failure,
                 }));
-            }
+            };
             tokio::time::sleep(wait).await;
         }
     }

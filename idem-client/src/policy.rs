@@ -1,6 +1,6 @@
 //! What to retry, when, and for how long: one [`RetryPolicy`] for every client of idem.
 
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use http::{HeaderMap, StatusCode};
 
@@ -112,6 +112,21 @@ impl RetryPolicy {
     pub fn allows(&self, attempts: u32, elapsed: Duration, wait: Duration) -> bool {
         attempts < self.max_attempts && elapsed.saturating_add(wait) <= self.max_elapsed
     }
+
+    /// The wait before the next attempt, after `attempts` made since `started`, or `None` when
+    /// the budget does not allow one: [`delay`](Self::delay) with the operating system's
+    /// randomness, checked by [`allows`](Self::allows).
+    pub(crate) fn next_wait(
+        &self,
+        attempts: u32,
+        started: Instant,
+        retry_after: Option<Duration>,
+    ) -> Option<Duration> {
+        // A failure of the generator only loses the jitter.
+        let wait = self.delay(attempts, retry_after, getrandom::u64().unwrap_or(0));
+        self.allows(attempts, started.elapsed(), wait)
+            .then_some(wait)
+    }
 }
 
 /// What the client does with one answer of the server.
@@ -143,7 +158,7 @@ pub enum Verdict {
 /// | other `5xx` | retry (backoff) | a failure that was not stored (a stored one comes back replayed) |
 ///
 /// ```
-/// use std::time::{Duration, SystemTime};
+/// use std::time::{Duration, Instant, SystemTime};
 /// use http::{HeaderMap, StatusCode};
 /// use idem_client::{classify, Verdict};
 ///

@@ -113,6 +113,11 @@ fn client(policy: RetryPolicy) -> reqwest_middleware::ClientWithMiddleware {
     .build()
 }
 
+/// A `POST` of `{}` to `url` through a client with `policy`.
+async fn post(url: &str, policy: RetryPolicy) -> Result<idem_client::Sent, Error> {
+    client(policy).post(url).body("{}").send_idempotent().await
+}
+
 fn fast() -> RetryPolicy {
     RetryPolicy::default().backoff(Duration::from_millis(1), Duration::from_millis(5))
 }
@@ -141,12 +146,7 @@ async fn a_503_then_a_success_is_two_attempts_with_one_key() {
         Step::Answer(201, &[], r#"{"payment_id":"pay_1"}"#),
     ])
     .await;
-    let sent = client(fast())
-        .post(&url)
-        .body("{}")
-        .send_idempotent()
-        .await
-        .unwrap();
+    let sent = post(&url, fast()).await.unwrap();
     assert_eq!(sent.status(), 201);
     assert_eq!(sent.attempts(), 2);
     assert!(!sent.replayed());
@@ -173,12 +173,7 @@ async fn a_409_waits_for_its_retry_after_and_gets_the_replay() {
     ])
     .await;
     let started = Instant::now();
-    let sent = client(fast())
-        .post(&url)
-        .body("{}")
-        .send_idempotent()
-        .await
-        .unwrap();
+    let sent = post(&url, fast()).await.unwrap();
     assert!(
         started.elapsed() >= Duration::from_secs(1),
         "{:?}",
@@ -216,12 +211,7 @@ async fn broken_connections_and_timeouts_are_retried() {
         ),
     ])
     .await;
-    let sent = client(fast())
-        .post(&url)
-        .body("{}")
-        .send_idempotent()
-        .await
-        .unwrap();
+    let sent = post(&url, fast()).await.unwrap();
     assert_eq!(sent.attempts(), 4);
     assert!(sent.replayed());
     one_generated_key(&seen, 4);
@@ -240,12 +230,7 @@ async fn a_422_is_key_reused_with_its_problem_and_never_retried() {
         r#"{"type":"https://payments.example/problems/key-reused","title":"Idempotency key reused","status":422,"detail":"another request"}"#,
     )])
     .await;
-    let err = client(fast())
-        .post(&url)
-        .body("{}")
-        .send_idempotent()
-        .await
-        .unwrap_err();
+    let err = post(&url, fast()).await.unwrap_err();
     let Error::KeyReused(failure) = &err else {
         panic!("{err:?}")
     };
@@ -262,12 +247,7 @@ async fn a_422_is_key_reused_with_its_problem_and_never_retried() {
 async fn final_statuses_are_sent_once() {
     for status in [400u16, 401, 403, 404, 410] {
         let (url, seen) = serve(vec![Step::Answer(status, &[], "no")]).await;
-        let err = client(fast())
-            .post(&url)
-            .body("{}")
-            .send_idempotent()
-            .await
-            .unwrap_err();
+        let err = post(&url, fast()).await.unwrap_err();
         let Error::Refused(failure) = &err else {
             panic!("{status}: {err:?}")
         };
@@ -285,12 +265,7 @@ async fn a_replayed_failure_is_the_stored_answer() {
         "{}",
     )])
     .await;
-    let err = client(fast())
-        .post(&url)
-        .body("{}")
-        .send_idempotent()
-        .await
-        .unwrap_err();
+    let err = post(&url, fast()).await.unwrap_err();
     let Error::Refused(failure) = &err else {
         panic!("{err:?}")
     };
@@ -306,12 +281,7 @@ async fn the_attempts_budget_ends_in_exhausted_with_the_last_answer() {
         PROBLEM_BODY,
     )])
     .await;
-    let err = client(fast().max_attempts(3))
-        .post(&url)
-        .body("{}")
-        .send_idempotent()
-        .await
-        .unwrap_err();
+    let err = post(&url, fast().max_attempts(3)).await.unwrap_err();
     let Error::Exhausted(failure) = &err else {
         panic!("{err:?}")
     };
@@ -330,10 +300,7 @@ const PROBLEM_BODY: &str = r#"{"type":"unavailable","status":503}"#;
 async fn the_time_budget_stops_before_a_wait_that_would_pass_it() {
     let (url, seen) = serve(vec![Step::Answer(409, &[("retry-after", "5")], "")]).await;
     let started = Instant::now();
-    let err = client(fast().max_elapsed(Duration::from_secs(2)))
-        .post(&url)
-        .body("{}")
-        .send_idempotent()
+    let err = post(&url, fast().max_elapsed(Duration::from_secs(2)))
         .await
         .unwrap_err();
     assert!(
@@ -348,12 +315,7 @@ async fn the_time_budget_stops_before_a_wait_that_would_pass_it() {
 #[tokio::test]
 async fn transport_errors_past_the_budget_give_up_with_the_key() {
     let (url, seen) = serve(vec![Step::Drop]).await;
-    let err = client(fast().max_attempts(4))
-        .post(&url)
-        .body("{}")
-        .send_idempotent()
-        .await
-        .unwrap_err();
+    let err = post(&url, fast().max_attempts(4)).await.unwrap_err();
     let Error::GaveUp(gave_up) = &err else {
         panic!("{err:?}")
     };

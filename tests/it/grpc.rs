@@ -417,18 +417,25 @@ async fn processor_failure_is_stored_and_replayed(s: &Server) {
     assert_eq!(s.stats().await.0, 0);
 }
 
+/// Starts a payment with `key` on the slow handler and returns once it runs (500 ms in).
+async fn start_in_flight(
+    s: &Server,
+    key: &str,
+) -> tokio::task::JoinHandle<Result<tonic::Response<Payment>, Status>> {
+    let mut client = s.client().await;
+    let key = key.to_owned();
+    let first = tokio::spawn(async move {
+        client
+            .create_payment(with_key(payment("100.00"), Some(&key), &[]))
+            .await
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    first
+}
+
 async fn concurrent_duplicate_is_aborted_with_retry_info(s: &Server) {
     let key = unique("grpc_busy");
-    let mut first_client = s.client().await;
-    let first = {
-        let key = key.clone();
-        tokio::spawn(async move {
-            first_client
-                .create_payment(with_key(payment("100.00"), Some(&key), &[]))
-                .await
-        })
-    };
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    let first = start_in_flight(s, &key).await;
     let mut client = s.client().await;
     let err = client
         .create_payment(with_key(payment("100.00"), Some(&key), &[]))
@@ -458,16 +465,7 @@ async fn the_client_layer_waits_out_an_aborted_call(s: &Server) {
     use idem_client::{Delivery, RetryPolicy};
 
     let key = unique("grpc_layer");
-    let mut first_client = s.client().await;
-    let first = {
-        let key = key.clone();
-        tokio::spawn(async move {
-            first_client
-                .create_payment(with_key(payment("100.00"), Some(&key), &[]))
-                .await
-        })
-    };
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    let first = start_in_flight(s, &key).await;
     let channel = Channel::from_shared(format!("http://{}", s.addr))
         .unwrap()
         .connect()
