@@ -509,7 +509,7 @@ impl Replay for Sqlite {
 /// store's connection under the store's key prefix, with the key hash precomputed.
 #[derive(Clone)]
 struct Redis {
-    conn: redis::aio::ConnectionManager,
+    conn: idem::store::redis::RedisConnection,
     prefix: Arc<str>,
     claim: Arc<redis::Script>,
     complete: Arc<redis::Script>,

@@ -79,7 +79,7 @@ enum Pool {
     #[cfg_attr(not(feature = "mysql"), allow(dead_code))]
     MySql(sqlx::MySqlPool),
     #[cfg(feature = "redis")]
-    Redis(redis::aio::ConnectionManager),
+    Redis(idem::store::redis::RedisConnection),
 }
 
 impl Pool {

@@ -12,6 +12,9 @@
 #   scripts/db.sh redis-init DIR PORT  start redis-server (append-only file, fsync per write)
 #   scripts/db.sh redis-start DIR
 #   scripts/db.sh redis-stop DIR
+#   scripts/db.sh redis-cluster-init DIR  a Redis Cluster: 3 masters with 1 replica each, in
+#                                    DIR/node1..6 (same persistence); prints the first port
+#   scripts/db.sh redis-cluster-stop DIR
 #   scripts/db.sh free-port          print a free loopback TCP port
 #
 # URLs: postgres://app:app@127.0.0.1:PORT/appdb, mysql://app:app@127.0.0.1:PORT/appdb and
@@ -77,10 +80,16 @@ my_stop() {
 # REDIS_APPENDFSYNC=everysec measures the weaker setting (benchmarks only).
 redis_start() {
   local dir=$1 port
+  shift
   port=$(cat "$dir/port")
+  # Extra options (a cluster node's) are kept for a restart by redis-start.
+  [ $# -gt 0 ] && printf '%s\n' "$@" >"$dir/options"
+  local extra=()
+  [ -f "$dir/options" ] && mapfile -t extra <"$dir/options"
   redis-server --bind 127.0.0.1 --port "$port" --dir "$dir" --daemonize yes \
     --pidfile "$dir/redis.pid" --logfile "$dir/redis.log" --appendonly yes \
-    --appendfsync "${REDIS_APPENDFSYNC:-always}" --maxmemory-policy noeviction --save '' >/dev/null
+    --appendfsync "${REDIS_APPENDFSYNC:-always}" --maxmemory-policy noeviction --save '' \
+    "${extra[@]}" >/dev/null
   for _ in $(seq 1 600); do
     if redis-cli -h 127.0.0.1 -p "$port" ping 2>/dev/null | grep -q PONG; then
       return 0
@@ -104,11 +113,50 @@ redis_stop() {
   kill -KILL "$pid" 2>/dev/null || true
 }
 
-cmd=${1:?usage: scripts/db.sh pg-init|pg-start|pg-stop|my-init|my-start|my-stop|redis-init|redis-start|redis-stop|free-port ...}
+# A Redis Cluster on loopback: six nodes with the persistence above, a node timeout of 2 s (a
+# failed master is replaced by its replica within seconds), created by `redis-cli --cluster
+# create` as 3 masters with 1 replica each. Returns once every slot is served and every replica
+# is in sync with its master, so that `WAIT 1` succeeds from the first command.
+redis_cluster_init() {
+  local dir=$1 ports=() i port
+  mkdir -p "$dir"
+  for i in 1 2 3 4 5 6; do
+    mkdir -p "$dir/node$i"
+    port=$(free_port); echo "$port" >"$dir/node$i/port"
+    ports+=("127.0.0.1:$port")
+    redis_start "$dir/node$i" --cluster-enabled yes --cluster-config-file nodes.conf       --cluster-node-timeout 2000 --cluster-port "$(free_port)"
+  done
+  redis-cli --cluster create "${ports[@]}" --cluster-replicas 1 --cluster-yes     >"$dir/create.log" 2>&1 || { cat "$dir/create.log" >&2; return 1; }
+  for _ in $(seq 1 600); do
+    local ok=1
+    for i in 1 2 3 4 5 6; do
+      port=$(cat "$dir/node$i/port")
+      redis-cli -p "$port" cluster info 2>/dev/null | grep -q '^cluster_state:ok' || ok=0
+      if redis-cli -p "$port" info replication 2>/dev/null | grep -q '^role:slave'; then
+        redis-cli -p "$port" info replication | grep -q '^master_link_status:up' || ok=0
+      fi
+    done
+    [ $ok = 1 ] && { cat "$dir/node1/port"; return 0; }
+    sleep 0.1
+  done
+  echo "the Redis Cluster did not settle; see $dir/node*/redis.log" >&2
+  return 1
+}
+
+redis_cluster_stop() {
+  local dir=$1 node
+  for node in "$dir"/node*; do
+    [ -d "$node" ] && redis_stop "$node"
+  done
+}
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+cmd=${1:?usage: scripts/db.sh pg-init|pg-start|pg-stop|my-init|my-start|my-stop|redis-init|redis-start|redis-stop|redis-cluster-init|redis-cluster-stop|free-port ...}
 case "$cmd" in
-  free-port)
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-    ;;
+  free-port) free_port ;;
   pg-init)
     dir=$2; port=$3
     mkdir -p "$dir"; echo "$port" >"$dir/port"
@@ -142,5 +190,7 @@ case "$cmd" in
     ;;
   redis-start) redis_start "$2" ;;
   redis-stop) redis_stop "$2" ;;
+  redis-cluster-init) redis_cluster_init "$2" ;;
+  redis-cluster-stop) redis_cluster_stop "$2" ;;
   *) echo "unknown command: $cmd" >&2; exit 2 ;;
 esac

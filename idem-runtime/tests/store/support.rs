@@ -303,6 +303,34 @@ pub async fn redis_store() -> Option<idem_runtime::store::redis::RedisStore> {
     Some(store)
 }
 
+/// A store on the Redis Cluster at `IDEM_TEST_REDIS_CLUSTER_URL` (any node), as production
+/// should run it: a claim or completion counts once the slot's replica holds it too.
+pub async fn redis_cluster(start: Timestamp) -> Option<Fixture> {
+    let store = redis_cluster_store()
+        .await?
+        .with_replica_acks(1, Duration::from_secs(2));
+    let clock = Arc::new(ManualClock::new(start));
+    Some(Fixture {
+        store: Arc::new(store.with_clock(clock.clone())),
+        clock,
+        backend: "redis-cluster",
+        _guard: None,
+    })
+}
+
+/// A store on the Redis Cluster at `IDEM_TEST_REDIS_CLUSTER_URL` under a key prefix of its own,
+/// checked by `migrate()`, without replica acknowledgements.
+pub async fn redis_cluster_store() -> Option<idem_runtime::store::redis::RedisStore> {
+    let url = server_url("IDEM_TEST_REDIS_CLUSTER_URL")?;
+    let store = idem_runtime::store::redis::RedisStore::connect(&url)
+        .await
+        .unwrap()
+        .with_prefix(&redis_prefix());
+    assert!(store.is_cluster(), "{url} is not a cluster node");
+    store.migrate().await.unwrap();
+    Some(store)
+}
+
 /// A Redis key prefix no other store (nor an earlier run against the same server) uses.
 pub fn redis_prefix() -> String {
     static N: AtomicU64 = AtomicU64::new(0);

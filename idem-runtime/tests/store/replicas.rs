@@ -1,0 +1,182 @@
+//! The Redis store on a Redis Cluster and with replicas' acknowledgements: a cluster is found
+//! from any node, Redis's own expiry purges a cluster's records, and a write the replicas did
+//! not acknowledge in time is `Unavailable`, its claim given back for the retry.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use idem_runtime::store::redis::{RedisStore, ReplicasBehind};
+use idem_runtime::store::{
+    Claim, ClaimRequest, Clock, Completion, Lease, ManualClock, Outcome, RecordState, Store,
+    StoreError,
+};
+
+use crate::support::*;
+
+fn done() -> Completion {
+    Completion::new(Outcome::Completed, 201, b"paid".to_vec()).with_biz_no("P-1")
+}
+
+async fn acquire(store: &dyn Store, req: &ClaimRequest<'_>) -> Lease {
+    match store.claim(req).await.unwrap() {
+        Claim::Acquired(lease) => lease,
+        other => panic!("expected Acquired, got {other:?}"),
+    }
+}
+
+/// The `ReplicasBehind` inside an `Unavailable`.
+fn behind(e: StoreError) -> ReplicasBehind {
+    match e {
+        StoreError::Unavailable { source, .. } => match source.downcast::<ReplicasBehind>() {
+            Ok(b) => *b,
+            Err(other) => panic!("unavailable for another reason: {other}"),
+        },
+        other => panic!("expected Unavailable, got {other:?}"),
+    }
+}
+
+/// `connect` asks the server what it is: a plain server stays one, any node of a cluster (or a
+/// list of seed nodes) connects to the whole cluster.
+#[tokio::test]
+async fn connect_finds_the_cluster_from_any_node() {
+    if let Some(url) = server_url("IDEM_TEST_REDIS_URL") {
+        assert!(!RedisStore::connect(&url).await.unwrap().is_cluster());
+    }
+    let Some(url) = server_url("IDEM_TEST_REDIS_CLUSTER_URL") else {
+        return;
+    };
+    let store = RedisStore::connect(&url).await.unwrap();
+    assert!(store.is_cluster());
+    let seeds = format!("{url}, {url}");
+    assert!(RedisStore::connect(&seeds).await.unwrap().is_cluster());
+    match RedisStore::connect("redis://127.0.0.1:1/0,redis://[::1").await {
+        Err(StoreError::Config { message, .. }) => {
+            assert!(message.contains("Cluster"), "{message}")
+        }
+        other => panic!("expected Config, got {other:?}"),
+    }
+}
+
+/// On a cluster each record's key carries its Redis expiry (`expire_at` + the margin, moved by
+/// every write) and no index: the purge has nothing to walk, and once the expiry passes Redis
+/// has deleted the record by itself, so that the key is claimed afresh at fence 1.
+#[tokio::test]
+async fn cluster_expiry_is_the_purge() {
+    let Some(store) = redis_cluster_store().await else {
+        return;
+    };
+    let margin = Duration::from_secs(120);
+    let clock = Arc::new(ManualClock::starting_now());
+    let held = store
+        .clone()
+        .with_clock(clock.clone())
+        .with_expiry_margin(margin);
+    let key = unique_key("cluster-expiry");
+    let ttl = Duration::from_secs(60);
+    let lease = acquire(&held, &ClaimRequest::new(&key, hash("a"), LEASE, ttl)).await;
+    let record = format!("{}{}", record_prefix(&held), key.hash_hex());
+    let mut conn = held.connection().clone();
+    let pttl = |conn: &mut idem_runtime::store::redis::RedisConnection| {
+        let record = record.clone();
+        let mut conn = conn.clone();
+        async move {
+            let ms: i64 = redis::cmd("PTTL")
+                .arg(record)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            Duration::from_millis(ms.max(0) as u64)
+        }
+    };
+    let t = pttl(&mut conn).await;
+    assert!(
+        t <= ttl + margin && t > ttl + margin - Duration::from_secs(5),
+        "{t:?}"
+    );
+    let until = clock.now() + Duration::from_secs(3600);
+    held.complete(&lease, &done().with_expire_at(until))
+        .await
+        .unwrap();
+    let t = pttl(&mut conn).await;
+    assert!(
+        t > Duration::from_secs(3600) + margin - Duration::from_secs(5),
+        "{t:?}"
+    );
+    assert_eq!(held.purge_expired(100).await.unwrap(), 0, "nothing to walk");
+
+    // With no margin, on the real clock: gone by itself once its TTL passed.
+    let short = store.with_expiry_margin(Duration::ZERO);
+    let key = unique_key("cluster-expiry-real");
+    let ms = Duration::from_millis(300);
+    let lease = acquire(&short, &ClaimRequest::new(&key, hash("a"), ms, ms)).await;
+    short.complete(&lease, &done()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let record = format!("{}{}", record_prefix(&short), key.hash_hex());
+    let exists: i64 = redis::cmd("EXISTS")
+        .arg(&record)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(exists, 0);
+    assert_eq!(acquire(&short, &req(&key, hash("b"))).await.fence, 1);
+}
+
+/// The records' key prefix of `store`, from its `Debug` form.
+fn record_prefix(store: &RedisStore) -> String {
+    let debug = format!("{store:?}");
+    let start = debug.find("records: \"").unwrap() + "records: \"".len();
+    debug[start..].split('"').next().unwrap().to_owned()
+}
+
+/// A claim the replicas did not acknowledge in time is `Unavailable` (no lease handed out, so
+/// the handler does not run) and given back: the retry takes it over at once under the same
+/// operation id. A completion they did not acknowledge is `Unavailable` too, and its retry,
+/// acknowledged, succeeds.
+#[tokio::test]
+async fn writes_the_replicas_did_not_acknowledge_are_unavailable() {
+    let Some(store) = redis_cluster_store().await else {
+        return;
+    };
+    // Every master of the test cluster has one replica: two never acknowledge.
+    let strict = store
+        .clone()
+        .with_replica_acks(2, Duration::from_millis(200));
+    let durable = store.clone().with_replica_acks(1, Duration::from_secs(2));
+    let key = unique_key("acks");
+    let b = behind(strict.claim(&req(&key, hash("a"))).await.unwrap_err());
+    assert_eq!((b.what, b.acked, b.wanted), ("claim", 1, 2));
+    let left = store.get(&key).await.unwrap().expect("the claim stays");
+    assert_eq!(left.state, RecordState::Processing);
+    assert!(left.lease_until <= store.clock().now(), "lease ended");
+
+    let lease = acquire(&durable, &req(&key, hash("a"))).await;
+    assert!(lease.took_over);
+    assert_eq!(lease.operation_id, left.operation_id);
+
+    let b = behind(strict.complete(&lease, &done()).await.unwrap_err());
+    assert_eq!((b.what, b.acked), ("completion", 1));
+    durable.complete(&lease, &done()).await.unwrap();
+    let record = durable.get(&key).await.unwrap().unwrap();
+    assert_eq!(record.state, RecordState::Completed);
+    assert_eq!(record.body, b"paid");
+    // A replay needs no acknowledgement of its own.
+    assert!(matches!(
+        strict.claim(&req(&key, hash("a"))).await.unwrap(),
+        Claim::Completed(_)
+    ));
+}
+
+/// On a server without replicas, `with_replica_acks(1, ..)` refuses every claim: it cannot be
+/// made to survive a failover, and the store says so instead of acknowledging it.
+#[tokio::test]
+async fn replica_acks_without_replicas_refuse_the_claim() {
+    let Some(store) = redis_store().await else {
+        return;
+    };
+    let store = store.with_replica_acks(1, Duration::from_millis(100));
+    let key = unique_key("acks-alone");
+    let b = behind(store.claim(&req(&key, hash("a"))).await.unwrap_err());
+    assert_eq!((b.what, b.acked, b.wanted), ("claim", 0, 1));
+    let e = StoreError::unavailable(b);
+    assert!(e.is_transient());
+}
