@@ -345,6 +345,25 @@ impl PostgresStore {
         &self.core.pool
     }
 
+    /// What the server says about its replication, read on one of the store's connections:
+    /// for a service that refuses to start unless commits survive a failover.
+    ///
+    /// ```no_run
+    /// # async fn demo(store: idem_runtime::store::postgres::PostgresStore) -> Result<(), Box<dyn std::error::Error>> {
+    /// let replication = store.replication().await?;
+    /// if !replication.keeps_commits_through_failover() {
+    ///     return Err(format!("commits do not wait for a standby: {replication:?}").into());
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`] when the server cannot be reached.
+    pub async fn replication(&self) -> Result<Replication, StoreError> {
+        let mut conn = self.core.pool.acquire().await.map_err(classify)?;
+        Replication::read(&mut conn).await
+    }
+
     /// SQL statements sent so far by this store (and its clones); diagnostics.
     pub fn statement_count(&self) -> u64 {
         self.core.statements.get()
@@ -400,8 +419,23 @@ fn lease(req: &ClaimRequest<'_>, record: Record, operation_id: &str) -> Lease {
 }
 
 /// Applies the pending migrations on `conn`, its own connection: the advisory lock is
-/// session-scoped and serializes concurrent migrations.
+/// session-scoped and serializes concurrent migrations. Refuses a standby, and warns when the
+/// server streams to standbys without waiting for them (see [`Replication`]).
 async fn migrate_on(conn: &mut PgConnection) -> Result<(), StoreError> {
+    let replication = Replication::read(&mut *conn).await?;
+    if replication.standby {
+        return Err(StoreError::Config {
+            message: "this PostgreSQL server is a standby (`pg_is_in_recovery()`): point the store at the primary; a claim cannot be written here, and a replay read from a standby may miss the latest completion and answer wrongly".to_owned(),
+            source: None,
+        });
+    }
+    if replication.streaming_standbys > 0 && !replication.keeps_commits_through_failover() {
+        tracing::warn!(target: "idem",
+            standbys = replication.streaming_standbys,
+            synchronous_commit = %replication.synchronous_commit,
+            synchronous_standby_names = %replication.synchronous_standby_names,
+            "PostgreSQL acknowledges commits before a standby holds them: a failover to a standby can lose acknowledged claims, and a lost claim lets a retry run its operation again under a new operation id; set `synchronous_standby_names` (and `synchronous_commit = on`) on the primary (docs/storage.md, \"Replicated and sharded stores\")");
+    }
     sqlx::query("SELECT pg_advisory_lock($1)")
         .bind(MIGRATION_LOCK)
         .execute(&mut *conn)
@@ -455,6 +489,57 @@ async fn migrate_on(conn: &mut PgConnection) -> Result<(), StoreError> {
         .await
         .map_err(|e| migrate_error("cannot release the migration lock", e))?;
     Ok(())
+}
+
+/// What a PostgreSQL server says about its replication, as the store's own sessions see it
+/// ([`PostgresStore::replication`]): whether a commit the store was told about survives a
+/// failover to a standby.
+///
+/// A commit waits for a standby only when the primary names one in
+/// `synchronous_standby_names` **and** the session's `synchronous_commit` is `on`,
+/// `remote_write` or `remote_apply`; with `off` or `local`, or no name, PostgreSQL replicates
+/// asynchronously, and a failover can lose the last acknowledged claims.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Replication {
+    /// The server is itself a standby (`pg_is_in_recovery()`): the store refuses it.
+    pub standby: bool,
+    /// The session's `synchronous_commit`.
+    pub synchronous_commit: String,
+    /// The server's `synchronous_standby_names` (empty: none).
+    pub synchronous_standby_names: String,
+    /// Standbys streaming from this server now (`pg_stat_replication`).
+    pub streaming_standbys: i64,
+}
+
+impl Replication {
+    async fn read(conn: &mut PgConnection) -> Result<Self, StoreError> {
+        let (standby, synchronous_commit, synchronous_standby_names, streaming_standbys) =
+            sqlx::query_as(
+                "SELECT pg_is_in_recovery(), current_setting('synchronous_commit'), \
+                 current_setting('synchronous_standby_names'), \
+                 (SELECT count(*) FROM pg_stat_replication)",
+            )
+            .fetch_one(&mut *conn)
+            .await
+            .map_err(classify)?;
+        Ok(Replication {
+            standby,
+            synchronous_commit,
+            synchronous_standby_names,
+            streaming_standbys,
+        })
+    }
+
+    /// `true` when every commit of the store's sessions waits until a standby holds it: a
+    /// failover to that standby keeps every claim and completion idem acknowledged.
+    pub fn keeps_commits_through_failover(&self) -> bool {
+        !self.synchronous_standby_names.trim().is_empty()
+            && matches!(
+                self.synchronous_commit.as_str(),
+                "on" | "remote_write" | "remote_apply"
+            )
+    }
 }
 
 /// Reads a row of `claimed, record_columns!(), now`.

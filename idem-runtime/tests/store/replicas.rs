@@ -180,3 +180,28 @@ async fn replica_acks_without_replicas_refuse_the_claim() {
     let e = StoreError::unavailable(b);
     assert!(e.is_transient());
 }
+
+/// The replication report reads the store's own sessions: a server without standbys keeps no
+/// commit through a failover whatever `synchronous_commit` says, and a session with
+/// `synchronous_commit = off` would not wait for a standby even if one were named. (A primary
+/// with a synchronous standby: `tests/faults/failover.rs`.)
+#[tokio::test]
+async fn postgres_replication_report() {
+    let Some(url) = server_url("IDEM_TEST_POSTGRES_URL") else {
+        return;
+    };
+    for commit in ["on", "off"] {
+        let options: sqlx::postgres::PgConnectOptions = url.parse().unwrap();
+        let store = idem_runtime::store::postgres::PostgresStore::connect_with(
+            options.options([("synchronous_commit", commit)]),
+        )
+        .await
+        .unwrap();
+        let r = store.replication().await.unwrap();
+        assert!(!r.standby);
+        assert_eq!(r.synchronous_commit, commit);
+        assert_eq!(r.synchronous_standby_names, "");
+        assert_eq!(r.streaming_standbys, 0);
+        assert!(!r.keeps_commits_through_failover());
+    }
+}
