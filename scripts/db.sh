@@ -6,6 +6,10 @@
 #   scripts/db.sh pg-init DIR PORT   initdb + start + role `app` / database `appdb`
 #   scripts/db.sh pg-start DIR       start again (after pg-stop)
 #   scripts/db.sh pg-stop DIR        stop (fast shutdown)
+#   scripts/db.sh pg-standby-init PRIMARY DIR PORT [FROM]  a streaming standby of PRIMARY (a
+#                                    DIR), streaming through port FROM if given (a proxy)
+#   scripts/db.sh pg-kill DIR        SIGKILL the server and its backends (a crashed machine)
+#   scripts/db.sh pg-promote DIR     promote a standby to primary
 #   scripts/db.sh my-init DIR PORT   mariadb-install-db + start + user `app` / database `appdb`
 #   scripts/db.sh my-start DIR
 #   scripts/db.sh my-stop DIR
@@ -19,7 +23,8 @@
 #
 # URLs: postgres://app:app@127.0.0.1:PORT/appdb, mysql://app:app@127.0.0.1:PORT/appdb and
 # redis://127.0.0.1:PORT/0
-# Environment: INNODB_BUFFER_POOL (MariaDB's innodb_buffer_pool_size, 128M by default).
+# Environment: INNODB_BUFFER_POOL (MariaDB's innodb_buffer_pool_size, 128M by default);
+# PG_DURABLE=1 at pg-init keeps fsync and synchronous_commit on (the failover tests).
 set -euo pipefail
 
 PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
@@ -29,11 +34,41 @@ as_postgres() {
 }
 
 pg_start() {
-  local dir=$1 port
+  local dir=$1 port fast="-c fsync=off -c synchronous_commit=off -c full_page_writes=off"
   port=$(cat "$dir/port")
+  # A durable server (PG_DURABLE=1 at init) keeps PostgreSQL's own durability settings.
+  [ -f "$dir/durable" ] && fast=""
   as_postgres "$PGBIN/pg_ctl" -D "$dir/data" -l "$dir/pg.log" -w -t 30 -o \
-    "-c listen_addresses=127.0.0.1 -p $port -k $dir -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300" \
+    "-c listen_addresses=127.0.0.1 -p $port -k $dir $fast -c max_connections=300" \
     start >/dev/null
+}
+
+# A streaming standby of the primary in $1, in $2 on port $3: a base backup with the
+# replication settings written (`-R`), started in recovery; with $4, it streams from that port
+# (a proxy in front of the primary) instead of the primary's.
+pg_standby_init() {
+  local primary=$1 dir=$2 port=$3 from=${4:-} primary_port
+  primary_port=$(cat "$primary/port")
+  mkdir -p "$dir"; echo "$port" >"$dir/port"
+  [ -f "$primary/durable" ] && touch "$dir/durable"
+  [ "$(id -u)" = 0 ] && chown postgres:postgres "$dir"
+  as_postgres "$PGBIN/pg_basebackup" -h 127.0.0.1 -p "$primary_port" -U postgres \
+    -D "$dir/data" -R -X stream -c fast >"$dir/basebackup.log" 2>&1 \
+    || { cat "$dir/basebackup.log" >&2; exit 1; }
+  if [ -n "$from" ]; then
+    sed -i "s/ port=$primary_port / port=$from /" "$dir/data/postgresql.auto.conf"
+  fi
+  pg_start "$dir"
+}
+
+# The server in $1 dies as its machine would: SIGKILL to the postmaster and every backend.
+pg_kill() {
+  local dir=$1 pid
+  [ -f "$dir/data/postmaster.pid" ] || return 0
+  pid=$(head -1 "$dir/data/postmaster.pid")
+  kill -STOP "$pid" 2>/dev/null || true
+  pkill -KILL -P "$pid" 2>/dev/null || true
+  kill -KILL "$pid" 2>/dev/null || true
 }
 
 pg_stop() {
@@ -114,9 +149,10 @@ redis_stop() {
 }
 
 # A Redis Cluster on loopback: six nodes with the persistence above, a node timeout of 2 s (a
-# failed master is replaced by its replica within seconds), created by `redis-cli --cluster
-# create` as 3 masters with 1 replica each. Returns once every slot is served and every replica
-# is in sync with its master, so that `WAIT 1` succeeds from the first command.
+# failed master is replaced by its replica within seconds) and no diskless-sync delay (a
+# replica syncs at once), created by `redis-cli --cluster create` as 3 masters with 1 replica
+# each. Returns once every slot is served and every replica is in sync with its master, so
+# that `WAIT 1` succeeds from the first command.
 redis_cluster_init() {
   local dir=$1 ports=() i port
   mkdir -p "$dir"
@@ -124,7 +160,8 @@ redis_cluster_init() {
     mkdir -p "$dir/node$i"
     port=$(free_port); echo "$port" >"$dir/node$i/port"
     ports+=("127.0.0.1:$port")
-    redis_start "$dir/node$i" --cluster-enabled yes --cluster-config-file nodes.conf       --cluster-node-timeout 2000 --cluster-port "$(free_port)"
+    redis_start "$dir/node$i" --cluster-enabled yes --cluster-config-file nodes.conf \
+      --cluster-node-timeout 2000 --cluster-port "$(free_port)" --repl-diskless-sync-delay 0
   done
   redis-cli --cluster create "${ports[@]}" --cluster-replicas 1 --cluster-yes     >"$dir/create.log" 2>&1 || { cat "$dir/create.log" >&2; return 1; }
   for _ in $(seq 1 600); do
@@ -143,11 +180,15 @@ redis_cluster_init() {
   return 1
 }
 
+# Throwaway nodes: SIGKILL, for a master with a replica would otherwise wait up to
+# `shutdown-timeout` (10 s) for it to catch up. A killed process has released its ports and
+# files by the time it is a zombie, so there is nothing to wait for.
 redis_cluster_stop() {
   local dir=$1 node
   for node in "$dir"/node*; do
-    [ -d "$node" ] && redis_stop "$node"
+    [ -f "$node/redis.pid" ] && kill -KILL "$(cat "$node/redis.pid")" 2>/dev/null
   done
+  return 0
 }
 
 free_port() {
@@ -160,6 +201,7 @@ case "$cmd" in
   pg-init)
     dir=$2; port=$3
     mkdir -p "$dir"; echo "$port" >"$dir/port"
+    [ "${PG_DURABLE:-}" = 1 ] && touch "$dir/durable"
     [ "$(id -u)" = 0 ] && chown postgres:postgres "$dir"
     as_postgres "$PGBIN/initdb" -D "$dir/data" -U postgres --auth=trust --no-sync -E UTF8 \
       --locale=C.UTF-8 >"$dir/initdb.log" 2>&1 || { cat "$dir/initdb.log" >&2; exit 1; }
@@ -169,6 +211,9 @@ case "$cmd" in
     ;;
   pg-start) pg_start "$2" ;;
   pg-stop) pg_stop "$2" ;;
+  pg-standby-init) pg_standby_init "$2" "$3" "$4" "${5:-}" ;;
+  pg-kill) pg_kill "$2" ;;
+  pg-promote) as_postgres "$PGBIN/pg_ctl" -D "$2/data" -w -t 30 promote >/dev/null ;;
   my-init)
     dir=$2; port=$3
     mkdir -p "$dir"; echo "$port" >"$dir/port"

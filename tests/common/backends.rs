@@ -303,6 +303,16 @@ pub struct Database {
 }
 
 impl Database {
+    /// A database at `url` on a server the test started itself (a primary with a standby,
+    /// say), nothing to clean up.
+    pub fn at(backend: Backend, url: String) -> Database {
+        Database {
+            backend,
+            url,
+            _dir: None,
+        }
+    }
+
     /// A store on the database, not migrated.
     pub async fn store(&self) -> Arc<dyn Store> {
         match self.backend {

@@ -14,6 +14,9 @@
 //! 4. `storm_*`: a thousand concurrent requests with one key and one body ([`storm`]).
 //! 5. `clients_*`: `examples/pay_client` through a proxy that breaks connections at random,
 //!    with processes killed and restarted ([`clients`]).
+//! 6. `failover_*`: the store's primary killed under load and its replica promoted, on
+//!    PostgreSQL (a streaming standby) and a Redis Cluster, with durable acknowledgement (the
+//!    promise must hold) and without (the losses are measured) ([`failover`]).
 //!
 //! Each prints its tally to stderr, past the test harness's capture. The short form runs in
 //! `scripts/test`; `scripts/chaos --long` (or the variables below) runs the long one:
@@ -37,6 +40,7 @@ use std::io::Write as _;
 mod client;
 mod clients;
 mod crowd;
+mod failover;
 mod fleet;
 mod rng;
 mod storm;
@@ -215,4 +219,34 @@ async fn clients_postgres() {
     let _serial = SERIAL.lock().await;
     let knobs = Knobs::from_env();
     clients::through_a_fault_proxy(Backend::Postgres, knobs.processes, knobs.payments).await;
+}
+
+// ---------------------------------------------------------------- 6. failover
+
+/// A synchronous standby: every key one payment, through the kill and the promotion.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failover_postgres_synchronous() {
+    let _serial = SERIAL.lock().await;
+    failover::postgres(true).await;
+}
+
+/// An asynchronous standby (PostgreSQL's default): the losses, measured.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failover_postgres_asynchronous() {
+    let _serial = SERIAL.lock().await;
+    failover::postgres(false).await;
+}
+
+/// `WAIT 1` after every claim and completion: every key one payment, through the failover.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failover_redis_cluster_acks() {
+    let _serial = SERIAL.lock().await;
+    failover::redis_cluster(true).await;
+}
+
+/// Redis's asynchronous replication (its default): the losses, measured.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failover_redis_cluster_asynchronous() {
+    let _serial = SERIAL.lock().await;
+    failover::redis_cluster(false).await;
 }
