@@ -39,18 +39,33 @@ use super::fleet::{Backend, Database, Fleet};
 use super::report;
 use super::rng::{Rng, seed};
 
-/// Concurrent clients.
-const CLIENTS: usize = 16;
 /// Each client pauses this long between two payments: at most 160 new keys a second, so that
 /// a run stays short on a fast store and its figures compare across stores.
 const PACE: Duration = Duration::from_millis(100);
-/// Load before the kill.
-const BEFORE_KILL: Duration = Duration::from_millis(1500);
+/// The size of a run, from the chaos knobs: half of `IDEM_CHAOS_CLIENTS` (16 in the short
+/// form), and a fifth of `IDEM_CHAOS_SECONDS` (at least 1.5 s) of load before the kill and
+/// again after recovery.
+#[derive(Debug, Clone, Copy)]
+pub struct Shape {
+    clients: usize,
+    before_kill: Duration,
+    after_recovery: Duration,
+}
+
+impl Shape {
+    pub fn of(knobs: &super::Knobs) -> Shape {
+        let phase = Duration::from_millis((knobs.seconds * 200).max(1500));
+        Shape {
+            clients: (knobs.clients / 2).max(1),
+            before_kill: phase,
+            after_recovery: phase,
+        }
+    }
+}
+
 /// The replica falls this far behind just before the primary dies (its link stalls): what the
 /// primary acknowledged meanwhile is on the primary alone.
 const LAG: Duration = Duration::from_millis(300);
-/// Load after the service is back.
-const AFTER_RECOVERY: Duration = Duration::from_millis(1500);
 /// One client's attempt gives up after this long.
 const ATTEMPT: Duration = Duration::from_secs(10);
 /// Every key must be answered by then.
@@ -73,6 +88,20 @@ fn db(args: &[&str], env: &[(&str, &str)]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// `true` when `program` runs; when it does not, a note, or a failure with `CI=true` (where
+/// `scripts/test` installs every server).
+fn installed(program: &str) -> bool {
+    let found = Command::new(program).arg("--version").output().is_ok();
+    if !found {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "{program} not found; CI=true requires it (apt-get install redis-server)"
+        );
+        report(&format!("{program} not found: skipped"));
+    }
+    found
 }
 
 /// A directory for servers of the test's own, readable by the `postgres` user.
@@ -328,11 +357,17 @@ async fn pay(target: &Target, i: usize, seen: &Seen, rng: &mut Rng, hang_ups: f6
 }
 
 /// Clients sending new keys until `stop`; answers the number of keys sent.
-async fn load(target: Arc<Target>, seen: Arc<Seen>, stop: Arc<AtomicBool>, seed: u64) -> usize {
+async fn load(
+    target: Arc<Target>,
+    seen: Arc<Seen>,
+    stop: Arc<AtomicBool>,
+    clients: usize,
+    seed: u64,
+) -> usize {
     let next = Arc::new(AtomicUsize::new(0));
     let end = Instant::now() + DEADLINE;
     let mut rng = Rng::new(seed);
-    let workers: Vec<_> = (0..CLIENTS)
+    let workers: Vec<_> = (0..clients)
         .map(|_| {
             let (target, seen, stop, next) =
                 (target.clone(), seen.clone(), stop.clone(), next.clone());
@@ -354,11 +389,11 @@ async fn load(target: Arc<Target>, seen: Arc<Seen>, stop: Arc<AtomicBool>, seed:
 
 /// Every key once more, as a client whose answer was lost sends it again: the answer must be
 /// the replay of the key's payment.
-async fn resend_all(target: Arc<Target>, seen: Arc<Seen>, keys: usize, seed: u64) {
+async fn resend_all(target: Arc<Target>, seen: Arc<Seen>, keys: usize, clients: usize, seed: u64) {
     let next = Arc::new(AtomicUsize::new(0));
     let end = Instant::now() + DEADLINE;
     let mut rng = Rng::new(seed);
-    let workers: Vec<_> = (0..CLIENTS)
+    let workers: Vec<_> = (0..clients)
         .map(|_| {
             let (target, seen, next) = (target.clone(), seen.clone(), next.clone());
             let mut rng = rng.fork();
@@ -561,7 +596,7 @@ impl Drop for PgPair {
 }
 
 /// Payments through two processes of the example on a primary that dies mid-load.
-pub async fn postgres(synchronous: bool) -> Option<usize> {
+pub async fn postgres(synchronous: bool, shape: Shape) -> Option<usize> {
     // `scripts/test` starts PostgreSQL, so its binaries are here.
     crate::servers::server_url("IDEM_TEST_POSTGRES_URL")?;
     let name = if synchronous {
@@ -583,7 +618,7 @@ pub async fn postgres(synchronous: bool) -> Option<usize> {
     )
     .await;
     let seed = seed();
-    report(&format!("failover {name}: seed {seed}"));
+    report(&format!("failover {name}: seed {seed}, {shape:?}"));
     let target = Arc::new(Target {
         addrs: fleet.addrs(),
         path: "/v1/payments",
@@ -591,9 +626,15 @@ pub async fn postgres(synchronous: bool) -> Option<usize> {
     });
     let (seen, stop) = (Arc::new(Seen::default()), Arc::new(AtomicBool::new(false)));
     let set_up = began.elapsed();
-    let sending = tokio::spawn(load(target.clone(), seen.clone(), stop.clone(), seed));
+    let sending = tokio::spawn(load(
+        target.clone(),
+        seen.clone(),
+        stop.clone(),
+        shape.clients,
+        seed,
+    ));
 
-    tokio::time::sleep(BEFORE_KILL).await;
+    tokio::time::sleep(shape.before_kill).await;
     pair.link.stall(true);
     tokio::time::sleep(LAG).await;
     pair.kill_primary();
@@ -604,7 +645,7 @@ pub async fn postgres(synchronous: bool) -> Option<usize> {
         "failover {name}: primary killed, standby promoted and in place after {} ms",
         killed.elapsed().as_millis()
     ));
-    tokio::time::sleep(AFTER_RECOVERY).await;
+    tokio::time::sleep(shape.after_recovery).await;
     stop.store(true, Ordering::Relaxed);
     let keys = sending.await.unwrap();
     let promoted = Database::at(Backend::Postgres, pair.url(pair.standby, "app", "appdb"));
@@ -620,7 +661,7 @@ pub async fn postgres(synchronous: bool) -> Option<usize> {
     })
     .await;
     let loaded = began.elapsed();
-    resend_all(target.clone(), seen.clone(), keys, seed ^ 1).await;
+    resend_all(target.clone(), seen.clone(), keys, shape.clients, seed ^ 1).await;
     report(&format!(
         "failover {name}: set up in {} ms, load until {} ms, resent until {} ms",
         set_up.as_millis(),
@@ -865,12 +906,13 @@ mod ledger {
 }
 
 /// Payments through an in-process handler on a Redis Cluster whose master dies mid-load.
-pub async fn redis_cluster(acks: bool) -> Option<usize> {
+pub async fn redis_cluster(acks: bool, shape: Shape) -> Option<usize> {
     use idem::RedisStore;
     use idem::store::Store as _;
 
-    // `scripts/test` starts a cluster, so redis-server and redis-cli are here.
-    crate::servers::server_url("IDEM_TEST_REDIS_CLUSTER_URL")?;
+    if !installed("redis-server") {
+        return None;
+    }
     let name = if acks {
         "redis cluster with WAIT 1"
     } else {
@@ -899,7 +941,7 @@ pub async fn redis_cluster(acks: bool) -> Option<usize> {
     let server = tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
 
     let seed = seed();
-    report(&format!("failover {name}: seed {seed}"));
+    report(&format!("failover {name}: seed {seed}, {shape:?}"));
     let target = Arc::new(Target {
         addrs: vec![addr],
         path: "/payments",
@@ -907,9 +949,15 @@ pub async fn redis_cluster(acks: bool) -> Option<usize> {
     });
     let (seen, stop) = (Arc::new(Seen::default()), Arc::new(AtomicBool::new(false)));
     let set_up = began.elapsed();
-    let sending = tokio::spawn(load(target.clone(), seen.clone(), stop.clone(), seed));
+    let sending = tokio::spawn(load(
+        target.clone(),
+        seen.clone(),
+        stop.clone(),
+        shape.clients,
+        seed,
+    ));
 
-    tokio::time::sleep(BEFORE_KILL).await;
+    tokio::time::sleep(shape.before_kill).await;
     link.stall(true);
     tokio::time::sleep(LAG).await;
     RedisCluster::kill(&master);
@@ -919,7 +967,7 @@ pub async fn redis_cluster(acks: bool) -> Option<usize> {
         "failover {name}: master killed, replica promoted after {} ms, killed node back as a replica",
         failed_over.as_millis()
     ));
-    tokio::time::sleep(AFTER_RECOVERY).await;
+    tokio::time::sleep(shape.after_recovery).await;
     stop.store(true, Ordering::Relaxed);
     let keys = sending.await.unwrap();
     let lost = lost_records(&seen, |i| {
@@ -931,7 +979,7 @@ pub async fn redis_cluster(acks: bool) -> Option<usize> {
     })
     .await;
     let loaded = began.elapsed();
-    resend_all(target.clone(), seen.clone(), keys, seed ^ 1).await;
+    resend_all(target.clone(), seen.clone(), keys, shape.clients, seed ^ 1).await;
     report(&format!(
         "failover {name}: set up in {} ms, load until {} ms, resent until {} ms",
         set_up.as_millis(),

@@ -23,10 +23,10 @@
 //!
 //! | variable | short form | |
 //! |---|---|---|
-//! | `IDEM_CHAOS_SECONDS` | `8` | how long processes are killed (and duplicates sent) in items 1 and 2 |
+//! | `IDEM_CHAOS_SECONDS` | `8` | how long processes are killed (and duplicates sent) in items 1 and 2; a fifth of it (at least 1.5 s) is item 6's load before the kill and after recovery |
 //! | `IDEM_CHAOS_KEYS` | `240` | keys per run of items 1 and 2 |
 //! | `IDEM_CHAOS_PROCESSES` | `3` | processes per run of items 1 and 2 |
-//! | `IDEM_CHAOS_CLIENTS` | `32` | concurrent clients in items 1 and 2 |
+//! | `IDEM_CHAOS_CLIENTS` | `32` | concurrent clients in items 1 and 2, twice those of item 6 |
 //! | `IDEM_CHAOS_STORM` | `1000` | requests per storm |
 //! | `IDEM_CHAOS_PAYMENTS` | `1000` | payments per run of item 5 |
 //! | `IDEM_CHAOS_SEED` | the clock | the seed of every random choice (printed) |
@@ -227,26 +227,26 @@ async fn clients_postgres() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failover_postgres_synchronous() {
     let _serial = SERIAL.lock().await;
-    failover::postgres(true).await;
+    failover::postgres(true, failover::Shape::of(&Knobs::from_env())).await;
 }
 
 /// An asynchronous standby (PostgreSQL's default): the losses, measured.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failover_postgres_asynchronous() {
     let _serial = SERIAL.lock().await;
-    failover::postgres(false).await;
+    failover::postgres(false, failover::Shape::of(&Knobs::from_env())).await;
 }
 
 /// `WAIT 1` after every claim and completion: every key one payment, through the failover.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failover_redis_cluster_acks() {
     let _serial = SERIAL.lock().await;
-    failover::redis_cluster(true).await;
+    failover::redis_cluster(true, failover::Shape::of(&Knobs::from_env())).await;
 }
 
 /// Redis's asynchronous replication (its default): the losses, measured.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failover_redis_cluster_asynchronous() {
     let _serial = SERIAL.lock().await;
-    failover::redis_cluster(false).await;
+    failover::redis_cluster(false, failover::Shape::of(&Knobs::from_env())).await;
 }
