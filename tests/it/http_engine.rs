@@ -1037,6 +1037,22 @@ async fn postgres_closed_port_is_503() {
     unavailable_is_503_and_the_handler_does_not_run(unreachable_postgres()).await;
 }
 
+/// Replicas that do not acknowledge a claim in time (here a Redis server with none, asked for
+/// one): the claim is not durable, so it is answered as an unavailable store.
+#[tokio::test]
+async fn redis_claim_short_of_replica_acks_is_503() {
+    let Some(url) = crate::servers::server_url("IDEM_TEST_REDIS_URL") else {
+        return;
+    };
+    let store = idem::RedisStore::connect(&url)
+        .await
+        .unwrap()
+        .with_prefix(&format!("{}:", unique("acks")))
+        .with_replica_acks(1, Duration::from_millis(100));
+    store.migrate().await.unwrap();
+    unavailable_is_503_and_the_handler_does_not_run(Arc::new(store)).await;
+}
+
 #[tokio::test]
 async fn json_extractor_rejects_with_400_not_422() {
     let app = App::new(Arc::new(MemoryStore::new()));

@@ -205,3 +205,137 @@ async fn postgres_replication_report() {
         assert!(!r.keeps_commits_through_failover());
     }
 }
+
+/// A slot moved to another master while the store serves it, as `redis-cli --cluster reshard`
+/// moves them: mid-migration a new key of the slot is claimed on the importing master (`ASK`),
+/// the completed record of another key replays from the old one, and once the slot has moved
+/// both replay from the new one (`MOVED`), the cluster client following every redirection.
+#[tokio::test]
+async fn cluster_slot_migration_is_followed() {
+    let Some(store) = redis_cluster_store().await else {
+        return;
+    };
+    let url = server_url("IDEM_TEST_REDIS_CLUSTER_URL").unwrap();
+    let mut any = redis::Client::open(url.as_str())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let done_key = unique_key("reshard-done");
+    let record = format!("{}{}", record_prefix(&store), done_key.hash_hex());
+    let slot: u16 = redis::cmd("CLUSTER")
+        .arg("KEYSLOT")
+        .arg(&record)
+        .query_async(&mut any)
+        .await
+        .unwrap();
+    let lease = acquire(&store, &req(&done_key, hash("a"))).await;
+    store.complete(&lease, &done()).await.unwrap();
+
+    // The masters: id, address, and whether it serves `slot`.
+    let nodes: String = redis::cmd("CLUSTER")
+        .arg("NODES")
+        .query_async(&mut any)
+        .await
+        .unwrap();
+    let masters: Vec<(String, String, bool)> = nodes
+        .lines()
+        .filter(|l| l.contains("master") && !l.contains("fail"))
+        .map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            let addr = f[1].split('@').next().unwrap().to_owned();
+            let serves = f[8..].iter().any(|r| match r.split_once('-') {
+                Some((a, b)) => (a.parse().unwrap()..=b.parse().unwrap()).contains(&slot),
+                None => r.parse::<u16>().ok() == Some(slot),
+            });
+            (f[0].to_owned(), addr, serves)
+        })
+        .collect();
+    let (src_id, src_addr, _) = masters.iter().find(|m| m.2).unwrap().clone();
+    let (dst_id, dst_addr, _) = masters.iter().find(|m| !m.2).unwrap().clone();
+    let connect = |addr: String| async move {
+        redis::Client::open(format!("redis://{addr}"))
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap()
+    };
+    let (mut src, mut dst) = (connect(src_addr).await, connect(dst_addr.clone()).await);
+    let setslot = |state: &'static str, id: String| {
+        let mut c = redis::cmd("CLUSTER");
+        c.arg("SETSLOT").arg(slot).arg(state).arg(id);
+        c
+    };
+    let () = setslot("IMPORTING", src_id.clone())
+        .query_async(&mut dst)
+        .await
+        .unwrap();
+    let () = setslot("MIGRATING", dst_id.clone())
+        .query_async(&mut src)
+        .await
+        .unwrap();
+
+    // Mid-migration: the existing record still answers from the old master, and a new key of
+    // the slot, absent from the old master, is claimed and completed on the new one.
+    assert!(matches!(
+        store.claim(&req(&done_key, hash("a"))).await.unwrap(),
+        Claim::Completed(_)
+    ));
+    let target = redis::cluster_routing::Slot::new(slot).unwrap();
+    let new_key = std::iter::repeat_with(|| unique_key("reshard-new"))
+        .find(|k| {
+            let record = format!("{}{}", record_prefix(&store), k.hash_hex());
+            redis::cluster_routing::Slot::for_key(record) == target
+        })
+        .unwrap();
+    let new_lease = acquire(&store, &req(&new_key, hash("b"))).await;
+    store.complete(&new_lease, &done()).await.unwrap();
+    let new_record = format!("{}{}", record_prefix(&store), new_key.hash_hex());
+    // The importing master answers for the slot only after `ASKING`.
+    let (on_new,): (i64,) = redis::pipe()
+        .cmd("ASKING")
+        .ignore()
+        .cmd("EXISTS")
+        .arg(&new_record)
+        .query_async(&mut dst)
+        .await
+        .unwrap();
+    assert_eq!(on_new, 1, "claimed on the importing master");
+
+    // Move the record, then the slot.
+    let (host, port) = dst_addr.rsplit_once(':').unwrap();
+    let () = redis::cmd("MIGRATE")
+        .arg(host)
+        .arg(port)
+        .arg("")
+        .arg(0)
+        .arg(5000)
+        .arg("KEYS")
+        .arg(&record)
+        .query_async(&mut src)
+        .await
+        .unwrap();
+    for (_, addr, _) in &masters {
+        let mut c = connect(addr.clone()).await;
+        let () = setslot("NODE", dst_id.clone())
+            .query_async(&mut c)
+            .await
+            .unwrap();
+    }
+    let replay = match store.claim(&req(&done_key, hash("a"))).await.unwrap() {
+        Claim::Completed(r) => r,
+        other => panic!("expected the replay after the move, got {other:?}"),
+    };
+    assert_eq!(replay.body, b"paid");
+    assert_eq!(replay.operation_id, lease.operation_id);
+    match store.claim(&req(&new_key, hash("b"))).await.unwrap() {
+        Claim::Completed(r) => assert_eq!(r.operation_id, new_lease.operation_id),
+        other => panic!("expected the replay of the key claimed mid-migration, got {other:?}"),
+    }
+    let exists: i64 = redis::cmd("EXISTS")
+        .arg(&record)
+        .query_async(&mut dst)
+        .await
+        .unwrap();
+    assert_eq!(exists, 1, "the record lives on the new master");
+}
