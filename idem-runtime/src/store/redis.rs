@@ -461,11 +461,16 @@ impl RedisStore {
         })?;
         let store = Self::connect_with(client, Self::connection_options()).await?;
         let mut conn = store.conn.clone();
-        let info: String = redis::cmd("INFO")
+        // A user whose ACL forbids `INFO` cannot be on a cluster it cannot discover either.
+        let info: String = match redis::cmd("INFO")
             .arg("cluster")
             .query_async(&mut conn)
             .await
-            .map_err(classify)?;
+        {
+            Ok(info) => info,
+            Err(e) if is_transient(&e) => return Err(classify(e)),
+            Err(_) => String::new(),
+        };
         if info.lines().any(|l| l.trim() == "cluster_enabled:1") {
             return Self::connect_cluster(Self::cluster_client(&[url])?).await;
         }

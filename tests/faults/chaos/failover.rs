@@ -565,7 +565,31 @@ impl PgPair {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         admin.close().await;
+        pair.check_replication(synchronous).await;
         pair
+    }
+
+    /// What idem says about the pair: the primary keeps commits through a failover exactly
+    /// when it waits for the standby, and the standby is refused as a store.
+    async fn check_replication(&self, synchronous: bool) {
+        use idem::store::Store as _;
+        let primary = idem::PostgresStore::connect(&self.url(self.primary, "app", "appdb"))
+            .await
+            .unwrap();
+        let r = primary.replication().await.unwrap();
+        assert_eq!(r.streaming_standbys, 1, "{r:?}");
+        assert_eq!(r.keeps_commits_through_failover(), synchronous, "{r:?}");
+        primary.pool().close().await;
+        let standby = idem::PostgresStore::connect(&self.url(self.standby, "app", "appdb"))
+            .await
+            .unwrap();
+        match standby.migrate().await {
+            Err(idem::store::StoreError::Config { message, .. }) => {
+                assert!(message.contains("standby"), "{message}");
+            }
+            other => panic!("a standby accepted as the store: {other:?}"),
+        }
+        standby.pool().close().await;
     }
 
     fn url(&self, server: SocketAddr, user: &str, db: &str) -> String {
@@ -875,8 +899,9 @@ mod ledger {
     }
 
     /// Charges once per operation: the processor's own idempotency key is the operation id, so
-    /// a takeover (same operation) charges nothing more, a second operation charges again.
-    #[idempotent(scope = global, contract = "exact_replay", lease = "10s")]
+    /// a takeover (same operation) charges nothing more, a second operation charges again. A
+    /// short lease: a claim whose holder lost its master mid-request is taken over 2 s later.
+    #[idempotent(scope = global, contract = "exact_replay", lease = "2s")]
     pub async fn create_payment(
         State(app): State<App>,
         Json(req): Json<CreatePayment>,
