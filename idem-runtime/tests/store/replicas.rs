@@ -184,7 +184,7 @@ async fn replica_acks_without_replicas_refuse_the_claim() {
 /// The replication report reads the store's own sessions: a server without standbys keeps no
 /// commit through a failover whatever `synchronous_commit` says, and a session with
 /// `synchronous_commit = off` would not wait for a standby even if one were named. (A primary
-/// with a standby, and the standby refused: `tests/faults/chaos/failover.rs`.)
+/// with a standby, and the standby refused: `tests/faults/chaos/failover/`.)
 #[tokio::test]
 async fn postgres_replication_report() {
     let Some(url) = server_url("IDEM_TEST_POSTGRES_URL") else {
