@@ -152,6 +152,7 @@ pub use idem_macros::fields;
 
 pub use idem_runtime::key;
 pub use idem_runtime::key::ScopePart;
+pub use idem_runtime::seal;
 pub use idem_runtime::store;
 pub use idem_runtime::store::MemoryStore;
 #[cfg(feature = "mysql")]

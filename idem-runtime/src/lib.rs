@@ -24,6 +24,7 @@ pub mod grpc;
 pub mod http;
 pub mod json;
 pub mod key;
+pub mod seal;
 pub mod store;
 pub(crate) mod telemetry;
 #[cfg(any(feature = "axum", feature = "actix"))]

@@ -35,6 +35,10 @@ pub(crate) const IN_FLIGHT: &str = "idem_in_flight";
 pub(crate) const REPLAY_CACHE_HITS: &str = "idem_replay_cache_hits_total";
 /// `idem_purged_total{backend}`: expired records the sweeper deleted.
 pub(crate) const PURGED: &str = "idem_purged_total";
+/// `idem_records_unopened_total{operation, backend, reason}`: sealed records that did not open
+/// (`reason`: `unknown_key`, `tampered`, `malformed`); each is also a `warn` event with its key
+/// hash.
+pub(crate) const UNOPENED: &str = "idem_records_unopened_total";
 
 /// How a request was answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -175,6 +179,16 @@ mod imp {
     pub(crate) fn purged(backend: &'static str, n: u64) {
         metrics::counter!(PURGED, "backend" => backend).increment(n);
     }
+
+    pub(crate) fn unopened(key: &ScopedKey, backend: &'static str, reason: &'static str) {
+        metrics::counter!(
+            UNOPENED,
+            "operation" => key.shared_operation(),
+            "backend" => backend,
+            "reason" => reason,
+        )
+        .increment(1);
+    }
 }
 
 #[cfg(not(feature = "metrics"))]
@@ -195,6 +209,7 @@ mod imp {
     }
     pub(crate) fn replay_cache_hit(_: &ScopedKey, _: &'static str) {}
     pub(crate) fn purged(_: &'static str, _: u64) {}
+    pub(crate) fn unopened(_: &ScopedKey, _: &'static str, _: &'static str) {}
 }
 
 pub(crate) use imp::*;

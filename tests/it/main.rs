@@ -16,6 +16,7 @@ mod cli;
 mod contention;
 mod derive;
 mod derive_prost;
+mod encryption;
 mod engine_lease;
 mod engine_once;
 mod equivalence;

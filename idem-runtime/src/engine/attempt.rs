@@ -6,6 +6,7 @@
 use core::convert::Infallible;
 use core::future::Future;
 use core::time::Duration;
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -16,6 +17,7 @@ use super::error::IdempotencyError;
 use super::front::{Answer, ClaimSettings, Front, Settlement, answer, bounded};
 use super::operation::{OperationId, with_operation};
 use super::replay_cache::ReplayCache;
+use crate::seal::{self, KeyRing};
 use crate::store::atomic::Atomic;
 use crate::store::{
     Chain, Claim, Completion, DEFAULT_RETRY_AFTER, Lease, Outcome, RecordState, Store, StoreError,
@@ -50,6 +52,8 @@ pub(crate) struct Attempt {
     held: Arc<Held>,
     /// Where a stored result is kept for replays, if the handle has a cache.
     replay_cache: Option<ReplayCache>,
+    /// Seals what is stored, if the handle encrypts.
+    key_ring: Option<Arc<KeyRing>>,
 }
 
 /// What the lease keeper knows about the lease, shared with the attempt.
@@ -95,6 +99,7 @@ impl Attempt {
             armed: true,
             held: Arc::new(held),
             replay_cache: None,
+            key_ring: None,
         }
     }
 
@@ -103,6 +108,19 @@ impl Attempt {
     pub(crate) fn with_replay_cache(mut self, cache: Option<ReplayCache>) -> Self {
         self.replay_cache = cache;
         self
+    }
+
+    pub(crate) fn with_key_ring(mut self, ring: Option<Arc<KeyRing>>) -> Self {
+        self.key_ring = ring;
+        self
+    }
+
+    /// `completion` as the store keeps it: sealed under the key ring's primary key, if any.
+    fn stored<'c>(&self, completion: &'c Completion) -> Cow<'c, Completion> {
+        match &self.key_ring {
+            Some(ring) => Cow::Owned(ring.seal(&self.lease.key.hash_hex().to_string(), completion)),
+            None => Cow::Borrowed(completion),
+        }
     }
 
     /// The operation id handed to the handler.
@@ -307,10 +325,8 @@ impl Attempt {
             atomic.rollback().await;
             Err(self.fenced_error())
         } else {
-            let call = bounded(
-                self.wait,
-                atomic.commit(&*self.store, &self.lease, &completion),
-            );
+            let sealed = self.stored(&completion);
+            let call = bounded(self.wait, atomic.commit(&*self.store, &self.lease, &sealed));
             telemetry::store_call(self.store.backend(), "complete", call).await
         };
         let committed = match committed {
@@ -330,7 +346,8 @@ impl Attempt {
                     "the handler's transaction was aborted by its own failed statement: storing \
                      its failure answer on its own"
                 );
-                let call = bounded(self.wait, self.store.complete(&self.lease, &completion));
+                let stored = self.stored(&completion);
+                let call = bounded(self.wait, self.store.complete(&self.lease, &stored));
                 telemetry::store_call(self.store.backend(), "complete", call).await
             }
             committed => committed,
@@ -449,7 +466,8 @@ impl Attempt {
         if self.fenced_out() {
             return Err(self.fenced_error());
         }
-        let call = bounded(self.wait, self.store.complete(&self.lease, completion));
+        let sealed = self.stored(completion);
+        let call = bounded(self.wait, self.store.complete(&self.lease, &sealed));
         let stored = telemetry::store_call(self.store.backend(), "complete", call).await;
         if let (Ok(()), Some(cache)) = (&stored, &self.replay_cache) {
             cache.insert_completed(&self.lease, completion, self.store.clock());
@@ -539,7 +557,16 @@ impl Attempt {
         )
         .await
         {
-            Ok(Some(record)) => record,
+            Ok(Some(record)) => {
+                let key_hash = self.lease.key.hash_hex().to_string();
+                match seal::open_record(self.key_ring.as_deref(), &key_hash, record) {
+                    Ok(record) => record,
+                    Err(e) => {
+                        super::flow::unopened(&self.lease.key, self.store.backend(), &e);
+                        return own;
+                    }
+                }
+            }
             _ => return own,
         };
         let now_claim = match record.state {

@@ -84,6 +84,17 @@ pub enum IdempotencyError {
         "the stored result of this operation cannot be read or written as its result type: a retry with this key succeeds only once the record expires"
     )]
     Snapshot(#[from] serde_json::Error),
+    /// The stored response of this key is sealed ([`Idem::with_encryption`]) and does not open:
+    /// its key is not in the handle's key ring, or the record was altered (`503` +
+    /// `Retry-After`, `record-sealed`). The operation ran once already; the record is neither
+    /// replayed nor overwritten, and a retry with the same key gets its answer once the key is
+    /// back in the ring.
+    ///
+    /// [`Idem::with_encryption`]: super::Idem::with_encryption
+    #[error(
+        "the stored response of this operation cannot be opened, and the operation is not run again: retry with the same key later"
+    )]
+    Sealed(#[from] crate::seal::SealError),
     /// The handler ran longer than its timeout and was stopped (`503` + `Retry-After`,
     /// `timed-out`). Its operation may be partly done: the record keeps its operation id with
     /// its lease ended, so a retry with the same key takes it over at once and continues the
@@ -114,6 +125,9 @@ pub enum IdempotencyError {
     },
 }
 
+/// The `Retry-After` of [`IdempotencyError::Sealed`].
+const SEALED_RETRY_AFTER: Duration = Duration::from_secs(30);
+
 fn retry_secs(d: Duration) -> u64 {
     problem::retry_after_secs(d)
 }
@@ -140,6 +154,7 @@ impl IdempotencyError {
             IdempotencyError::BodyTooLarge { .. } => 413,
             IdempotencyError::Unavailable { .. }
             | IdempotencyError::Snapshot(_)
+            | IdempotencyError::Sealed(_)
             | IdempotencyError::TimedOut { .. } => 503,
         }
     }
@@ -165,6 +180,8 @@ impl IdempotencyError {
                 Some(Duration::from_secs(retry_secs(*retry_after)))
             }
             IdempotencyError::TimedOut { .. } => Some(Duration::from_secs(1)),
+            // An operator's fix (a key put back into the ring): not a matter of a second.
+            IdempotencyError::Sealed(_) => Some(SEALED_RETRY_AFTER),
             _ => None,
         }
     }
@@ -190,6 +207,7 @@ impl IdempotencyError {
             IdempotencyError::Fingerprint(_) => problem::REQUEST_NOT_FINGERPRINTABLE,
             IdempotencyError::BodyTooLarge { .. } => problem::BODY_TOO_LARGE,
             IdempotencyError::Snapshot(_) => problem::SNAPSHOT_UNREADABLE,
+            IdempotencyError::Sealed(_) => problem::RECORD_SEALED,
         }
     }
 
@@ -219,6 +237,7 @@ impl IdempotencyError {
             IdempotencyError::Fingerprint(_) => "Request cannot be fingerprinted",
             IdempotencyError::BodyTooLarge { .. } => "Request body too large",
             IdempotencyError::Snapshot(_) => "Stored response unreadable",
+            IdempotencyError::Sealed(_) => "Stored response cannot be opened",
         };
         // The detail carries the cause too: which value cannot be fingerprinted, and why.
         let detail = Chain(self).to_string();

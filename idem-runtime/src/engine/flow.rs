@@ -29,6 +29,7 @@ use super::handle::Idem;
 use super::operation::{fresh_operation_id, with_operation};
 use crate::fingerprint::RequestHash;
 use crate::key::ScopedKey;
+use crate::seal;
 use crate::store::{Chain, Claim, ClaimRequest, DEFAULT_RETRY_AFTER, Record};
 use crate::telemetry::{self, Outcome};
 
@@ -131,6 +132,15 @@ pub(crate) async fn admit(
     hash: RequestHash,
     settings: ClaimSettings,
 ) -> Admission {
+    // An encrypting handle stores nothing readable of the key either.
+    let opaque;
+    let key = match idem.key_ring() {
+        Some(_) => {
+            opaque = key.opaque();
+            &opaque
+        }
+        None => key,
+    };
     let cache = idem.replay_cache();
     if let Some(record) = cache.and_then(|c| c.get(key, &hash, idem.store().clock())) {
         telemetry::replay_cache_hit(key, idem.store().backend());
@@ -142,7 +152,20 @@ pub(crate) async fn admit(
     let wait = idem.store_timeout();
     let backend = idem.store().backend();
     let claimed = telemetry::store_call(backend, "claim", bounded(wait, idem.store().claim(&req)));
-    match claimed.await {
+    let claimed = match claimed.await {
+        // A record of another request is refused below without being opened.
+        Ok(Claim::Completed(record)) if record.request_hash == hash => {
+            match seal::open_record(idem.key_ring(), &key.hash_hex().to_string(), record) {
+                Ok(record) => Ok(Claim::Completed(record)),
+                Err(e) => {
+                    unopened(key, backend, &e);
+                    return Admission::Reject(IdempotencyError::Sealed(e));
+                }
+            }
+        }
+        claimed => claimed,
+    };
+    match claimed {
         Ok(Claim::Acquired(lease)) => {
             let outcome = if lease.took_over {
                 Outcome::Takeover
@@ -151,7 +174,11 @@ pub(crate) async fn admit(
             };
             telemetry::request(key, backend, outcome);
             let attempt = Attempt::new(idem.store().clone(), lease, settings, wait, sent);
-            Admission::Run(attempt.with_replay_cache(cache.cloned()))
+            Admission::Run(
+                attempt
+                    .with_replay_cache(cache.cloned())
+                    .with_key_ring(idem.shared_key_ring()),
+            )
         }
         Ok(claim) => match answer(claim, hash, client_key) {
             Answer::Replay(record) => {
@@ -185,4 +212,18 @@ pub(crate) async fn admit(
             })
         }
     }
+}
+
+/// Reports a stored record that did not open: a `warn` event with its key hash, and
+/// `idem_records_unopened_total`. The record stays as it is, for inspection, until its TTL.
+pub(crate) fn unopened(key: &ScopedKey, backend: &'static str, e: &seal::SealError) {
+    tracing::warn!(
+        target: "idem",
+        operation = key.operation(),
+        key_hash = %key.hash_hex(),
+        reason = e.reason(),
+        error = %e,
+        "a stored response does not open: it is neither replayed nor overwritten; the client gets 503 record-sealed"
+    );
+    telemetry::unopened(key, backend, e.reason());
 }

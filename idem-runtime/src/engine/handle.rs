@@ -8,6 +8,7 @@ use std::sync::Arc;
 use super::error::IdempotencyError;
 use super::policy::{DefaultPolicy, OutcomePolicy};
 use super::replay_cache::ReplayCache;
+use crate::seal::KeyRing;
 use crate::store::Store;
 
 /// Default of [`Idem::store_timeout`]: 2 seconds.
@@ -39,6 +40,7 @@ pub struct Idem {
     store_timeout: Duration,
     problem_base: Option<Arc<str>>,
     replay_cache: Option<ReplayCache>,
+    key_ring: Option<Arc<KeyRing>>,
     #[cfg(any(feature = "axum", feature = "actix", feature = "tonic"))]
     default_scope: Option<Arc<DefaultScopeFn>>,
 }
@@ -61,7 +63,8 @@ impl fmt::Debug for Idem {
             .field("max_snapshot_bytes", &self.max_snapshot_bytes)
             .field("store_timeout", &self.store_timeout)
             .field("problem_base", &self.problem_base)
-            .field("replay_cache", &self.replay_cache);
+            .field("replay_cache", &self.replay_cache)
+            .field("key_ring", &self.key_ring);
         #[cfg(any(feature = "axum", feature = "actix", feature = "tonic"))]
         d.field("default_scope", &self.default_scope.is_some());
         d.finish()
@@ -105,6 +108,7 @@ impl Idem {
             store_timeout: DEFAULT_STORE_TIMEOUT,
             problem_base: None,
             replay_cache: None,
+            key_ring: None,
             #[cfg(any(feature = "axum", feature = "actix", feature = "tonic"))]
             default_scope: None,
         }
@@ -229,6 +233,34 @@ impl Idem {
     pub fn with_replay_cache(mut self, cache: ReplayCache) -> Self {
         self.replay_cache = Some(cache);
         self
+    }
+
+    /// Seals every stored response (its headers, body and business number) under `ring`'s
+    /// primary key, and opens stored responses with any of its keys: nothing of a response, nor
+    /// the tenant, user or client key of a record, is readable in the store
+    /// ([`seal`](crate::seal)). Records written before stay readable and replay as they are.
+    ///
+    /// ```
+    /// use idem_runtime::engine::Idem;
+    /// use idem_runtime::seal::KeyRing;
+    /// let ring = KeyRing::parse("k1:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=")?;
+    /// let idem = Idem::new(idem_runtime::store::MemoryStore::new()).with_encryption(ring);
+    /// assert_eq!(idem.key_ring().unwrap().primary(), "k1");
+    /// # Ok::<(), idem_runtime::seal::KeyRingError>(())
+    /// ```
+    #[must_use]
+    pub fn with_encryption(mut self, ring: KeyRing) -> Self {
+        self.key_ring = Some(Arc::new(ring));
+        self
+    }
+
+    /// The key ring set with [`Idem::with_encryption`], if any.
+    pub fn key_ring(&self) -> Option<&KeyRing> {
+        self.key_ring.as_deref()
+    }
+
+    pub(crate) fn shared_key_ring(&self) -> Option<Arc<KeyRing>> {
+        self.key_ring.clone()
     }
 
     /// The cache set with [`Idem::with_replay_cache`], if any.

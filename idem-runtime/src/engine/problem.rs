@@ -70,6 +70,15 @@
 //! ### snapshot-unreadable
 //! `503`: (`run_once` only) a stored result no longer deserializes into the result type. An
 //! operator's matter; the record expires with its TTL.
+//!
+//! ### record-sealed
+//! `503` + `Retry-After: 30`: the stored response is encrypted (`Idem::with_encryption`) under a
+//! key the server's key ring does not hold, or its tag does not verify (the record was altered,
+//! or another key sits under its id). The operation ran already: it is neither replayed nor run
+//! again, and the record stays as it is. Retry the same request later; it is answered once an
+//! operator puts the key back. Why `503` and not `500`: the condition is the server's and may
+//! pass (a key restored to the ring), the client's request is fine, and the answer must not
+//! invite a new key, which would run the operation a second time.
 
 use core::time::Duration;
 
@@ -114,6 +123,9 @@ pub const UNSCOPED: &str = problem_type!("unscoped");
 pub const MISCONFIGURED: &str = problem_type!("misconfigured");
 /// `503`: a stored result cannot be read back (framework-free `run_once` only).
 pub const SNAPSHOT_UNREADABLE: &str = problem_type!("snapshot-unreadable");
+/// `503`: the stored response is sealed under a key the handle does not hold, or was altered
+/// (`Idem::with_encryption`); neither replayed nor run again.
+pub const RECORD_SEALED: &str = problem_type!("record-sealed");
 /// `400` / `415` / `413`: the `idem::http::Json` extractor could not read the body. A `400`, not
 /// axum's `422`, so that `422` always means "key reused".
 pub const INVALID_BODY: &str = problem_type!("invalid-body");

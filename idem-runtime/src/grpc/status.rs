@@ -53,6 +53,7 @@ pub fn status(error: &IdempotencyError, client_key: Option<&str>) -> tonic::Stat
         IdempotencyError::Unavailable { .. } => (Code::Unavailable, "STORE_UNAVAILABLE"),
         IdempotencyError::TimedOut { .. } => (Code::Unavailable, "TIMED_OUT"),
         IdempotencyError::Snapshot(_) => (Code::Unavailable, "SNAPSHOT_UNREADABLE"),
+        IdempotencyError::Sealed(_) => (Code::Unavailable, "RECORD_SEALED"),
         IdempotencyError::Unscoped => (Code::Unauthenticated, "UNSCOPED"),
         IdempotencyError::Misconfigured { .. } => (Code::Internal, "MISCONFIGURED"),
     };
@@ -174,6 +175,7 @@ mod tests {
             },
             IdempotencyError::Unscoped,
             IdempotencyError::Snapshot(<serde_json::Error as serde::de::Error>::custom("x")),
+            IdempotencyError::Sealed(crate::seal::SealError::UnknownKey("k1".into())),
         ];
         for e in &conditions {
             let s = status(e, Some("k"));

@@ -112,6 +112,27 @@ impl ScopedKey {
         &self.readable
     }
 
+    /// The same key with nothing readable of its scope parts or client key: its readable form
+    /// becomes `<operation>:sealed:<key hash in hex>`, what an encrypting handle
+    /// ([`Idem::with_encryption`](crate::engine::Idem::with_encryption)) stores in the
+    /// `idem_key` column. The hash, the identity of the record, is unchanged.
+    ///
+    /// ```
+    /// use idem_runtime::key::ScopedKey;
+    /// let key = ScopedKey::new(&["acme", "u1"], "pay", "order-42")?;
+    /// let opaque = key.opaque();
+    /// assert_eq!(opaque.hash(), key.hash());
+    /// assert_eq!(opaque.readable(), format!("pay:sealed:{}", key.hash_hex()));
+    /// # Ok::<(), idem_runtime::key::InvalidKey>(())
+    /// ```
+    pub fn opaque(&self) -> ScopedKey {
+        ScopedKey {
+            hash: self.hash,
+            readable: format!("{}:sealed:{}", self.operation, self.hash_hex()),
+            operation: Arc::clone(&self.operation),
+        }
+    }
+
     /// The operation this key is scoped to, as given to [`ScopedKey::new`].
     pub fn operation(&self) -> &str {
         &self.operation
