@@ -7,9 +7,9 @@
 //! ```
 //!
 //! The variables (`PAYMENTS_ADDR`, `DATABASE_URL`, `PAYMENTS_DELAY_MS`, `PAYMENTS_SETTLE_MS`,
-//! `PAYMENTS_STORE_TIMEOUT_MS`, `PAYMENTS_LOG`) and the walk-through are those of
-//! `examples/payments.rs`; the business logic (`payments/model.rs`) and the database
-//! (`payments/db.rs`) are the same files.
+//! `PAYMENTS_STORE_TIMEOUT_MS`, `PAYMENTS_ENCRYPTION_KEYS`, `PAYMENTS_LOG`) and the walk-through
+//! are those of `examples/payments.rs`; the business logic (`payments/model.rs`) and the
+//! database (`payments/db.rs`) are the same files.
 
 use actix_web::{App, HttpServer, web};
 

@@ -6,6 +6,7 @@ use std::error::Error;
 use std::sync::Arc;
 use std::time::Duration;
 
+use idem::seal::KeyRing;
 use idem::{Contract, DefaultPolicy, Disposition, Idem, OutcomePolicy, store::Store};
 
 use super::db::Db;
@@ -24,6 +25,9 @@ pub struct Config {
     /// The longest idem waits for one answer of the store (`PAYMENTS_STORE_TIMEOUT_MS`; idem's
     /// default, 2 s, when `None`).
     pub store_timeout: Option<Duration>,
+    /// The keys that encrypt stored responses (`PAYMENTS_ENCRYPTION_KEYS`: `ID:BASE64,..`, the
+    /// first the primary); `None`: stored in the clear.
+    pub encryption: Option<KeyRing>,
 }
 
 impl Default for Config {
@@ -32,13 +36,14 @@ impl Default for Config {
             delay: Duration::ZERO,
             settle: Duration::from_millis(500),
             store_timeout: None,
+            encryption: None,
         }
     }
 }
 
 impl Config {
-    /// Reads `PAYMENTS_DELAY_MS`, `PAYMENTS_SETTLE_MS` and `PAYMENTS_STORE_TIMEOUT_MS`
-    /// (defaults: 0, 500 and idem's).
+    /// Reads `PAYMENTS_DELAY_MS`, `PAYMENTS_SETTLE_MS`, `PAYMENTS_STORE_TIMEOUT_MS` (defaults:
+    /// 0, 500 and idem's) and `PAYMENTS_ENCRYPTION_KEYS` (default: none).
     pub fn from_env() -> Result<Self, BoxError> {
         let ms = |name: &str, default: Duration| -> Result<Duration, BoxError> {
             match std::env::var(name) {
@@ -57,6 +62,12 @@ impl Config {
             store_timeout: match std::env::var("PAYMENTS_STORE_TIMEOUT_MS") {
                 Ok(v) if !v.trim().is_empty() => {
                     Some(ms("PAYMENTS_STORE_TIMEOUT_MS", default.settle)?)
+                }
+                _ => None,
+            },
+            encryption: match std::env::var("PAYMENTS_ENCRYPTION_KEYS") {
+                Ok(v) if !v.trim().is_empty() => {
+                    Some(KeyRing::parse(&v).map_err(|e| format!("PAYMENTS_ENCRYPTION_KEYS: {e}"))?)
                 }
                 _ => None,
             },
@@ -111,6 +122,9 @@ pub async fn open(database_url: &str, config: Config) -> Result<App, BoxError> {
         .with_problem_base(model::PROBLEMS);
     if let Some(wait) = config.store_timeout {
         idem = idem.with_store_timeout(wait);
+    }
+    if let Some(ring) = config.encryption.clone() {
+        idem = idem.with_encryption(ring);
     }
     Ok(App { idem, db, config })
 }

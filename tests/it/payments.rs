@@ -101,6 +101,7 @@ async fn serve_with(
                 delay: config.delay,
                 settle: config.settle,
                 store_timeout: config.store_timeout,
+                encryption: config.encryption.clone(),
             };
             let state = payments_actix::state(&db.url, config).await.unwrap();
             let app = payments_actix::configure(state);
@@ -783,3 +784,52 @@ async fn instances_start_at_once(db: &Database) {
 }
 
 backend_tests!(4, on_database, [postgres, mysql], instances_start_at_once,);
+
+/// `PAYMENTS_ENCRYPTION_KEYS` malformed: the example stops at start with one line naming the
+/// variable and what is wrong, and echoes no key material. (The binary `cargo test` builds next
+/// to this one, `target/<profile>/examples/payments`.)
+#[test]
+fn malformed_encryption_keys_stop_the_example_at_start() {
+    let exe = std::env::current_exe().unwrap();
+    let bin = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .unwrap()
+        .join("examples/payments");
+    let dir = tempfile::tempdir().unwrap();
+    let short = "k1:c2VjcmV0LWtleS1tYXRlcmlhbA==";
+    for (value, says) in [(short, "32 bytes"), ("c2VjcmV0LWtleQ==", "ID:BASE64")] {
+        let mut child = std::process::Command::new(&bin)
+            .env("PAYMENTS_ENCRYPTION_KEYS", value)
+            .env("DATABASE_URL", dir.path().join("payments.db"))
+            .env("PAYMENTS_ADDR", "127.0.0.1:0")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("{}: {e}", bin.display()));
+        // An example that serves instead of stopping would never exit: give it 30 s.
+        let started = std::time::Instant::now();
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if started.elapsed() > Duration::from_secs(30) {
+                let _ = child.kill();
+                panic!(
+                    "{} still runs with PAYMENTS_ENCRYPTION_KEYS={value:?}: it ignores the variable, or was built before it read it (`cargo build --all-features --examples`)",
+                    bin.display()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert!(!status.success());
+        let mut stderr = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+        assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+        assert!(
+            stderr.contains("PAYMENTS_ENCRYPTION_KEYS") && stderr.contains(says),
+            "{stderr}"
+        );
+        assert!(!stderr.contains("c2VjcmV0LWtleS1tYXRlcmlhbA"), "{stderr}");
+    }
+}
