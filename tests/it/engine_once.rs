@@ -403,3 +403,36 @@ async fn scope_and_operation_separate_keys() {
     }
     assert_eq!(runs.load(Ordering::SeqCst), 2);
 }
+
+/// With `Idem::with_encryption`, the stored result and the stored error are sealed (nothing of
+/// either readable in the record) and replay as they were.
+#[tokio::test]
+async fn sealed_results_and_errors_replay() {
+    let (store, _dir) = sqlite_store().await;
+    let mut c = Consumer::new(store.clone());
+    c.idem = c
+        .idem
+        .with_encryption(idem::seal::KeyRing::new("k1", [7; 32]).unwrap());
+    let first = c.ship(&SHIP, "m-sealed", "sku-sealed", 0).await.unwrap();
+    assert_eq!(
+        c.ship(&SHIP, "m-sealed", "sku-sealed", 0).await.unwrap(),
+        first
+    );
+    let declined = c.ship(&SHIP, "m-sealed-err", "none", 0).await.unwrap_err();
+    assert_eq!(
+        c.ship(&SHIP, "m-sealed-err", "none", 0).await.unwrap_err(),
+        declined
+    );
+    assert_eq!(c.runs(), 2);
+    for (msg, secret) in [
+        ("m-sealed", "shp_sku-sealed"),
+        ("m-sealed-err", "out of stock"),
+    ] {
+        let key = idem::key::ScopedKey::new(&["warehouse-1"], "tests::ship", msg).unwrap();
+        let record = store.get(&key).await.unwrap().expect("stored");
+        assert_eq!(record.headers[0].0, idem::seal::SEALED);
+        let body = String::from_utf8_lossy(&record.body);
+        assert!(!body.contains(secret), "{secret} readable");
+        assert!(!record.key.contains(msg), "{}", record.key);
+    }
+}
