@@ -130,4 +130,47 @@ impl Records {
         };
         assert_eq!(updated, 1, "no row for {key:?}");
     }
+
+    /// Flips one bit of the stored body of `key`'s row at byte `at` (SQL stores; the memory
+    /// store has no table), as a tampered backup or a bad disk would.
+    pub async fn flip_body_byte(&self, key: &ScopedKey, at: usize) {
+        let mut body = self
+            .row(key)
+            .await
+            .and_then(|r| r.resp_body)
+            .expect("a stored body");
+        body[at] ^= 1;
+        let hash = &key.hash()[..];
+        let updated = match self {
+            Records::Memory(_) => panic!("the memory store has no table to alter"),
+            Records::Sqlite(pool) => sqlx::query(
+                "UPDATE idem_idempotency_records SET resp_body = ?1 WHERE key_hash = ?2",
+            )
+            .bind(body)
+            .bind(hash)
+            .execute(pool)
+            .await
+            .unwrap()
+            .rows_affected(),
+            Records::Postgres(pool) => sqlx::query(
+                "UPDATE idem.idempotency_records SET resp_body = $1 WHERE key_hash = $2",
+            )
+            .bind(body)
+            .bind(hash)
+            .execute(pool)
+            .await
+            .unwrap()
+            .rows_affected(),
+            Records::MySql(pool) => {
+                sqlx::query("UPDATE idem_idempotency_records SET resp_body = ? WHERE key_hash = ?")
+                    .bind(body)
+                    .bind(hash)
+                    .execute(pool)
+                    .await
+                    .unwrap()
+                    .rows_affected()
+            }
+        };
+        assert_eq!(updated, 1, "no row for {key:?}");
+    }
 }

@@ -251,6 +251,37 @@ async fn plaintext_records_replay_after_turning_it_on(fx: &Fixture) {
     assert_eq!(runs.load(Ordering::SeqCst), 0);
 }
 
+/// A flipped byte in the stored ciphertext (a tampered row, a bad disk, a restored backup
+/// that was altered): `503 record-sealed`, the handler not run again, the row left as it is.
+async fn a_flipped_byte_is_never_replayed(fx: &Fixture) {
+    let (router, runs) = app(&fx.store, Some(ring(&[("k1", 1)])));
+    let key = unique("flipped");
+    assert_eq!(pay(&router, &key).await.status, StatusCode::CREATED);
+    let records = fx.records();
+    let before = records.row(&scoped(&key)).await.unwrap().resp_body.unwrap();
+    records
+        .flip_body_byte(&scoped(&key), before.len() / 2)
+        .await;
+    let refused = pay(&router, &key).await;
+    assert_eq!(refused.status, StatusCode::SERVICE_UNAVAILABLE);
+    let problem: serde_json::Value = serde_json::from_slice(&refused.body).unwrap();
+    assert!(
+        problem["type"].as_str().unwrap().ends_with("record-sealed"),
+        "{problem}"
+    );
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "not run again");
+    let after = records.row(&scoped(&key)).await.unwrap().resp_body.unwrap();
+    assert_eq!(after.len(), before.len());
+    assert_ne!(after, before, "the tampered row stays for inspection");
+}
+
+backend_tests!(
+    2,
+    on_store,
+    [sqlite, postgres, mysql],
+    a_flipped_byte_is_never_replayed,
+);
+
 backend_tests!(
     2,
     on_store,
