@@ -169,12 +169,18 @@ impl KeyRing {
 
     /// Seals `completion`'s headers, body and business number under the primary key, bound to
     /// the record of key hash `key_hash` (hex). Status, outcome and expiry stay as they are.
-    pub(crate) fn seal(&self, key_hash: &str, completion: &Completion) -> Completion {
+    ///
+    /// # Errors
+    /// The operating system's random generator failed: nothing is sealed (a nonce that is not
+    /// random would be far worse than a write refused like a store error).
+    pub(crate) fn seal(
+        &self,
+        key_hash: &str,
+        completion: &Completion,
+    ) -> Result<Completion, getrandom::Error> {
         let (id, cipher) = &self.keys[0];
         let mut nonce = [0u8; NONCE];
-        // The operating system's generator failing is not something a write can recover from;
-        // a fixed nonce would be far worse than a refused write.
-        getrandom::fill(&mut nonce).expect("the operating system's random generator failed");
+        getrandom::fill(&mut nonce)?;
         let plain = encode_plain(completion);
         let aad = aad(id, key_hash);
         let sealed = cipher
@@ -192,14 +198,14 @@ impl KeyRing {
         let mut meta = Vec::with_capacity(1 + id.len());
         meta.push(VERSION);
         meta.extend_from_slice(id.as_bytes());
-        Completion {
+        Ok(Completion {
             outcome: completion.outcome,
             status: completion.status,
             headers: vec![(SEALED.to_owned(), meta)],
             body,
             biz_no: None,
             expire_at: completion.expire_at,
-        }
+        })
     }
 
     /// Opens a record sealed by [`seal`](Self::seal) under any key of the ring; a plaintext
@@ -423,7 +429,7 @@ mod tests {
     #[test]
     fn sealed_holds_nothing_readable_and_opens_to_the_original() {
         let c = completion();
-        let sealed = ring().seal(HASH, &c);
+        let sealed = ring().seal(HASH, &c).unwrap();
         assert_eq!((sealed.status, sealed.outcome), (201, Outcome::Completed));
         assert_eq!(sealed.biz_no, None);
         assert_eq!(sealed.expire_at, c.expire_at);
@@ -434,7 +440,7 @@ mod tests {
         let opened = ring().open(HASH, stored(&sealed)).unwrap();
         assert_eq!(opened, stored(&c));
         // A fresh nonce every time.
-        assert_ne!(ring().seal(HASH, &c).body, sealed.body);
+        assert_ne!(ring().seal(HASH, &c).unwrap().body, sealed.body);
     }
 
     #[test]
@@ -447,7 +453,8 @@ mod tests {
     fn an_older_key_still_opens_what_it_sealed() {
         let old = KeyRing::new("k1", [1; 32])
             .unwrap()
-            .seal(HASH, &completion());
+            .seal(HASH, &completion())
+            .unwrap();
         let opened = ring().open(HASH, stored(&old)).unwrap();
         assert_eq!(opened.body, completion().body);
         let without = KeyRing::new("k2", [2; 32]).unwrap();
@@ -459,7 +466,7 @@ mod tests {
 
     #[test]
     fn a_flipped_byte_a_moved_row_or_another_key_does_not_open() {
-        let sealed = stored(&ring().seal(HASH, &completion()));
+        let sealed = stored(&ring().seal(HASH, &completion()).unwrap());
         for i in [0, NONCE, sealed.body.len() - 1] {
             let mut flipped = sealed.clone();
             flipped.body[i] ^= 1;
@@ -488,7 +495,7 @@ mod tests {
 
     #[test]
     fn an_unknown_format_is_malformed() {
-        let mut sealed = stored(&ring().seal(HASH, &completion()));
+        let mut sealed = stored(&ring().seal(HASH, &completion()).unwrap());
         sealed.headers[0].1[0] = 7;
         assert!(matches!(
             ring().open(HASH, sealed),

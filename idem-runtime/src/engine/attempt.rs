@@ -115,11 +115,15 @@ impl Attempt {
         self
     }
 
-    /// `completion` as the store keeps it: sealed under the key ring's primary key, if any.
-    fn stored<'c>(&self, completion: &'c Completion) -> Cow<'c, Completion> {
+    /// `completion` as the store keeps it: sealed under the key ring's primary key, if any. A
+    /// seal that cannot be made (no randomness for its nonce) fails like a store error.
+    fn stored<'c>(&self, completion: &'c Completion) -> Result<Cow<'c, Completion>, StoreError> {
         match &self.key_ring {
-            Some(ring) => Cow::Owned(ring.seal(&self.lease.key.hash_hex().to_string(), completion)),
-            None => Cow::Borrowed(completion),
+            Some(ring) => ring
+                .seal(&self.lease.key.hash_hex().to_string(), completion)
+                .map(Cow::Owned)
+                .map_err(|e| StoreError::Other(format!("no randomness to seal with: {e}").into())),
+            None => Ok(Cow::Borrowed(completion)),
         }
     }
 
@@ -325,9 +329,17 @@ impl Attempt {
             atomic.rollback().await;
             Err(self.fenced_error())
         } else {
-            let sealed = self.stored(&completion);
-            let call = bounded(self.wait, atomic.commit(&*self.store, &self.lease, &sealed));
-            telemetry::store_call(self.store.backend(), "complete", call).await
+            match self.stored(&completion) {
+                Ok(sealed) => {
+                    let call =
+                        bounded(self.wait, atomic.commit(&*self.store, &self.lease, &sealed));
+                    telemetry::store_call(self.store.backend(), "complete", call).await
+                }
+                Err(e) => {
+                    atomic.rollback().await;
+                    Err(e)
+                }
+            }
         };
         let committed = match committed {
             // A statement of the handler failed and PostgreSQL aborted its transaction: the
@@ -346,9 +358,13 @@ impl Attempt {
                     "the handler's transaction was aborted by its own failed statement: storing \
                      its failure answer on its own"
                 );
-                let stored = self.stored(&completion);
-                let call = bounded(self.wait, self.store.complete(&self.lease, &stored));
-                telemetry::store_call(self.store.backend(), "complete", call).await
+                match self.stored(&completion) {
+                    Ok(stored) => {
+                        let call = bounded(self.wait, self.store.complete(&self.lease, &stored));
+                        telemetry::store_call(self.store.backend(), "complete", call).await
+                    }
+                    Err(e) => Err(e),
+                }
             }
             committed => committed,
         };
@@ -466,7 +482,7 @@ impl Attempt {
         if self.fenced_out() {
             return Err(self.fenced_error());
         }
-        let sealed = self.stored(completion);
+        let sealed = self.stored(completion)?;
         let call = bounded(self.wait, self.store.complete(&self.lease, &sealed));
         let stored = telemetry::store_call(self.store.backend(), "complete", call).await;
         if let (Ok(()), Some(cache)) = (&stored, &self.replay_cache) {
