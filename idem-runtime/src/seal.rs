@@ -352,17 +352,7 @@ fn encode_plain(c: &Completion) -> Vec<u8> {
 type Plain = (Vec<(String, Vec<u8>)>, Option<String>, Vec<u8>);
 
 fn decode_plain(mut b: &[u8]) -> Option<Plain> {
-    fn take<'a>(b: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
-        if b.len() < n {
-            return None;
-        }
-        let (head, tail) = b.split_at(n);
-        *b = tail;
-        Some(head)
-    }
-    fn take_u32(b: &mut &[u8]) -> Option<usize> {
-        Some(u32::from_be_bytes(take(b, 4)?.try_into().ok()?) as usize)
-    }
+    use crate::store::headers::{take, take_u32};
     let n = take_u32(&mut b)?;
     let headers = crate::store::headers::decode_headers(take(&mut b, n)?)?;
     let has_biz = match take(&mut b, 1)? {

@@ -25,19 +25,23 @@ pub(crate) fn encode_headers(headers: &[(String, Vec<u8>)]) -> Vec<u8> {
 }
 
 /// Decodes [`encode_headers`]' output; `None` for anything malformed.
+/// The first `n` bytes of `b`, which moves past them; `None` when it is shorter.
+pub(crate) fn take<'a>(b: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
+    if b.len() < n {
+        return None;
+    }
+    let (head, tail) = b.split_at(n);
+    *b = tail;
+    Some(head)
+}
+
+/// A big-endian `u32` length taken from `b` ([`take`]).
+pub(crate) fn take_u32(b: &mut &[u8]) -> Option<usize> {
+    let bytes: [u8; 4] = take(b, 4)?.try_into().ok()?;
+    Some(u32::from_be_bytes(bytes) as usize)
+}
+
 pub(crate) fn decode_headers(mut b: &[u8]) -> Option<Vec<(String, Vec<u8>)>> {
-    fn take<'a>(b: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
-        if b.len() < n {
-            return None;
-        }
-        let (head, tail) = b.split_at(n);
-        *b = tail;
-        Some(head)
-    }
-    fn take_u32(b: &mut &[u8]) -> Option<usize> {
-        let bytes: [u8; 4] = take(b, 4)?.try_into().ok()?;
-        Some(u32::from_be_bytes(bytes) as usize)
-    }
     if take(&mut b, 1)? != [HEADERS_V1] {
         return None;
     }
