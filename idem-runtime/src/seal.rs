@@ -214,8 +214,26 @@ impl KeyRing {
     /// # Errors
     /// A [`SealError`]: the record must then be neither replayed nor overwritten.
     pub(crate) fn open(&self, key_hash: &str, mut record: Record) -> Result<Record, SealError> {
-        let Some(meta) = sealed_meta(&record.headers) else {
-            return Ok(record);
+        if let Some((headers, biz_no, body)) =
+            self.open_parts(key_hash, &record.headers, &record.body)?
+        {
+            record.headers = headers;
+            record.biz_no = biz_no;
+            record.body = body;
+        }
+        Ok(record)
+    }
+
+    /// The plaintext of a sealed response (`headers` with its [`SEALED`] entry, `body` the nonce
+    /// and ciphertext), or `None` for a plaintext one.
+    fn open_parts(
+        &self,
+        key_hash: &str,
+        headers: &[(String, Vec<u8>)],
+        body: &[u8],
+    ) -> Result<Option<Plain>, SealError> {
+        let Some(meta) = sealed_meta(headers) else {
+            return Ok(None);
         };
         let (version, id) = meta.split_first().ok_or_else(|| malformed("no version"))?;
         if *version != VERSION {
@@ -228,10 +246,10 @@ impl KeyRing {
             .find(|(k, _)| k == id)
             .map(|(_, c)| c)
             .ok_or_else(|| SealError::UnknownKey(id.to_owned()))?;
-        if record.body.len() < NONCE {
+        if body.len() < NONCE {
             return Err(SealError::Tampered(id.to_owned()));
         }
-        let (nonce, sealed) = record.body.split_at(NONCE);
+        let (nonce, sealed) = body.split_at(NONCE);
         let plain = cipher
             .decrypt(
                 XNonce::from_slice(nonce),
@@ -241,13 +259,174 @@ impl KeyRing {
                 },
             )
             .map_err(|_| SealError::Tampered(id.to_owned()))?;
-        let (headers, biz_no, body) =
-            decode_plain(&plain).ok_or_else(|| malformed("a plaintext that does not decode"))?;
-        record.headers = headers;
-        record.biz_no = biz_no;
-        record.body = body;
-        Ok(record)
+        decode_plain(&plain)
+            .map(Some)
+            .ok_or_else(|| malformed("a plaintext that does not decode"))
     }
+
+    /// Opens the response of a record read from its store's columns ([`StoredResponse`]),
+    /// sealed under any key of the ring or plaintext, for tools that read a store directly (the
+    /// `idem` CLI's `inspect`). `key_hash` is the record's (its `key_hash` column).
+    ///
+    /// ```
+    /// use idem_runtime::seal::{KeyRing, StoredResponse};
+    /// let ring = KeyRing::new("k1", [7; 32])?;
+    /// let key_hash = [3; 32];
+    /// let plain = StoredResponse::plain(&[("location", b"/v1/payments/p1")], b"{}", Some("p1"));
+    /// let sealed = ring.reseal_stored(&key_hash, &plain)?.expect("sealed now");
+    /// assert_eq!(sealed.sealed_under()?.as_deref(), Some("k1"));
+    /// let opened = ring.open_stored(&key_hash, &sealed)?;
+    /// assert_eq!(opened.body, b"{}");
+    /// assert_eq!(opened.biz_no.as_deref(), Some("p1"));
+    /// // Bound to its record: under another key hash it does not open.
+    /// assert!(ring.open_stored(&[4; 32], &sealed).is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    /// A [`SealError`] when it is sealed and does not open, or when its headers column does not
+    /// decode ([`SealError::Malformed`]).
+    pub fn open_stored(
+        &self,
+        key_hash: &[u8; 32],
+        stored: &StoredResponse,
+    ) -> Result<OpenedResponse, SealError> {
+        let headers = stored.decoded_headers()?;
+        let hex = hex(key_hash);
+        Ok(match self.open_parts(&hex, &headers, &stored.body)? {
+            Some((headers, biz_no, body)) => OpenedResponse {
+                sealed_under: stored.sealed_under()?,
+                headers,
+                body,
+                biz_no,
+            },
+            None => OpenedResponse {
+                sealed_under: None,
+                headers,
+                body: stored.body.clone(),
+                biz_no: stored.biz_no.clone(),
+            },
+        })
+    }
+
+    /// The same response sealed under the primary key, for a record read from its store's
+    /// columns: what `idem rekey` writes back. A plaintext response is sealed; one sealed under
+    /// an older key of the ring is opened and sealed again (a new nonce); `None` when it is
+    /// sealed under the primary already. See [`open_stored`](Self::open_stored).
+    ///
+    /// # Errors
+    /// [`ResealError::Open`] when it does not open (nothing may be written over it), or
+    /// [`ResealError::Random`] when no nonce could be drawn.
+    pub fn reseal_stored(
+        &self,
+        key_hash: &[u8; 32],
+        stored: &StoredResponse,
+    ) -> Result<Option<StoredResponse>, ResealError> {
+        if stored.sealed_under()?.as_deref() == Some(self.primary()) {
+            return Ok(None);
+        }
+        let opened = self.open_stored(key_hash, stored)?;
+        let completion = Completion {
+            headers: opened.headers,
+            body: opened.body,
+            biz_no: opened.biz_no,
+            ..Completion::new(crate::store::Outcome::Completed, 200, Vec::new())
+        };
+        let sealed = self
+            .seal(&hex(key_hash), &completion)
+            .map_err(ResealError::Random)?;
+        Ok(Some(StoredResponse {
+            headers: crate::store::headers::encode_headers(&sealed.headers),
+            body: sealed.body,
+            biz_no: None,
+        }))
+    }
+}
+
+/// The response of one record as its store's columns hold it: `resp_headers` (idem's
+/// length-prefixed blob), `resp_body` and `biz_no` of the SQL tables, the same fields of a
+/// Redis hash. For tools that read and rewrite a store directly, as the `idem` CLI's `inspect`
+/// and `rekey` do ([`KeyRing::open_stored`], [`KeyRing::reseal_stored`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredResponse {
+    /// The `resp_headers` column as stored.
+    pub headers: Vec<u8>,
+    /// The `resp_body` column: the body, or for a sealed response its nonce and ciphertext.
+    pub body: Vec<u8>,
+    /// The `biz_no` column (always empty for a sealed response).
+    pub biz_no: Option<String>,
+}
+
+impl StoredResponse {
+    /// The columns a plaintext response is stored as.
+    pub fn plain(headers: &[(&str, &[u8])], body: &[u8], biz_no: Option<&str>) -> Self {
+        let headers: Vec<(String, Vec<u8>)> = headers
+            .iter()
+            .map(|(n, v)| ((*n).to_owned(), v.to_vec()))
+            .collect();
+        StoredResponse {
+            headers: crate::store::headers::encode_headers(&headers),
+            body: body.to_vec(),
+            biz_no: biz_no.map(str::to_owned),
+        }
+    }
+
+    /// The id of the key it is sealed under; `None` for a plaintext response.
+    ///
+    /// # Errors
+    /// [`SealError::Malformed`] when the headers column does not decode, or names a seal of a
+    /// format this build does not know.
+    pub fn sealed_under(&self) -> Result<Option<String>, SealError> {
+        let headers = self.decoded_headers()?;
+        let Some(meta) = sealed_meta(&headers) else {
+            return Ok(None);
+        };
+        match meta.split_first() {
+            Some((&VERSION, id)) => Ok(Some(String::from_utf8_lossy(id).into_owned())),
+            Some((version, _)) => Err(malformed(&format!("format version {version}"))),
+            None => Err(malformed("no version")),
+        }
+    }
+
+    fn decoded_headers(&self) -> Result<Vec<(String, Vec<u8>)>, SealError> {
+        crate::store::headers::decode_headers(&self.headers)
+            .ok_or_else(|| malformed("a headers column that does not decode"))
+    }
+}
+
+/// A stored response opened by [`KeyRing::open_stored`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpenedResponse {
+    /// The key it was sealed under; `None` when it was stored in plaintext.
+    pub sealed_under: Option<String>,
+    /// The whitelisted response headers.
+    pub headers: Vec<(String, Vec<u8>)>,
+    /// The response body.
+    pub body: Vec<u8>,
+    /// The business number.
+    pub biz_no: Option<String>,
+}
+
+/// Why [`KeyRing::reseal_stored`] left a stored response as it is.
+#[derive(Debug, thiserror::Error)]
+pub enum ResealError {
+    /// It does not open: it must not be written over.
+    #[error(transparent)]
+    Open(#[from] SealError),
+    /// The operating system's random generator failed: nothing was sealed.
+    #[error("no randomness for a nonce: {0}")]
+    Random(getrandom::Error),
+}
+
+/// `bytes` as lowercase hex, the form [`aad`] binds (as `ScopedKey::hash_hex` writes it).
+fn hex(bytes: &[u8]) -> String {
+    use core::fmt::Write as _;
+    bytes
+        .iter()
+        .fold(String::with_capacity(2 * bytes.len()), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
 }
 
 impl SealError {
@@ -524,5 +703,52 @@ mod tests {
         let message = KeyRing::parse("a:AAAA").unwrap_err().to_string();
         assert!(message.contains("openssl rand -base64 32"), "{message}");
         assert!(!format!("{ring:?}").contains(&k));
+    }
+
+    /// What `idem rekey` does with each stored response: plaintext and older-key responses
+    /// come back sealed under the primary and open to the same response; one under the
+    /// primary is left alone; one that does not open is refused.
+    #[test]
+    fn reseal_moves_every_response_under_the_primary() {
+        let hash = [9u8; 32];
+        let c = completion();
+        let plain = StoredResponse {
+            headers: crate::store::headers::encode_headers(&c.headers),
+            body: c.body.clone(),
+            biz_no: c.biz_no.clone(),
+        };
+        let old = KeyRing::new("k1", [1; 32]).unwrap();
+        let under_k1 = old.reseal_stored(&hash, &plain).unwrap().unwrap();
+        assert_eq!(under_k1.sealed_under().unwrap().as_deref(), Some("k1"));
+        assert_eq!(under_k1.biz_no, None);
+        let rotated = ring();
+        for before in [&plain, &under_k1] {
+            let after = rotated.reseal_stored(&hash, before).unwrap().unwrap();
+            assert_eq!(after.sealed_under().unwrap().as_deref(), Some("k2"));
+            let opened = KeyRing::new("k2", [2; 32])
+                .unwrap()
+                .open_stored(&hash, &after)
+                .unwrap();
+            assert_eq!(opened.sealed_under.as_deref(), Some("k2"));
+            assert_eq!(
+                (opened.headers, opened.body),
+                (c.headers.clone(), c.body.clone())
+            );
+            assert_eq!(opened.biz_no, c.biz_no);
+            assert!(rotated.reseal_stored(&hash, &after).unwrap().is_none());
+        }
+        let stranger = KeyRing::new("k3", [3; 32]).unwrap();
+        assert!(matches!(
+            stranger.reseal_stored(&hash, &under_k1),
+            Err(ResealError::Open(SealError::UnknownKey(id))) if id == "k1"
+        ));
+        let garbage = StoredResponse {
+            headers: vec![7],
+            ..plain
+        };
+        assert!(matches!(
+            garbage.sealed_under(),
+            Err(SealError::Malformed(_))
+        ));
     }
 }
