@@ -4,7 +4,8 @@
 //! What the `Store` trait offers (`migrate`, `purge_expired`) goes through it; what it lacks
 //! (reading a record by its key hash, statistics, operator actions) is static SQL here, one
 //! statement per backend, with bind parameters only. Every "now" is the database's clock, the
-//! stores' own expression (`NOW_MS_SQL`).
+//! stores' own expression (`NOW_MS_SQL`). Sealed responses are opened and sealed by
+//! `idem::seal` (`KeyRing::open_stored`, `KeyRing::reseal_stored`), never here.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -17,6 +18,7 @@ use idem::MySqlStore;
 use idem::PostgresStore;
 use idem::SqliteStore;
 use idem::key::ScopedKey;
+use idem::seal::{KeyRing, OpenedResponse, ResealError, SealError, StoredResponse};
 use idem::store::{Store, mysql, postgres, sqlite};
 use serde::{Serialize, Serializer};
 use sqlx::{MySqlPool, PgPool, Row, SqlitePool};
@@ -38,6 +40,15 @@ struct Templates {
     release: &'static str,
     /// See [`Action::Expire`].
     expire: &'static str,
+    /// Live stored records (completed or failed-but-stored): what `rekey` reads.
+    stored: &'static str,
+    /// One page of them after a key hash, in key-hash order (`rekey`).
+    page: &'static str,
+    /// One of them, by key hash (`rekey`, after a record changed under it).
+    one: &'static str,
+    /// The response of a stored record replaced while its row version is still the one read
+    /// (`rekey`).
+    rewrite: &'static str,
 }
 
 /// [`Templates`] with the store's "now" in place, built once per backend.
@@ -48,6 +59,10 @@ struct Statements {
     expiring: String,
     release: String,
     expire: String,
+    stored: String,
+    page: String,
+    one: String,
+    rewrite: String,
 }
 
 impl Statements {
@@ -60,6 +75,10 @@ impl Statements {
             expiring: fill(t.expiring),
             release: fill(t.release),
             expire: fill(t.expire),
+            stored: fill(t.stored),
+            page: fill(t.page),
+            one: fill(t.one),
+            rewrite: fill(t.rewrite),
         }
     }
 }
@@ -78,8 +97,8 @@ impl Statements {
 
 const PG: Templates = Templates {
     inspect: "SELECT idem_key, state::bigint, fence, lease_until, expire_at, request_hash::text, \
-        resp_status::bigint, biz_no, operation_id::text, resp_body, created_at, updated_at, {now} \
-        FROM idem.idempotency_records WHERE key_hash = $1",
+        resp_status::bigint, biz_no, operation_id::text, resp_body, created_at, updated_at, {now}, \
+        resp_headers FROM idem.idempotency_records WHERE key_hash = $1",
     expired: "SELECT COUNT(*) FROM idem.idempotency_records WHERE expire_at <= {now}",
     oldest: "SELECT encode(key_hash, 'hex'), locked_at, {now} FROM idem.idempotency_records \
         WHERE state = 0 AND expire_at > {now} ORDER BY locked_at LIMIT 1",
@@ -90,12 +109,23 @@ const PG: Templates = Templates {
         updated_at = {now}, rev = rev + 1 WHERE key_hash = $1 AND fence = $2 AND state = 0",
     expire: "UPDATE idem.idempotency_records SET expire_at = LEAST(expire_at, {now}), \
         updated_at = {now}, rev = rev + 1 WHERE key_hash = $1 AND fence = $2",
+    stored: "SELECT COUNT(*) FROM idem.idempotency_records \
+        WHERE state IN (1, 2) AND expire_at > {now}",
+    page: "SELECT key_hash, idem_key, rev, resp_headers, resp_body, biz_no \
+        FROM idem.idempotency_records WHERE key_hash > $1 AND state IN (1, 2) \
+        AND expire_at > {now} ORDER BY key_hash LIMIT $2",
+    one: "SELECT key_hash, idem_key, rev, resp_headers, resp_body, biz_no \
+        FROM idem.idempotency_records WHERE key_hash = $1 AND state IN (1, 2) \
+        AND expire_at > {now}",
+    rewrite: "UPDATE idem.idempotency_records SET idem_key = $1, resp_headers = $2, \
+        resp_body = $3, biz_no = NULL, updated_at = {now}, rev = rev + 1 \
+        WHERE key_hash = $4 AND rev = $5 AND state IN (1, 2)",
 };
 
 const MY: Templates = Templates {
     inspect: "SELECT idem_key, CAST(state AS SIGNED), fence, lease_until, expire_at, request_hash, \
         CAST(resp_status AS SIGNED), biz_no, operation_id, resp_body, created_at, updated_at, \
-        {now} FROM idem_idempotency_records WHERE key_hash = ?",
+        {now}, resp_headers FROM idem_idempotency_records WHERE key_hash = ?",
     expired: "SELECT COUNT(*) FROM idem_idempotency_records WHERE expire_at <= {now}",
     oldest: "SELECT LOWER(HEX(key_hash)), locked_at, {now} FROM idem_idempotency_records \
         WHERE state = 0 AND expire_at > {now} ORDER BY locked_at LIMIT 1",
@@ -106,12 +136,23 @@ const MY: Templates = Templates {
         updated_at = {now}, rev = rev + 1 WHERE key_hash = ? AND fence = ? AND state = 0",
     expire: "UPDATE idem_idempotency_records SET expire_at = LEAST(expire_at, {now}), \
         updated_at = {now}, rev = rev + 1 WHERE key_hash = ? AND fence = ?",
+    stored: "SELECT COUNT(*) FROM idem_idempotency_records \
+        WHERE state IN (1, 2) AND expire_at > {now}",
+    page: "SELECT key_hash, idem_key, rev, resp_headers, resp_body, biz_no \
+        FROM idem_idempotency_records WHERE key_hash > ? AND state IN (1, 2) \
+        AND expire_at > {now} ORDER BY key_hash LIMIT ?",
+    one: "SELECT key_hash, idem_key, rev, resp_headers, resp_body, biz_no \
+        FROM idem_idempotency_records WHERE key_hash = ? AND state IN (1, 2) \
+        AND expire_at > {now}",
+    rewrite: "UPDATE idem_idempotency_records SET idem_key = ?, resp_headers = ?, \
+        resp_body = ?, biz_no = NULL, updated_at = {now}, rev = rev + 1 \
+        WHERE key_hash = ? AND rev = ? AND state IN (1, 2)",
 };
 
 const LITE: Templates = Templates {
     inspect: "SELECT idem_key, state, fence, lease_until, expire_at, request_hash, \
-        resp_status, biz_no, operation_id, resp_body, created_at, updated_at, {now} \
-        FROM idem_idempotency_records WHERE key_hash = ?1",
+        resp_status, biz_no, operation_id, resp_body, created_at, updated_at, {now}, \
+        resp_headers FROM idem_idempotency_records WHERE key_hash = ?1",
     expired: "SELECT COUNT(*) FROM idem_idempotency_records WHERE expire_at <= {now}",
     oldest: "SELECT lower(hex(key_hash)), locked_at, {now} FROM idem_idempotency_records \
         WHERE state = 0 AND expire_at > {now} ORDER BY locked_at LIMIT 1",
@@ -122,6 +163,17 @@ const LITE: Templates = Templates {
         updated_at = {now}, rev = rev + 1 WHERE key_hash = ?1 AND fence = ?2 AND state = 0",
     expire: "UPDATE idem_idempotency_records SET expire_at = min(expire_at, {now}), \
         updated_at = {now}, rev = rev + 1 WHERE key_hash = ?1 AND fence = ?2",
+    stored: "SELECT COUNT(*) FROM idem_idempotency_records \
+        WHERE state IN (1, 2) AND expire_at > {now}",
+    page: "SELECT key_hash, idem_key, rev, resp_headers, resp_body, biz_no \
+        FROM idem_idempotency_records WHERE key_hash > ?1 AND state IN (1, 2) \
+        AND expire_at > {now} ORDER BY key_hash LIMIT ?2",
+    one: "SELECT key_hash, idem_key, rev, resp_headers, resp_body, biz_no \
+        FROM idem_idempotency_records WHERE key_hash = ?1 AND state IN (1, 2) \
+        AND expire_at > {now}",
+    rewrite: "UPDATE idem_idempotency_records SET idem_key = ?1, resp_headers = ?2, \
+        resp_body = ?3, biz_no = NULL, updated_at = {now}, rev = rev + 1 \
+        WHERE key_hash = ?4 AND rev = ?5 AND state IN (1, 2)",
 };
 
 static PG_SQL: LazyLock<Statements> = LazyLock::new(|| Statements::new(&PG, postgres::NOW_MS_SQL));
@@ -265,6 +317,7 @@ impl Db {
                     created_at: r.try_get(10)?,
                     updated_at: r.try_get(11)?,
                     now: r.try_get(12)?,
+                    headers: r.try_get(13)?,
                 }
             }};
         }
@@ -274,6 +327,52 @@ impl Db {
                 None => None,
             }
         }))
+    }
+
+    async fn count_stored(&self) -> Result<i64, Error> {
+        Ok(on!(self, .stored, |q, pool| {
+            sqlx::query_scalar::<_, i64>(q).fetch_one(pool).await?
+        }))
+    }
+
+    /// At most `limit` live stored records with a key hash above `after`, in key-hash order.
+    async fn page(&self, after: &[u8], limit: u32) -> Result<Vec<StoredRow>, Error> {
+        Ok(on!(self, .page, |q, pool| {
+            sqlx::query_as(q)
+                .bind(after)
+                .bind(i64::from(limit))
+                .fetch_all(pool)
+                .await?
+        }))
+    }
+
+    /// The live stored record of `hash`, if it still is one.
+    async fn stored_row(&self, hash: &[u8]) -> Result<Option<StoredRow>, Error> {
+        Ok(on!(self, .one, |q, pool| {
+            sqlx::query_as(q).bind(hash).fetch_optional(pool).await?
+        }))
+    }
+
+    /// Writes `new` over the response of `row`, if the row is still at the version read:
+    /// whether it was.
+    async fn rewrite(
+        &self,
+        row: &StoredRow,
+        idem_key: &str,
+        new: &StoredResponse,
+    ) -> Result<bool, Error> {
+        let n = on!(self, .rewrite, |q, pool| {
+            sqlx::query(q)
+                .bind(idem_key)
+                .bind(&new.headers)
+                .bind(&new.body)
+                .bind(&row.key_hash)
+                .bind(row.rev)
+                .execute(pool)
+                .await?
+                .rows_affected()
+        });
+        Ok(n == 1)
     }
 
     /// `release` or `expire`: the number of rows changed.
@@ -353,6 +452,81 @@ struct Record {
     created_at: i64,
     updated_at: i64,
     now: i64,
+    headers: Option<Vec<u8>>,
+}
+
+impl Record {
+    /// The stored response columns.
+    fn response(&self) -> StoredResponse {
+        StoredResponse {
+            headers: self.headers.clone().unwrap_or_default(),
+            body: self.body.clone().unwrap_or_default(),
+            biz_no: self.biz_no.clone(),
+        }
+    }
+}
+
+/// What `inspect` can read of a record's response with the key ring it was given.
+struct View {
+    /// The key id the response is sealed under; `None` for a plaintext response.
+    sealed_under: Option<String>,
+    /// The opened response of a sealed record.
+    opened: Option<OpenedResponse>,
+    /// Why a sealed response was not opened.
+    unopened: Option<String>,
+}
+
+impl View {
+    fn of(record: &Record, key_hash: &[u8], ring: Option<&KeyRing>) -> View {
+        let stored = record.response();
+        let hash: Option<[u8; 32]> = key_hash.try_into().ok();
+        let sealed_under = match stored.sealed_under() {
+            Ok(id) => id,
+            Err(e) => {
+                return View {
+                    sealed_under: None,
+                    opened: None,
+                    unopened: Some(e.to_string()),
+                };
+            }
+        };
+        if sealed_under.is_none() {
+            return View {
+                sealed_under,
+                opened: None,
+                unopened: None,
+            };
+        }
+        let (opened, unopened) = match (ring, hash) {
+            (None, _) => (None, Some(NO_RING.to_owned())),
+            (Some(ring), Some(hash)) => match ring.open_stored(&hash, &stored) {
+                Ok(o) => (Some(o), None),
+                Err(e) => (None, Some(e.to_string())),
+            },
+            (Some(_), None) => (None, Some("a key hash that is not 32 bytes".to_owned())),
+        };
+        View {
+            sealed_under,
+            opened,
+            unopened,
+        }
+    }
+}
+
+/// What `inspect` says of a sealed response without a key ring.
+const NO_RING: &str = "the response is sealed: give the key ring (IDEM_ENCRYPTION_KEYS or \
+    --keys-file) to read it";
+
+/// A stored record as `rekey` reads it.
+#[derive(sqlx::FromRow)]
+struct StoredRow {
+    key_hash: Vec<u8>,
+    idem_key: String,
+    /// The row version, +1 on every write: the guard of the rewrite.
+    rev: i64,
+    resp_headers: Option<Vec<u8>>,
+    resp_body: Option<Vec<u8>>,
+    biz_no: Option<String>,
 }
 
 /// `inspect --json`.
@@ -375,6 +549,10 @@ struct RecordJson<'a> {
     request_hash: &'a str,
     status: Option<i64>,
     biz_no: Option<&'a str>,
+    /// The key id its response is sealed under; `None` for a plaintext response.
+    sealed_under: Option<&'a str>,
+    /// For a sealed response, why it could not be read: no key ring given, or the error.
+    unopened: Option<String>,
     body_len: usize,
     /// With `--body` only.
     body: Option<Cow<'a, str>>,
@@ -385,7 +563,12 @@ impl Record {
         self.expire_at <= self.now
     }
 
-    fn json<'a>(&'a self, key_hash: &'a str, with_body: bool) -> RecordJson<'a> {
+    fn json<'a>(&'a self, key_hash: &'a str, with_body: bool, view: &'a View) -> RecordJson<'a> {
+        let (biz_no, body) = match &view.opened {
+            Some(o) => (o.biz_no.as_deref(), Some(&o.body)),
+            None if view.sealed_under.is_some() => (None, None),
+            None => (self.biz_no.as_deref(), self.body.as_ref()),
+        };
         RecordJson {
             key: &self.key,
             key_hash,
@@ -399,11 +582,13 @@ impl Record {
             updated_at: self.updated_at,
             request_hash: self.request_hash.trim(),
             status: self.status,
-            biz_no: self.biz_no.as_deref(),
-            body_len: self.body.as_ref().map_or(0, Vec::len),
-            body: (self.body.as_deref())
+            biz_no,
+            sealed_under: view.sealed_under.as_deref(),
+            unopened: view.unopened.clone(),
+            body_len: body.map_or(0, Vec::len),
+            body: body
                 .filter(|_| with_body)
-                .map(String::from_utf8_lossy),
+                .map(|b| String::from_utf8_lossy(b)),
         }
     }
 }
@@ -564,6 +749,16 @@ fn cli() -> Command {
                 .action(ArgAction::SetTrue)
                 .help("inspect and stats: one JSON object instead of lines"),
         )
+        .arg(
+            Arg::new("keys-file")
+                .long("keys-file")
+                .value_name("PATH")
+                .global(true)
+                .help(
+                    "inspect and rekey: a file holding the key ring, ID:BASE64,... with the \
+                     primary first (or set IDEM_ENCRYPTION_KEYS)",
+                ),
+        )
         .subcommand(
             Command::new("migrate")
                 .about("Apply idem's own migrations (idempotent) and print what was applied"),
@@ -599,6 +794,33 @@ fn cli() -> Command {
             ),
         )
         .subcommand(
+            Command::new("rekey")
+                .about(
+                    "Seal every stored response under the key ring's primary key (plaintext \
+                     ones too), in batches; safe while the service runs, resumable",
+                )
+                .arg(
+                    Arg::new("batch")
+                        .long("batch")
+                        .value_name("N")
+                        .default_value("500")
+                        .value_parser(clap::value_parser!(u32).range(1..))
+                        .help("Records read per statement"),
+                )
+                .arg(
+                    Arg::new("after")
+                        .long("after")
+                        .value_name("HEX")
+                        .help("Start after this key hash (the last one a stopped run printed)"),
+                )
+                .arg(
+                    Arg::new("dry-run")
+                        .long("dry-run")
+                        .action(ArgAction::SetTrue)
+                        .help("Only count what would be sealed"),
+                ),
+        )
+        .subcommand(
             Command::new("stats").about(
                 "Records by state, the oldest processing record, expiries ahead, table size",
             ),
@@ -615,13 +837,7 @@ fn cli() -> Command {
 
 fn key_hash(m: &ArgMatches) -> Result<Vec<u8>, Error> {
     if let Some(hex) = m.get_one::<String>("key-hash") {
-        let hex = hex.trim();
-        if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return Err("--key-hash takes 64 hex digits".into());
-        }
-        return Ok((0..32)
-            .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap_or_default())
-            .collect());
+        return parse_hash(hex, "--key-hash");
     }
     let (Some(op), Some(key)) = (m.get_one::<String>("operation"), m.get_one::<String>("key"))
     else {
@@ -634,6 +850,17 @@ fn key_hash(m: &ArgMatches) -> Result<Vec<u8>, Error> {
         .map(Iterator::collect)
         .unwrap_or_default();
     Ok(ScopedKey::new(&scope, op, key)?.hash().to_vec())
+}
+
+/// A key hash given as 64 hex digits to the option `option`.
+fn parse_hash(hex: &str, option: &str) -> Result<Vec<u8>, Error> {
+    let hex = hex.trim();
+    if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(format!("{option} takes 64 hex digits").into());
+    }
+    Ok((0..32)
+        .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap_or_default())
+        .collect())
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -687,15 +914,22 @@ async fn purge(db: &Db, m: &ArgMatches, out: &mut impl Write) -> Result<(), Erro
 }
 
 /// `idem inspect`: one record, as lines or (`--json`) one object.
-async fn inspect(db: &Db, m: &ArgMatches, json: bool, out: &mut impl Write) -> Result<(), Error> {
+async fn inspect(
+    db: &Db,
+    m: &ArgMatches,
+    ring: Option<&KeyRing>,
+    json: bool,
+    out: &mut impl Write,
+) -> Result<(), Error> {
     let hash = key_hash(m)?;
     let key_hash = hex(&hash);
     let Some(r) = db.inspect(&hash).await? else {
         return Err(format!("no record with key hash {key_hash}").into());
     };
     let with_body = m.get_flag("body");
+    let view = View::of(&r, &hash, ring);
     if json {
-        serde_json::to_writer(&mut *out, &r.json(&key_hash, with_body))?;
+        serde_json::to_writer(&mut *out, &r.json(&key_hash, with_body, &view))?;
         writeln!(out)?;
         return Ok(());
     }
@@ -712,8 +946,21 @@ async fn inspect(db: &Db, m: &ArgMatches, json: bool, out: &mut impl Write) -> R
     writeln!(out, "request hash  {}", r.request_hash.trim())?;
     let status = r.status.map_or("-".to_owned(), |s| s.to_string());
     writeln!(out, "status        {status}")?;
-    writeln!(out, "business no   {}", r.biz_no.as_deref().unwrap_or("-"))?;
-    let body = r.body.unwrap_or_default();
+    if let Some(id) = &view.sealed_under {
+        writeln!(out, "sealed under  key `{id}`")?;
+    }
+    if let Some(why) = &view.unopened {
+        writeln!(out, "unreadable    {why}")?;
+        writeln!(out, "business no   -")?;
+        let len = r.body.as_ref().map_or(0, Vec::len);
+        writeln!(out, "body          {len} bytes sealed")?;
+        return Ok(());
+    }
+    let (biz_no, body) = match view.opened {
+        Some(o) => (o.biz_no, o.body),
+        None => (r.biz_no, r.body.unwrap_or_default()),
+    };
+    writeln!(out, "business no   {}", biz_no.as_deref().unwrap_or("-"))?;
     if with_body {
         writeln!(out, "body ({} bytes):", body.len())?;
         out.write_all(&body)?;
@@ -789,17 +1036,204 @@ async fn operate(
     .into())
 }
 
+/// The key ring of `--keys-file` or `IDEM_ENCRYPTION_KEYS` (`ID:BASE64,...`, the primary
+/// first), if either is given. Never from the command line, where every user of the machine
+/// could read it.
+fn key_ring(m: &ArgMatches) -> Result<Option<KeyRing>, Error> {
+    let (list, from) = match m.get_one::<String>("keys-file") {
+        Some(path) => {
+            let list = std::fs::read_to_string(path)
+                .map_err(|e| format!("--keys-file {path}: cannot read it: {e}"))?;
+            (list, format!("--keys-file {path}"))
+        }
+        None => match std::env::var("IDEM_ENCRYPTION_KEYS") {
+            Ok(list) if !list.trim().is_empty() => (list, "IDEM_ENCRYPTION_KEYS".to_owned()),
+            _ => return Ok(None),
+        },
+    };
+    KeyRing::parse(&list)
+        .map(Some)
+        .map_err(|e| format!("{from}: {e}").into())
+}
+
+/// The `idem_key` of a record sealed from plaintext: `<operation>:sealed:<key hash>`, as an
+/// encrypting handle writes it (`ScopedKey::opaque`). The readable form is the scope parts,
+/// the operation and the client key, each escaped and joined with `:`; the operation is the
+/// part before the last.
+fn opaque_key(readable: &str, key_hash: &[u8]) -> String {
+    let operation = readable.rsplit(':').nth(1).unwrap_or_default();
+    format!("{operation}:sealed:{}", hex(key_hash))
+}
+
+/// What `rekey` did, or with `--dry-run` would do.
+#[derive(Default)]
+struct Rekeyed {
+    scanned: u64,
+    /// Sealed under the primary by this run (with `--dry-run`: to be).
+    resealed: u64,
+    /// Of those, records that were plaintext.
+    from_plaintext: u64,
+    /// Already under the primary.
+    current: u64,
+    /// Changed by the service at each of our attempts: left to it.
+    busy: u64,
+    /// Records that do not open, with the first few key hashes and reasons.
+    unopened: u64,
+    first_unopened: Vec<(String, SealError)>,
+}
+
+/// How many times `rekey` reads a record again when the service wrote it between the read and
+/// the rewrite.
+const REKEY_ATTEMPTS: u32 = 3;
+
+/// `idem rekey`: seals every live stored record under the key ring's primary key, `--batch` at
+/// a time in key-hash order (so `--after` resumes where a run stopped), each rewrite guarded by
+/// the row version read, so that it never overwrites what the service wrote meanwhile.
+async fn rekey(
+    db: &Db,
+    m: &ArgMatches,
+    ring: Option<&KeyRing>,
+    out: &mut impl Write,
+) -> Result<(), Error> {
+    let Some(ring) = ring else {
+        return Err(
+            "rekey needs the key ring: set IDEM_ENCRYPTION_KEYS or pass --keys-file \
+            (ID:BASE64,..., the new primary first, every older key after it)"
+                .into(),
+        );
+    };
+    let batch = *m.get_one::<u32>("batch").unwrap_or(&500);
+    let dry_run = m.get_flag("dry-run");
+    let mut cursor = match m.get_one::<String>("after") {
+        Some(h) => parse_hash(h, "--after")?,
+        None => Vec::new(),
+    };
+    let total = db.count_stored().await?;
+    let tty = std::io::stdout().is_terminal();
+    let mut done = Rekeyed::default();
+    loop {
+        let rows = db.page(&cursor, batch).await?;
+        let Some(last) = rows.last() else { break };
+        cursor = last.key_hash.clone();
+        let before = done.resealed;
+        for row in rows {
+            rekey_one(db, ring, row, dry_run, &mut done).await?;
+        }
+        if tty {
+            write!(
+                out,
+                "\rscanned {} / ~{total}, resealed {}",
+                done.scanned, done.resealed
+            )?;
+            out.flush()?;
+        } else {
+            writeln!(
+                out,
+                "resealed {} (total {}), up to key hash {}",
+                done.resealed - before,
+                done.resealed,
+                hex(&cursor)
+            )?;
+        }
+    }
+    if tty && done.scanned > 0 {
+        writeln!(out)?;
+    }
+    let verb = if dry_run { "would reseal" } else { "resealed" };
+    writeln!(
+        out,
+        "{verb} {} of {} stored records under key `{}` ({} of them plaintext); {} already were",
+        done.resealed,
+        done.scanned,
+        ring.primary(),
+        done.from_plaintext,
+        done.current
+    )?;
+    if done.busy > 0 {
+        writeln!(
+            out,
+            "{} records changed at each attempt and were left to the service, which seals what \
+             it writes: run rekey again to check",
+            done.busy
+        )?;
+    }
+    if let Some((hash, why)) = done.first_unopened.first() {
+        return Err(format!(
+            "{} records do not open and were left as they are (first: {hash}: {why}); see them \
+             with `idem inspect --key-hash`",
+            done.unopened
+        )
+        .into());
+    }
+    Ok(())
+}
+
+/// One record of `rekey`: re-read and tried again while the service writes it in between.
+async fn rekey_one(
+    db: &Db,
+    ring: &KeyRing,
+    mut row: StoredRow,
+    dry_run: bool,
+    done: &mut Rekeyed,
+) -> Result<(), Error> {
+    done.scanned += 1;
+    for _ in 0..REKEY_ATTEMPTS {
+        let stored = StoredResponse {
+            headers: row.resp_headers.take().unwrap_or_default(),
+            body: row.resp_body.take().unwrap_or_default(),
+            biz_no: row.biz_no.take(),
+        };
+        let hash: [u8; 32] = row.key_hash.as_slice().try_into()?;
+        let plaintext = matches!(stored.sealed_under(), Ok(None));
+        let new = match ring.reseal_stored(&hash, &stored) {
+            Ok(Some(new)) => new,
+            Ok(None) => {
+                done.current += 1;
+                return Ok(());
+            }
+            Err(ResealError::Open(e)) => {
+                done.unopened += 1;
+                if done.first_unopened.len() < 5 {
+                    done.first_unopened.push((hex(&hash), e));
+                }
+                return Ok(());
+            }
+            Err(e @ ResealError::Random(_)) => return Err(e.into()),
+        };
+        let key = if plaintext {
+            opaque_key(&row.idem_key, &hash)
+        } else {
+            row.idem_key.clone()
+        };
+        if dry_run || db.rewrite(&row, &key, &new).await? {
+            done.resealed += 1;
+            done.from_plaintext += u64::from(plaintext);
+            return Ok(());
+        }
+        // The service wrote the record since it was read (a completion after an expiry, an
+        // operator's expire): read it again. Gone, or no longer stored: nothing to seal.
+        match db.stored_row(&hash).await? {
+            Some(again) => row = again,
+            None => return Ok(()),
+        }
+    }
+    done.busy += 1;
+    Ok(())
+}
+
 async fn run(m: ArgMatches) -> Result<(), Error> {
     let Some(url) = m.get_one::<String>("database-url") else {
         return Err("no database: pass --database-url or set DATABASE_URL".into());
     };
+    let ring = key_ring(&m)?;
     let db = Db::connect(url).await?;
     let json = m.get_flag("json");
     let out = &mut std::io::stdout().lock();
     match m.subcommand() {
         Some(("migrate", _)) => migrate(&db, out).await,
         Some(("purge", sub)) => purge(&db, sub, out).await,
-        Some(("inspect", sub)) => inspect(&db, sub, json, out).await,
+        Some(("inspect", sub)) => inspect(&db, sub, ring.as_ref(), json, out).await,
+        Some(("rekey", sub)) => rekey(&db, sub, ring.as_ref(), out).await,
         Some(("stats", _)) => stats(&db, json, out).await,
         Some(("release", sub)) => operate(&db, sub, Action::Release, out).await,
         Some(("expire", sub)) => operate(&db, sub, Action::Expire, out).await,

@@ -12,26 +12,38 @@ use crate::backends::{Database, backend_tests, on_database};
 
 /// Runs `idem --database-url <url> <args>`.
 fn idem(url: &str, args: &[&str]) -> Output {
+    idem_with(url, args, &[])
+}
+
+/// Runs `idem --database-url <url> <args>` with the environment variables `env` set.
+pub(crate) fn idem_with(url: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
     std::process::Command::new(env!("CARGO_BIN_EXE_idem"))
         .arg("--database-url")
         .arg(url)
         .args(args)
         .env_remove("DATABASE_URL")
+        .env_remove("IDEM_ENCRYPTION_KEYS")
+        .envs(env.iter().copied())
         .output()
         .expect("the idem binary runs")
 }
 
-fn stdout(o: &Output) -> String {
+pub(crate) fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
-fn stderr(o: &Output) -> String {
+pub(crate) fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 /// `idem <args>` that must succeed; its standard output.
 fn ok(url: &str, args: &[&str]) -> String {
-    let o = idem(url, args);
+    ok_with(url, args, &[])
+}
+
+/// [`ok`] with the environment variables `env` set.
+pub(crate) fn ok_with(url: &str, args: &[&str], env: &[(&str, &str)]) -> String {
+    let o = idem_with(url, args, env);
     assert!(
         o.status.success(),
         "idem {args:?} failed: {}{}",
@@ -55,9 +67,8 @@ fn fails(url: &str, args: &[&str]) -> String {
     err
 }
 
-/// `database` in place of the database of a `scheme://user:pass@host:port/db?params` URL.
 /// The value printed after `label` in `inspect`'s output.
-fn field<'a>(out: &'a str, label: &str) -> &'a str {
+pub(crate) fn field<'a>(out: &'a str, label: &str) -> &'a str {
     out.lines()
         .find_map(|l| l.strip_prefix(label))
         .unwrap_or_else(|| panic!("no `{label}` in {out}"))
@@ -147,6 +158,8 @@ async fn commands_on_a_fresh_database(db: &Database) {
         "request_hash",
         "status",
         "biz_no",
+        "sealed_under",
+        "unopened",
         "body_len",
         "body",
     ];

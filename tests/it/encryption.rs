@@ -70,7 +70,7 @@ async fn create_payment(
 }
 
 /// A router over `store`, encrypting with `ring` (or not), counting its handler's runs.
-fn app(store: &Arc<dyn Store>, ring: Option<KeyRing>) -> (Router, Arc<AtomicU64>) {
+pub(crate) fn app(store: &Arc<dyn Store>, ring: Option<KeyRing>) -> (Router, Arc<AtomicU64>) {
     let mut idem = Idem::from_arc(store.clone());
     if let Some(ring) = ring {
         idem = idem.with_encryption(ring);
@@ -85,7 +85,7 @@ fn app(store: &Arc<dyn Store>, ring: Option<KeyRing>) -> (Router, Arc<AtomicU64>
     (router, runs)
 }
 
-fn ring(spec: &[(&str, u8)]) -> KeyRing {
+pub(crate) fn ring(spec: &[(&str, u8)]) -> KeyRing {
     let (&(primary, byte), older) = spec.split_first().unwrap();
     older.iter().fold(
         KeyRing::new(primary, [byte; 32]).unwrap(),
@@ -95,15 +95,15 @@ fn ring(spec: &[(&str, u8)]) -> KeyRing {
 
 const BODY: &str = r#"{"amount":"100.00","customer_id":"cus_secret_42"}"#;
 
-struct Answer {
-    status: StatusCode,
-    replayed: bool,
-    retry_after: Option<String>,
-    location: Option<String>,
-    body: Vec<u8>,
+pub(crate) struct Answer {
+    pub status: StatusCode,
+    pub replayed: bool,
+    pub retry_after: Option<String>,
+    pub location: Option<String>,
+    pub body: Vec<u8>,
 }
 
-async fn pay(router: &Router, key: &str) -> Answer {
+pub(crate) async fn pay(router: &Router, key: &str) -> Answer {
     let req = Request::post("/payments")
         .header(CONTENT_TYPE, "application/json")
         .header("idempotency-key", key)
@@ -126,7 +126,7 @@ async fn pay(router: &Router, key: &str) -> Answer {
     }
 }
 
-fn scoped(key: &str) -> ScopedKey {
+pub(crate) fn scoped(key: &str) -> ScopedKey {
     ScopedKey::new::<&str>(&[], "POST /payments", key).unwrap()
 }
 

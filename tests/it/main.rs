@@ -28,6 +28,8 @@ mod http_layer;
 mod idempotent_axum;
 mod idempotent_consumer;
 mod payments;
+#[cfg(feature = "cli")]
+mod rekey;
 mod replay_cache;
 mod snapshot;
 mod vectors;
