@@ -115,11 +115,12 @@ impl Backend {
                 Handle::Mysql(clocked(store, dyn_clock, MySqlStore::with_clock))
             }
             Backend::Redis => {
+                let prefix = format!("{}:", unique("redis"));
                 let store = RedisStore::connect(&self.url()?)
                     .await
                     .unwrap()
-                    .with_prefix(&format!("{}:", unique("redis")));
-                Handle::Redis(clocked(store, dyn_clock, RedisStore::with_clock))
+                    .with_prefix(&prefix);
+                Handle::Redis(clocked(store, dyn_clock, RedisStore::with_clock), prefix)
             }
         };
         let store = handle.store();
@@ -227,7 +228,8 @@ enum Handle {
     Sqlite(SqliteStore),
     Postgres(PostgresStore),
     Mysql(MySqlStore),
-    Redis(RedisStore),
+    /// The store and its key prefix.
+    Redis(RedisStore, String),
 }
 
 impl Handle {
@@ -237,7 +239,7 @@ impl Handle {
             Handle::Sqlite(s) => Arc::new(s.clone()),
             Handle::Postgres(s) => Arc::new(s.clone()),
             Handle::Mysql(s) => Arc::new(s.clone()),
-            Handle::Redis(s) => Arc::new(s.clone()),
+            Handle::Redis(s, _) => Arc::new(s.clone()),
         }
     }
 }
@@ -259,14 +261,17 @@ impl Fixture {
             .expect("a store opened with Backend::open_with_clock")
     }
 
-    /// Its records, read beside the store. Panics for Redis.
+    /// Its records, read beside the store.
     pub fn records(&self) -> Records {
         match &self.handle {
             Handle::Memory(s) => Records::Memory(s.clone()),
             Handle::Sqlite(s) => Records::Sqlite(s.pool().clone()),
             Handle::Postgres(s) => Records::Postgres(s.pool().clone()),
             Handle::Mysql(s) => Records::MySql(s.pool().clone()),
-            Handle::Redis(_) => panic!("Records do not read Redis"),
+            Handle::Redis(s, prefix) => Records::Redis {
+                conn: s.connection().clone(),
+                records: format!("{prefix}rec:"),
+            },
         }
     }
 
@@ -276,7 +281,7 @@ impl Fixture {
             Handle::Sqlite(s) => SqlPool::Sqlite(s.pool().clone()),
             Handle::Postgres(s) => SqlPool::Postgres(s.pool().clone()),
             Handle::Mysql(s) => SqlPool::MySql(s.pool().clone()),
-            Handle::Memory(_) | Handle::Redis(_) => {
+            Handle::Memory(_) | Handle::Redis(..) => {
                 panic!("{} has no SQL pool", self.backend.name())
             }
         }
@@ -289,7 +294,7 @@ impl Fixture {
             Handle::Sqlite(s) => Some(s.statement_count()),
             Handle::Postgres(s) => Some(s.statement_count()),
             Handle::Mysql(s) => Some(s.statement_count()),
-            Handle::Redis(s) => Some(s.command_count()),
+            Handle::Redis(s, _) => Some(s.command_count()),
         }
     }
 }

@@ -13,6 +13,11 @@ pub enum Records {
     Sqlite(sqlx::SqlitePool),
     Postgres(sqlx::PgPool),
     MySql(sqlx::MySqlPool),
+    /// The store's connection and its records' key prefix (`<prefix>rec:`).
+    Redis {
+        conn: idem::store::redis::RedisConnection,
+        records: String,
+    },
 }
 
 /// A record as its table row holds it (SQL stores).
@@ -31,6 +36,7 @@ impl Records {
     pub async fn containing(&self, marker: &str) -> i64 {
         match self {
             Records::Memory(store) => store.len() as i64,
+            Records::Redis { .. } => panic!("Records do not count Redis records"),
             Records::Sqlite(pool) => sqlx::query_scalar(
                 "SELECT count(*) FROM idem_idempotency_records WHERE instr(idem_key, ?1) > 0",
             )
@@ -62,6 +68,7 @@ impl Records {
         let hash = &key.hash()[..];
         let tuple: Option<Tuple> = match self {
             Records::Memory(_) => return None,
+            Records::Redis { .. } => panic!("a Redis record has no row: read its body()"),
             Records::Sqlite(pool) => sqlx::query_as(sqlx::AssertSqlSafe(format!(
                 "SELECT {columns} FROM idem_idempotency_records WHERE key_hash = ?1"
             )))
@@ -97,80 +104,93 @@ impl Records {
 
     /// Overwrites the readable key of `key`'s row (SQL stores; a no-op for the memory store).
     pub async fn set_idem_key(&self, key: &ScopedKey, idem_key: &str) {
-        let hash = &key.hash()[..];
-        let updated = match self {
-            Records::Memory(_) => return,
-            Records::Sqlite(pool) => {
-                sqlx::query("UPDATE idem_idempotency_records SET idem_key = ?1 WHERE key_hash = ?2")
-                    .bind(idem_key)
-                    .bind(hash)
-                    .execute(pool)
-                    .await
-                    .unwrap()
-                    .rows_affected()
-            }
-            Records::Postgres(pool) => {
-                sqlx::query("UPDATE idem.idempotency_records SET idem_key = $1 WHERE key_hash = $2")
-                    .bind(idem_key)
-                    .bind(hash)
-                    .execute(pool)
-                    .await
-                    .unwrap()
-                    .rows_affected()
-            }
-            Records::MySql(pool) => {
-                sqlx::query("UPDATE idem_idempotency_records SET idem_key = ? WHERE key_hash = ?")
-                    .bind(idem_key)
-                    .bind(hash)
-                    .execute(pool)
-                    .await
-                    .unwrap()
-                    .rows_affected()
-            }
-        };
-        assert_eq!(updated, 1, "no row for {key:?}");
+        if !matches!(self, Records::Memory(_)) {
+            self.set(key, "idem_key", Value::Text(idem_key.to_owned()))
+                .await;
+        }
     }
 
-    /// Flips one bit of the stored body of `key`'s row at byte `at` (SQL stores; the memory
-    /// store has no table), as a tampered backup or a bad disk would.
-    pub async fn flip_body_byte(&self, key: &ScopedKey, at: usize) {
-        let mut body = self
-            .row(key)
-            .await
-            .and_then(|r| r.resp_body)
-            .expect("a stored body");
-        body[at] ^= 1;
-        let hash = &key.hash()[..];
-        let updated = match self {
-            Records::Memory(_) => panic!("the memory store has no table to alter"),
-            Records::Sqlite(pool) => sqlx::query(
-                "UPDATE idem_idempotency_records SET resp_body = ?1 WHERE key_hash = ?2",
-            )
-            .bind(body)
-            .bind(hash)
-            .execute(pool)
-            .await
-            .unwrap()
-            .rows_affected(),
-            Records::Postgres(pool) => sqlx::query(
-                "UPDATE idem.idempotency_records SET resp_body = $1 WHERE key_hash = $2",
-            )
-            .bind(body)
-            .bind(hash)
-            .execute(pool)
-            .await
-            .unwrap()
-            .rows_affected(),
-            Records::MySql(pool) => {
-                sqlx::query("UPDATE idem_idempotency_records SET resp_body = ? WHERE key_hash = ?")
-                    .bind(body)
-                    .bind(hash)
-                    .execute(pool)
+    /// The stored body of `key` as the store holds it (SQL and Redis stores).
+    pub async fn body(&self, key: &ScopedKey) -> Option<Vec<u8>> {
+        match self {
+            Records::Redis { conn, records } => {
+                let mut conn = conn.clone();
+                redis::cmd("HGET")
+                    .arg(format!("{records}{}", key.hash_hex()))
+                    .arg("resp_body")
+                    .query_async(&mut conn)
                     .await
                     .unwrap()
-                    .rows_affected()
+            }
+            _ => self.row(key).await.and_then(|r| r.resp_body),
+        }
+    }
+
+    /// Flips one bit of the stored body of `key` at byte `at` (SQL and Redis stores: the
+    /// memory store holds nothing at rest), as a tampered backup or a bad disk would.
+    pub async fn flip_body_byte(&self, key: &ScopedKey, at: usize) {
+        let mut body = self.body(key).await.expect("a stored body");
+        body[at] ^= 1;
+        self.set(key, "resp_body", Value::Bytes(body)).await;
+    }
+
+    /// Writes `value` into `column` of `key`'s record (the field of its hash on Redis).
+    async fn set(&self, key: &ScopedKey, column: &str, value: Value) {
+        let hash = &key.hash()[..];
+        macro_rules! update {
+            ($pool:expr, $sql:expr) => {{
+                let q = sqlx::query(sqlx::AssertSqlSafe($sql));
+                let q = match value {
+                    Value::Text(t) => q.bind(t),
+                    Value::Bytes(b) => q.bind(b),
+                };
+                q.bind(hash).execute($pool).await.unwrap().rows_affected()
+            }};
+        }
+        let updated = match self {
+            Records::Memory(_) => panic!("the memory store holds nothing at rest to alter"),
+            Records::Sqlite(pool) => update!(
+                pool,
+                format!("UPDATE idem_idempotency_records SET {column} = ?1 WHERE key_hash = ?2")
+            ),
+            Records::Postgres(pool) => update!(
+                pool,
+                format!("UPDATE idem.idempotency_records SET {column} = $1 WHERE key_hash = $2")
+            ),
+            Records::MySql(pool) => update!(
+                pool,
+                format!("UPDATE idem_idempotency_records SET {column} = ? WHERE key_hash = ?")
+            ),
+            Records::Redis { conn, records } => {
+                let mut conn = conn.clone();
+                let record = format!("{records}{}", key.hash_hex());
+                let bytes = match value {
+                    Value::Text(t) => t.into_bytes(),
+                    Value::Bytes(b) => b,
+                };
+                // HSET answers the fields it added: 0 when it overwrote an existing one.
+                let exists: bool = redis::cmd("HEXISTS")
+                    .arg(&record)
+                    .arg(column)
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap();
+                let _: i64 = redis::cmd("HSET")
+                    .arg(&record)
+                    .arg(column)
+                    .arg(bytes)
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap();
+                u64::from(exists)
             }
         };
-        assert_eq!(updated, 1, "no row for {key:?}");
+        assert_eq!(updated, 1, "no record for {key:?}");
     }
+}
+
+/// A value [`Records::set`] writes.
+enum Value {
+    Text(String),
+    Bytes(Vec<u8>),
 }
