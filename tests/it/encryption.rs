@@ -104,10 +104,15 @@ pub(crate) struct Answer {
 }
 
 pub(crate) async fn pay(router: &Router, key: &str) -> Answer {
+    pay_with(router, key, BODY).await
+}
+
+/// [`pay`] with a body of the caller's.
+pub(crate) async fn pay_with(router: &Router, key: &str, body: &str) -> Answer {
     let req = Request::post("/payments")
         .header(CONTENT_TYPE, "application/json")
         .header("idempotency-key", key)
-        .body(Body::from(BODY))
+        .body(Body::from(body.to_owned()))
         .unwrap();
     let res = router.clone().oneshot(req).await.unwrap();
     let (parts, body) = res.into_parts();

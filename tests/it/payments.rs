@@ -29,6 +29,10 @@ use payments::Config;
 // Hostile input, on both fronts.
 #[path = "payments_hostile.rs"]
 mod hostile;
+
+// The auditor's search of what the stores keep at rest, with encryption on and off.
+#[path = "payments_audit.rs"]
+mod audit;
 use hostile::*;
 
 // ---------------------------------------------------------------- fixtures
