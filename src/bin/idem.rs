@@ -23,6 +23,9 @@ use idem::store::{Store, mysql, postgres, sqlite};
 use serde::{Serialize, Serializer};
 use sqlx::{MySqlPool, PgPool, Row, SqlitePool};
 
+#[path = "idem/redis.rs"]
+mod on_redis;
+
 type Error = Box<dyn std::error::Error>;
 
 /// The statements of one backend that read the database's clock, written with `{now}` where
@@ -211,7 +214,13 @@ enum Db {
     Pg(PostgresStore, PgPool),
     My(MySqlStore, MySqlPool),
     Lite(SqliteStore, SqlitePool),
+    /// `migrate`, `purge` and `rekey` only: the other commands read SQL.
+    Redis(Box<on_redis::RedisDb>),
 }
+
+/// What a command that reads SQL answers on Redis.
+const SQL_ONLY: &str = "this command reads the SQL stores only: on Redis, `migrate`, `purge` \
+    and `rekey` work, and a record is the hash `<prefix>rec:<key hash>` (redis-cli HGETALL)";
 
 /// Runs `$body` with `$q` bound to the backend's statement and `$pool` to its pool; `.field`
 /// names a statement of [`Statements`].
@@ -241,12 +250,13 @@ macro_rules! on {
                 let $q = $lite;
                 $body
             }
+            Db::Redis(_) => return Err(SQL_ONLY.into()),
         }
     };
 }
 
 impl Db {
-    async fn connect(url: &str) -> Result<Db, Error> {
+    async fn connect(url: &str, prefix: &str) -> Result<Db, Error> {
         if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             let s = PostgresStore::connect(url).await?;
             let p = s.pool().clone();
@@ -267,9 +277,14 @@ impl Db {
             let s = SqliteStore::open(path).await?;
             let p = s.pool().clone();
             Ok(Db::Lite(s, p))
+        } else if url.starts_with("redis://") || url.starts_with("rediss://") {
+            Ok(Db::Redis(Box::new(
+                on_redis::RedisDb::connect(url, prefix).await?,
+            )))
         } else {
             Err(format!(
-                "unsupported database URL `{}`: use postgres://, mysql:// (MariaDB too) or sqlite://",
+                "unsupported database URL `{}`: use postgres://, mysql:// (MariaDB too), sqlite:// \
+                 or redis://",
                 redact(url)
             )
             .into())
@@ -281,16 +296,18 @@ impl Db {
             Db::Pg(s, _) => s,
             Db::My(s, _) => s,
             Db::Lite(s, _) => s,
+            Db::Redis(r) => &r.store,
         }
     }
 
-    async fn history(&self) -> Vec<(i64, String)> {
+    /// idem's migration history; empty before the first migration, and on Redis (no schema).
+    async fn history(&self) -> Result<Vec<(i64, String)>, Error> {
         let rows: Result<Vec<(i64, String)>, sqlx::Error> =
             on!(self, [PG_HISTORY, MY_HISTORY, LITE_HISTORY], |q, pool| {
                 sqlx::query_as(q).fetch_all(pool).await
             });
         // Absent before the first migration: nothing applied.
-        rows.unwrap_or_default()
+        Ok(rows.unwrap_or_default())
     }
 
     async fn count_expired(&self) -> Result<i64, Error> {
@@ -348,6 +365,9 @@ impl Db {
 
     /// The live stored record of `hash`, if it still is one.
     async fn stored_row(&self, hash: &[u8]) -> Result<Option<StoredRow>, Error> {
+        if let Db::Redis(r) = self {
+            return r.stored_row(hash).await;
+        }
         Ok(on!(self, .one, |q, pool| {
             sqlx::query_as(q).bind(hash).fetch_optional(pool).await?
         }))
@@ -361,6 +381,9 @@ impl Db {
         idem_key: &str,
         new: &StoredResponse,
     ) -> Result<bool, Error> {
+        if let Db::Redis(r) = self {
+            return r.rewrite(row, idem_key, new).await;
+        }
         let n = on!(self, .rewrite, |q, pool| {
             sqlx::query(q)
                 .bind(idem_key)
@@ -730,7 +753,10 @@ fn fence_arg(cmd: Command) -> Command {
 
 fn cli() -> Command {
     Command::new("idem")
-        .about("Operate idem's idempotency records (PostgreSQL, MariaDB/MySQL, SQLite)")
+        .about(
+            "Operate idem's idempotency records (PostgreSQL, MariaDB/MySQL, SQLite; Redis for \
+             migrate, purge and rekey)",
+        )
         .version(env!("CARGO_PKG_VERSION"))
         .subcommand_required(true)
         .arg_required_else_help(true)
@@ -748,6 +774,15 @@ fn cli() -> Command {
                 .global(true)
                 .action(ArgAction::SetTrue)
                 .help("inspect and stats: one JSON object instead of lines"),
+        )
+        .arg(
+            Arg::new("redis-prefix")
+                .long("redis-prefix")
+                .value_name("PREFIX")
+                .global(true)
+                .help(
+                    "Redis: the store's key prefix (`RedisStore::with_prefix`), idem: unless set",
+                ),
         )
         .arg(
             Arg::new("keys-file")
@@ -869,9 +904,9 @@ fn hex(bytes: &[u8]) -> String {
 
 /// `idem migrate`: applies idem's migrations, prints each one applied.
 async fn migrate(db: &Db, out: &mut impl Write) -> Result<(), Error> {
-    let before = db.history().await;
+    let before = db.history().await.unwrap_or_default();
     db.store().migrate().await?;
-    let after = db.history().await;
+    let after = db.history().await.unwrap_or_default();
     let mut applied = 0;
     for (version, description) in after.iter().filter(|a| !before.contains(a)) {
         writeln!(out, "applied {version} {description}")?;
@@ -1105,16 +1140,39 @@ async fn rekey(
     let batch = *m.get_one::<u32>("batch").unwrap_or(&500);
     let dry_run = m.get_flag("dry-run");
     let mut cursor = match m.get_one::<String>("after") {
+        Some(_) if matches!(db, Db::Redis(_)) => {
+            return Err(
+                "--after is for the SQL stores: on Redis, run rekey again (records \
+                already under the primary are only read)"
+                    .into(),
+            );
+        }
         Some(h) => parse_hash(h, "--after")?,
         None => Vec::new(),
     };
-    let total = db.count_stored().await?;
+    let mut scan = match db {
+        Db::Redis(r) => Some(r.scan().await?),
+        _ => None,
+    };
+    let total = match db {
+        Db::Redis(_) => "?".to_owned(),
+        _ => db.count_stored().await?.to_string(),
+    };
     let tty = std::io::stdout().is_terminal();
     let mut done = Rekeyed::default();
     loop {
-        let rows = db.page(&cursor, batch).await?;
-        let Some(last) = rows.last() else { break };
-        cursor = last.key_hash.clone();
+        let rows = match (db, &mut scan) {
+            (Db::Redis(r), Some(scan)) => match r.next_page(scan, batch).await? {
+                Some(rows) => rows,
+                None => break,
+            },
+            _ => {
+                let rows = db.page(&cursor, batch).await?;
+                let Some(last) = rows.last() else { break };
+                cursor = last.key_hash.clone();
+                rows
+            }
+        };
         let before = done.resealed;
         for row in rows {
             rekey_one(db, ring, row, dry_run, &mut done).await?;
@@ -1126,6 +1184,13 @@ async fn rekey(
                 done.scanned, done.resealed
             )?;
             out.flush()?;
+        } else if scan.is_some() {
+            writeln!(
+                out,
+                "resealed {} (total {})",
+                done.resealed - before,
+                done.resealed
+            )?;
         } else {
             writeln!(
                 out,
@@ -1226,7 +1291,10 @@ async fn run(m: ArgMatches) -> Result<(), Error> {
         return Err("no database: pass --database-url or set DATABASE_URL".into());
     };
     let ring = key_ring(&m)?;
-    let db = Db::connect(url).await?;
+    let prefix = m
+        .get_one::<String>("redis-prefix")
+        .map_or("idem:", String::as_str);
+    let db = Db::connect(url, prefix).await?;
     let json = m.get_flag("json");
     let out = &mut std::io::stdout().lock();
     match m.subcommand() {

@@ -1,12 +1,15 @@
 //! Key rotation with `idem rekey` (`src/bin/idem.rs`) while a service serves the records it
-//! rewrites, and `idem inspect` with and without the key ring, on every SQL store.
+//! rewrites, on every SQL store, Redis and a Redis Cluster; `idem inspect` with and without the
+//! key ring, on every SQL store.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use axum::http::StatusCode;
+use idem::RedisStore;
+use idem::store::Store;
 
-use crate::backends::{Database, backend_tests, on_database};
+use crate::backends::{Backend, Database, backend_tests, on_database};
 use crate::cli::{field, idem_with, ok_with, stderr};
 use crate::encryption::{app, pay, ring, scoped};
 use crate::servers::unique;
@@ -16,18 +19,51 @@ const K1: &str = "k1:AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=";
 const K2: &str = "k2:AgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgI=";
 const K3: &str = "k3:AwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwM=";
 
+/// The CLI on one store: its URL and, on Redis, its key prefix.
+struct Cli {
+    url: String,
+    prefix: Option<String>,
+}
+
+impl Cli {
+    fn args<'a>(&'a self, args: &[&'a str]) -> Vec<&'a str> {
+        let mut all: Vec<&str> = match &self.prefix {
+            Some(p) => vec!["--redis-prefix", p],
+            None => Vec::new(),
+        };
+        all.extend_from_slice(args);
+        all
+    }
+
+    fn ok(&self, args: &[&str], env: &[(&str, &str)]) -> String {
+        ok_with(&self.url, &self.args(args), env)
+    }
+
+    fn run(&self, args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+        idem_with(&self.url, &self.args(args), env)
+    }
+}
+
+/// What [`rotation_under_traffic`] leaves for the checks of a store.
+struct Rotated {
+    /// The records stored before the rotation, with their first answers.
+    old: Arc<Vec<(String, Vec<u8>)>>,
+    /// `rekey`'s output.
+    out: String,
+    /// The key of a record sealed under `k3`, which the ring does not hold.
+    stranger: String,
+}
+
 /// A rotation under traffic: records stored in plaintext and under `k1`, a service that seals
 /// under `k2` (still holding `k1`) replaying them and storing new ones from two tasks, and
 /// `idem rekey` run meanwhile. No replay fails or differs, nothing runs twice, and afterwards
 /// a ring of `k2` alone replays every record: nothing is left under `k1` or in plaintext (the
-/// readable key of a formerly plaintext record is gone too). `inspect` reads a sealed record
-/// with the ring and says plainly that it cannot without; a record that opens under no key of
-/// the ring is left as it is and named in one error line.
-async fn rekey_under_traffic(db: &Database) {
-    let store = db.store().await;
-    store.migrate().await.unwrap();
-    let (plain, _) = app(&store, None);
-    let (before, _) = app(&store, Some(ring(&[("k1", 1)])));
+/// readable key of a formerly plaintext record is gone too), and a second run has nothing to
+/// do. A record that opens under no key of the ring is left as it is and named in one error
+/// line.
+async fn rotation_under_traffic(store: &Arc<dyn Store>, cli: &Cli) -> Rotated {
+    let (plain, _) = app(store, None);
+    let (before, _) = app(store, Some(ring(&[("k1", 1)])));
     let mut old = Vec::new();
     for i in 0..80 {
         let key = unique(&format!("rekey-{i}"));
@@ -36,7 +72,7 @@ async fn rekey_under_traffic(db: &Database) {
         old.push((key, first.body));
     }
     let old = Arc::new(old);
-    let (rotated, runs) = app(&store, Some(ring(&[("k2", 2), ("k1", 1)])));
+    let (rotated, runs) = app(store, Some(ring(&[("k2", 2), ("k1", 1)])));
     let stop = Arc::new(AtomicBool::new(false));
     let load: Vec<_> = (0..2)
         .map(|task| {
@@ -63,17 +99,13 @@ async fn rekey_under_traffic(db: &Database) {
             })
         })
         .collect();
-    let url = db.url.clone();
     let keys = format!("{K2},{K1}");
-    let out = tokio::task::spawn_blocking(move || {
-        ok_with(
-            &url,
+    let out = tokio::task::block_in_place(|| {
+        cli.ok(
             &["rekey", "--batch", "7"],
             &[("IDEM_ENCRYPTION_KEYS", &keys)],
         )
-    })
-    .await
-    .unwrap();
+    });
     stop.store(true, Ordering::SeqCst);
     let (mut replays, mut fresh) = (0, 0);
     for task in load {
@@ -87,7 +119,7 @@ async fn rekey_under_traffic(db: &Database) {
         "{out}"
     );
 
-    let (only_k2, runs_k2) = app(&store, Some(ring(&[("k2", 2)])));
+    let (only_k2, runs_k2) = app(store, Some(ring(&[("k2", 2)])));
     for (key, body) in old.iter() {
         let again = pay(&only_k2, key).await;
         assert!(again.replayed, "{key}: {}", again.status);
@@ -100,12 +132,39 @@ async fn rekey_under_traffic(db: &Database) {
         "{}",
         was_plain.key
     );
-    let again = ok_with(
-        &db.url,
-        &["rekey", "--dry-run"],
-        &[("IDEM_ENCRYPTION_KEYS", K2)],
-    );
+    let again = cli.ok(&["rekey", "--dry-run"], &[("IDEM_ENCRYPTION_KEYS", K2)]);
     assert!(again.contains("would reseal 0 of "), "{again}");
+
+    // A record under a key the ring does not hold: left as it is, named, exit 1.
+    let (other, _) = app(store, Some(ring(&[("k3", 3)])));
+    let stranger = unique("rekey-k3");
+    let first = pay(&other, &stranger).await;
+    let failed = cli.run(&["rekey"], &[("IDEM_ENCRYPTION_KEYS", K2)]);
+    assert!(!failed.status.success());
+    let line = stderr(&failed);
+    assert_eq!(line.lines().count(), 1, "{line}");
+    let stranger_hash = scoped(&stranger).hash_hex().to_string();
+    assert!(
+        line.contains("1 records do not open") && line.contains(&stranger_hash),
+        "{line}"
+    );
+    assert_eq!(pay(&other, &stranger).await.body, first.body);
+    Rotated { old, out, stranger }
+}
+
+/// [`rotation_under_traffic`] on a SQL store, then `--after` resumes where the run stopped, and
+/// `inspect` reads a sealed record with the ring and says plainly that it cannot without.
+async fn rekey_under_traffic(db: &Database) {
+    let store = db.store().await;
+    store.migrate().await.unwrap();
+    let cli = Cli {
+        url: db.url.clone(),
+        prefix: None,
+    };
+    let Rotated { old, out, stranger } = rotation_under_traffic(&store, &cli).await;
+    // The ring holds `k3` from here on: the stranger opens.
+    let k2_k3 = format!("{K2},{K3}");
+    let again = cli.ok(&["rekey", "--dry-run"], &[("IDEM_ENCRYPTION_KEYS", &k2_k3)]);
     // Resumed after the last key hash the first run reached: nothing after it.
     let last = out
         .lines()
@@ -115,7 +174,7 @@ async fn rekey_under_traffic(db: &Database) {
     let resumed = ok_with(
         &db.url,
         &["rekey", "--dry-run", "--after", last],
-        &[("IDEM_ENCRYPTION_KEYS", K2)],
+        &[("IDEM_ENCRYPTION_KEYS", &k2_k3)],
     );
     let scanned = |out: &str| -> u64 {
         let of = out.split(" of ").nth(1).expect("a summary");
@@ -142,20 +201,7 @@ async fn rekey_under_traffic(db: &Database) {
         "{with}"
     );
 
-    // A record under a key the ring does not hold: left as it is, named, exit 1.
-    let (other, _) = app(&store, Some(ring(&[("k3", 3)])));
-    let stranger = unique("rekey-k3");
-    let first = pay(&other, &stranger).await;
-    let failed = idem_with(&db.url, &["rekey"], &[("IDEM_ENCRYPTION_KEYS", K2)]);
-    assert!(!failed.status.success());
-    let line = stderr(&failed);
-    assert_eq!(line.lines().count(), 1, "{line}");
     let stranger_hash = scoped(&stranger).hash_hex().to_string();
-    assert!(
-        line.contains("1 records do not open") && line.contains(&stranger_hash),
-        "{line}"
-    );
-    assert_eq!(pay(&other, &stranger).await.body, first.body);
     let json = ok_with(
         &db.url,
         &["inspect", "--key-hash", &stranger_hash, "--json"],
@@ -181,3 +227,40 @@ backend_tests!(
     [sqlite, postgres, mysql],
     rekey_under_traffic,
 );
+
+/// [`rotation_under_traffic`] on Redis: every record found by `SCAN` and rewritten by a script
+/// guarded by its `rev`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rekey_under_traffic_on_redis() {
+    let Some(url) = Backend::Redis.url() else {
+        return;
+    };
+    on_redis(&url).await;
+}
+
+/// The same on a Redis Cluster: `SCAN` on each primary, each rewrite on its slot's primary.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rekey_under_traffic_on_a_redis_cluster() {
+    let Ok(url) = std::env::var("IDEM_TEST_REDIS_CLUSTER_URL") else {
+        assert_ne!(
+            std::env::var("CI").as_deref(),
+            Ok("true"),
+            "IDEM_TEST_REDIS_CLUSTER_URL is not set (scripts/test sets it)"
+        );
+        return;
+    };
+    on_redis(&url).await;
+}
+
+async fn on_redis(url: &str) {
+    let prefix = format!("{}:", unique("rekey"));
+    let store: Arc<dyn Store> =
+        Arc::new(RedisStore::connect(url).await.unwrap().with_prefix(&prefix));
+    let cli = Cli {
+        url: url.to_owned(),
+        prefix: Some(prefix),
+    };
+    rotation_under_traffic(&store, &cli).await;
+    let sql_only = cli.run(&["stats"], &[]);
+    assert!(stderr(&sql_only).contains("SQL stores only"));
+}

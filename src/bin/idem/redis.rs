@@ -1,0 +1,226 @@
+//! `idem rekey` on the Redis store: its records (`<prefix>rec:<key hash>`, one hash each) found
+//! with `SCAN` on the server, or on every primary of a cluster, and each read and rewritten by a
+//! script on its own key, so on a cluster on its slot's primary. The reads and rewrites follow
+//! the store's scripts (`idem::store::redis`): the record's state, expiry (by the server's
+//! clock) and row version `rev`, which every write of the store increments.
+
+use idem::RedisStore;
+use idem::seal::StoredResponse;
+use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
+use redis::{FromRedisValue, Script, ScriptInvocation};
+
+use super::{Error, StoredRow};
+
+/// A live stored record's fields, or nothing. `KEYS`: the record. Answers `rev`, `idem_key`,
+/// `resp_headers`, `resp_body`, `biz_no` (absent: empty) when it is completed or failed-stored
+/// and not expired by the server's clock.
+const READ: &str = r"
+local f = redis.call('HMGET', KEYS[1], 'state', 'expire_at', 'rev', 'idem_key', 'resp_headers',
+  'resp_body', 'biz_no')
+if f[1] ~= '1' and f[1] ~= '2' then return {} end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if tonumber(f[2]) <= now then return {} end
+return {f[3], f[4], f[5] or '', f[6] or '', f[7] or ''}
+";
+
+/// The response of a stored record replaced while its `rev` is still `ARGV[1]`: 1, or 0 when
+/// the store wrote it since. `KEYS`: the record. `ARGV`: rev, idem_key, headers, body.
+const REWRITE: &str = r"
+local f = redis.call('HMGET', KEYS[1], 'rev', 'state')
+if f[1] ~= ARGV[1] or (f[2] ~= '1' and f[2] ~= '2') then return 0 end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('HSET', KEYS[1], 'idem_key', ARGV[2], 'resp_headers', ARGV[3], 'resp_body', ARGV[4],
+  'updated_at', string.format('%d', now))
+redis.call('HDEL', KEYS[1], 'biz_no')
+redis.call('HINCRBY', KEYS[1], 'rev', 1)
+return 1
+";
+
+/// The connection `rekey` speaks on (cheap to clone: both multiplex).
+#[derive(Clone)]
+enum Conn {
+    Server(idem::store::redis::RedisConnection),
+    Cluster(ClusterConnection),
+}
+
+/// A Redis store opened by the CLI.
+pub(super) struct RedisDb {
+    pub(super) store: RedisStore,
+    conn: Conn,
+    /// `<prefix>rec:`.
+    records: String,
+    read: Script,
+    rewrite: Script,
+}
+
+/// Where a `SCAN` of the records stands: the nodes still to scan (`None`: the one server) and
+/// the cursor on the first of them.
+pub(super) struct Scan {
+    nodes: Vec<Option<(String, u16)>>,
+    cursor: u64,
+}
+
+impl RedisDb {
+    /// The store at `url` (a server, or a cluster's seed nodes, comma-separated) with its
+    /// records under `prefix`.
+    pub(super) async fn connect(url: &str, prefix: &str) -> Result<RedisDb, Error> {
+        let store = RedisStore::connect(url).await?.with_prefix(prefix);
+        let conn = if store.is_cluster() {
+            let nodes: Vec<&str> = url.split(',').map(str::trim).collect();
+            let client = RedisStore::cluster_client(&nodes)?;
+            Conn::Cluster(client.get_async_connection().await?)
+        } else {
+            Conn::Server(store.connection().clone())
+        };
+        Ok(RedisDb {
+            store,
+            conn,
+            records: format!("{prefix}rec:"),
+            read: Script::new(READ),
+            rewrite: Script::new(REWRITE),
+        })
+    }
+
+    /// A scan from the start: every primary of a cluster (`CLUSTER NODES`), or the server.
+    pub(super) async fn scan(&self) -> Result<Scan, Error> {
+        let nodes = match self.conn.clone() {
+            Conn::Server(_) => vec![None],
+            Conn::Cluster(mut c) => {
+                let text: String = redis::cmd("CLUSTER")
+                    .arg("NODES")
+                    .query_async(&mut c)
+                    .await?;
+                primaries(&text).into_iter().map(Some).collect()
+            }
+        };
+        Ok(Scan { nodes, cursor: 0 })
+    }
+
+    /// The next records of `scan`, about `count` keys' worth (`SCAN` may answer fewer or more);
+    /// `None` once every node is scanned.
+    pub(super) async fn next_page(
+        &self,
+        scan: &mut Scan,
+        count: u32,
+    ) -> Result<Option<Vec<StoredRow>>, Error> {
+        let Some(node) = scan.nodes.first().cloned() else {
+            return Ok(None);
+        };
+        let mut cmd = redis::cmd("SCAN");
+        cmd.arg(scan.cursor)
+            .arg("MATCH")
+            .arg(format!("{}*", glob_escape(&self.records)))
+            .arg("COUNT")
+            .arg(count);
+        let (cursor, keys): (u64, Vec<String>) = match (self.conn.clone(), node) {
+            (Conn::Server(mut c), _) => cmd.query_async(&mut c).await?,
+            (Conn::Cluster(mut c), Some((host, port))) => {
+                let routing =
+                    RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress { host, port });
+                FromRedisValue::from_redis_value(c.route_command(cmd, routing).await?)?
+            }
+            (Conn::Cluster(_), None) => unreachable!("a cluster's nodes have addresses"),
+        };
+        if cursor == 0 {
+            scan.nodes.remove(0);
+        }
+        scan.cursor = cursor;
+        let mut rows = Vec::with_capacity(keys.len());
+        for key in keys {
+            if let Some(row) = self.read(&key).await? {
+                rows.push(row);
+            }
+        }
+        Ok(Some(rows))
+    }
+
+    /// The live stored record of `key_hash`, if it still is one.
+    pub(super) async fn stored_row(&self, key_hash: &[u8]) -> Result<Option<StoredRow>, Error> {
+        let key = format!("{}{}", self.records, super::hex(key_hash));
+        self.read(&key).await
+    }
+
+    async fn read(&self, key: &str) -> Result<Option<StoredRow>, Error> {
+        let Some(hash) = key.strip_prefix(&self.records) else {
+            return Ok(None);
+        };
+        let Ok(key_hash) = super::parse_hash(hash, "a record key") else {
+            return Ok(None);
+        };
+        let mut invocation = self.read.key(key);
+        let fields: Vec<Vec<u8>> = invoke(self.conn.clone(), &mut invocation).await?;
+        if fields.is_empty() {
+            return Ok(None);
+        }
+        let Ok([rev, idem_key, headers, body, biz_no]) = <[Vec<u8>; 5]>::try_from(fields) else {
+            return Err("the record read script answered an unexpected reply".into());
+        };
+        Ok(Some(StoredRow {
+            key_hash,
+            idem_key: String::from_utf8(idem_key)?,
+            rev: String::from_utf8(rev)?.parse()?,
+            resp_headers: Some(headers),
+            resp_body: Some(body),
+            biz_no: (!biz_no.is_empty()).then(|| String::from_utf8_lossy(&biz_no).into_owned()),
+        }))
+    }
+
+    /// Writes `new` over the response of `row` if its `rev` is still the one read: whether it
+    /// was.
+    pub(super) async fn rewrite(
+        &self,
+        row: &StoredRow,
+        idem_key: &str,
+        new: &StoredResponse,
+    ) -> Result<bool, Error> {
+        let key = format!("{}{}", self.records, super::hex(&row.key_hash));
+        let mut invocation = self.rewrite.key(key);
+        invocation
+            .arg(row.rev)
+            .arg(idem_key)
+            .arg(&new.headers)
+            .arg(&new.body);
+        let done: i64 = invoke(self.conn.clone(), &mut invocation).await?;
+        Ok(done == 1)
+    }
+}
+
+async fn invoke<T: FromRedisValue>(
+    conn: Conn,
+    invocation: &mut ScriptInvocation<'_>,
+) -> Result<T, Error> {
+    Ok(match conn {
+        Conn::Server(mut c) => invocation.invoke_async(&mut c).await?,
+        Conn::Cluster(mut c) => invocation.invoke_async(&mut c).await?,
+    })
+}
+
+/// The addresses of the live primaries in `CLUSTER NODES`' answer.
+fn primaries(nodes: &str) -> Vec<(String, u16)> {
+    nodes
+        .lines()
+        .filter_map(|line| {
+            let mut f = line.split(' ');
+            let (_, addr, flags) = (f.next()?, f.next()?, f.next()?);
+            let primary = flags.split(',').any(|x| x == "master")
+                && !flags.split(',').any(|x| x == "fail" || x == "noaddr");
+            let (host, port) = addr.split('@').next()?.rsplit_once(':')?;
+            primary.then(|| Some((host.to_owned(), port.parse().ok()?)))?
+        })
+        .collect()
+}
+
+/// `s` with the characters `SCAN`'s `MATCH` pattern gives a meaning escaped.
+fn glob_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
