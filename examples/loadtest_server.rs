@@ -14,6 +14,7 @@
 //! | `POST /floor` | the same + one `SELECT 1` on the store's pool (SQL stores; `PING` on the Redis store's connection): the one-statement floor |
 //! | `POST /floor2` | the same + two `SELECT 1` (or `PING`), one after the other: the two-statement floor |
 //! | `POST /idem` | the same handler under `#[idempotent(scope = global, contract = "exact_replay")]` |
+//! | `POST /hand` | the same handler with the statements `/idem` sends its store written by hand around it (`loadtest_server/by_hand.rs`): the fair floor of the layer |
 //! | `POST /idem-cached` | the same, through a handle with a replay cache over the same store (`ReplayCache::new(100_000)`, defaults otherwise): replays of records it has seen cost no statement |
 //! | `GET /stats` | `{"statements": n, "handler_runs": n}`: the SQL statements the store has sent (`statement_count()`; `null` for memory) and the times the `/idem` handler ran, since start |
 //!
@@ -47,6 +48,9 @@ use idem::store::Store;
 use idem::{Fingerprint, Idem, ReplayCache, Snapshot, idempotent};
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
+
+#[path = "loadtest_server/by_hand.rs"]
+mod by_hand;
 
 type BoxError = Box<dyn Error + Send + Sync>;
 
@@ -353,7 +357,8 @@ async fn serve(args: Args) -> Result<(), BoxError> {
     if !matches!(app.pool, Pool::Memory) {
         router = router
             .route("/floor", post(floor))
-            .route("/floor2", post(floor2));
+            .route("/floor2", post(floor2))
+            .route("/hand", post(by_hand::by_hand));
     }
     let listener = tokio::net::TcpListener::bind(&args.addr).await?;
     eprintln!(
