@@ -444,11 +444,11 @@ impl SealError {
 /// (replaying its ciphertext would answer wrongly) and a plaintext one comes back as it is.
 pub(crate) fn open_record(
     ring: Option<&KeyRing>,
-    key_hash: &str,
+    key: &crate::key::ScopedKey,
     record: Record,
 ) -> Result<Record, SealError> {
     match ring {
-        Some(ring) => ring.open(key_hash, record),
+        Some(ring) => ring.open(&key.hash_hex().to_string(), record),
         None => match sealed_meta(&record.headers) {
             None => Ok(record),
             Some(meta) => Err(SealError::UnknownKey(

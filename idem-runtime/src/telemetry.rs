@@ -106,53 +106,159 @@ impl Settled {
 
 #[cfg(feature = "metrics")]
 mod imp {
+    //! Every metric is registered with the recorder in force at the moment (a global one, or a
+    //! thread's local one, as `metrics`' own macros do), but under a [`Key`] built once per
+    //! thread for each operation and backend: building a key with a run-time label allocates
+    //! its labels and hashes them, seven times per fresh request.
+
+    use core::cell::RefCell;
+    use std::rc::Rc;
+    use std::sync::Arc;
+
+    use metrics::{Key, Label, Level, Metadata};
+
     use super::*;
 
+    static METADATA: Metadata<'static> =
+        Metadata::new(module_path!(), Level::INFO, Some(module_path!()));
+
+    const OUTCOMES: [Outcome; 7] = [
+        Outcome::Fresh,
+        Outcome::Takeover,
+        Outcome::Replay,
+        Outcome::KeyReused,
+        Outcome::InProgress,
+        Outcome::Unavailable,
+        Outcome::Unprotected,
+    ];
+
+    const SETTLED: [Settled; 6] = [
+        Settled::Stored,
+        Settled::Released,
+        Settled::Abandoned,
+        Settled::TimedOut,
+        Settled::FencedOut,
+        Settled::Failed,
+    ];
+
+    /// The keys of one operation's metrics on one backend.
+    struct Keys {
+        operation: Arc<str>,
+        backend: &'static str,
+        requests: [Key; OUTCOMES.len()],
+        settlements: [Key; SETTLED.len()],
+        completion_retries: Key,
+        handler: Key,
+        in_flight: Key,
+        cache_hits: Key,
+    }
+
+    impl Keys {
+        fn new(operation: Arc<str>, backend: &'static str) -> Keys {
+            let key = |name: &'static str, more: Option<(&'static str, &'static str)>| {
+                let mut labels = vec![
+                    Label::new("operation", Arc::clone(&operation)),
+                    Label::from_static_parts("backend", backend),
+                ];
+                labels.extend(more.map(|(k, v)| Label::from_static_parts(k, v)));
+                Key::from_parts(name, labels)
+            };
+            Keys {
+                requests: OUTCOMES.map(|o| key(REQUESTS, Some(("outcome", o.label())))),
+                settlements: SETTLED.map(|s| key(SETTLEMENTS, Some(("settlement", s.label())))),
+                completion_retries: key(COMPLETION_RETRIES, None),
+                handler: key(HANDLER_SECONDS, None),
+                in_flight: key(IN_FLIGHT, None),
+                cache_hits: key(REPLAY_CACHE_HITS, None),
+                operation,
+                backend,
+            }
+        }
+    }
+
+    /// At most this many operation and backend pairs keep their keys per thread; past it (a
+    /// service with that many operations), keys are built for each metric, as before.
+    const MAX_CACHED: usize = 256;
+
+    std::thread_local! {
+        static KEYS: RefCell<Vec<Rc<Keys>>> = const { RefCell::new(Vec::new()) };
+        static STORE_KEYS: RefCell<Vec<(&'static str, &'static str, Rc<Key>)>> =
+            const { RefCell::new(Vec::new()) };
+    }
+
+    /// The keys of `key`'s operation on `backend`. Operations are interned by `ScopedKey`, so
+    /// the lookup compares pointers first.
+    fn keys(key: &ScopedKey, backend: &'static str) -> Rc<Keys> {
+        let operation = key.shared_operation();
+        let found = KEYS.with_borrow(|all| {
+            all.iter()
+                .find(|k| {
+                    core::ptr::eq(k.backend, backend)
+                        && (Arc::ptr_eq(&k.operation, &operation) || k.operation == operation)
+                })
+                .cloned()
+        });
+        found.unwrap_or_else(|| {
+            let keys = Rc::new(Keys::new(operation, backend));
+            KEYS.with_borrow_mut(|all| {
+                if all.len() < MAX_CACHED {
+                    all.push(Rc::clone(&keys));
+                }
+            });
+            keys
+        })
+    }
+
+    fn index<T: PartialEq>(all: &[T], one: T) -> usize {
+        all.iter().position(|x| *x == one).unwrap_or(0)
+    }
+
     pub(crate) fn request(key: &ScopedKey, backend: &'static str, outcome: Outcome) {
-        metrics::counter!(
-            REQUESTS,
-            "operation" => key.shared_operation(),
-            "backend" => backend,
-            "outcome" => outcome.label(),
-        )
-        .increment(1);
+        let k = &keys(key, backend).requests[index(&OUTCOMES, outcome)];
+        metrics::with_recorder(|r| r.register_counter(k, &METADATA)).increment(1);
     }
 
     pub(crate) fn settled(key: &ScopedKey, backend: &'static str, settled: Settled) {
-        metrics::counter!(
-            SETTLEMENTS,
-            "operation" => key.shared_operation(),
-            "backend" => backend,
-            "settlement" => settled.label(),
-        )
-        .increment(1);
+        let k = &keys(key, backend).settlements[index(&SETTLED, settled)];
+        metrics::with_recorder(|r| r.register_counter(k, &METADATA)).increment(1);
     }
 
     pub(crate) fn completion_retry(key: &ScopedKey, backend: &'static str) {
-        metrics::counter!(
-            COMPLETION_RETRIES,
-            "operation" => key.shared_operation(),
-            "backend" => backend,
-        )
-        .increment(1);
+        let k = &keys(key, backend).completion_retries;
+        metrics::with_recorder(|r| r.register_counter(k, &METADATA)).increment(1);
     }
 
     pub(crate) fn handler(key: &ScopedKey, backend: &'static str, ran: Duration) {
-        metrics::histogram!(
-            HANDLER_SECONDS,
-            "operation" => key.shared_operation(),
-            "backend" => backend,
-        )
-        .record(ran.as_secs_f64());
+        let k = &keys(key, backend).handler;
+        metrics::with_recorder(|r| r.register_histogram(k, &METADATA)).record(ran.as_secs_f64());
     }
 
     pub(crate) fn in_flight(key: &ScopedKey, backend: &'static str, delta: f64) {
-        metrics::gauge!(
-            IN_FLIGHT,
-            "operation" => key.shared_operation(),
-            "backend" => backend,
-        )
-        .increment(delta);
+        let k = &keys(key, backend).in_flight;
+        metrics::with_recorder(|r| r.register_gauge(k, &METADATA)).increment(delta);
+    }
+
+    /// The key of `idem_store_seconds{backend, statement}`.
+    fn store_key(backend: &'static str, statement: &'static str) -> Rc<Key> {
+        STORE_KEYS.with_borrow_mut(|all| {
+            if let Some((_, _, k)) = all
+                .iter()
+                .find(|(b, s, _)| core::ptr::eq(*b, backend) && core::ptr::eq(*s, statement))
+            {
+                return Rc::clone(k);
+            }
+            let k = Rc::new(Key::from_parts(
+                STORE_SECONDS,
+                vec![
+                    Label::from_static_parts("backend", backend),
+                    Label::from_static_parts("statement", statement),
+                ],
+            ));
+            if all.len() < MAX_CACHED {
+                all.push((backend, statement, Rc::clone(&k)));
+            }
+            k
+        })
     }
 
     pub(crate) async fn store_call<T>(
@@ -162,18 +268,15 @@ mod imp {
     ) -> T {
         let started = std::time::Instant::now();
         let out = call.await;
-        metrics::histogram!(STORE_SECONDS, "backend" => backend, "statement" => statement)
+        let k = store_key(backend, statement);
+        metrics::with_recorder(|r| r.register_histogram(&k, &METADATA))
             .record(started.elapsed().as_secs_f64());
         out
     }
 
     pub(crate) fn replay_cache_hit(key: &ScopedKey, backend: &'static str) {
-        metrics::counter!(
-            REPLAY_CACHE_HITS,
-            "operation" => key.shared_operation(),
-            "backend" => backend,
-        )
-        .increment(1);
+        let k = &keys(key, backend).cache_hits;
+        metrics::with_recorder(|r| r.register_counter(k, &METADATA)).increment(1);
     }
 
     pub(crate) fn purged(backend: &'static str, n: u64) {

@@ -832,6 +832,57 @@ mod metered {
         );
     }
 
+    static LOCAL: HandlerConfig = HandlerConfig::new("tests::metered_local");
+
+    /// idem keeps each operation's metric keys per thread, but registers every metric with the
+    /// recorder in force at that moment: a thread's local recorder, set after the keys were
+    /// built under the global one, sees the requests made while it is set.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_local_recorder_set_later_sees_the_metrics() {
+        let _ = snapshotter();
+        let idem = Idem::new(MemoryStore::new());
+        let run = |key: &'static str| {
+            run_once::<String, Status, _>(
+                &idem,
+                &LOCAL,
+                key,
+                &[&"t"],
+                RequestHash::of_bytes(b"local"),
+                async { Ok("done".to_owned()) },
+            )
+        };
+        // The keys of this operation are built now, under the global recorder.
+        run("l-1").await.unwrap();
+        let local = DebuggingRecorder::new();
+        let snapshotter = local.snapshotter();
+        {
+            let _guard = metrics::set_default_local_recorder(&local);
+            run("l-2").await.unwrap();
+            run("l-2").await.unwrap();
+        }
+        let seen: HashMap<String, u64> = snapshotter
+            .snapshot()
+            .into_vec()
+            .into_iter()
+            .filter_map(|(key, _, _, value)| {
+                let key = key.key();
+                let outcome = key
+                    .labels()
+                    .find(|l| l.key() == "outcome")?
+                    .value()
+                    .to_owned();
+                match value {
+                    DebugValue::Counter(n) if key.name() == "idem_requests_total" => {
+                        Some((outcome, n))
+                    }
+                    _ => None,
+                }
+            })
+            .collect();
+        assert_eq!(seen.get("fresh"), Some(&1), "{seen:?}");
+        assert_eq!(seen.get("replay"), Some(&1), "{seen:?}");
+    }
+
     static METERED: HandlerConfig = HandlerConfig::new("tests::metered")
         .lease(Duration::from_millis(60))
         .ttl(Duration::from_secs(60));

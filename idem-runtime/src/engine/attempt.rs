@@ -574,8 +574,7 @@ impl Attempt {
         .await
         {
             Ok(Some(record)) => {
-                let key_hash = self.lease.key.hash_hex().to_string();
-                match seal::open_record(self.key_ring.as_deref(), &key_hash, record) {
+                match seal::open_record(self.key_ring.as_deref(), &self.lease.key, record) {
                     Ok(record) => record,
                     Err(e) => {
                         super::flow::unopened(&self.lease.key, self.store.backend(), &e);

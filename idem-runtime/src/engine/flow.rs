@@ -155,7 +155,7 @@ pub(crate) async fn admit(
     let claimed = match claimed.await {
         // A record of another request is refused below without being opened.
         Ok(Claim::Completed(record)) if record.request_hash == hash => {
-            match seal::open_record(idem.key_ring(), &key.hash_hex().to_string(), record) {
+            match seal::open_record(idem.key_ring(), key, record) {
                 Ok(record) => Ok(Claim::Completed(record)),
                 Err(e) => {
                     unopened(key, backend, &e);

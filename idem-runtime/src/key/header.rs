@@ -107,6 +107,6 @@ fn parse_bare(v: &[u8], offset: usize) -> Result<String, InvalidKey> {
             _ => {}
         }
     }
-    // Only visible ASCII is left.
-    Ok(v.iter().map(|&b| char::from(b)).collect())
+    // Only visible ASCII is left: valid UTF-8, copied as it is.
+    Ok(core::str::from_utf8(v).unwrap_or_default().to_owned())
 }

@@ -97,7 +97,7 @@ impl ScopedKey {
         Ok(ScopedKey {
             hash: hasher.finalize().into(),
             readable,
-            operation: operation.into(),
+            operation: interned(operation),
         })
     }
 
@@ -185,6 +185,30 @@ impl fmt::Display for ScopedKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.readable)
     }
+}
+
+/// At most this many operation names are kept per thread by [`interned`].
+const MAX_INTERNED: usize = 256;
+
+/// `operation` shared: the same `Arc` for every key of an operation this thread has scoped
+/// before (a service has a handful of operations, each scoping a key per request), so that
+/// scoping a key allocates its readable form only, and the metrics find their labels by
+/// pointer. Past [`MAX_INTERNED`] names, a new `Arc` each time.
+fn interned(operation: &str) -> Arc<str> {
+    std::thread_local! {
+        static OPERATIONS: core::cell::RefCell<Vec<Arc<str>>> =
+            const { core::cell::RefCell::new(Vec::new()) };
+    }
+    OPERATIONS.with_borrow_mut(|known| {
+        if let Some(op) = known.iter().find(|op| ***op == *operation) {
+            return Arc::clone(op);
+        }
+        let op: Arc<str> = operation.into();
+        if known.len() < MAX_INTERNED {
+            known.push(Arc::clone(&op));
+        }
+        op
+    })
 }
 
 fn escape_part(part: &str, out: &mut String) {

@@ -440,15 +440,19 @@ pub(crate) fn new_operation_id() -> Result<String, StoreError> {
     let mut b = random_16()?;
     b[6] = (b[6] & 0x0f) | 0x40;
     b[8] = (b[8] & 0x3f) | 0x80;
-    let mut s = String::with_capacity(36);
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = [b'-'; 36];
+    let mut at = 0;
     for (i, byte) in b.iter().enumerate() {
         if matches!(i, 4 | 6 | 8 | 10) {
-            s.push('-');
+            at += 1; // the hyphen already there
         }
-        s.push(char::from(b"0123456789abcdef"[(byte >> 4) as usize]));
-        s.push(char::from(b"0123456789abcdef"[(byte & 0xf) as usize]));
+        out[at] = DIGITS[usize::from(byte >> 4)];
+        out[at + 1] = DIGITS[usize::from(byte & 0xf)];
+        at += 2;
     }
-    Ok(s)
+    // Only ASCII hex digits and hyphens were written.
+    Ok(core::str::from_utf8(&out).unwrap_or_default().to_owned())
 }
 
 /// Operating-system randomness drawn [`RANDOM_POOL`] bytes at a time, per thread.

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions, PgRow};
 use sqlx::{Connection, Executor, Postgres, Row};
 
-use super::clock::Clock;
+use super::clock::{Clock, Timestamp};
 use super::error::StoreError;
 use super::error::classify_sqlx;
 use super::interface::{Claim, ClaimRequest, Completion, Lease, Record, new_operation_id};
@@ -418,6 +418,31 @@ fn lease(req: &ClaimRequest<'_>, record: Record, operation_id: &str) -> Lease {
     }
 }
 
+/// The lease of a record the claim statement just inserted: it holds this claim's key, request
+/// hash and operation id, so only what the database computed is read back (the fence and the
+/// times, columns 5, 12 and 13 of `claimed, record_columns!()`), not the whole row.
+fn inserted(
+    req: &ClaimRequest<'_>,
+    row: &PgRow,
+    operation_id: String,
+) -> Result<Lease, StoreError> {
+    let (fence, lease_until, expire_at): (i64, i64, i64) =
+        (|| Ok::<_, sqlx::Error>((row.try_get(5)?, row.try_get(12)?, row.try_get(13)?)))()
+            .map_err(classify)?;
+    let fence = u64::try_from(fence).map_err(|_| {
+        StoreError::corrupt(req.key.readable().to_owned(), format!("fence {fence}"))
+    })?;
+    Ok(Lease {
+        key: req.key.clone(),
+        request_hash: req.request_hash,
+        fence,
+        took_over: false,
+        operation_id,
+        lease_until: Timestamp::from_millis(lease_until),
+        expire_at: Timestamp::from_millis(expire_at),
+    })
+}
+
 /// Applies the pending migrations on `conn`, its own connection: the advisory lock is
 /// session-scoped and serializes concurrent migrations. Refuses a standby, and warns when the
 /// server streams to standbys without waiting for them (see [`Replication`]).
@@ -615,11 +640,10 @@ impl SqlBackend for PostgresStore {
             let stored = match row {
                 Some(row) => {
                     let claimed: bool = row.try_get(0).map_err(classify)?;
-                    let stored = decode(&row)?;
                     if claimed {
-                        return Ok(Claim::Acquired(lease(req, stored.record, &operation_id)));
+                        return Ok(Claim::Acquired(inserted(req, &row, operation_id)?));
                     }
-                    stored
+                    decode(&row)?
                 }
                 // The conflicting row was committed after this statement's snapshot: read it.
                 None => match self.core.select(req.key).await? {

@@ -43,7 +43,12 @@ impl RequestHead {
     /// `"<METHOD> <route template>"`, or the request path when not routed.
     pub(crate) fn route_operation(&self) -> String {
         let route = self.route.as_deref().unwrap_or(self.path());
-        format!("{} {route}", self.method)
+        let method = self.method.as_str();
+        let mut operation = String::with_capacity(method.len() + 1 + route.len());
+        operation.push_str(method);
+        operation.push(' ');
+        operation.push_str(route);
+        operation
     }
 
     /// The parts of the handle's default scope for this request.
