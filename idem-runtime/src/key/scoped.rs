@@ -220,22 +220,31 @@ fn escape_part(part: &str, out: &mut String) {
         out.push_str(part);
         return;
     }
-    for c in part.chars() {
-        match c {
-            '%' => out.push_str("%25"),
-            ':' => out.push_str("%3A"),
+    // Runs of characters kept as they are (a module path's `::` is escaped, its words are not)
+    // are copied at once.
+    let mut kept = 0;
+    for (i, c) in part.char_indices() {
+        let escaped = match c {
+            '%' => "%25",
+            ':' => "%3A",
+            c if c.is_control() => "",
+            _ => continue,
+        };
+        out.push_str(&part[kept..i]);
+        kept = i + c.len_utf8();
+        if escaped.is_empty() {
             // Unreadable, and PostgreSQL's `TEXT` refuses U+0000: each UTF-8 byte as `%XX`.
-            c if c.is_control() => {
-                const HEX: &[u8; 16] = b"0123456789ABCDEF";
-                for b in c.encode_utf8(&mut [0; 4]).bytes() {
-                    out.push('%');
-                    out.push(char::from(HEX[usize::from(b >> 4)]));
-                    out.push(char::from(HEX[usize::from(b & 0xf)]));
-                }
+            const HEX: &[u8; 16] = b"0123456789ABCDEF";
+            for b in c.encode_utf8(&mut [0; 4]).bytes() {
+                out.push('%');
+                out.push(char::from(HEX[usize::from(b >> 4)]));
+                out.push(char::from(HEX[usize::from(b & 0xf)]));
             }
-            c => out.push(c),
+        } else {
+            out.push_str(escaped);
         }
     }
+    out.push_str(&part[kept..]);
 }
 
 #[cfg(test)]
@@ -267,6 +276,15 @@ mod tests {
         // Printable non-ASCII stays as it is; an escape typed literally is escaped again.
         assert_eq!(key("é中", "%00", "op", "k").readable(), "é中:%2500:op:k");
         assert_ne!(key("\0", "", "op", "k"), key("%00", "", "op", "k"));
+    }
+
+    #[test]
+    fn runs_between_escapes_are_kept_whole() {
+        // An operation named after a Rust path, the escapes at its start, middle and end.
+        let k = ScopedKey::new(&[":a\tb:"], "Svc::create_payment", "k").unwrap();
+        assert_eq!(k.readable(), "%3Aa%09b%3A:Svc%3A%3Acreate_payment:k");
+        let k = ScopedKey::new(&["é:中%"], "op", "k").unwrap();
+        assert_eq!(k.readable(), "é%3A中%25:op:k");
     }
 
     #[test]
