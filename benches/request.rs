@@ -1,16 +1,25 @@
-//! Cost per request (BENCHMARKS.md, "Cost per request"): one small payment handler called
-//! in-process through an axum `Router` (no sockets), bare and under `#[idempotent]` on the
-//! memory store, with fresh keys and with replays: heap allocations and bytes allocated per
-//! request, counted by a counting global allocator, and the time per request, each round timing
-//! the three paths one after the other so that every ratio is taken within a round.
+//! Cost per request (BENCHMARKS.md, "Cost per request"): the payment handler of
+//! `examples/loadtest_server.rs` (the very same routes, `examples/loadtest_server/app.rs`)
+//! called in process through its axum `Router` (`tower::ServiceExt::oneshot`, no sockets, one
+//! thread): bare, under `#[idempotent]` with fresh keys and with replays, and over a store with
+//! a connection of its own also with the statements idem sends written by hand (`/hand`), fresh
+//! and replayed. Per request: the CPU time of the process (the store's client included, and
+//! SQLite's connection threads), the wall time, and the heap allocations and bytes counted by a
+//! counting global allocator. Each round runs every path one after the other, the order
+//! reversed every other round, and every ratio is taken within a round.
 //!
 //! ```sh
-//! cargo bench --bench request             # ROUNDS=15 REQUESTS=20000 by default
+//! cargo bench --bench request                     # memory store, ROUNDS=15 REQUESTS=20000
+//! STORE=postgres URL=postgres://app:app@127.0.0.1:5432/appdb \
+//!     cargo bench --features postgres --bench request   # REQUESTS=2000 on a server store
 //! ```
 //!
-//! No sockets and no store round trip: what is left is the engine's own work per request (key,
-//! fingerprint, claim, operation id, span, lease keeper, snapshot, completion, replay), which the
-//! loopback figures of "HTTP end to end" hide under the kernel's.
+//! `STORE` is `memory` (default), `sqlite` (a file in the temporary directory), `postgres`,
+//! `mysql` or `redis` (`URL`, or `IDEM_BENCH_POSTGRES_URL` and the others); `ONLY="idem
+//! fresh"` runs one path and prints nothing, for a profiler. No HTTP and no sockets but the
+//! store's: what is left is the engine's own work per request (key, fingerprint, claim,
+//! operation id, span, lease keeper, snapshot, completion, replay) against the same statements
+//! by hand, which the loopback figures of "HTTP end to end" hide under the kernel's.
 #![allow(missing_docs)]
 
 use std::alloc::System;
@@ -20,113 +29,104 @@ use std::time::Instant;
 use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
-use axum::routing::post;
-use cpu_time::ThreadTime;
+use cpu_time::ProcessTime;
 use http_body_util::BodyExt;
-use idem::http::Json;
-use idem::store::MemoryStore;
-use idem::{Fingerprint, Idem, Snapshot, idempotent};
-use rust_decimal::Decimal;
-use serde::{Deserialize, Serialize};
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 use tower::ServiceExt;
+
+#[allow(dead_code)]
+#[path = "../examples/loadtest_server/app.rs"]
+mod app;
 
 /// Counts every allocation (and reallocation) and the bytes asked for.
 #[global_allocator]
 static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
 
-/// The request of `examples/loadtest_server.rs`.
-#[derive(Deserialize, Fingerprint)]
-struct CreatePayment {
-    #[serde(deserialize_with = "idem::deserialize::decimal")]
-    amount: Decimal,
-    currency: String,
-    order_id: String,
-}
-
-#[derive(Serialize, Snapshot)]
-struct Payment {
-    #[snapshot(biz_no)]
-    payment_id: String,
-    status: &'static str,
-    amount: Decimal,
-    currency: String,
-}
-
-fn charge(req: CreatePayment) -> (StatusCode, Json<Payment>) {
-    (
-        StatusCode::CREATED,
-        Json(Payment {
-            payment_id: format!("pay_{}", req.order_id),
-            status: "succeeded",
-            amount: req.amount,
-            currency: req.currency,
-        }),
-    )
-}
-
-async fn bare(Json(req): Json<CreatePayment>) -> (StatusCode, Json<Payment>) {
-    charge(req)
-}
-
-#[idempotent(scope = global, contract = "exact_replay")]
-async fn idem_payment(Json(req): Json<CreatePayment>) -> (StatusCode, Json<Payment>) {
-    charge(req)
-}
-
 const BODY: &str = r#"{"amount": "100.00", "currency": "EUR", "order_id": "ord_184"}"#;
 
-#[derive(Clone, Copy, PartialEq)]
+#[derive(Clone, Copy, PartialEq, Debug)]
 enum Path {
     Bare,
-    Fresh,
-    Replay,
+    HandFresh,
+    IdemFresh,
+    HandReplay,
+    IdemReplay,
 }
 
 impl Path {
-    const ALL: [Path; 3] = [Path::Bare, Path::Fresh, Path::Replay];
+    const ALL: [Path; 5] = [
+        Path::Bare,
+        Path::HandFresh,
+        Path::IdemFresh,
+        Path::HandReplay,
+        Path::IdemReplay,
+    ];
 
     fn name(self) -> &'static str {
         match self {
             Path::Bare => "bare",
-            Path::Fresh => "idem, fresh key",
-            Path::Replay => "idem, replay",
+            Path::HandFresh => "by hand, fresh key",
+            Path::IdemFresh => "idem, fresh key",
+            Path::HandReplay => "by hand, replay",
+            Path::IdemReplay => "idem, replay",
+        }
+    }
+
+    fn by_hand(self) -> bool {
+        matches!(self, Path::HandFresh | Path::HandReplay)
+    }
+
+    fn route(self) -> &'static str {
+        match self {
+            Path::Bare => "/bare",
+            Path::HandFresh | Path::HandReplay => "/hand",
+            Path::IdemFresh | Path::IdemReplay => "/idem",
+        }
+    }
+
+    /// The hand-written twin of an idem path.
+    fn twin(self) -> Option<Path> {
+        match self {
+            Path::IdemFresh => Some(Path::HandFresh),
+            Path::IdemReplay => Some(Path::HandReplay),
+            _ => None,
         }
     }
 }
 
-fn request(path: Path, n: u64) -> Request<Body> {
-    let mut req = Request::post(if path == Path::Bare { "/bare" } else { "/idem" })
-        .header("content-type", "application/json");
-    req = match path {
+/// A request of `path`; keys are unique to this process (`run`), so that a database kept
+/// between runs never replays a fresh key.
+fn request(path: Path, run: &str, n: u64) -> Request<Body> {
+    let req = Request::post(path.route()).header("content-type", "application/json");
+    let req = match path {
         Path::Bare => req,
-        Path::Fresh => req.header("idempotency-key", format!("fresh-{n}")),
-        Path::Replay => req.header("idempotency-key", "replayed"),
+        Path::HandFresh | Path::IdemFresh => req.header("idempotency-key", format!("{run}-{n}")),
+        Path::HandReplay | Path::IdemReplay => req.header("idempotency-key", format!("{run}-r")),
     };
     req.body(Body::from(BODY)).expect("a valid request")
 }
 
-async fn call(router: &Router, req: Request<Body>, expect: StatusCode) {
+async fn call(router: &Router, req: Request<Body>) {
     let resp = router.clone().oneshot(req).await.expect("infallible");
-    assert_eq!(resp.status(), expect);
+    // exact_replay answers a replay with the stored status.
+    assert_eq!(resp.status(), StatusCode::CREATED, "{:?}", resp.headers());
     black_box(resp.into_body().collect().await.expect("a body").to_bytes());
 }
 
 /// One path, `n` requests, per request: wall-clock and CPU nanoseconds, allocations, bytes
 /// allocated. Requests are built before the clocks and the counters start.
-async fn measure(router: &Router, path: Path, n: u64, next: &mut u64) -> Sample {
+async fn measure(router: &Router, path: Path, run: &str, n: u64, next: &mut u64) -> Sample {
     let reqs: Vec<_> = (0..n)
         .map(|_| {
             *next += 1;
-            request(path, *next)
+            request(path, run, *next)
         })
         .collect();
     let region = Region::new(GLOBAL);
-    let cpu = ThreadTime::now();
+    let cpu = ProcessTime::now();
     let start = Instant::now();
     for req in reqs {
-        // exact_replay answers a replay with the stored status.
-        call(router, req, StatusCode::CREATED).await;
+        call(router, req).await;
     }
     let n = n as f64;
     let wall = start.elapsed().as_nanos() as f64 / n;
@@ -163,70 +163,102 @@ fn env(name: &str, default: u64) -> u64 {
 fn main() {
     // `cargo test --benches` runs bench binaries with `--test`: one quick round only.
     let quick = std::env::args().any(|a| a == "--test");
+    let store = std::env::var("STORE").unwrap_or_else(|_| "memory".to_owned());
+    let server = store != "memory";
     let rounds = if quick { 1 } else { env("ROUNDS", 15) } as usize;
-    let n = if quick { 50 } else { env("REQUESTS", 20_000) };
+    let n = if quick {
+        50
+    } else {
+        env("REQUESTS", if server { 2_000 } else { 20_000 })
+    };
     let only = std::env::var("ONLY").ok();
-    let only = only.as_deref();
+    let paths: Vec<Path> = Path::ALL
+        .into_iter()
+        .filter(|p| server || !p.by_hand())
+        .filter(|p| only.as_deref().is_none_or(|o| o == p.name()))
+        .collect();
+    assert!(!paths.is_empty(), "ONLY names no path of STORE={store}");
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("a runtime");
     rt.block_on(async {
-        let router = Router::new()
-            .route("/bare", post(bare))
-            .route("/idem", post(idem_payment))
-            .with_state(Idem::new(MemoryStore::new()));
+        let opened = app::open(&store, std::env::var("URL").ok(), false)
+            .await
+            .unwrap_or_else(|e| panic!("STORE={store}: {e}"));
+        let router = app::router(app::App::new(opened));
+        let run = format!(
+            "rq-{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis())
+        );
         let mut next = 0;
-        call(&router, request(Path::Replay, 0), StatusCode::CREATED).await;
-        // Warm-up: every path once at the size of a round.
-        for path in Path::ALL {
-            if only.is_some_and(|o| o != path.name()) {
-                continue;
+        for path in [Path::IdemReplay, Path::HandReplay] {
+            if server || !path.by_hand() {
+                call(&router, request(path, &run, 0)).await;
             }
-            measure(&router, path, n.min(5_000), &mut next).await;
         }
-        let mut rows: Vec<Vec<Sample>> = vec![Vec::new(); Path::ALL.len()];
+        // Warm-up: every path once at a quarter of a round.
+        for &path in &paths {
+            measure(&router, path, &run, (n / 4).max(1), &mut next).await;
+        }
+        let mut rows: Vec<Vec<Sample>> = vec![Vec::new(); paths.len()];
         for round in 0..rounds {
-            let mut order = Path::ALL.to_vec();
+            let mut order: Vec<usize> = (0..paths.len()).collect();
             if round % 2 == 1 {
                 order.reverse();
             }
-            for path in order {
-                if only.is_some_and(|o| o != path.name()) {
-                    continue;
-                }
-                let i = Path::ALL.iter().position(|p| *p == path).expect("a path");
-                rows[i].push(measure(&router, path, n, &mut next).await);
+            for i in order {
+                rows[i].push(measure(&router, paths[i], &run, n, &mut next).await);
             }
         }
         if only.is_some() {
             return; // profiling one path: no table
         }
-        println!(
-            "| path | CPU µs per request | × bare (CPU) | CPU µs over bare | wall µs per request | × bare (wall) | allocations per request | bytes allocated per request |"
-        );
-        println!("|---|---:|---:|---:|---:|---:|---:|---:|");
-        let ratio = |i: usize, f: fn(&Sample) -> f64| {
-            median((0..rounds).map(|r| f(&rows[i][r]) / f(&rows[0][r])).collect())
-        };
-        for (i, path) in Path::ALL.iter().enumerate() {
-            let med = |f: fn(&Sample) -> f64| median(rows[i].iter().map(f).collect());
-            let over = median(
-                (0..rounds)
-                    .map(|r| rows[i][r].cpu - rows[0][r].cpu)
-                    .collect(),
-            );
-            println!(
-                "| {} | {:.2} | {:.2} | {:+.2} | {:.2} | {:.2} | {:.1} | {:.0} |",
-                path.name(),
-                med(|s| s.cpu) / 1e3,
-                ratio(i, |s| s.cpu),
-                over / 1e3,
-                med(|s| s.wall) / 1e3,
-                ratio(i, |s| s.wall),
-                med(|s| s.allocs),
-                med(|s| s.bytes),
-            );
-        }
+        report(&store, &paths, &rows, rounds);
     });
+}
+
+/// The table: each path against `bare`, and an idem path against its hand-written twin.
+fn report(store: &str, paths: &[Path], rows: &[Vec<Sample>], rounds: usize) {
+    let at = |p: Path| paths.iter().position(|q| *q == p);
+    let bare = at(Path::Bare).expect("bare is measured");
+    println!("STORE={store}, {rounds} rounds");
+    println!(
+        "| path | CPU µs per request | × bare (CPU) | CPU µs over bare | × by hand (CPU) | CPU µs over by hand | wall µs per request | × by hand (wall) | allocations per request | over by hand | bytes allocated per request |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let per_round = |i: usize, j: usize, f: &dyn Fn(&Sample, &Sample) -> f64| {
+        median((0..rounds).map(|r| f(&rows[i][r], &rows[j][r])).collect())
+    };
+    for (i, path) in paths.iter().enumerate() {
+        let med = |f: fn(&Sample) -> f64| median(rows[i].iter().map(f).collect());
+        let twin = path.twin().and_then(at);
+        let vs_twin = |f: &dyn Fn(&Sample, &Sample) -> f64, spec: &str| {
+            twin.map_or("-".to_owned(), |j| {
+                let v = per_round(i, j, f);
+                if spec == "x" {
+                    format!("{v:.3}")
+                } else {
+                    format!("{v:+.2}")
+                }
+            })
+        };
+        println!(
+            "| {} | {:.2} | {:.2} | {:+.2} | {} | {} | {:.1} | {} | {:.1} | {} | {:.0} |",
+            path.name(),
+            med(|s| s.cpu) / 1e3,
+            per_round(i, bare, &|a, b| a.cpu / b.cpu),
+            per_round(i, bare, &|a, b| a.cpu - b.cpu) / 1e3,
+            vs_twin(&|a, b| a.cpu / b.cpu, "x"),
+            vs_twin(&|a, b| (a.cpu - b.cpu) / 1e3, "+"),
+            med(|s| s.wall) / 1e3,
+            vs_twin(&|a, b| a.wall / b.wall, "x"),
+            med(|s| s.allocs),
+            vs_twin(&|a, b| a.allocs - b.allocs, "+"),
+            med(|s| s.bytes),
+        );
+    }
 }

@@ -32,153 +32,14 @@
 //! | `--threads N` | the number of CPUs | tokio worker threads |
 //! | `--one-round-trip-replays` | off | MariaDB: claim with `MySqlStore::with_one_round_trip_replays` |
 //!
+//!
 //! The store is migrated at start; keys are never cleaned up (the load generator makes them
 //! unique per run).
 
-use std::error::Error;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+#[path = "loadtest_server/app.rs"]
+mod app;
 
-use axum::Router;
-use axum::extract::{FromRef, State};
-use axum::http::StatusCode;
-use axum::routing::{get, post};
-use idem::http::Json;
-use idem::store::Store;
-use idem::{Fingerprint, Idem, ReplayCache, Snapshot, idempotent};
-use rust_decimal::Decimal;
-use serde::{Deserialize, Serialize};
-
-#[path = "loadtest_server/by_hand.rs"]
-mod by_hand;
-
-type BoxError = Box<dyn Error + Send + Sync>;
-
-/// The request: a small payment.
-#[derive(Deserialize, Fingerprint)]
-struct CreatePayment {
-    #[serde(deserialize_with = "idem::deserialize::decimal")]
-    amount: Decimal,
-    currency: String,
-    order_id: String,
-}
-
-/// The response.
-#[derive(Serialize, Snapshot)]
-struct Payment {
-    #[snapshot(biz_no)]
-    payment_id: String,
-    status: &'static str,
-    amount: Decimal,
-    currency: String,
-}
-
-/// The store's pool, for the floors.
-#[derive(Clone)]
-enum Pool {
-    Memory,
-    Sqlite(sqlx::SqlitePool),
-    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
-    Postgres(sqlx::PgPool),
-    #[cfg_attr(not(feature = "mysql"), allow(dead_code))]
-    MySql(sqlx::MySqlPool),
-    #[cfg(feature = "redis")]
-    Redis(idem::store::redis::RedisConnection),
-}
-
-impl Pool {
-    /// One `SELECT 1` on the pool (`PING` on Redis, nothing for memory).
-    async fn select_one(&self) -> Result<(), BoxError> {
-        const SQL: &str = "SELECT 1";
-        match self {
-            Pool::Memory => Ok(()),
-            Pool::Sqlite(p) => Ok(sqlx::query(SQL).execute(p).await.map(drop)?),
-            Pool::Postgres(p) => Ok(sqlx::query(SQL).execute(p).await.map(drop)?),
-            Pool::MySql(p) => Ok(sqlx::query(SQL).execute(p).await.map(drop)?),
-            #[cfg(feature = "redis")]
-            Pool::Redis(c) => {
-                let mut c = c.clone();
-                let () = redis::cmd("PING").query_async(&mut c).await?;
-                Ok(())
-            }
-        }
-    }
-}
-
-/// The store's statement counter (`None` for memory, which sends none).
-type Statements = Option<Arc<dyn Fn() -> u64 + Send + Sync>>;
-
-#[derive(Clone)]
-struct App {
-    idem: Idem,
-    pool: Pool,
-    statements: Statements,
-    /// How many times the `/idem` handler ran.
-    runs: Arc<AtomicU64>,
-}
-
-impl FromRef<App> for Idem {
-    fn from_ref(app: &App) -> Idem {
-        app.idem.clone()
-    }
-}
-
-/// The work every route does: the payment answered.
-fn charge(req: CreatePayment) -> (StatusCode, Json<Payment>) {
-    (
-        StatusCode::CREATED,
-        Json(Payment {
-            payment_id: format!("pay_{}", req.order_id),
-            status: "succeeded",
-            amount: req.amount,
-            currency: req.currency,
-        }),
-    )
-}
-
-async fn bare(Json(req): Json<CreatePayment>) -> (StatusCode, Json<Payment>) {
-    charge(req)
-}
-
-async fn floor(
-    State(app): State<App>,
-    Json(req): Json<CreatePayment>,
-) -> Result<(StatusCode, Json<Payment>), StatusCode> {
-    app.pool
-        .select_one()
-        .await
-        .map_err(|_| StatusCode::SERVICE_UNAVAILABLE)?;
-    Ok(charge(req))
-}
-
-async fn floor2(
-    State(app): State<App>,
-    Json(req): Json<CreatePayment>,
-) -> Result<(StatusCode, Json<Payment>), StatusCode> {
-    for _ in 0..2 {
-        app.pool
-            .select_one()
-            .await
-            .map_err(|_| StatusCode::SERVICE_UNAVAILABLE)?;
-    }
-    Ok(charge(req))
-}
-
-#[idempotent(scope = global, contract = "exact_replay")]
-async fn idem_payment(
-    State(app): State<App>,
-    Json(req): Json<CreatePayment>,
-) -> (StatusCode, Json<Payment>) {
-    app.runs.fetch_add(1, Ordering::Relaxed);
-    charge(req)
-}
-
-async fn stats(State(app): State<App>) -> axum::Json<serde_json::Value> {
-    axum::Json(serde_json::json!({
-        "statements": app.statements.as_ref().map(|count| count()),
-        "handler_runs": app.runs.load(Ordering::Relaxed),
-    }))
-}
+use app::{App, BoxError};
 
 struct Args {
     store: String,
@@ -221,105 +82,6 @@ fn args() -> Result<Args, BoxError> {
     Ok(args)
 }
 
-#[cfg_attr(
-    not(any(feature = "postgres", feature = "mysql", feature = "redis")),
-    allow(dead_code)
-)]
-fn env_url(name: &str) -> Result<String, BoxError> {
-    std::env::var(name).map_err(|_| format!("give --url or set {name}").into())
-}
-
-async fn open(args: &Args) -> Result<Opened, BoxError> {
-    let (store, url) = (args.store.as_str(), args.url.clone());
-    Ok(match store {
-        "memory" => (Arc::new(idem::MemoryStore::new()), Pool::Memory, None),
-        "sqlite" => {
-            let path = url.unwrap_or_else(|| {
-                let dir = std::env::temp_dir();
-                dir.join(format!("idem-loadtest-{}.db", std::process::id()))
-                    .display()
-                    .to_string()
-            });
-            let store = idem::SqliteStore::open(&path).await?;
-            let pool = Pool::Sqlite(store.pool().clone());
-            let count = store.clone();
-            (
-                Arc::new(store),
-                pool,
-                counter(move || count.statement_count()),
-            )
-        }
-        "postgres" => postgres(url).await?,
-        "mysql" => mysql(url, args.one_round_trip_replays).await?,
-        "redis" => redis_store(url).await?,
-        _ => return Err(format!("unknown store {store}\n{USAGE}").into()),
-    })
-}
-
-/// The store, its pool and its statement counter.
-type Opened = (Arc<dyn Store>, Pool, Statements);
-
-fn counter(count: impl Fn() -> u64 + Send + Sync + 'static) -> Statements {
-    Some(Arc::new(count))
-}
-
-#[cfg(feature = "postgres")]
-async fn postgres(url: Option<String>) -> Result<Opened, BoxError> {
-    let url = url.map_or_else(|| env_url("IDEM_BENCH_POSTGRES_URL"), Ok)?;
-    let store = idem::PostgresStore::connect(&url).await?;
-    let pool = Pool::Postgres(store.pool().clone());
-    let count = store.clone();
-    Ok((
-        Arc::new(store),
-        pool,
-        counter(move || count.statement_count()),
-    ))
-}
-
-#[cfg(not(feature = "postgres"))]
-async fn postgres(_: Option<String>) -> Result<Opened, BoxError> {
-    Err("--store postgres needs `--features postgres`".into())
-}
-
-#[cfg(feature = "mysql")]
-async fn mysql(url: Option<String>, one_round_trip_replays: bool) -> Result<Opened, BoxError> {
-    let url = url.map_or_else(|| env_url("IDEM_BENCH_MYSQL_URL"), Ok)?;
-    let mut store = idem::MySqlStore::connect(&url).await?;
-    if one_round_trip_replays {
-        store = store.with_one_round_trip_replays();
-    }
-    let pool = Pool::MySql(store.pool().clone());
-    let count = store.clone();
-    Ok((
-        Arc::new(store),
-        pool,
-        counter(move || count.statement_count()),
-    ))
-}
-
-#[cfg(not(feature = "mysql"))]
-async fn mysql(_: Option<String>, _: bool) -> Result<Opened, BoxError> {
-    Err("--store mysql needs `--features mysql`".into())
-}
-
-#[cfg(feature = "redis")]
-async fn redis_store(url: Option<String>) -> Result<Opened, BoxError> {
-    let url = url.map_or_else(|| env_url("IDEM_BENCH_REDIS_URL"), Ok)?;
-    let store = idem::RedisStore::connect(&url).await?;
-    let pool = Pool::Redis(store.connection().clone());
-    let count = store.clone();
-    Ok((
-        Arc::new(store),
-        pool,
-        counter(move || count.command_count()),
-    ))
-}
-
-#[cfg(not(feature = "redis"))]
-async fn redis_store(_: Option<String>) -> Result<Opened, BoxError> {
-    Err("--store redis needs `--features redis`".into())
-}
-
 fn main() -> Result<(), BoxError> {
     let args = args()?;
     let mut runtime = tokio::runtime::Builder::new_multi_thread();
@@ -330,42 +92,13 @@ fn main() -> Result<(), BoxError> {
 }
 
 async fn serve(args: Args) -> Result<(), BoxError> {
-    let (store, pool, statements) = open(&args).await?;
-    store.migrate().await?;
-    let app = App {
-        idem: Idem::from_arc(store),
-        pool,
-        statements,
-        runs: Arc::default(),
-    };
-    let cached = App {
-        idem: app
-            .idem
-            .clone()
-            .with_replay_cache(ReplayCache::new(100_000)),
-        ..app.clone()
-    };
-    let mut router = Router::new()
-        .route("/bare", post(bare))
-        .route("/idem", post(idem_payment))
-        .route("/stats", get(stats))
-        .merge(
-            Router::new()
-                .route("/idem-cached", post(idem_payment))
-                .with_state(cached),
-        );
-    if !matches!(app.pool, Pool::Memory) {
-        router = router
-            .route("/floor", post(floor))
-            .route("/floor2", post(floor2))
-            .route("/hand", post(by_hand::by_hand));
-    }
+    let app = App::new(app::open(&args.store, args.url, args.one_round_trip_replays).await?);
     let listener = tokio::net::TcpListener::bind(&args.addr).await?;
     eprintln!(
         "loadtest_server: listening on http://{} (store: {})",
         listener.local_addr()?,
         args.store
     );
-    axum::serve(listener, router.with_state(app)).await?;
+    axum::serve(listener, app::router(app)).await?;
     Ok(())
 }

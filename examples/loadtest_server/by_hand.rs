@@ -10,7 +10,8 @@
 //! outlives its lease), no takeover of an expired lease or record (answered `409`), no retry of
 //! a completion the store refused for the moment, no timeout on the store, no span, metrics or
 //! replay cache, and its operation id is a counter (idem draws random UUIDs, 32 per system
-//! call). A failed statement answers `503`.
+//! call). On SQLite it writes through one connection it holds, as the store writes through its
+//! writer connection, without the store's own checkpoints. A failed statement answers `503`.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -169,7 +170,7 @@ async fn claim(
         }
         #[cfg(not(feature = "postgres"))]
         Pool::Postgres(_) => Err("needs `--features postgres`".into()),
-        Pool::Sqlite(p) => {
+        Pool::Sqlite { reads, writes } => {
             // `RETURNING fence, operation_id, lease_until, expire_at`, nothing on a conflict.
             let claimed = sqlx::query(idem::store::sqlite::sql::CLAIM)
                 .bind(hash)
@@ -179,7 +180,7 @@ async fn claim(
                 .bind(SERVER_CLOCK)
                 .bind(LEASE_MS)
                 .bind(TTL_MS)
-                .fetch_optional(p)
+                .fetch_optional(&mut *writes.lock().await)
                 .await?;
             if let Some(row) = claimed {
                 return Ok(Claimed::Acquired(row.try_get(0)?));
@@ -187,7 +188,7 @@ async fn claim(
             let row = sqlx::query(idem::store::sqlite::sql::select())
                 .bind(hash)
                 .bind(SERVER_CLOCK)
-                .fetch_one(p)
+                .fetch_one(reads)
                 .await?;
             Ok(found!(row, 0, i64, i64))
         }
@@ -261,7 +262,7 @@ async fn complete(
             .rows_affected(),
         #[cfg(not(feature = "postgres"))]
         Pool::Postgres(_) => return Err("needs `--features postgres`".into()),
-        Pool::Sqlite(p) => sqlx::query(idem::store::sqlite::sql::COMPLETE)
+        Pool::Sqlite { writes, .. } => sqlx::query(idem::store::sqlite::sql::COMPLETE)
             .bind(hash)
             .bind(fence)
             .bind(1i64)
@@ -272,7 +273,7 @@ async fn complete(
             .bind(None::<i64>)
             .bind(SERVER_CLOCK)
             .bind(operation_id)
-            .execute(p)
+            .execute(&mut *writes.lock().await)
             .await?
             .rows_affected(),
         #[cfg(feature = "mysql")]
