@@ -31,6 +31,7 @@
 //! | `--burst-keys one\|distinct` | `distinct` | in a burst, one key on all N requests (a single-key storm) or N distinct keys |
 //! | `--repeat R` | `5` | measured bursts, new keys in each, after one unmeasured (none with `--warmup 0`); the report gives the median over bursts |
 //! | `--baseline PATH` | | pairs every burst with the same burst on PATH (distinct keys, no `--stats`), before it and after it in turn, and reports the medians of the per-pair ratios: a baseline measured within a second of its subject |
+//! | `--grpc` | | gRPC instead of HTTP/1.1 (closed loop only): the URL's path is the unary method's (`/payments.v1.Payments/CreatePayment`), each connection is an HTTP/2 channel, the message is `CreatePaymentRequest` of `examples/proto/payments.proto` (amount `100.00`, currency `EUR`, order id `ord_<key>`) with the key in the `idempotency-key` metadata (`--key-header`), and answers are counted by gRPC code (`OK` is the success) and as replayed by the metadata `idempotent-replayed: true` |
 //! | `--stats PATH` | | a `GET` of PATH on the same server before and after each burst: a JSON object whose numbers are reported as per-burst differences (`examples/loadtest_server.rs` serves `/stats`: the store's statements, the handler's runs) |
 //!
 //! A request counts when it starts after the warm-up and finishes before the end. Latency is
@@ -125,6 +126,8 @@ struct Config {
     stats: Option<String>,
     /// In burst mode, the path of the baseline burst paired with each burst.
     baseline: Option<String>,
+    /// gRPC: `path` is a unary method's.
+    grpc: bool,
 }
 
 fn duration(s: &str) -> Result<Duration, BoxError> {
@@ -164,6 +167,7 @@ fn config() -> Result<Config, BoxError> {
     let mut repeat = 5;
     let mut stats = None;
     let mut baseline = None;
+    let mut grpc = false;
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         let mut value = || {
@@ -209,6 +213,7 @@ fn config() -> Result<Config, BoxError> {
             "--repeat" => repeat = value()?.parse()?,
             "--stats" => stats = Some(value()?),
             "--baseline" => baseline = Some(value()?),
+            "--grpc" => grpc = true,
             "-h" | "--help" => {
                 println!("{USAGE}");
                 std::process::exit(0);
@@ -227,6 +232,9 @@ fn config() -> Result<Config, BoxError> {
         uri.path_and_query()
             .map_or_else(|| "/".to_owned(), ToString::to_string)
     });
+    if grpc && burst.is_some() {
+        return Err("--grpc measures the closed loop only, not --burst".into());
+    }
     if connections == 0 || threads == 0 || burst == Some(0) || repeat == 0 {
         return Err("--connections, --threads, --burst and --repeat must be at least 1".into());
     }
@@ -260,7 +268,26 @@ fn config() -> Result<Config, BoxError> {
         repeat,
         stats,
         baseline,
+        grpc,
     })
+}
+
+/// Whether an answer of `status` (an HTTP status, or a gRPC code) is a success.
+fn success(cfg: &Config, status: u16) -> bool {
+    if cfg.grpc {
+        status == 0
+    } else {
+        (200..300).contains(&status)
+    }
+}
+
+/// How `status` is reported: the HTTP status, or the gRPC code's name.
+fn status_name(cfg: &Config, status: u16) -> String {
+    if cfg.grpc {
+        format!("{:?}", tonic::Code::from(i32::from(status)))
+    } else {
+        status.to_string()
+    }
 }
 
 /// xorshift64*: the duplicate choices, reproducible per connection.
@@ -296,6 +323,87 @@ impl Tally {
 }
 
 type Sender = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
+
+/// The request of `--grpc`: the fields of `payments.v1.CreatePaymentRequest` it sets.
+#[derive(Clone, PartialEq, prost::Message)]
+struct CreatePaymentRequest {
+    #[prost(string, tag = "1")]
+    amount: String,
+    #[prost(string, tag = "2")]
+    currency: String,
+    #[prost(string, tag = "3")]
+    customer_id: String,
+    #[prost(string, tag = "4")]
+    order_id: String,
+}
+
+/// Any answer of `--grpc`: its fields are skipped, only the status and metadata count.
+#[derive(Clone, PartialEq, prost::Message)]
+struct Answer {}
+
+/// A connection of the closed loop.
+enum Conn {
+    Http(Sender),
+    Grpc(tonic::client::Grpc<tonic::transport::Channel>),
+}
+
+async fn open(cfg: &Config) -> Result<Conn, BoxError> {
+    if !cfg.grpc {
+        return Ok(Conn::Http(connect(cfg).await?));
+    }
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", cfg.authority))?
+        .tcp_nodelay(true)
+        .connect()
+        .await?;
+    Ok(Conn::Grpc(tonic::client::Grpc::new(channel)))
+}
+
+/// Sends one request with `key` on `conn` and reads the whole answer: (status or gRPC code,
+/// replayed).
+async fn exchange(
+    cfg: &Config,
+    conn: &mut Conn,
+    key: Option<&str>,
+) -> Result<(u16, bool), BoxError> {
+    let grpc = match conn {
+        Conn::Http(sender) => return send(sender, request(cfg, key)?).await,
+        Conn::Grpc(grpc) => grpc,
+    };
+    let mut req = tonic::Request::new(CreatePaymentRequest {
+        amount: "100.00".to_owned(),
+        currency: "EUR".to_owned(),
+        customer_id: "cus_1".to_owned(),
+        order_id: format!("ord_{}", key.unwrap_or_default()),
+    });
+    if let Some(k) = key {
+        req.metadata_mut().insert(
+            tonic::metadata::MetadataKey::from_bytes(cfg.key_header.as_str().as_bytes())?,
+            k.parse()?,
+        );
+    }
+    grpc.ready().await?;
+    let path = cfg.path.parse()?;
+    let codec = tonic_prost::ProstCodec::<CreatePaymentRequest, Answer>::default();
+    Ok(match grpc.unary(req, path, codec).await {
+        Ok(res) => {
+            let replayed = res
+                .metadata()
+                .get("idempotent-replayed")
+                .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"true"));
+            (0, replayed)
+        }
+        Err(status) if status.code() == tonic::Code::Unknown && status.source().is_some() => {
+            return Err(status.into());
+        }
+        Err(status) => {
+            let replayed = status
+                .metadata()
+                .get("idempotent-replayed")
+                .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"true"));
+            (status.code() as u16, replayed)
+        }
+    })
+}
 
 async fn connect(cfg: &Config) -> Result<Sender, BoxError> {
     let stream = TcpStream::connect((cfg.host.as_str(), cfg.port)).await?;
@@ -379,16 +487,9 @@ async fn run_connection(cfg: Arc<Config>, id: usize, from: Instant, end: Instant
                 }
             }
         };
-        let req = match request(&cfg, key.as_deref()) {
-            Ok(r) => r,
-            Err(e) => {
-                eprintln!("loadgen: {e}");
-                std::process::exit(2);
-            }
-        };
         let s = match sender.as_mut() {
             Some(s) => s,
-            None => match connect(&cfg).await {
+            None => match open(&cfg).await {
                 Ok(s) => sender.insert(s),
                 Err(_) => {
                     if Instant::now() >= from {
@@ -400,7 +501,7 @@ async fn run_connection(cfg: Arc<Config>, id: usize, from: Instant, end: Instant
             },
         };
         let start = Instant::now();
-        let result = send(s, req).await;
+        let result = exchange(&cfg, s, key.as_deref()).await;
         let done = Instant::now();
         let counted = start >= from && done <= end;
         match result {
@@ -433,9 +534,10 @@ fn percentile(sorted: &[u64], q: f64) -> f64 {
 async fn run(cfg: Config) -> Result<(), BoxError> {
     let cfg = Arc::new(cfg);
     if cfg.mix == Mix::Replay {
-        let mut sender = connect(&cfg).await?;
-        let (status, _) = send(&mut sender, request(&cfg, Some(&cfg.replay_key))?).await?;
-        if !(200..300).contains(&status) {
+        let mut conn = open(&cfg).await?;
+        let (status, _) = exchange(&cfg, &mut conn, Some(&cfg.replay_key)).await?;
+        if !success(&cfg, status) {
+            let status = status_name(&cfg, status);
             return Err(format!("seeding the replayed key: status {status}").into());
         }
     }
@@ -456,7 +558,7 @@ async fn run(cfg: Config) -> Result<(), BoxError> {
     let errors = tally
         .status
         .iter()
-        .filter(|(s, _)| !(200..300).contains(*s))
+        .filter(|(s, _)| !success(&cfg, **s))
         .map(|(_, n)| n)
         .sum::<u64>()
         + tally.io_errors;
@@ -475,7 +577,7 @@ async fn run(cfg: Config) -> Result<(), BoxError> {
         let status: serde_json::Map<String, serde_json::Value> = tally
             .status
             .iter()
-            .map(|(s, n)| (s.to_string(), (*n).into()))
+            .map(|(s, n)| (status_name(&cfg, *s), (*n).into()))
             .collect();
         let out = serde_json::json!({
             "url": format!("http://{}{}", cfg.authority, cfg.path),
@@ -513,7 +615,7 @@ async fn run(cfg: Config) -> Result<(), BoxError> {
         let statuses: Vec<String> = tally
             .status
             .iter()
-            .map(|(s, n)| format!("{s}: {n}"))
+            .map(|(s, n)| format!("{}: {n}", status_name(&cfg, *s)))
             .collect();
         println!(
             "errors    {errors}  (status {}; io {})",

@@ -32,12 +32,19 @@
 //! | `--threads N` | the number of CPUs | tokio worker threads |
 //! | `--one-round-trip-replays` | off | MariaDB: claim with `MySqlStore::with_one_round_trip_replays` |
 //!
+//! | `--front axum\|actix\|grpc` | `axum` | `actix` (`--features actix`): `/bare` and `/idem` on actix-web (`loadtest_server/actix.rs`); `grpc` (`--features tonic`): the same payment as a tonic method, bare and idempotent (`loadtest_server/grpc.rs`) |
 //!
 //! The store is migrated at start; keys are never cleaned up (the load generator makes them
 //! unique per run).
 
+#[cfg(feature = "actix")]
+#[path = "loadtest_server/actix.rs"]
+mod actix;
 #[path = "loadtest_server/app.rs"]
 mod app;
+#[cfg(feature = "tonic")]
+#[path = "loadtest_server/grpc.rs"]
+mod grpc;
 
 use app::{App, BoxError};
 
@@ -47,10 +54,12 @@ struct Args {
     addr: String,
     threads: Option<usize>,
     one_round_trip_replays: bool,
+    front: String,
 }
 
 const USAGE: &str = "usage: loadtest_server [--store memory|sqlite|postgres|mysql|redis] [--url URL] \
-                     [--addr HOST:PORT] [--threads N] [--one-round-trip-replays]";
+                     [--addr HOST:PORT] [--threads N] [--one-round-trip-replays] \
+                     [--front axum|actix|grpc]";
 
 fn args() -> Result<Args, BoxError> {
     let mut args = Args {
@@ -59,6 +68,7 @@ fn args() -> Result<Args, BoxError> {
         addr: "127.0.0.1:8080".to_owned(),
         threads: None,
         one_round_trip_replays: false,
+        front: "axum".to_owned(),
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -72,6 +82,7 @@ fn args() -> Result<Args, BoxError> {
             "--addr" => args.addr = value()?,
             "--threads" => args.threads = Some(value()?.parse()?),
             "--one-round-trip-replays" => args.one_round_trip_replays = true,
+            "--front" => args.front = value()?,
             "-h" | "--help" => {
                 println!("{USAGE}");
                 std::process::exit(0);
@@ -84,21 +95,65 @@ fn args() -> Result<Args, BoxError> {
 
 fn main() -> Result<(), BoxError> {
     let args = args()?;
-    let mut runtime = tokio::runtime::Builder::new_multi_thread();
-    if let Some(n) = args.threads {
-        runtime.worker_threads(n);
+    let threads = args.threads.unwrap_or_else(|| {
+        std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+    });
+    match args.front.as_str() {
+        "axum" | "grpc" => tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(threads)
+            .enable_all()
+            .build()?
+            .block_on(serve(args)),
+        "actix" => serve_actix(args, threads),
+        other => Err(format!("unknown front {other}\n{USAGE}").into()),
     }
-    runtime.enable_all().build()?.block_on(serve(args))
 }
 
 async fn serve(args: Args) -> Result<(), BoxError> {
-    let app = App::new(app::open(&args.store, args.url, args.one_round_trip_replays).await?);
+    let app =
+        App::new(app::open(&args.store, args.url.clone(), args.one_round_trip_replays).await?);
     let listener = tokio::net::TcpListener::bind(&args.addr).await?;
     eprintln!(
-        "loadtest_server: listening on http://{} (store: {})",
+        "loadtest_server: listening on http://{} (store: {}, front: {})",
         listener.local_addr()?,
-        args.store
+        args.store,
+        args.front
     );
+    if args.front == "grpc" {
+        return serve_grpc(listener, app).await;
+    }
     axum::serve(listener, app::router(app)).await?;
     Ok(())
+}
+
+#[cfg(feature = "tonic")]
+async fn serve_grpc(listener: tokio::net::TcpListener, app: App) -> Result<(), BoxError> {
+    grpc::serve(listener, app.idem(), app.runs()).await
+}
+
+#[cfg(not(feature = "tonic"))]
+async fn serve_grpc(_: tokio::net::TcpListener, _: App) -> Result<(), BoxError> {
+    Err("--front grpc needs `--features tonic`".into())
+}
+
+/// actix-web runs its own runtimes: one per worker thread, and the system's, where the store is
+/// opened (its pool lives as long as the server).
+#[cfg(feature = "actix")]
+fn serve_actix(args: Args, workers: usize) -> Result<(), BoxError> {
+    actix_web::rt::System::new().block_on(async move {
+        let app =
+            App::new(app::open(&args.store, args.url.clone(), args.one_round_trip_replays).await?);
+        let listener = std::net::TcpListener::bind(&args.addr)?;
+        eprintln!(
+            "loadtest_server: listening on http://{} (store: {}, front: actix)",
+            listener.local_addr()?,
+            args.store
+        );
+        actix::serve(listener, workers, app.idem()).await
+    })
+}
+
+#[cfg(not(feature = "actix"))]
+fn serve_actix(_: Args, _: usize) -> Result<(), BoxError> {
+    Err("--front actix needs `--features actix`".into())
 }
