@@ -39,7 +39,6 @@
 
 use std::str::FromStr;
 
-use idem::fingerprint::{Canonical, CanonicalWriter};
 use idem::{Idem, idempotent};
 use rust_decimal::Decimal;
 use tonic::{Request, Response, Status};
@@ -58,26 +57,15 @@ mod service;
 use db::{EventRow, PaymentRow, RefundRow, now_ms};
 pub use service::{BoxError, Config};
 
-/// The code generated from `examples/proto/payments.proto`.
-#[allow(missing_docs, clippy::all, clippy::pedantic)]
-pub mod pb {
-    include!("proto/payments.v1.rs");
-}
+#[path = "proto/generated.rs"]
+mod proto;
+pub use proto::pb;
 
 use pb::payments_server::{Payments, PaymentsServer};
 use pb::{
     CreatePaymentRequest, CreateRefundRequest, Event, GetPaymentRequest, GetStatsRequest, Payment,
     RecordEventRequest, Refund, Stats,
 };
-
-/// The canonical form of a decimal string: `"100"`, `"100.0"` and `"100.00"` are one number.
-/// A string that is no decimal is fingerprinted as the string (and refused by the method).
-fn decimal_text(text: &String, w: &mut CanonicalWriter<'_>) {
-    match Decimal::from_str(text) {
-        Ok(amount) => amount.write_canonical(w),
-        Err(_) => text.write_canonical(w),
-    }
-}
 
 /// The service: the handle, the business tables and the timing knobs of the HTTP example. The
 /// handle's policy abandons a `503` (`UNAVAILABLE`: our own database failed), so that its retry

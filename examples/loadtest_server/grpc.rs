@@ -11,38 +11,25 @@
 
 use core::convert::Infallible;
 use core::task::{Context, Poll};
-use std::str::FromStr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use idem::fingerprint::{Canonical, CanonicalWriter};
 use idem::{Idem, idempotent};
-use rust_decimal::Decimal;
 use tonic::codegen::http;
 use tonic::server::NamedService;
 use tonic::{Request, Response, Status};
 
 use super::BoxError;
 
-/// The code generated from `examples/proto/payments.proto`.
-#[allow(missing_docs, dead_code, clippy::all, clippy::pedantic)]
-pub mod pb {
-    include!("../proto/payments.v1.rs");
-}
+#[path = "../proto/generated.rs"]
+mod proto;
+use proto::pb;
 
 use pb::payments_server::{Payments, PaymentsServer};
 use pb::{
     CreatePaymentRequest, CreateRefundRequest, Event, GetPaymentRequest, GetStatsRequest, Payment,
     RecordEventRequest, Refund, Stats,
 };
-
-/// The canonical form of a decimal string, as `examples/payments_grpc.rs` fingerprints it.
-fn decimal_text(text: &String, w: &mut CanonicalWriter<'_>) {
-    match Decimal::from_str(text) {
-        Ok(amount) => amount.write_canonical(w),
-        Err(_) => text.write_canonical(w),
-    }
-}
 
 /// The work both services do: the payment answered.
 fn charge(req: CreatePaymentRequest) -> Payment {
