@@ -384,24 +384,17 @@ async fn exchange(
     grpc.ready().await?;
     let path = cfg.path.parse()?;
     let codec = tonic_prost::ProstCodec::<CreatePaymentRequest, Answer>::default();
+    let replayed = |m: &tonic::metadata::MetadataMap| {
+        m.get("idempotent-replayed")
+            .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"true"))
+    };
     Ok(match grpc.unary(req, path, codec).await {
-        Ok(res) => {
-            let replayed = res
-                .metadata()
-                .get("idempotent-replayed")
-                .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"true"));
-            (0, replayed)
-        }
+        Ok(res) => (0, replayed(res.metadata())),
+        // No answer: the connection failed.
         Err(status) if status.code() == tonic::Code::Unknown && status.source().is_some() => {
             return Err(status.into());
         }
-        Err(status) => {
-            let replayed = status
-                .metadata()
-                .get("idempotent-replayed")
-                .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"true"));
-            (status.code() as u16, replayed)
-        }
+        Err(status) => (status.code() as u16, replayed(status.metadata())),
     })
 }
 

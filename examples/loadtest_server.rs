@@ -109,16 +109,24 @@ fn main() -> Result<(), BoxError> {
     }
 }
 
-async fn serve(args: Args) -> Result<(), BoxError> {
-    let app =
-        App::new(app::open(&args.store, args.url.clone(), args.one_round_trip_replays).await?);
-    let listener = tokio::net::TcpListener::bind(&args.addr).await?;
+/// The service's state over the store `args` name, opened and migrated.
+async fn open(args: &Args) -> Result<App, BoxError> {
+    let opened = app::open(&args.store, args.url.clone(), args.one_round_trip_replays).await?;
+    Ok(App::new(opened))
+}
+
+/// The line `scripts/bench-http` and a reader see once the server listens.
+fn listening(addr: std::net::SocketAddr, args: &Args) {
     eprintln!(
-        "loadtest_server: listening on http://{} (store: {}, front: {})",
-        listener.local_addr()?,
-        args.store,
-        args.front
+        "loadtest_server: listening on http://{addr} (store: {}, front: {})",
+        args.store, args.front
     );
+}
+
+async fn serve(args: Args) -> Result<(), BoxError> {
+    let app = open(&args).await?;
+    let listener = tokio::net::TcpListener::bind(&args.addr).await?;
+    listening(listener.local_addr()?, &args);
     if args.front == "grpc" {
         return serve_grpc(listener, app).await;
     }
@@ -141,14 +149,9 @@ async fn serve_grpc(_: tokio::net::TcpListener, _: App) -> Result<(), BoxError> 
 #[cfg(feature = "actix")]
 fn serve_actix(args: Args, workers: usize) -> Result<(), BoxError> {
     actix_web::rt::System::new().block_on(async move {
-        let app =
-            App::new(app::open(&args.store, args.url.clone(), args.one_round_trip_replays).await?);
+        let app = open(&args).await?;
         let listener = std::net::TcpListener::bind(&args.addr)?;
-        eprintln!(
-            "loadtest_server: listening on http://{} (store: {}, front: actix)",
-            listener.local_addr()?,
-            args.store
-        );
+        listening(listener.local_addr()?, &args);
         actix::serve(listener, workers, app.idem()).await
     })
 }
