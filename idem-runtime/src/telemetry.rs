@@ -193,7 +193,7 @@ mod imp {
         let found = KEYS.with_borrow(|all| {
             all.iter()
                 .find(|k| {
-                    core::ptr::eq(k.backend, backend)
+                    k.backend == backend
                         && (Arc::ptr_eq(&k.operation, &operation) || k.operation == operation)
                 })
                 .cloned()
@@ -243,7 +243,7 @@ mod imp {
         STORE_KEYS.with_borrow_mut(|all| {
             if let Some((_, _, k)) = all
                 .iter()
-                .find(|(b, s, _)| core::ptr::eq(*b, backend) && core::ptr::eq(*s, statement))
+                .find(|(b, s, _)| *b == backend && *s == statement)
             {
                 return Rc::clone(k);
             }
