@@ -123,6 +123,7 @@ pub(crate) fn key_fields_body(
 }
 
 /// The largest business number every store keeps: MariaDB/MySQL's `TEXT` holds 65,535 bytes.
+#[cfg(any(feature = "axum", feature = "actix", feature = "tonic"))]
 const MAX_BIZ_NO_BYTES: usize = 65_535;
 
 /// `biz_no` if every store can keep it: not over [`MAX_BIZ_NO_BYTES`], no U+0000 (which
@@ -131,6 +132,7 @@ const MAX_BIZ_NO_BYTES: usize = 65_535;
 /// each lease), for a business number echoed from a client's input. Left out on every backend
 /// alike, the snapshot is stored without it and replayed exactly (a `suppress_only` or
 /// `latest_state` replay of a record without one is exact too).
+#[cfg(any(feature = "axum", feature = "actix", feature = "tonic"))]
 pub(crate) fn storable(biz_no: String) -> Option<String> {
     if biz_no.len() <= MAX_BIZ_NO_BYTES && !biz_no.contains('\0') {
         return Some(biz_no);
@@ -147,6 +149,7 @@ pub(crate) fn storable(biz_no: String) -> Option<String> {
 /// Response headers (and gRPC metadata) never stored nor replayed, even if listed in
 /// `replay_headers`: credentials, hop-by-hop headers, and `content-length` (recomputed from the
 /// replayed body).
+#[cfg(any(feature = "axum", feature = "actix", feature = "tonic"))]
 pub(crate) const NEVER_STORED: &[&str] = &[
     "set-cookie",
     "authorization",
@@ -163,6 +166,7 @@ pub(crate) const NEVER_STORED: &[&str] = &[
 ];
 
 /// `name` (any case) is one of [`NEVER_STORED`].
+#[cfg(any(feature = "axum", feature = "actix", feature = "tonic"))]
 pub(crate) fn never_stored(name: &str) -> bool {
     NEVER_STORED.iter().any(|n| n.eq_ignore_ascii_case(name))
 }

@@ -44,12 +44,6 @@
 pub(crate) mod atomic;
 mod clock;
 mod error;
-#[cfg(any(
-    feature = "postgres",
-    feature = "mysql",
-    feature = "sqlite",
-    feature = "redis"
-))]
 pub(crate) mod headers;
 mod interface;
 mod memory;

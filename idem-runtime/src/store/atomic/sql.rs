@@ -397,6 +397,10 @@ pub fn tx_slot<T: TxParam>() -> (TxSlot<T::Store>, AtomicMode) {
 /// The engine's side of one request's transaction, whatever its store (generated code only).
 #[doc(hidden)]
 #[derive(Debug, Clone)]
+#[cfg_attr(
+    not(any(feature = "axum", feature = "actix", feature = "tonic")),
+    allow(dead_code, reason = "read by the fronts")
+)]
 pub struct AtomicMode(pub(crate) Arc<dyn Atomic>);
 
 /// The handler's `T`, from the slot the engine began the transaction into (generated code only).
