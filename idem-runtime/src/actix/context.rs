@@ -57,7 +57,7 @@ impl IdemContext {
     /// assert_eq!(cx.header("Idempotency-Key").unwrap(), "k");
     /// ```
     pub fn new(idem: Idem, req: &HttpRequest) -> Self {
-        let head = RequestHead::new(&idem, &parts_of(req), req.match_pattern());
+        let head = RequestHead::from_parts(&idem, parts_of(req), req.match_pattern());
         IdemContext {
             idem,
             head,

@@ -6,6 +6,7 @@ use actix_web::error::JsonPayloadError;
 use actix_web::http::StatusCode;
 use actix_web::http::header::{CONTENT_TYPE, HeaderName, HeaderValue, RETRY_AFTER};
 use actix_web::{HttpRequest, HttpResponse, ResponseError, web};
+use bytes::Bytes;
 
 use super::body::{Captured, capture, read_rest, rejoin};
 use crate::engine::problem::{self, Problem};
@@ -144,13 +145,14 @@ pub(crate) fn exact_replay(record: Record) -> HttpResponse {
         .and_then(|s| StatusCode::from_u16(s).ok())
         .unwrap_or(StatusCode::OK);
     let mut resp = HttpResponse::with_body(status, BoxBody::new(record.body));
-    for (name, value) in &record.headers {
-        if never_stored(name) {
+    for (name, value) in record.headers {
+        if never_stored(&name) {
             continue;
         }
+        // The stored value becomes the header's without a copy.
         if let (Ok(name), Ok(value)) = (
             HeaderName::from_bytes(name.as_bytes()),
-            HeaderValue::from_bytes(value),
+            HeaderValue::from_maybe_shared(Bytes::from(value)),
         ) {
             resp.headers_mut().append(name, value);
         }

@@ -194,9 +194,10 @@ impl Attempt {
             self.ran(started);
             let (settlement, answer) = front.settle(out).await;
             if let Some(atomic) = &atomic {
-                return self
-                    .settle_atomic(&**atomic, settlement, front, answer, client_key)
-                    .await;
+                return Box::pin(
+                    self.settle_atomic(&**atomic, settlement, front, answer, client_key),
+                )
+                .await;
             }
             let _ = self.carry_out(settlement).await;
             return answer;
@@ -237,7 +238,9 @@ impl Attempt {
         if let Some(atomic) = &atomic {
             return tokio::select! {
                 biased;
-                answer = self.settle_atomic(&**atomic, settlement, front, answer, client_key) => answer,
+                // Boxed, like the other settlement of the atomic mode: the two-commit mode's
+                // attempts do not carry its state.
+                answer = Box::pin(self.settle_atomic(&**atomic, settlement, front, answer, client_key)) => answer,
                 never = &mut keeper => match never {},
             };
         }

@@ -24,7 +24,7 @@ use core::future::Future;
 
 use super::attempt::Attempt;
 use super::error::IdempotencyError;
-use super::front::{Answer, ClaimSettings, Front, answer, bounded};
+use super::front::{Answer, ClaimSettings, Front, answer, bounded_from};
 use super::handle::Idem;
 use super::operation::{fresh_operation_id, with_operation};
 use crate::fingerprint::RequestHash;
@@ -52,7 +52,10 @@ where
         Err(e) => return front.reject(e, None),
     };
     match admit(idem, &scoped, &client_key, hash, settings).await {
-        Admission::Run(attempt) => attempt.drive(front, handler, &client_key).await,
+        // Boxed: the attempt's state (lease keeper, handler, settlement, completion) is most
+        // of this future's size, and without the box every replay and rejection would carry
+        // it and copy it at each level of nesting (the whole handler future shrinks by half).
+        Admission::Run(attempt) => Box::pin(attempt.drive(front, handler, &client_key)).await,
         Admission::Replay(record) => {
             telemetry::request(&scoped, idem.store().backend(), Outcome::Replay);
             tracing::debug!(
@@ -151,7 +154,8 @@ pub(crate) async fn admit(
     let sent = tokio::time::Instant::now();
     let wait = idem.store_timeout();
     let backend = idem.store().backend();
-    let claimed = telemetry::store_call(backend, "claim", bounded(wait, idem.store().claim(&req)));
+    let claim = bounded_from(sent, wait, idem.store().claim(&req));
+    let claimed = telemetry::store_call(backend, "claim", claim);
     let claimed = match claimed.await {
         // A record of another request is refused below without being opened.
         Ok(Claim::Completed(record)) if record.request_hash == hash => {

@@ -125,15 +125,24 @@ pub(crate) fn answer(claim: Claim, hash: RequestHash, client_key: &str) -> Answe
 /// `call`, or [`StoreError::Unavailable`] when the store gave no answer within `wait` (a server
 /// that stalls without closing its connections, a pool that keeps reconnecting): every store
 /// call of the engine goes through it, so an outage costs a request a bounded time. Outside a
-/// tokio runtime (no timer) the call is awaited as it is.
-pub(crate) async fn bounded<T>(
+/// tokio runtime (no timer) the call is awaited as it is. The time runs from this call.
+pub(crate) fn bounded<T>(
+    wait: Duration,
+    call: impl Future<Output = Result<T, StoreError>>,
+) -> impl Future<Output = Result<T, StoreError>> {
+    bounded_from(tokio::time::Instant::now(), wait, call)
+}
+
+/// [`bounded`] for a call sent at `sent` (a time the caller read anyway: one clock read less).
+pub(crate) async fn bounded_from<T>(
+    sent: tokio::time::Instant,
     wait: Duration,
     call: impl Future<Output = Result<T, StoreError>>,
 ) -> Result<T, StoreError> {
     if tokio::runtime::Handle::try_current().is_err() {
         return call.await;
     }
-    match tokio::time::timeout(wait, call).await {
+    match tokio::time::timeout_at(sent + wait, call).await {
         Ok(result) => result,
         Err(_) => Err(StoreError::Unavailable {
             source: format!("the idempotency store gave no answer within {wait:?}").into(),

@@ -73,7 +73,7 @@ impl GrpcContext {
     /// ```
     pub fn metadata(&self, name: &str) -> Option<&str> {
         self.metadata
-            .get(name.to_ascii_lowercase().as_str())
+            .get(lowercase(name).as_ref())
             .and_then(|v| v.to_str().ok())
     }
 
@@ -146,10 +146,10 @@ impl GrpcContext {
     /// The key in metadata `name`: missing -> `MissingKey`; repeated, binary, or neither an
     /// sf-string nor a bare key -> `InvalidKey`.
     fn metadata_key(&self, name: &str) -> Result<String, IdempotencyError> {
-        let lower = name.to_ascii_lowercase();
-        let mut values = self.metadata.get_all(lower.as_str()).iter();
+        let lower = lowercase(name);
+        let mut values = self.metadata.get_all(lower.as_ref()).iter();
         let value = values.next().ok_or_else(|| IdempotencyError::MissingKey {
-            header: lower.clone(),
+            header: lower.clone().into_owned(),
         })?;
         if values.next().is_some() {
             return Err(InvalidKey::Repeated.into());
@@ -174,6 +174,16 @@ pub enum KeySource<'a> {
     Metadata(&'static str),
     /// A value of the request message itself (an AIP-155 `request_id` field), taken as it is.
     Value(&'a str),
+}
+
+/// `name` in lowercase, the form metadata keys are stored in: copied only when it is not
+/// already (the names `#[idempotent]` passes are).
+fn lowercase(name: &str) -> std::borrow::Cow<'_, str> {
+    if name.bytes().any(|b| b.is_ascii_uppercase()) {
+        std::borrow::Cow::Owned(name.to_ascii_lowercase())
+    } else {
+        std::borrow::Cow::Borrowed(name)
+    }
 }
 
 #[cfg(test)]

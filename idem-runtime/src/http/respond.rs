@@ -3,6 +3,7 @@
 
 use axum::body::Body;
 use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
 use http::header::{CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderName, HeaderValue, StatusCode};
 
@@ -86,13 +87,14 @@ pub(crate) fn exact_replay(record: Record) -> Response {
         .unwrap_or(StatusCode::OK);
     let mut resp = Response::new(Body::from(record.body));
     *resp.status_mut() = status;
-    for (name, value) in &record.headers {
-        if never_stored(name) {
+    for (name, value) in record.headers {
+        if never_stored(&name) {
             continue;
         }
+        // The stored value becomes the header's without a copy.
         if let (Ok(name), Ok(value)) = (
             HeaderName::from_bytes(name.as_bytes()),
-            HeaderValue::from_bytes(value),
+            HeaderValue::from_maybe_shared(Bytes::from(value)),
         ) {
             resp.headers_mut().append(name, value);
         }

@@ -69,6 +69,17 @@ pub enum InvalidKey {
 /// assert!(matches!(validate_key("a\nb"), Err(InvalidKey::ControlCharacter { code: 10, index: 1 })));
 /// ```
 pub fn validate_key(key: &str) -> Result<(), InvalidKey> {
+    // Keys are ASCII nearly always: a byte is then a character, and its control characters are
+    // those of ASCII. Checked on every request, once for the header and once when scoped.
+    if key.is_ascii() {
+        if let Some(index) = key.bytes().position(|b| b.is_ascii_control()) {
+            return Err(InvalidKey::ControlCharacter {
+                code: u32::from(key.as_bytes()[index]),
+                index,
+            });
+        }
+        return check_length(key);
+    }
     if let Some((index, c)) = key.chars().enumerate().find(|(_, c)| c.is_control()) {
         return Err(InvalidKey::ControlCharacter {
             code: u32::from(c),
@@ -82,7 +93,11 @@ pub(super) fn check_length(key: &str) -> Result<(), InvalidKey> {
     if key.is_empty() {
         return Err(InvalidKey::Empty);
     }
-    let chars = key.chars().count();
+    let chars = if key.is_ascii() {
+        key.len()
+    } else {
+        key.chars().count()
+    };
     if chars > MAX_CLIENT_KEY_CHARS {
         return Err(InvalidKey::TooLong { chars });
     }

@@ -180,3 +180,38 @@ fn header_value_scope_parts_escape() {
     let v = http::HeaderValue::from_bytes(b"a%b c\xff").unwrap();
     assert_eq!(write_scope_part(&v), "a%25b%20c%FF");
 }
+
+#[test]
+fn validation_reads_ascii_and_other_keys_alike() {
+    // ASCII keys take a byte-wise path, others a per-character one: same rules, same answers.
+    assert_eq!(validate_key(&"k".repeat(255)), Ok(()));
+    assert_eq!(
+        validate_key(&"k".repeat(256)),
+        Err(InvalidKey::TooLong { chars: 256 })
+    );
+    assert_eq!(validate_key(&"é".repeat(255)), Ok(()));
+    assert_eq!(
+        validate_key(&format!("é{}", "k".repeat(255))),
+        Err(InvalidKey::TooLong { chars: 256 })
+    );
+    assert_eq!(
+        validate_key("ab\u{7f}"),
+        Err(InvalidKey::ControlCharacter {
+            code: 0x7f,
+            index: 2
+        })
+    );
+    assert_eq!(
+        validate_key("\tab"),
+        Err(InvalidKey::ControlCharacter { code: 9, index: 0 })
+    );
+    // A C1 control character (U+0085) is not ASCII: found by the per-character path, its
+    // index counted in characters.
+    assert_eq!(
+        validate_key("éa\u{85}"),
+        Err(InvalidKey::ControlCharacter {
+            code: 0x85,
+            index: 2
+        })
+    );
+}

@@ -3,6 +3,7 @@
 use core::ops::ControlFlow;
 use core::time::Duration;
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::clock::{Clock, SystemClock};
@@ -127,10 +128,13 @@ impl Store for MemoryStore {
             let now = self.inner.clock.now();
             let (lease_until, expire_at) = req.deadlines(now);
             let mut shard = self.shard(req.key.hash());
-            let (fence, operation_id, took_over, created_at, expire_at) =
-                match shard.get(req.key.hash()) {
-                    None => (1, new_operation_id()?, false, now, expire_at),
-                    Some(r) => match r.decide(&req.request_hash, now).settle(r, Record::clone) {
+            // One lookup (one SipHash of the key) for the read and the write.
+            let entry = shard.entry(*req.key.hash());
+            let (fence, operation_id, took_over, created_at, expire_at) = match &entry {
+                Entry::Vacant(_) => (1, new_operation_id()?, false, now, expire_at),
+                Entry::Occupied(found) => {
+                    let r = found.get();
+                    match r.decide(&req.request_hash, now).settle(r, Record::clone) {
                         ControlFlow::Break(answer) => return Ok(answer),
                         // Expired: logically absent, a new operation replaces it (S21); the fence
                         // still grows so that a zombie of the old record stays fenced out.
@@ -145,28 +149,34 @@ impl Store for MemoryStore {
                             r.created_at,
                             r.expire_at.max(lease_until),
                         ),
-                    },
-                };
-            shard.insert(
-                *req.key.hash(),
-                Record {
-                    key: req.key.readable().to_owned(),
-                    request_hash: req.request_hash,
-                    state: RecordState::Processing,
-                    operation_id: operation_id.clone(),
-                    fence,
-                    status: None,
-                    headers: Vec::new(),
-                    body: Vec::new(),
-                    biz_no: None,
-                    locked_at: now,
-                    lease_until,
-                    expire_at,
-                    created_at,
-                    updated_at: now,
-                    completed_at: None,
-                },
-            );
+                    }
+                }
+            };
+            let record = Record {
+                key: req.key.readable().to_owned(),
+                request_hash: req.request_hash,
+                state: RecordState::Processing,
+                operation_id: operation_id.clone(),
+                fence,
+                status: None,
+                headers: Vec::new(),
+                body: Vec::new(),
+                biz_no: None,
+                locked_at: now,
+                lease_until,
+                expire_at,
+                created_at,
+                updated_at: now,
+                completed_at: None,
+            };
+            match entry {
+                Entry::Vacant(slot) => {
+                    slot.insert(record);
+                }
+                Entry::Occupied(mut slot) => {
+                    slot.insert(record);
+                }
+            }
             Ok(Claim::Acquired(Lease {
                 key: req.key.clone(),
                 request_hash: req.request_hash,

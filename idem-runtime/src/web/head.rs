@@ -22,12 +22,30 @@ pub(crate) struct RequestHead {
 
 impl RequestHead {
     /// The head of `parts`, routed by `route`, with `idem`'s default scope computed.
+    #[cfg(feature = "axum")]
     pub(crate) fn new(idem: &Idem, parts: &http::request::Parts, route: Option<String>) -> Self {
         RequestHead {
             default_scope: idem.default_scope_of(parts),
             headers: parts.headers.clone(),
             method: parts.method.clone(),
             uri: parts.uri.clone(),
+            route,
+        }
+    }
+
+    /// [`RequestHead::new`] of parts built for it (a front on another `http` version): kept,
+    /// not copied.
+    #[cfg(feature = "actix")]
+    pub(crate) fn from_parts(
+        idem: &Idem,
+        parts: http::request::Parts,
+        route: Option<String>,
+    ) -> Self {
+        RequestHead {
+            default_scope: idem.default_scope_of(&parts),
+            headers: parts.headers,
+            method: parts.method,
+            uri: parts.uri,
             route,
         }
     }
