@@ -227,28 +227,50 @@ fn tonic_transaction(plan: &Plan<'_>, pv: &TokenStream) -> (TokenStream, TokenSt
     (prelude, bind)
 }
 
-/// The body `#[async_trait]` made, `Box::pin(async move { .. })`, with `bind` first in the
-/// `async move` block; as it is when it has another shape (then nothing is bound).
+/// The body `#[async_trait]` made, `Box::pin(async move { .. })`, as its `async move` block with
+/// `bind` first in it; as it is when it has another shape (then nothing is bound).
 fn boxed_body(block: &syn::Block, bind: &TokenStream) -> TokenStream {
-    if bind.is_empty() {
-        return quote!(#block);
-    }
     let mut block = block.clone();
-    let inner = match block.stmts.last_mut() {
-        Some(syn::Stmt::Expr(syn::Expr::Call(call), None)) => match call.args.first_mut() {
-            Some(syn::Expr::Async(inner)) => Some(inner),
-            _ => None,
-        },
+    // `Box::pin(async move { .. })`: the `async move` block alone, with the transaction bound
+    // first thing in it. The run's own future is boxed already: a second box would cost every
+    // call an allocation, replays and rejections included, for a body they never run.
+    let last = match block.stmts.last_mut() {
+        Some(syn::Stmt::Expr(last @ syn::Expr::Call(_), None)) => Some(last),
         _ => None,
     };
-    let Some(inner) = inner else {
+    let inner = last.and_then(|last| match last {
+        syn::Expr::Call(call) if call.args.len() == 1 && is_box_pin(&call.func) => {
+            match call.args.first() {
+                Some(syn::Expr::Async(inner)) => Some((inner.clone(), last)),
+                _ => None,
+            }
+        }
+        _ => None,
+    });
+    let Some((mut inner, last)) = inner else {
+        if bind.is_empty() {
+            return quote!(#block);
+        }
         return quote! {
             ::core::compile_error!("`transaction = ..` on this method: `#[idempotent]` cannot find the `Box::pin(async move { .. })` body that `#[tonic::async_trait]` makes; put `#[tonic::async_trait]` on the impl and `#[idempotent]` on the method, as written by hand")
         };
     };
     let stmts = core::mem::take(&mut inner.block.stmts);
     inner.block = syn::parse_quote!({ #bind #(#stmts)* });
+    *last = syn::Expr::Async(inner);
     quote!(#block)
+}
+
+/// `Box::pin`, `std::boxed::Box::pin`, `::std::boxed::Box::pin`, ...
+fn is_box_pin(func: &syn::Expr) -> bool {
+    let syn::Expr::Path(path) = func else {
+        return false;
+    };
+    let mut segments = path.path.segments.iter().rev();
+    matches!(
+        (segments.next(), segments.next()),
+        (Some(pin), Some(boxed)) if pin.ident == "pin" && boxed.ident == "Box"
+    )
 }
 
 /// The early answer of a tonic method whose scope cannot be computed.

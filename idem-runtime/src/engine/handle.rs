@@ -34,6 +34,14 @@ pub const DEFAULT_MAX_SNAPSHOT_BYTES: usize = 256 * 1024;
 /// ```
 #[derive(Clone)]
 pub struct Idem {
+    // One reference count per handle: a request clones the handle (into its context) and drops
+    // it, from every worker thread at once.
+    inner: Arc<Inner>,
+}
+
+/// What a handle holds; shared by its clones, copied on the first change after a clone.
+#[derive(Clone)]
+struct Inner {
     store: Arc<dyn Store>,
     policy: Arc<dyn OutcomePolicy>,
     max_snapshot_bytes: usize,
@@ -58,15 +66,15 @@ pub type DefaultScopeFn = dyn Fn(&http::request::Parts) -> Option<Vec<String>> +
 impl fmt::Debug for Idem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut d = f.debug_struct("Idem");
-        d.field("store", &self.store)
-            .field("policy", &self.policy)
-            .field("max_snapshot_bytes", &self.max_snapshot_bytes)
-            .field("store_timeout", &self.store_timeout)
-            .field("problem_base", &self.problem_base)
-            .field("replay_cache", &self.replay_cache)
-            .field("key_ring", &self.key_ring);
+        d.field("store", &self.inner.store)
+            .field("policy", &self.inner.policy)
+            .field("max_snapshot_bytes", &self.inner.max_snapshot_bytes)
+            .field("store_timeout", &self.inner.store_timeout)
+            .field("problem_base", &self.inner.problem_base)
+            .field("replay_cache", &self.inner.replay_cache)
+            .field("key_ring", &self.inner.key_ring);
         #[cfg(any(feature = "axum", feature = "actix", feature = "tonic"))]
-        d.field("default_scope", &self.default_scope.is_some());
+        d.field("default_scope", &self.inner.default_scope.is_some());
         d.finish()
     }
 }
@@ -102,16 +110,22 @@ impl Idem {
     /// ```
     pub fn from_arc(store: Arc<dyn Store>) -> Self {
         Idem {
-            store,
-            policy: Arc::new(DefaultPolicy),
-            max_snapshot_bytes: DEFAULT_MAX_SNAPSHOT_BYTES,
-            store_timeout: DEFAULT_STORE_TIMEOUT,
-            problem_base: None,
-            replay_cache: None,
-            key_ring: None,
-            #[cfg(any(feature = "axum", feature = "actix", feature = "tonic"))]
-            default_scope: None,
+            inner: Arc::new(Inner {
+                store,
+                policy: Arc::new(DefaultPolicy),
+                max_snapshot_bytes: DEFAULT_MAX_SNAPSHOT_BYTES,
+                store_timeout: DEFAULT_STORE_TIMEOUT,
+                problem_base: None,
+                replay_cache: None,
+                key_ring: None,
+                #[cfg(any(feature = "axum", feature = "actix", feature = "tonic"))]
+                default_scope: None,
+            }),
         }
+    }
+
+    fn settings(&mut self) -> &mut Inner {
+        Arc::make_mut(&mut self.inner)
     }
 
     /// Replaces the [`OutcomePolicy`] that decides which responses are stored.
@@ -133,7 +147,7 @@ impl Idem {
     /// ```
     #[must_use]
     pub fn with_policy(mut self, policy: impl OutcomePolicy + 'static) -> Self {
-        self.policy = Arc::new(policy);
+        self.settings().policy = Arc::new(policy);
         self
     }
 
@@ -157,7 +171,7 @@ impl Idem {
     /// ```
     #[must_use]
     pub fn with_store_timeout(mut self, timeout: Duration) -> Self {
-        self.store_timeout = timeout.max(Duration::from_millis(1));
+        self.settings().store_timeout = timeout.max(Duration::from_millis(1));
         self
     }
 
@@ -170,7 +184,7 @@ impl Idem {
     /// assert_eq!(idem.store_timeout(), DEFAULT_STORE_TIMEOUT);
     /// ```
     pub fn store_timeout(&self) -> Duration {
-        self.store_timeout
+        self.inner.store_timeout
     }
 
     /// Sets the default largest body stored whole (see
@@ -183,7 +197,7 @@ impl Idem {
     /// ```
     #[must_use]
     pub fn with_max_snapshot_bytes(mut self, n: usize) -> Self {
-        self.max_snapshot_bytes = n;
+        self.settings().max_snapshot_bytes = n;
         self
     }
 
@@ -206,13 +220,13 @@ impl Idem {
     /// ```
     #[must_use]
     pub fn with_problem_base(mut self, base: impl Into<Arc<str>>) -> Self {
-        self.problem_base = Some(base.into());
+        self.settings().problem_base = Some(base.into());
         self
     }
 
     /// The base set with [`Idem::with_problem_base`], if any.
     pub fn problem_base(&self) -> Option<&Arc<str>> {
-        self.problem_base.as_ref()
+        self.inner.problem_base.as_ref()
     }
 
     /// Keeps the completed records this handle sees (claims that find one, results it stores) in
@@ -231,7 +245,7 @@ impl Idem {
     /// ```
     #[must_use]
     pub fn with_replay_cache(mut self, cache: ReplayCache) -> Self {
-        self.replay_cache = Some(cache);
+        self.settings().replay_cache = Some(cache);
         self
     }
 
@@ -250,17 +264,17 @@ impl Idem {
     /// ```
     #[must_use]
     pub fn with_encryption(mut self, ring: KeyRing) -> Self {
-        self.key_ring = Some(Arc::new(ring));
+        self.settings().key_ring = Some(Arc::new(ring));
         self
     }
 
     /// The key ring set with [`Idem::with_encryption`], if any.
     pub fn key_ring(&self) -> Option<&KeyRing> {
-        self.key_ring.as_deref()
+        self.inner.key_ring.as_deref()
     }
 
     pub(crate) fn shared_key_ring(&self) -> Option<Arc<KeyRing>> {
-        self.key_ring.clone()
+        self.inner.key_ring.clone()
     }
 
     /// The cache set with [`Idem::with_replay_cache`], if any.
@@ -270,7 +284,7 @@ impl Idem {
     /// assert!(Idem::new(idem_runtime::store::MemoryStore::new()).replay_cache().is_none());
     /// ```
     pub fn replay_cache(&self) -> Option<&ReplayCache> {
-        self.replay_cache.as_ref()
+        self.inner.replay_cache.as_ref()
     }
 
     /// The problem document of `error` as this handle sends it (its base applied);
@@ -282,7 +296,7 @@ impl Idem {
     ) -> super::problem::Problem {
         error
             .problem(idempotency_key)
-            .rebase_onto(self.problem_base.as_deref())
+            .rebase_onto(self.inner.problem_base.as_deref())
     }
 
     /// Sets the router-wide default scope: the scope of every handler that says `scope = default`
@@ -319,7 +333,7 @@ impl Idem {
         mut self,
         f: impl Fn(&http::request::Parts) -> Option<Vec<String>> + Send + Sync + 'static,
     ) -> Self {
-        self.default_scope = Some(Arc::new(f));
+        self.settings().default_scope = Some(Arc::new(f));
         self
     }
 
@@ -335,7 +349,7 @@ impl Idem {
         doc(cfg(any(feature = "axum", feature = "actix", feature = "tonic")))
     )]
     pub fn has_default_scope(&self) -> bool {
-        self.default_scope.is_some()
+        self.inner.default_scope.is_some()
     }
 
     /// The default scope of a request: `None` when none is configured, `Some(None)` when the
@@ -345,7 +359,7 @@ impl Idem {
         &self,
         parts: &http::request::Parts,
     ) -> Option<Option<Vec<String>>> {
-        self.default_scope.as_ref().map(|f| f(parts))
+        self.inner.default_scope.as_ref().map(|f| f(parts))
     }
 
     /// The store.
@@ -356,7 +370,7 @@ impl Idem {
     /// let _store: &std::sync::Arc<dyn idem_runtime::store::Store> = idem.store();
     /// ```
     pub fn store(&self) -> &Arc<dyn Store> {
-        &self.store
+        &self.inner.store
     }
 
     /// The outcome policy.
@@ -367,7 +381,7 @@ impl Idem {
     /// assert_eq!(idem.policy().classify(Contract::ExactReplay, 201), Disposition::Store);
     /// ```
     pub fn policy(&self) -> &dyn OutcomePolicy {
-        &*self.policy
+        &*self.inner.policy
     }
 
     /// The default largest body stored whole: what [`Idem::with_max_snapshot_bytes`] set, or
@@ -379,7 +393,7 @@ impl Idem {
     /// assert_eq!(idem.max_snapshot_bytes(), DEFAULT_MAX_SNAPSHOT_BYTES);
     /// ```
     pub fn max_snapshot_bytes(&self) -> usize {
-        self.max_snapshot_bytes
+        self.inner.max_snapshot_bytes
     }
 }
 

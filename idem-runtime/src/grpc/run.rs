@@ -51,14 +51,13 @@ where
     let key = cx.key(call.key, cfg.operation, call.scope);
     let hash = call.hash;
     async move {
-        let idem = cx.idem().clone();
         let front = Method {
-            cx,
+            cx: &cx,
             cfg,
             mode,
             _out: PhantomData::<fn() -> M>,
         };
-        execute(&idem, ClaimSettings::of(cfg), key, hash, front, handler).await
+        execute(cx.idem(), ClaimSettings::of(cfg), key, hash, front, handler).await
     }
 }
 
@@ -102,14 +101,14 @@ where
 }
 
 /// The front of an `#[idempotent]` tonic method.
-struct Method<M, R> {
-    cx: GrpcContext,
+struct Method<'a, M, R> {
+    cx: &'a GrpcContext,
     cfg: &'static HandlerConfig,
     mode: Mode<R>,
     _out: PhantomData<fn() -> M>,
 }
 
-impl<M: GrpcMessage, R: GrpcReplayer<M>> Front for Method<M, R> {
+impl<M: GrpcMessage, R: GrpcReplayer<M>> Front for Method<'_, M, R> {
     type Out = Answer<M>;
     type Answer = Answer<M>;
 
