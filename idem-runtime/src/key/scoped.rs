@@ -87,17 +87,19 @@ impl ScopedKey {
             hasher.update(part.as_bytes());
             len += part.len() + 1;
         }
-        let mut readable = String::with_capacity(len);
-        for (i, part) in parts().enumerate() {
-            if i > 0 {
-                readable.push(':');
-            }
-            escape_part(part, &mut readable);
+        // Room for a few escapes (a module path's `::` takes 6 bytes).
+        let mut readable = String::with_capacity(len + 16);
+        for part in scope {
+            escape_part(part.as_ref(), &mut readable);
+            readable.push(':');
         }
+        let operation = interned(operation, &mut readable);
+        readable.push(':');
+        escape_part(client_key, &mut readable);
         Ok(ScopedKey {
             hash: hasher.finalize().into(),
             readable,
-            operation: interned(operation),
+            operation,
         })
     }
 
@@ -193,19 +195,24 @@ const MAX_INTERNED: usize = 256;
 /// `operation` shared: the same `Arc` for every key of an operation this thread has scoped
 /// before (a service has a handful of operations, each scoping a key per request), so that
 /// scoping a key allocates its readable form only, and the metrics find their labels by
-/// pointer. Past [`MAX_INTERNED`] names, a new `Arc` each time.
-fn interned(operation: &str) -> Arc<str> {
+/// pointer; its escaped form (a module path's `::` escaped) is appended to `readable`, kept
+/// with it rather than escaped again. Past [`MAX_INTERNED`] names, a new `Arc` each time.
+fn interned(operation: &str, readable: &mut String) -> Arc<str> {
     std::thread_local! {
-        static OPERATIONS: core::cell::RefCell<Vec<Arc<str>>> =
+        static OPERATIONS: core::cell::RefCell<Vec<(Arc<str>, Box<str>)>> =
             const { core::cell::RefCell::new(Vec::new()) };
     }
     OPERATIONS.with_borrow_mut(|known| {
-        if let Some(op) = known.iter().find(|op| ***op == *operation) {
+        if let Some((op, escaped)) = known.iter().find(|(op, _)| **op == *operation) {
+            readable.push_str(escaped);
             return Arc::clone(op);
         }
+        let mut escaped = String::new();
+        escape_part(operation, &mut escaped);
+        readable.push_str(&escaped);
         let op: Arc<str> = operation.into();
         if known.len() < MAX_INTERNED {
-            known.push(Arc::clone(&op));
+            known.push((Arc::clone(&op), escaped.into_boxed_str()));
         }
         op
     })
@@ -285,6 +292,27 @@ mod tests {
         assert_eq!(k.readable(), "%3Aa%09b%3A:Svc%3A%3Acreate_payment:k");
         let k = ScopedKey::new(&["é:中%"], "op", "k").unwrap();
         assert_eq!(k.readable(), "é%3A中%25:op:k");
+    }
+
+    #[test]
+    fn an_operation_escaped_once_reads_the_same_every_time() {
+        // The first key of an operation escapes it; later ones take the escaped form kept with
+        // the interned name.
+        let name = "Svc::refund_escaped_once";
+        for (scope, client) in [(&["t"][..], "k-1"), (&["t:u"][..], "k:2"), (&[][..], "k-3")] {
+            let k = ScopedKey::new(scope, name, client).unwrap();
+            let scope: Vec<String> = scope.iter().map(|p| p.replace(':', "%3A")).collect();
+            let mut want = scope.join(":");
+            if !want.is_empty() {
+                want.push(':');
+            }
+            want.push_str(&format!(
+                "Svc%3A%3Arefund_escaped_once:{}",
+                client.replace(':', "%3A")
+            ));
+            assert_eq!(k.readable(), want);
+            assert_eq!(k.operation(), name);
+        }
     }
 
     #[test]
