@@ -40,67 +40,71 @@ pub(crate) const PURGED: &str = "idem_purged_total";
 /// hash.
 pub(crate) const UNOPENED: &str = "idem_records_unopened_total";
 
-/// How a request was answered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Outcome {
-    /// A fresh claim: the handler runs.
-    Fresh,
-    /// An ended lease taken over: the handler runs under the record's operation id.
-    Takeover,
-    /// A stored response replayed.
-    Replay,
-    /// `422`: the key was used for another request.
-    KeyReused,
-    /// `409`: another attempt holds the lease.
-    InProgress,
-    /// `503 store-unavailable`: the claim failed; nothing ran.
-    Unavailable,
-    /// The claim failed and the handler ran unprotected (`fail_open`).
-    Unprotected,
+/// A fieldless enum of a metric's label values, its `label()`, and `ALL`: every variant in
+/// declaration order, so that `variant as usize` is its index there. One list makes all three:
+/// a new variant cannot be left out of the metrics' tables.
+macro_rules! label_values {
+    (
+        $(#[$meta:meta])*
+        enum $name:ident {
+            $($(#[$vmeta:meta])* $variant:ident => $label:literal,)*
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub(crate) enum $name {
+            $($(#[$vmeta])* $variant,)*
+        }
+
+        impl $name {
+            /// Every variant, in declaration order.
+            const ALL: &'static [$name] = &[$($name::$variant),*];
+
+            fn label(self) -> &'static str {
+                match self {
+                    $($name::$variant => $label,)*
+                }
+            }
+        }
+    };
 }
 
-impl Outcome {
-    fn label(self) -> &'static str {
-        match self {
-            Outcome::Fresh => "fresh",
-            Outcome::Takeover => "takeover",
-            Outcome::Replay => "replay",
-            Outcome::KeyReused => "key_reused",
-            Outcome::InProgress => "in_progress",
-            Outcome::Unavailable => "unavailable",
-            Outcome::Unprotected => "unprotected",
-        }
+label_values! {
+    /// How a request was answered.
+    enum Outcome {
+        /// A fresh claim: the handler runs.
+        Fresh => "fresh",
+        /// An ended lease taken over: the handler runs under the record's operation id.
+        Takeover => "takeover",
+        /// A stored response replayed.
+        Replay => "replay",
+        /// `422`: the key was used for another request.
+        KeyReused => "key_reused",
+        /// `409`: another attempt holds the lease.
+        InProgress => "in_progress",
+        /// `503 store-unavailable`: the claim failed; nothing ran.
+        Unavailable => "unavailable",
+        /// The claim failed and the handler ran unprotected (`fail_open`).
+        Unprotected => "unprotected",
     }
 }
 
-/// What became of an attempt's record.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Settled {
-    /// The result was stored.
-    Stored,
-    /// The record was released (the operation never started).
-    Released,
-    /// The lease was ended without a result; the record waits for a retry.
-    Abandoned,
-    /// The handler ran past its timeout (`503 timed-out`); the lease was ended, the record waits
-    /// for a retry.
-    TimedOut,
-    /// Another attempt took the operation over first: this one's result was refused.
-    FencedOut,
-    /// The store could not be reached: the record waits for its lease to end.
-    Failed,
-}
-
-impl Settled {
-    fn label(self) -> &'static str {
-        match self {
-            Settled::Stored => "stored",
-            Settled::Released => "released",
-            Settled::Abandoned => "abandoned",
-            Settled::TimedOut => "timed_out",
-            Settled::FencedOut => "fenced_out",
-            Settled::Failed => "failed",
-        }
+label_values! {
+    /// What became of an attempt's record.
+    enum Settled {
+        /// The result was stored.
+        Stored => "stored",
+        /// The record was released (the operation never started).
+        Released => "released",
+        /// The lease was ended without a result; the record waits for a retry.
+        Abandoned => "abandoned",
+        /// The handler ran past its timeout (`503 timed-out`); the lease was ended, the record
+        /// waits for a retry.
+        TimedOut => "timed_out",
+        /// Another attempt took the operation over first: this one's result was refused.
+        FencedOut => "fenced_out",
+        /// The store could not be reached: the record waits for its lease to end.
+        Failed => "failed",
     }
 }
 
@@ -122,31 +126,12 @@ mod imp {
     static METADATA: Metadata<'static> =
         Metadata::new(module_path!(), Level::INFO, Some(module_path!()));
 
-    const OUTCOMES: [Outcome; 7] = [
-        Outcome::Fresh,
-        Outcome::Takeover,
-        Outcome::Replay,
-        Outcome::KeyReused,
-        Outcome::InProgress,
-        Outcome::Unavailable,
-        Outcome::Unprotected,
-    ];
-
-    const SETTLED: [Settled; 6] = [
-        Settled::Stored,
-        Settled::Released,
-        Settled::Abandoned,
-        Settled::TimedOut,
-        Settled::FencedOut,
-        Settled::Failed,
-    ];
-
     /// The keys of one operation's metrics on one backend.
     struct Keys {
         operation: Arc<str>,
         backend: &'static str,
-        requests: [Key; OUTCOMES.len()],
-        settlements: [Key; SETTLED.len()],
+        requests: [Key; Outcome::ALL.len()],
+        settlements: [Key; Settled::ALL.len()],
         completion_retries: Key,
         handler: Key,
         in_flight: Key,
@@ -164,8 +149,12 @@ mod imp {
                 Key::from_parts(name, labels)
             };
             Keys {
-                requests: OUTCOMES.map(|o| key(REQUESTS, Some(("outcome", o.label())))),
-                settlements: SETTLED.map(|s| key(SETTLEMENTS, Some(("settlement", s.label())))),
+                requests: core::array::from_fn(|i| {
+                    key(REQUESTS, Some(("outcome", Outcome::ALL[i].label())))
+                }),
+                settlements: core::array::from_fn(|i| {
+                    key(SETTLEMENTS, Some(("settlement", Settled::ALL[i].label())))
+                }),
                 completion_retries: key(COMPLETION_RETRIES, None),
                 handler: key(HANDLER_SECONDS, None),
                 in_flight: key(IN_FLIGHT, None),
@@ -209,17 +198,13 @@ mod imp {
         })
     }
 
-    fn index<T: PartialEq>(all: &[T], one: T) -> usize {
-        all.iter().position(|x| *x == one).unwrap_or(0)
-    }
-
     pub(crate) fn request(key: &ScopedKey, backend: &'static str, outcome: Outcome) {
-        let k = &keys(key, backend).requests[index(&OUTCOMES, outcome)];
+        let k = &keys(key, backend).requests[outcome as usize];
         metrics::with_recorder(|r| r.register_counter(k, &METADATA)).increment(1);
     }
 
     pub(crate) fn settled(key: &ScopedKey, backend: &'static str, settled: Settled) {
-        let k = &keys(key, backend).settlements[index(&SETTLED, settled)];
+        let k = &keys(key, backend).settlements[settled as usize];
         metrics::with_recorder(|r| r.register_counter(k, &METADATA)).increment(1);
     }
 
@@ -316,3 +301,32 @@ mod imp {
 }
 
 pub(crate) use imp::*;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_label_value_is_listed_at_its_own_index() {
+        fn check<T: Copy + PartialEq + core::fmt::Debug>(
+            all: &[T],
+            index: impl Fn(T) -> usize,
+            label: impl Fn(T) -> &'static str,
+        ) {
+            let mut labels = Vec::new();
+            for (i, &v) in all.iter().enumerate() {
+                assert_eq!(index(v), i, "{v:?}");
+                labels.push(label(v));
+            }
+            let n = labels.len();
+            labels.sort_unstable();
+            labels.dedup();
+            assert_eq!(labels.len(), n, "two variants share a label");
+        }
+        check(Outcome::ALL, |o| o as usize, Outcome::label);
+        check(Settled::ALL, |s| s as usize, Settled::label);
+        assert_eq!(Outcome::ALL.len(), 7);
+        assert_eq!(Outcome::Unprotected.label(), "unprotected");
+        assert_eq!(Settled::FencedOut.label(), "fenced_out");
+    }
+}
