@@ -234,20 +234,12 @@ fn boxed_body(block: &syn::Block, bind: &TokenStream) -> TokenStream {
     // `Box::pin(async move { .. })`: the `async move` block alone, with the transaction bound
     // first thing in it. The run's own future is boxed already: a second box would cost every
     // call an allocation, replays and rejections included, for a body they never run.
-    let last = match block.stmts.last_mut() {
-        Some(syn::Stmt::Expr(last @ syn::Expr::Call(_), None)) => Some(last),
-        _ => None,
-    };
-    let inner = last.and_then(|last| match last {
-        syn::Expr::Call(call) if call.args.len() == 1 && is_box_pin(&call.func) => {
-            match call.args.first() {
-                Some(syn::Expr::Async(inner)) => Some((inner.clone(), last)),
-                _ => None,
-            }
-        }
-        _ => None,
-    });
-    let Some((mut inner, last)) = inner else {
+    let Some(syn::Stmt::Expr(last, None)) = block.stmts.last_mut().filter(|last| {
+        matches!(last, syn::Stmt::Expr(syn::Expr::Call(call), None)
+            if call.args.len() == 1
+                && is_box_pin(&call.func)
+                && matches!(call.args.first(), Some(syn::Expr::Async(_))))
+    }) else {
         if bind.is_empty() {
             return quote!(#block);
         }
@@ -255,9 +247,15 @@ fn boxed_body(block: &syn::Block, bind: &TokenStream) -> TokenStream {
             ::core::compile_error!("`transaction = ..` on this method: `#[idempotent]` cannot find the `Box::pin(async move { .. })` body that `#[tonic::async_trait]` makes; put `#[tonic::async_trait]` on the impl and `#[idempotent]` on the method, as written by hand")
         };
     };
-    let stmts = core::mem::take(&mut inner.block.stmts);
-    inner.block = syn::parse_quote!({ #bind #(#stmts)* });
-    *last = syn::Expr::Async(inner);
+    if let syn::Expr::Call(call) = last
+        && let Some(arg) = call.args.pop()
+    {
+        *last = arg.into_value();
+    }
+    if let syn::Expr::Async(inner) = last {
+        let stmts = core::mem::take(&mut inner.block.stmts);
+        inner.block = syn::parse_quote!({ #bind #(#stmts)* });
+    }
     quote!(#block)
 }
 

@@ -82,7 +82,6 @@ pub use snapshot::Snapshot;
 #[cfg(any(feature = "axum", feature = "actix"))]
 pub(crate) use snapshot::{biz_no_body, key_fields_body};
 #[cfg(any(feature = "axum", feature = "actix", feature = "tonic"))]
-#[cfg(any(feature = "axum", feature = "actix", feature = "tonic"))]
 pub(crate) use snapshot::{never_stored, storable};
 
 #[cfg(test)]

@@ -149,7 +149,7 @@ impl GrpcContext {
         let lower = lowercase(name);
         let mut values = self.metadata.get_all(lower.as_ref()).iter();
         let value = values.next().ok_or_else(|| IdempotencyError::MissingKey {
-            header: lower.clone().into_owned(),
+            header: lower.into_owned(),
         })?;
         if values.next().is_some() {
             return Err(InvalidKey::Repeated.into());

@@ -169,14 +169,7 @@ impl Store for MemoryStore {
                 updated_at: now,
                 completed_at: None,
             };
-            match entry {
-                Entry::Vacant(slot) => {
-                    slot.insert(record);
-                }
-                Entry::Occupied(mut slot) => {
-                    slot.insert(record);
-                }
-            }
+            entry.insert_entry(record);
             Ok(Claim::Acquired(Lease {
                 key: req.key.clone(),
                 request_hash: req.request_hash,
