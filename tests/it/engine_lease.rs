@@ -313,6 +313,73 @@ async fn a_panicking_handler_ends_its_lease_and_keeps_its_operation() {
     panic!("the panicked attempt's lease was not ended");
 }
 
+/// Releases every failure: a stand-in for a policy that reads a downstream's "still processing"
+/// (`409`) as "nothing was done".
+#[derive(Debug)]
+struct FailuresRelease;
+
+impl idem::OutcomePolicy for FailuresRelease {
+    fn classify(&self, _: idem::Contract, status: u16) -> idem::Disposition {
+        match status {
+            200 => idem::Disposition::Store,
+            _ => idem::Disposition::Release,
+        }
+    }
+}
+
+static TAKEN_OVER: HandlerConfig = HandlerConfig::new("tests::taken_over");
+
+/// The first attempt calls a downstream under its operation id, then its client goes away (the
+/// request future is dropped). The retry takes the operation over and the downstream answers
+/// "still processing", which the policy releases: after a takeover that must keep the record and
+/// its operation id, or the next retry runs under a new id and the downstream runs twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_takeover_never_releases_the_operation() {
+    let idem = Idem::new(MemoryStore::new()).with_policy(FailuresRelease);
+    let hash = RequestHash::of_bytes(b"taken over");
+    let (started, first_op) = tokio::sync::oneshot::channel();
+    let first = tokio::spawn({
+        let idem = idem.clone();
+        async move {
+            run_once::<String, Status, _>(&idem, &TAKEN_OVER, "k-taken", &[], hash, async move {
+                let _ = started.send(operation_id().unwrap().to_string());
+                std::future::pending().await
+            })
+            .await
+        }
+    });
+    let first_op = first_op.await.unwrap();
+    first.abort();
+    assert!(first.await.unwrap_err().is_cancelled());
+    // The abandon lands in the background: until then the retry gets idem's 409.
+    let mut taken_over = false;
+    for _ in 0..200 {
+        let second =
+            run_once::<String, Status, _>(&idem, &TAKEN_OVER, "k-taken", &[], hash, async {
+                let op = operation_id().unwrap();
+                assert_eq!((op.to_string(), op.took_over()), (first_op.clone(), true));
+                Err(Status(7)) // the downstream: "still processing"
+            })
+            .await;
+        match second {
+            Err(Status(7)) => {
+                taken_over = true;
+                break;
+            }
+            Err(Status(409)) => tokio::time::sleep(Duration::from_millis(5)).await,
+            other => panic!("{other:?}"),
+        }
+    }
+    assert!(taken_over, "the dropped attempt's lease was not ended");
+    let third =
+        run_once::<(String, bool), Status, _>(&idem, &TAKEN_OVER, "k-taken", &[], hash, async {
+            let op = operation_id().unwrap();
+            Ok((op.to_string(), op.took_over()))
+        })
+        .await;
+    assert_eq!(third, Ok((first_op, true)), "the operation got a new id");
+}
+
 // ---------------------------------------------------------------- completions under real faults
 
 use crate::servers;

@@ -261,10 +261,7 @@ impl Attempt {
                     first => self.note_failure("result not stored", Settled::Stored, first),
                 }
             }
-            Settlement::Release => {
-                let released = self.release().await;
-                self.note_failure("record not released", Settled::Released, released)
-            }
+            Settlement::Release => self.release_or_abandon().await,
             Settlement::Abandon => {
                 let abandoned = self.abandon().await;
                 self.note_failure("lease not ended", Settled::Abandoned, abandoned)
@@ -467,10 +464,7 @@ impl Attempt {
                 let stored = self.complete_once(&completion).await;
                 self.note_failure("result not stored", Settled::Stored, stored)
             }
-            Settlement::Release => {
-                let released = self.release().await;
-                self.note_failure("record not released", Settled::Released, released)
-            }
+            Settlement::Release => self.release_or_abandon().await,
             Settlement::Abandon => {
                 let abandoned = self.abandon().await;
                 self.note_failure("lease not ended", Settled::Abandoned, abandoned)
@@ -526,15 +520,27 @@ impl Attempt {
         tokio::runtime::Handle::try_current().is_ok() && Instant::now() + wait < self.held.until()
     }
 
-    /// Deletes the record. Only for an outcome the policy declares effect-free (the operation
-    /// never started, S2): a retry then runs as a new operation, under a new operation id, which
-    /// is harmless because nothing was done under the old one.
-    async fn release(&self) -> Result<(), StoreError> {
-        if self.fenced_out() {
-            return Err(self.fenced_error());
+    /// Settles an outcome the policy declares effect-free (the operation never started, S2).
+    ///
+    /// The record is deleted only when this attempt created the operation: a retry then runs as
+    /// a new operation, under a new operation id, which is harmless because nothing was done
+    /// under the old one. An attempt that took the operation over cannot say so — the attempt
+    /// before it may have done part of the work under the operation id before its client went
+    /// away, and this attempt's "never started" (a downstream's `409` "still processing", say)
+    /// describes only its own run — so the record keeps its operation id and the lease ends,
+    /// as for any outcome that is not final: the next retry continues the same operation (S25).
+    async fn release_or_abandon(&mut self) -> Result<(), StoreError> {
+        if self.lease.took_over {
+            let abandoned = self.abandon().await;
+            return self.note_failure("lease not ended", Settled::Abandoned, abandoned);
         }
-        let call = bounded(self.wait, self.store.release(&self.lease));
-        telemetry::store_call(self.store.backend(), "release", call).await
+        let released = if self.fenced_out() {
+            Err(self.fenced_error())
+        } else {
+            let call = bounded(self.wait, self.store.release(&self.lease));
+            telemetry::store_call(self.store.backend(), "release", call).await
+        };
+        self.note_failure("record not released", Settled::Released, released)
     }
 
     /// Ends the lease, keeping the record and its operation id: the retry takes over at once.

@@ -27,6 +27,12 @@ pub enum Disposition {
     /// record is deleted so that a corrected retry with the same key runs as a new operation
     /// (S2: "validation failed, nothing saved"). Only for responses that guarantee no side
     /// effect: a retry gets a *new* operation id.
+    ///
+    /// Only the attempt that created the operation releases it. An attempt that took the
+    /// operation over (an earlier attempt's client went away, or its lease ran out) answers for
+    /// its own run only, while the earlier one may have done part of the work under the
+    /// operation id: its `Release` is carried out as [`Disposition::Abandon`], and the next
+    /// retry continues the same operation (S25).
     Release,
     /// Not final, but the operation may have started (a server error under a contract that
     /// stores only successes): the record keeps its operation id, its lease ends at once, and
