@@ -228,7 +228,7 @@ async fn superseded_attempt_while_the_takeover_runs_answers_409() {
 }
 
 // A short lease: the completion is retried (in the background, once the caller has its answer)
-// while the lease is held, then given up.
+// for one lease, then given up.
 static OUTAGE: HandlerConfig =
     HandlerConfig::new("tests::outage").lease(Duration::from_millis(300));
 
@@ -249,7 +249,8 @@ async fn a_result_the_store_cannot_take_is_answered_and_reported() {
     })
     .await;
     assert_eq!(answer.unwrap(), "shipped");
-    // Answered at once; the completion kept trying in the background until the lease ran out.
+    // Answered at once; the completion kept trying in the background for one lease, then gave
+    // up and tried to end the lease, which the database, gone, refused too.
     let reported = events.wait_for("result not stored").await;
     assert_eq!(reported.len(), 1, "{reported:?}");
     assert!(reported[0].starts_with("ERROR idem"), "{reported:?}");
@@ -257,7 +258,9 @@ async fn a_result_the_store_cannot_take_is_answered_and_reported() {
         .unwrap()
         .hash_hex()
         .to_string();
-    assert!(reported[0].contains(&key_hash) && reported[0].contains("stays in progress"));
+    assert!(reported[0].contains(&key_hash) && reported[0].contains("the lease ends now"));
+    let not_ended = events.wait_for("lease not ended").await;
+    assert!(not_ended[0].contains("stays in progress"), "{not_ended:?}");
     // And the claim of a retry is refused with 503, reported too.
     let retry = run_once::<String, Status, _>(&idem, &OUTAGE, "k-outage", &[], hash, async {
         Ok("again".to_owned())
@@ -582,6 +585,54 @@ async fn mysql_completion_outlasts_a_lock_wait_timeout() {
         });
     })
     .await;
+}
+
+static OVERSIZE: HandlerConfig =
+    HandlerConfig::new("tests::oversize").lease(Duration::from_secs(10));
+
+/// A result larger than MariaDB's `max_allowed_packet` (16 MiB on the test server) can never be
+/// stored: the caller still gets it, the attempt ends its lease at once (error 1153 is no
+/// transient error), and the retry runs the handler again under the same operation id — instead
+/// of a completion retried, and the key answering 409, for a lease or more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql_a_result_over_max_allowed_packet_keeps_its_operation() {
+    let Some(url) = servers::server_url("IDEM_TEST_MYSQL_URL") else {
+        return;
+    };
+    let store = idem::MySqlStore::connect(&url).await.unwrap();
+    store.migrate().await.unwrap();
+    let idem = Idem::new(store);
+    let key = servers::unique("my-oversize");
+    let hash = RequestHash::of_bytes(b"oversize");
+    let big = "x".repeat(17 << 20);
+    let (first_op, answer) =
+        run_once::<(String, String), Status, _>(&idem, &OVERSIZE, &key, &[], hash, {
+            let big = big.clone();
+            async move { Ok((operation_id().unwrap().to_string(), big)) }
+        })
+        .await
+        .unwrap();
+    assert_eq!(answer.len(), big.len(), "the caller gets its answer");
+    let started = std::time::Instant::now();
+    loop {
+        let retry =
+            run_once::<(String, bool), Status, _>(&idem, &OVERSIZE, &key, &[], hash, async {
+                let op = operation_id().unwrap();
+                Ok((op.to_string(), op.took_over()))
+            })
+            .await;
+        match retry {
+            Ok(ran) => {
+                assert_eq!(ran, (first_op, true), "the retry continues the operation");
+                break;
+            }
+            // The lease ends once the abandon lands, long before its 10 s run out.
+            Err(Status(409)) if started.elapsed() < Duration::from_secs(5) => {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            other => panic!("{other:?} after {:?}", started.elapsed()),
+        }
+    }
 }
 
 // ---------------------------------------------------------------- dropped while storing

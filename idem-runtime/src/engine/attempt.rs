@@ -50,6 +50,10 @@ pub(crate) struct Attempt {
     /// The record still needs settling: abandon it on drop.
     armed: bool,
     held: Arc<Held>,
+    /// No completion is tried after this instant: one lease after the handler returned. The
+    /// keeper renews the lease for as long as the attempt lives, so the lease alone bounds
+    /// nothing.
+    give_up: Option<Instant>,
     /// Where a stored result is kept for replays, if the handle has a cache.
     replay_cache: Option<ReplayCache>,
     /// Seals what is stored, if the handle encrypts.
@@ -98,6 +102,7 @@ impl Attempt {
             wait,
             armed: true,
             held: Arc::new(held),
+            give_up: None,
             replay_cache: None,
             key_ring: None,
         }
@@ -139,8 +144,10 @@ impl Attempt {
     ///   the timeout: then its future is dropped, the record abandoned, and the caller gets
     ///   [`IdempotencyError::TimedOut`].
     /// * A completion refused by the store for the moment is retried with backoff while the
-    ///   lease is held; a completion that cannot be stored leaves the record processing, and a
-    ///   retry takes it over once the lease ends, under the same operation id.
+    ///   lease is held, for at most one lease after the handler returned; a completion that
+    ///   cannot be stored (refused for good, or past that bound) ends the lease at once and
+    ///   keeps the operation id: the next retry runs the handler again under it, instead of
+    ///   waiting with `409`.
     /// * An attempt superseded meanwhile (fenced out: its lease ran out and a retry took the
     ///   operation over) stores nothing and answers what a retry would see — the stored result of
     ///   the attempt that took over, or `409` while it runs — so that its client is never told
@@ -258,7 +265,7 @@ impl Attempt {
                         self.complete_in_background(completion, keeper, e);
                         return answer;
                     }
-                    first => self.note_failure("result not stored", Settled::Stored, first),
+                    first => self.stored_or_abandoned(first).await,
                 }
             }
             Settlement::Release => self.release_or_abandon().await,
@@ -426,9 +433,44 @@ impl Attempt {
         result
     }
 
-    /// Records how long the handler ran.
-    fn ran(&self, started: std::time::Instant) {
+    /// Records how long the handler ran; completions are tried for one lease from now.
+    fn ran(&mut self, started: std::time::Instant) {
         telemetry::handler(&self.lease.key, self.store.backend(), started.elapsed());
+        self.give_up = Some(Instant::now() + self.settings.lease);
+    }
+
+    /// Notes the end of a completion. One the store did not take (refused for good, or for
+    /// longer than the retries' bound) ends the lease at once: the record keeps its operation
+    /// id — the handler ran, its effects may exist under that id — and nothing is deleted, so
+    /// the next retry takes the operation over at once and runs the handler again under the
+    /// same id (S22), where a lease left to run out would keep every retry at `409` meanwhile.
+    async fn stored_or_abandoned(
+        &mut self,
+        stored: Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        let Err(e) = &stored else {
+            return self.note_failure("result not stored", Settled::Stored, stored);
+        };
+        if matches!(e, StoreError::FencedOut { .. }) {
+            return self.note_failure("result not stored", Settled::Stored, stored);
+        }
+        self.armed = false;
+        telemetry::settled(&self.lease.key, self.store.backend(), Settled::Failed);
+        tracing::error!(
+            target: "idem",
+            operation = self.lease.key.operation(),
+            key_hash = %self.lease.key.hash_hex(),
+            operation_id = %self.lease.operation_id,
+            error = %Chain(e),
+            "result not stored; the lease ends now, and a retry runs the handler again under the \
+             same operation id"
+        );
+        if let Err(abandoned) = self.abandon().await
+            && !matches!(abandoned, StoreError::FencedOut { .. })
+        {
+            self.report("lease not ended", &abandoned);
+        }
+        stored
     }
 
     /// Retries the completion `first` refused, on a task of its own that also keeps renewing the
@@ -452,7 +494,8 @@ impl Attempt {
                 stored = self.complete(&completion, FIRST_COMPLETION_BACKOFF) => stored,
                 never = &mut keeper => match never {},
             };
-            let _ = self.note_failure("result not stored", Settled::Stored, stored);
+            drop(keeper);
+            let _ = self.stored_or_abandoned(stored).await;
         });
     }
 
@@ -462,7 +505,7 @@ impl Attempt {
         match settlement {
             Settlement::Store(completion) => {
                 let stored = self.complete_once(&completion).await;
-                self.note_failure("result not stored", Settled::Stored, stored)
+                self.stored_or_abandoned(stored).await
             }
             Settlement::Release => self.release_or_abandon().await,
             Settlement::Abandon => {
@@ -490,7 +533,8 @@ impl Attempt {
 
     /// Stores the snapshot, retrying what the store refuses for the moment (a busy database, a
     /// deadlock victim, a dropped connection, a pool timeout, no answer in time) with doubling
-    /// waits, starting at `wait`, for as long as the lease is held.
+    /// waits, starting at `wait`, while the lease is held and for at most one lease after the
+    /// handler returned.
     async fn complete(
         &self,
         completion: &Completion,
@@ -515,9 +559,13 @@ impl Attempt {
         }
     }
 
-    /// `true` when the lease is held for longer than `wait` and the runtime has a timer.
+    /// `true` when the lease is held for longer than `wait`, the retries' bound is further
+    /// away than `wait`, and the runtime has a timer.
     fn may_retry(&self, wait: Duration) -> bool {
-        tokio::runtime::Handle::try_current().is_ok() && Instant::now() + wait < self.held.until()
+        let next = Instant::now() + wait;
+        tokio::runtime::Handle::try_current().is_ok()
+            && next < self.held.until()
+            && self.give_up.is_none_or(|bound| next < bound)
     }
 
     /// Settles an outcome the policy declares effect-free (the operation never started, S2).

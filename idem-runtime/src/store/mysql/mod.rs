@@ -265,8 +265,10 @@ fn read(row: &MySqlRow) -> Result<RawRecord, sqlx::Error> {
 }
 
 /// Transient error numbers: lock wait timeout (1205), deadlock (1213), too many connections
-/// (1040), shutdown in progress (1053), network errors (1152-1161), read-only server during a
-/// failover (1290, 1836), connection killed (1927, MariaDB), disconnected by the server (4031).
+/// (1040), shutdown in progress (1053), network errors (1152, 1154-1161), read-only server during
+/// a failover (1290, 1836), connection killed (1927, MariaDB), disconnected by the server (4031).
+/// Not 1153, a packet over `max_allowed_packet`: the same statement fails the same way every
+/// time, so a result that large is refused for good.
 fn classify(err: sqlx::Error) -> StoreError {
     classify_sqlx(
         err,
@@ -275,7 +277,7 @@ fn classify(err: sqlx::Error) -> StoreError {
                 .is_some_and(|e| {
                     matches!(
                         e.number(),
-                        1205 | 1213 | 1040 | 1053 | 1152..=1161 | 1290 | 1836 | 1927 | 4031
+                        1205 | 1213 | 1040 | 1053 | 1152 | 1154..=1161 | 1290 | 1836 | 1927 | 4031
                     )
                 })
         },
