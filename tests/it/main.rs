@@ -27,6 +27,7 @@ mod http_engine;
 mod http_layer;
 mod idempotent_axum;
 mod idempotent_consumer;
+mod model;
 mod payments;
 #[cfg(feature = "cli")]
 mod rekey;

@@ -1,0 +1,336 @@
+//! The reference model: what a client may observe of one service under the contract (S1-S25),
+//! written without looking at how idem stores anything. A pure state machine: [`Contract::send`]
+//! says what a request must get, [`Contract::ran`] and the other events move the model on.
+//!
+//! Its rules, each a line of the contract:
+//!
+//! * a key with no live record runs the handler under a **new** operation id (S6, S21);
+//! * a live record of another payload answers `422` (S7), processing or stored;
+//! * a processing record of the same payload answers `409` while its lease runs (S8), and is
+//!   taken over under the **same** operation id once the lease has ended (S23);
+//! * a stored record of the same payload is replayed (S2);
+//! * a response the policy calls final is stored; one it calls "never started" deletes the record
+//!   only when the attempt created the operation, and otherwise ends the lease and keeps the
+//!   operation id, like every other response that is not final (S25);
+//! * a result the store refuses ends the lease within a bound (one lease) and keeps the
+//!   operation id: the key is never stuck in `409`;
+//! * an attempt superseded while it ran answers what a retry of it sees (its own answer when the
+//!   record is gone).
+
+use std::collections::HashMap;
+
+use idem::{Contract as Replay, DefaultPolicy, Disposition, OutcomePolicy};
+
+/// A route of the model's service: an operation, its contract and its lease.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Route {
+    /// `exact_replay`, a 5 min lease (no renewal happens in a walk): handlers may hang, and be
+    /// taken over once the store's clock passes it.
+    Exact,
+    /// `suppress_only`, a 5 min lease.
+    Suppress,
+    /// `exact_replay`, a 300 ms lease (real time): results the store refuses for a while.
+    Short,
+}
+
+impl Route {
+    pub const ALL: [Route; 3] = [Route::Exact, Route::Suppress, Route::Short];
+
+    pub fn path(self) -> &'static str {
+        match self {
+            Route::Exact => "/exact",
+            Route::Suppress => "/suppress",
+            Route::Short => "/short",
+        }
+    }
+
+    pub fn contract(self) -> Replay {
+        match self {
+            Route::Exact | Route::Short => Replay::ExactReplay,
+            Route::Suppress => Replay::SuppressOnly,
+        }
+    }
+
+    /// The lease, in ms of the store's clock (and of real time for the keeper).
+    pub fn lease_ms(self) -> i64 {
+        match self {
+            Route::Exact | Route::Suppress => 300_000,
+            Route::Short => 300,
+        }
+    }
+}
+
+/// Every route's TTL, in ms.
+pub const TTL_MS: i64 = 3_600_000;
+
+/// What a handler does when it runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum Plan {
+    /// Returns this status at once.
+    Answer(u16),
+    /// Panics.
+    Panic,
+    /// Waits for a `Finish` (or its client hangs up: `Drop`).
+    Hang,
+}
+
+/// How the store treats a completion (the store's own faults, injected).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CompleteFault {
+    None,
+    /// Refused for the moment, every time (a packet the server drops, a connection reset).
+    Transient,
+    /// Refused for good (a result the store cannot hold).
+    Permanent,
+}
+
+/// A request: `payload` is what the fingerprint covers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Request {
+    pub route: Route,
+    pub key: u8,
+    pub payload: u8,
+}
+
+/// What a request must get.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Expect {
+    /// The handler runs: under a new operation id, or under `Some(this one)`.
+    Run { continues: Option<String> },
+    /// The stored response of `run`, with `status`.
+    Replay { run: u32, status: u16 },
+    /// An idempotency answer: `409`, `422`, `503`.
+    Reject(u16),
+    /// Its own answer (a superseded attempt whose record is gone).
+    Own,
+}
+
+#[derive(Debug, Clone)]
+enum State {
+    Processing {
+        /// The attempt that holds the lease, if it still runs.
+        holder: Option<u32>,
+        lease_until: i64,
+    },
+    Stored {
+        run: u32,
+        status: u16,
+    },
+}
+
+#[derive(Debug, Clone)]
+struct Rec {
+    payload: u8,
+    op: String,
+    state: State,
+    expire_at: i64,
+}
+
+/// An attempt whose handler hangs.
+#[derive(Debug, Clone)]
+pub struct Hanging {
+    pub request: Request,
+    /// It created the operation (no takeover).
+    created: bool,
+}
+
+/// The model's state: the store's clock, every key's record, the hanging attempts.
+#[derive(Debug, Default, Clone)]
+pub struct Contract {
+    pub now: i64,
+    records: HashMap<(Route, u8), Rec>,
+    pub hanging: HashMap<u32, Hanging>,
+    /// Every operation id a handler ran under, and the key it belongs to.
+    ops: HashMap<String, (Route, u8)>,
+}
+
+impl Contract {
+    /// No record yet, the store's clock at `now` (ms).
+    pub fn at(now: i64) -> Contract {
+        Contract {
+            now,
+            ..Contract::default()
+        }
+    }
+
+    /// What `request` must get now, the store up.
+    pub fn send(&self, request: Request) -> Expect {
+        match self.live(request) {
+            None => Expect::Run { continues: None },
+            Some(rec) if rec.payload != request.payload => Expect::Reject(422),
+            Some(Rec {
+                state: State::Stored { run, status },
+                ..
+            }) => Expect::Replay {
+                run: *run,
+                status: *status,
+            },
+            Some(Rec {
+                state: State::Processing { lease_until, .. },
+                op,
+                ..
+            }) => {
+                if *lease_until > self.now {
+                    Expect::Reject(409)
+                } else {
+                    Expect::Run {
+                        continues: Some(op.clone()),
+                    }
+                }
+            }
+        }
+    }
+
+    fn live(&self, request: Request) -> Option<&Rec> {
+        self.records
+            .get(&(request.route, request.key))
+            .filter(|r| r.expire_at > self.now)
+    }
+
+    /// Checks that a handler ran under `op` where `expect` said it would, and moves the model
+    /// on: the record is processing under the new attempt `attempt`.
+    pub fn started(
+        &mut self,
+        request: Request,
+        expect: &Expect,
+        op: &str,
+        attempt: u32,
+    ) -> Result<(), String> {
+        let Expect::Run { continues } = expect else {
+            return Err(format!(
+                "the handler ran under {op}, where the model expects {expect:?}"
+            ));
+        };
+        match continues {
+            Some(same) if same != op => {
+                return Err(format!(
+                    "a takeover must continue operation {same}, but the handler ran under {op}"
+                ));
+            }
+            None => {
+                if let Some(owner) = self.ops.get(op) {
+                    return Err(format!(
+                        "a new operation must get a new id, but {op} is already that of {owner:?}"
+                    ));
+                }
+            }
+            Some(_) => {}
+        }
+        self.ops.insert(op.to_owned(), (request.route, request.key));
+        let key = (request.route, request.key);
+        let lease_until = self.now + request.route.lease_ms();
+        let (_, expire_at) = match (continues, self.records.get(&key)) {
+            // A takeover keeps the record's expiry, at least to the end of the new lease.
+            (Some(_), Some(rec)) => (false, rec.expire_at.max(lease_until)),
+            _ => (true, (self.now + TTL_MS).max(lease_until)),
+        };
+        // An attempt that held the lease before is superseded (fenced out): it still hangs,
+        // but no longer holds the record.
+        self.records.insert(
+            key,
+            Rec {
+                payload: request.payload,
+                op: op.to_owned(),
+                state: State::Processing {
+                    holder: Some(attempt),
+                    lease_until,
+                },
+                expire_at,
+            },
+        );
+        self.hanging.insert(
+            attempt,
+            Hanging {
+                request,
+                created: continues.is_none(),
+            },
+        );
+        Ok(())
+    }
+
+    /// Whether `attempt` still holds its record (nobody took it over, it was not replaced).
+    pub fn holds(&self, attempt: u32) -> bool {
+        let Some(h) = self.hanging.get(&attempt) else {
+            return false;
+        };
+        matches!(
+            self.records.get(&(h.request.route, h.request.key)),
+            Some(Rec { state: State::Processing { holder: Some(a), .. }, .. }) if *a == attempt
+        )
+    }
+
+    /// What a superseded `attempt` answers: what a retry of its request sees now, or its own
+    /// answer when the record is gone.
+    pub fn superseded(&self, attempt: u32) -> Expect {
+        let h = &self.hanging[&attempt];
+        match self.records.get(&(h.request.route, h.request.key)) {
+            None => Expect::Own,
+            Some(rec) if rec.payload != h.request.payload => Expect::Reject(422),
+            Some(Rec {
+                state: State::Stored { run, status },
+                ..
+            }) => Expect::Replay {
+                run: *run,
+                status: *status,
+            },
+            Some(_) => Expect::Reject(409),
+        }
+    }
+
+    /// `attempt`'s handler returned `status` as run `run` and it still holds its record: the
+    /// record is settled by the policy, the store faulting `fault`.
+    pub fn answered(&mut self, attempt: u32, run: u32, status: u16, fault: CompleteFault) {
+        let h = self.hanging.remove(&attempt).expect("a running attempt");
+        let key = (h.request.route, h.request.key);
+        let disposition = DefaultPolicy.classify(h.request.route.contract(), status);
+        match disposition {
+            Disposition::Store | Disposition::StoreAsFailure if fault == CompleteFault::None => {
+                let rec = self.records.get_mut(&key).expect("a held record");
+                rec.state = State::Stored { run, status };
+            }
+            // Only the attempt that created the operation may delete its record (S25).
+            Disposition::Release if h.created => {
+                self.records.remove(&key);
+            }
+            // Not final, released after a takeover, or a result the store refused: the lease
+            // ends, the operation keeps its id.
+            _ => self.ended(key),
+        }
+    }
+
+    /// `attempt` ended without a result (panic, dropped future): its lease ends if it holds it.
+    pub fn abandoned(&mut self, attempt: u32) {
+        let holds = self.holds(attempt);
+        let h = self.hanging.remove(&attempt).expect("a running attempt");
+        if holds {
+            self.ended((h.request.route, h.request.key));
+        }
+    }
+
+    fn ended(&mut self, key: (Route, u8)) {
+        let now = self.now;
+        if let Some(Rec {
+            state:
+                State::Processing {
+                    holder,
+                    lease_until,
+                },
+            ..
+        }) = self.records.get_mut(&key)
+        {
+            *holder = None;
+            *lease_until = (*lease_until).min(now);
+        }
+    }
+
+    /// The physical delete of every record expired by the store's clock.
+    pub fn purged(&mut self) {
+        let now = self.now;
+        self.records.retain(|_, r| r.expire_at > now);
+    }
+
+    /// Whether a hanging attempt would be taken over by a `Send` now (its lease ran out).
+    pub fn any_hanging(&self) -> bool {
+        !self.hanging.is_empty()
+    }
+}
