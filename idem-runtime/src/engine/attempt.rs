@@ -68,6 +68,10 @@ struct Held {
     /// The lease cannot have ended before this instant (measured before the claim or the last
     /// renewal was sent, plus the lease's length).
     until: Mutex<Instant>,
+    /// Held by the keeper while a renewal is on its way, and set once the attempt settles its
+    /// record: no renewal starts after that, and none is still in flight, which could land after
+    /// an abandon and revive the lease it ended (retries would wait with 409 for another lease).
+    stopped: tokio::sync::Mutex<bool>,
 }
 
 impl Held {
@@ -78,6 +82,12 @@ impl Held {
     fn renewed(&self, until: Instant) {
         let mut held = self.until.lock().unwrap_or_else(|p| p.into_inner());
         *held = (*held).max(until);
+    }
+
+    /// Stops the keeper's renewals, once the one in flight (if any) has returned. The keeper must
+    /// be polled meanwhile (or not exist), or this waits for ever.
+    async fn stop_renewing(&self) {
+        *self.stopped.lock().await = true;
     }
 }
 
@@ -92,6 +102,7 @@ impl Attempt {
         let held = Held {
             fenced: AtomicBool::new(false),
             until: Mutex::new(sent + settings.lease),
+            stopped: tokio::sync::Mutex::new(false),
         };
         // Down again when the attempt is dropped, whatever became of it.
         telemetry::in_flight(&lease.key, store.backend(), 1.0);
@@ -231,7 +242,11 @@ impl Attempt {
                 // lock that abandoning needs.
                 atomic.rollback().await;
             }
-            self.timed_out(timeout).await;
+            tokio::select! {
+                biased;
+                () = self.timed_out(timeout) => {}
+                never = &mut keeper => match never {},
+            }
             return front.reject(
                 IdempotencyError::TimedOut { after: timeout },
                 Some(client_key),
@@ -265,14 +280,20 @@ impl Attempt {
                         self.complete_in_background(completion, keeper, e);
                         return answer;
                     }
-                    first => self.stored_or_abandoned(first).await,
+                    first => tokio::select! {
+                        biased;
+                        stored = self.stored_or_abandoned(first) => stored,
+                        never = &mut keeper => match never {},
+                    },
                 }
             }
-            Settlement::Release => self.release_or_abandon().await,
-            Settlement::Abandon => {
-                let abandoned = self.abandon().await;
-                self.note_failure("lease not ended", Settled::Abandoned, abandoned)
-            }
+            // The keeper stays polled while the record is settled: it must finish a renewal in
+            // flight before the lease may end (`Held::stop_renewing`).
+            other => tokio::select! {
+                biased;
+                settled = self.carry_out(other) => settled,
+                never = &mut keeper => match never {},
+            },
         };
         match stored {
             Err(StoreError::FencedOut { .. }) => self.superseded(front, answer, client_key).await,
@@ -494,8 +515,11 @@ impl Attempt {
                 stored = self.complete(&completion, FIRST_COMPLETION_BACKOFF) => stored,
                 never = &mut keeper => match never {},
             };
-            drop(keeper);
-            let _ = self.stored_or_abandoned(stored).await;
+            tokio::select! {
+                biased;
+                _ = self.stored_or_abandoned(stored) => {}
+                never = &mut keeper => match never {},
+            }
         });
     }
 
@@ -517,14 +541,19 @@ impl Attempt {
 
     /// One try at storing the snapshot (fenced out at once when a renewal already found the lease
     /// taken over). The store accepts the completion whenever fence and operation id are still
-    /// the record's, so a late completion nobody superseded is never lost.
+    /// the record's, so a late completion nobody superseded is never lost. No renewal is in
+    /// flight meanwhile, and none starts once it is stored: a renewal refused because the
+    /// record is completed would read as a takeover. The keeper must be polled meanwhile (see
+    /// [`Held::stop_renewing`]).
     async fn complete_once(&self, completion: &Completion) -> Result<(), StoreError> {
+        let mut stopped = self.held.stopped.lock().await;
         if self.fenced_out() {
             return Err(self.fenced_error());
         }
         let sealed = self.stored(completion)?;
         let call = bounded(self.wait, self.store.complete(&self.lease, &sealed));
         let stored = telemetry::store_call(self.store.backend(), "complete", call).await;
+        *stopped = stored.is_ok();
         if let (Ok(()), Some(cache)) = (&stored, &self.replay_cache) {
             cache.insert_completed(&self.lease, completion, self.store.clock());
         }
@@ -578,6 +607,7 @@ impl Attempt {
     /// describes only its own run — so the record keeps its operation id and the lease ends,
     /// as for any outcome that is not final: the next retry continues the same operation (S25).
     async fn release_or_abandon(&mut self) -> Result<(), StoreError> {
+        self.held.stop_renewing().await;
         if self.lease.took_over {
             let abandoned = self.abandon().await;
             return self.note_failure("lease not ended", Settled::Abandoned, abandoned);
@@ -592,7 +622,10 @@ impl Attempt {
     }
 
     /// Ends the lease, keeping the record and its operation id: the retry takes over at once.
+    /// The keeper's renewals stop first (it must be polled meanwhile, see
+    /// [`Held::stop_renewing`]), so that none lands after the lease ended.
     async fn abandon(&self) -> Result<(), StoreError> {
+        self.held.stop_renewing().await;
         if self.fenced_out() {
             return Err(self.fenced_error());
         }
@@ -702,7 +735,10 @@ impl Drop for Attempt {
         // The handler may have started, and done part of its work under the operation id: keep
         // the record (never delete it here) and end the lease so that the retry continues at
         // once. Fenced by fence + operation id, so it cannot touch a record that was completed
-        // meanwhile or that another attempt holds.
+        // meanwhile or that another attempt holds. The keeper is dropped with the request: a
+        // renewal it had already sent may still land after this abandon and give the lease one
+        // more length, after which a retry takes over as usual (settlements that the attempt
+        // carries out itself stop the keeper first, `Held::stop_renewing`).
         if let Ok(handle) = tokio::runtime::Handle::try_current() {
             let store = self.store.clone();
             let lease = self.lease.clone();
@@ -740,6 +776,12 @@ async fn keep_lease(
     let period = (lease_len / 2).max(Duration::from_millis(1));
     loop {
         tokio::time::sleep(period).await;
+        // Held until the renewal has returned: the attempt settles its record only after that.
+        let stopped = held.stopped.lock().await;
+        if *stopped {
+            drop(stopped);
+            return core::future::pending().await;
+        }
         let sent = Instant::now();
         let call = bounded(wait, store.extend(&lease, lease_len));
         match telemetry::store_call(store.backend(), "extend", call).await {
@@ -758,6 +800,7 @@ async fn keep_lease(
                      attempt's result will not be stored"
                 );
                 held.fenced.store(true, Ordering::SeqCst);
+                drop(stopped);
                 return core::future::pending().await;
             }
             Err(e) => tracing::debug!(
