@@ -91,7 +91,9 @@ impl Statements {
 // over (fence + 1, same operation id, S23), so a handler that did reach its side effects is
 // recognised downstream by that id. Deleting the record instead would be safe only when the
 // operator knows the handler did nothing: the next request would run under a new operation id.
-// The fence guard makes both statements touch the row only as the operator saw it in `inspect`.
+// The guard, operation id and fence, makes both statements touch the row only as the operator
+// saw it in `inspect`: the fence alone would not, since a record purged and claimed afresh starts
+// again at fence 1 (S25).
 //
 // `expire` makes the record logically absent now (S21), whatever its state: the key is free, and
 // the next claim replaces the record with a new operation id and fence + 1, which fences out a
@@ -109,20 +111,22 @@ const PG: Templates = Templates {
         FROM idem.idempotency_records, (SELECT {now} AS n) AS t \
         WHERE expire_at > n AND expire_at <= n + 86400000",
     release: "UPDATE idem.idempotency_records SET lease_until = LEAST(lease_until, {now}), \
-        updated_at = {now}, rev = rev + 1 WHERE key_hash = $1 AND fence = $2 AND state = 0",
+        updated_at = {now}, rev = rev + 1 \
+        WHERE key_hash = $1 AND operation_id = $2 AND fence = $3 AND state = 0",
     expire: "UPDATE idem.idempotency_records SET expire_at = LEAST(expire_at, {now}), \
-        updated_at = {now}, rev = rev + 1 WHERE key_hash = $1 AND fence = $2",
+        updated_at = {now}, rev = rev + 1 \
+        WHERE key_hash = $1 AND operation_id = $2 AND fence = $3",
     stored: "SELECT COUNT(*) FROM idem.idempotency_records \
         WHERE state IN (1, 2) AND expire_at > {now}",
-    page: "SELECT key_hash, idem_key, rev, resp_headers, resp_body, biz_no \
+    page: "SELECT key_hash, idem_key, operation_id, rev, resp_headers, resp_body, biz_no \
         FROM idem.idempotency_records WHERE key_hash > $1 AND state IN (1, 2) \
         AND expire_at > {now} ORDER BY key_hash LIMIT $2",
-    one: "SELECT key_hash, idem_key, rev, resp_headers, resp_body, biz_no \
+    one: "SELECT key_hash, idem_key, operation_id, rev, resp_headers, resp_body, biz_no \
         FROM idem.idempotency_records WHERE key_hash = $1 AND state IN (1, 2) \
         AND expire_at > {now}",
     rewrite: "UPDATE idem.idempotency_records SET idem_key = $1, resp_headers = $2, \
         resp_body = $3, biz_no = NULL, updated_at = {now}, rev = rev + 1 \
-        WHERE key_hash = $4 AND rev = $5 AND state IN (1, 2)",
+        WHERE key_hash = $4 AND operation_id = $5 AND rev = $6 AND state IN (1, 2)",
 };
 
 const MY: Templates = Templates {
@@ -136,20 +140,22 @@ const MY: Templates = Templates {
         FROM idem_idempotency_records, (SELECT {now} AS n) AS t \
         WHERE expire_at > n AND expire_at <= n + 86400000",
     release: "UPDATE idem_idempotency_records SET lease_until = LEAST(lease_until, {now}), \
-        updated_at = {now}, rev = rev + 1 WHERE key_hash = ? AND fence = ? AND state = 0",
+        updated_at = {now}, rev = rev + 1 \
+        WHERE key_hash = ? AND operation_id = ? AND fence = ? AND state = 0",
     expire: "UPDATE idem_idempotency_records SET expire_at = LEAST(expire_at, {now}), \
-        updated_at = {now}, rev = rev + 1 WHERE key_hash = ? AND fence = ?",
+        updated_at = {now}, rev = rev + 1 \
+        WHERE key_hash = ? AND operation_id = ? AND fence = ?",
     stored: "SELECT COUNT(*) FROM idem_idempotency_records \
         WHERE state IN (1, 2) AND expire_at > {now}",
-    page: "SELECT key_hash, idem_key, rev, resp_headers, resp_body, biz_no \
+    page: "SELECT key_hash, idem_key, operation_id, rev, resp_headers, resp_body, biz_no \
         FROM idem_idempotency_records WHERE key_hash > ? AND state IN (1, 2) \
         AND expire_at > {now} ORDER BY key_hash LIMIT ?",
-    one: "SELECT key_hash, idem_key, rev, resp_headers, resp_body, biz_no \
+    one: "SELECT key_hash, idem_key, operation_id, rev, resp_headers, resp_body, biz_no \
         FROM idem_idempotency_records WHERE key_hash = ? AND state IN (1, 2) \
         AND expire_at > {now}",
     rewrite: "UPDATE idem_idempotency_records SET idem_key = ?, resp_headers = ?, \
         resp_body = ?, biz_no = NULL, updated_at = {now}, rev = rev + 1 \
-        WHERE key_hash = ? AND rev = ? AND state IN (1, 2)",
+        WHERE key_hash = ? AND operation_id = ? AND rev = ? AND state IN (1, 2)",
 };
 
 const LITE: Templates = Templates {
@@ -163,20 +169,22 @@ const LITE: Templates = Templates {
         FROM idem_idempotency_records, (SELECT {now} AS n) AS t \
         WHERE expire_at > n AND expire_at <= n + 86400000",
     release: "UPDATE idem_idempotency_records SET lease_until = min(lease_until, {now}), \
-        updated_at = {now}, rev = rev + 1 WHERE key_hash = ?1 AND fence = ?2 AND state = 0",
+        updated_at = {now}, rev = rev + 1 \
+        WHERE key_hash = ?1 AND operation_id = ?2 AND fence = ?3 AND state = 0",
     expire: "UPDATE idem_idempotency_records SET expire_at = min(expire_at, {now}), \
-        updated_at = {now}, rev = rev + 1 WHERE key_hash = ?1 AND fence = ?2",
+        updated_at = {now}, rev = rev + 1 \
+        WHERE key_hash = ?1 AND operation_id = ?2 AND fence = ?3",
     stored: "SELECT COUNT(*) FROM idem_idempotency_records \
         WHERE state IN (1, 2) AND expire_at > {now}",
-    page: "SELECT key_hash, idem_key, rev, resp_headers, resp_body, biz_no \
+    page: "SELECT key_hash, idem_key, operation_id, rev, resp_headers, resp_body, biz_no \
         FROM idem_idempotency_records WHERE key_hash > ?1 AND state IN (1, 2) \
         AND expire_at > {now} ORDER BY key_hash LIMIT ?2",
-    one: "SELECT key_hash, idem_key, rev, resp_headers, resp_body, biz_no \
+    one: "SELECT key_hash, idem_key, operation_id, rev, resp_headers, resp_body, biz_no \
         FROM idem_idempotency_records WHERE key_hash = ?1 AND state IN (1, 2) \
         AND expire_at > {now}",
     rewrite: "UPDATE idem_idempotency_records SET idem_key = ?1, resp_headers = ?2, \
         resp_body = ?3, biz_no = NULL, updated_at = {now}, rev = rev + 1 \
-        WHERE key_hash = ?4 AND rev = ?5 AND state IN (1, 2)",
+        WHERE key_hash = ?4 AND operation_id = ?5 AND rev = ?6 AND state IN (1, 2)",
 };
 
 static PG_SQL: LazyLock<Statements> = LazyLock::new(|| Statements::new(&PG, postgres::NOW_MS_SQL));
@@ -390,6 +398,7 @@ impl Db {
                 .bind(&new.headers)
                 .bind(&new.body)
                 .bind(&row.key_hash)
+                .bind(&row.operation_id)
                 .bind(row.rev)
                 .execute(pool)
                 .await?
@@ -398,13 +407,21 @@ impl Db {
         Ok(n == 1)
     }
 
-    /// `release` or `expire`: the number of rows changed.
-    async fn operate(&self, action: Action, hash: &[u8], fence: i64) -> Result<u64, Error> {
+    /// `release` or `expire` of the record `hash` while it is still operation `operation_id`
+    /// at `fence`: the number of rows changed.
+    async fn operate(
+        &self,
+        action: Action,
+        hash: &[u8],
+        operation_id: &str,
+        fence: i64,
+    ) -> Result<u64, Error> {
         macro_rules! run {
             ($field:ident) => {
                 on!(self, .$field, |q, pool| {
                     sqlx::query(q)
                         .bind(hash)
+                        .bind(operation_id)
                         .bind(fence)
                         .execute(pool)
                         .await?
@@ -545,6 +562,9 @@ const NO_RING: &str = "the response is sealed: give the key ring (IDEM_ENCRYPTIO
 struct StoredRow {
     key_hash: Vec<u8>,
     idem_key: String,
+    /// The operation the response belongs to: with `rev`, the guard of the rewrite (a record
+    /// purged and claimed afresh restarts `rev` at 1, under a new operation id).
+    operation_id: String,
     /// The row version, +1 on every write: the guard of the rewrite.
     rev: i64,
     resp_headers: Option<Vec<u8>>,
@@ -740,8 +760,20 @@ fn key_args(cmd: Command) -> Command {
     )
 }
 
-fn fence_arg(cmd: Command) -> Command {
+/// The record as `inspect` showed it: its operation id (which a record purged and claimed
+/// afresh does not keep) and its fence (which a takeover moves on).
+fn identity_args(cmd: Command) -> Command {
     cmd.arg(
+        Arg::new("operation-id")
+            .long("operation-id")
+            .value_name("ID")
+            .required(true)
+            .help(
+                "The operation id `inspect` showed: the record is changed only if it is still \
+                 that operation",
+            ),
+    )
+    .arg(
         Arg::new("fence")
             .long("fence")
             .value_name("N")
@@ -860,11 +892,11 @@ fn cli() -> Command {
                 "Records by state, the oldest processing record, expiries ahead, table size",
             ),
         )
-        .subcommand(fence_arg(key_args(Command::new("release").about(
+        .subcommand(identity_args(key_args(Command::new("release").about(
             "End the lease of a stuck processing record: the next retry of the same request \
              takes over, with the same operation id",
         ))))
-        .subcommand(fence_arg(key_args(Command::new("expire").about(
+        .subcommand(identity_args(key_args(Command::new("expire").about(
             "Expire a record now (stuck or poisoned): the key is free, the next request runs \
              afresh under a new operation id",
         ))))
@@ -1039,8 +1071,9 @@ async fn stats(db: &Db, json: bool, out: &mut impl Write) -> Result<(), Error> {
     Ok(())
 }
 
-/// `idem release` / `idem expire`: the action on the record while it still has `--fence`;
-/// otherwise, why not.
+/// `idem release` / `idem expire`: the action on the record while it is still the operation
+/// `--operation-id` at `--fence`; otherwise, why not. Never by the fence alone: a record purged
+/// and claimed afresh starts again at fence 1, under another operation.
 async fn operate(
     db: &Db,
     m: &ArgMatches,
@@ -1049,7 +1082,10 @@ async fn operate(
 ) -> Result<(), Error> {
     let hash = key_hash(m)?;
     let fence = *m.get_one::<i64>("fence").unwrap_or(&0);
-    if db.operate(action, &hash, fence).await? == 1 {
+    let operation_id = m
+        .get_one::<String>("operation-id")
+        .map_or("", String::as_str);
+    if db.operate(action, &hash, operation_id, fence).await? == 1 {
         let done = match action {
             Action::Release => "lease ended",
             Action::Expire => "expired",
@@ -1059,6 +1095,11 @@ async fn operate(
     }
     Err(match db.inspect(&hash).await? {
         None => format!("no record with key hash {}", hex(&hash)),
+        Some(r) if r.operation_id != operation_id => format!(
+            "the record is another operation since you inspected it (operation id now {}): \
+             the one you saw is gone; inspect it again",
+            r.operation_id
+        ),
         Some(r) if r.fence != fence => format!(
             "the record changed since you inspected it (fence now {})",
             r.fence

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use idem::RequestHash;
 use idem::key::ScopedKey;
-use idem::store::{Claim, ClaimRequest};
+use idem::store::{Claim, ClaimRequest, Completion, Outcome};
 
 use crate::backends::{Database, backend_tests, on_database};
 
@@ -183,7 +183,16 @@ async fn commands_on_a_fresh_database(db: &Database) {
     assert_eq!(json["body"], serde_json::Value::Null);
 
     // release ends the lease and keeps the operation id; a retry of the same request takes over.
-    ok(url, &["release", "--key-hash", &hash, "--fence", &fence]);
+    let op = lease.operation_id.as_str();
+    let as_seen = |fence: &str| -> Vec<String> {
+        ["--key-hash", &hash, "--operation-id", op, "--fence", fence]
+            .map(str::to_owned)
+            .to_vec()
+    };
+    let with = |action: &str, fence: &str| -> Vec<String> {
+        [vec![action.to_owned()], as_seen(fence)].concat()
+    };
+    ok(url, &args(&with("release", &fence)));
     let Claim::Acquired(retry) = store.claim(&claim).await.unwrap() else {
         panic!("a released lease is taken over");
     };
@@ -191,7 +200,7 @@ async fn commands_on_a_fresh_database(db: &Database) {
     assert_eq!(retry.fence, lease.fence + 1);
 
     // The operator's fence is now stale.
-    let stale = fails(url, &["expire", "--key-hash", &hash, "--fence", &fence]);
+    let stale = fails(url, &args(&with("expire", &fence)));
     assert!(
         stale.contains(&format!(
             "the record changed since you inspected it (fence now {})",
@@ -202,7 +211,7 @@ async fn commands_on_a_fresh_database(db: &Database) {
     let dry = ok(url, &["purge", "--dry-run"]);
     assert!(dry.contains("0 expired records would be purged"), "{dry}");
     let fence = retry.fence.to_string();
-    ok(url, &["expire", "--key-hash", &hash, "--fence", &fence]);
+    ok(url, &args(&with("expire", &fence)));
     let expired = ok(url, &["inspect", "--key-hash", &hash]);
     assert!(field(&expired, "state").contains("(expired)"), "{expired}");
 
@@ -212,6 +221,32 @@ async fn commands_on_a_fresh_database(db: &Database) {
     let purged = ok(url, &["purge", "--batch", "10"]);
     assert!(purged.contains("purged 1 expired records"), "{purged}");
     fails(url, &["inspect", "--key-hash", &hash]);
+
+    // The key is claimed afresh: fence 1 again, another operation. An operator's command of the
+    // record seen before the purge leaves it alone, whatever the fence.
+    let Claim::Acquired(fresh) = store.claim(&claim).await.unwrap() else {
+        panic!("a purged key is claimed afresh");
+    };
+    assert_ne!(fresh.operation_id, lease.operation_id);
+    let fresh_fence = fresh.fence.to_string();
+    for action in ["release", "expire"] {
+        let gone = fails(url, &args(&with(action, &fresh_fence)));
+        assert!(
+            gone.contains(&format!(
+                "the record is another operation since you inspected it (operation id now {})",
+                fresh.operation_id
+            )),
+            "{gone}"
+        );
+    }
+    store
+        .complete(
+            &fresh,
+            &Completion::new(Outcome::Completed, 201, b"new".to_vec()),
+        )
+        .await
+        .unwrap();
+    assert!(matches!(store.claim(&claim).await.unwrap(), Claim::Completed(r) if r.body == b"new"));
     let stats = ok(url, &["stats"]);
     assert!(stats.contains("processing    0"), "{stats}");
 }
@@ -244,4 +279,9 @@ fn cli_errors_are_one_line() {
     );
     let bad_hash = fails(&url, &["inspect", "--key-hash", "xyz"]);
     assert!(bad_hash.contains("64 hex digits"), "{bad_hash}");
+}
+
+/// `args` as the `&[&str]` that `ok` and `fails` take.
+fn args(args: &[String]) -> Vec<&str> {
+    args.iter().map(String::as_str).collect()
 }

@@ -212,7 +212,7 @@ backend_tests!(
     two_handles_over_one_store_stay_correct,
 );
 
-/// `idem expire --fence N` ends a record early in the database: a handle with a cache replays its
+/// `idem expire` ends a record early in the database: a handle with a cache replays its
 /// copy for at most `max_age`, then sees the key free.
 #[tokio::test]
 async fn an_operator_expire_is_seen_after_max_age() {

@@ -13,23 +13,25 @@ use redis::{FromRedisValue, Script, ScriptInvocation};
 use super::{Error, StoredRow};
 
 /// A live stored record's fields, or nothing. `KEYS`: the record. Answers `rev`, `idem_key`,
-/// `resp_headers`, `resp_body`, `biz_no` (absent: empty) when it is completed or failed-stored
-/// and not expired by the server's clock.
+/// `resp_headers`, `resp_body`, `biz_no` (absent: empty), `operation_id` when it is completed
+/// or failed-stored and not expired by the server's clock.
 const READ: &str = r"
 local f = redis.call('HMGET', KEYS[1], 'state', 'expire_at', 'rev', 'idem_key', 'resp_headers',
-  'resp_body', 'biz_no')
+  'resp_body', 'biz_no', 'operation_id')
 if f[1] ~= '1' and f[1] ~= '2' then return {} end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 if tonumber(f[2]) <= now then return {} end
-return {f[3], f[4], f[5] or '', f[6] or '', f[7] or ''}
+return {f[3], f[4], f[5] or '', f[6] or '', f[7] or '', f[8] or ''}
 ";
 
-/// The response of a stored record replaced while its `rev` is still `ARGV[1]`: 1, or 0 when
-/// the store wrote it since. `KEYS`: the record. `ARGV`: rev, idem_key, headers, body.
+/// The response of a stored record replaced while it is still operation `ARGV[5]` at `rev`
+/// `ARGV[1]`: 1, or 0 when the store wrote it since (a record purged and claimed afresh restarts
+/// `rev` at 1, under another operation id). `KEYS`: the record. `ARGV`: rev, idem_key, headers,
+/// body, operation id.
 const REWRITE: &str = r"
-local f = redis.call('HMGET', KEYS[1], 'rev', 'state')
-if f[1] ~= ARGV[1] or (f[2] ~= '1' and f[2] ~= '2') then return 0 end
+local f = redis.call('HMGET', KEYS[1], 'rev', 'state', 'operation_id')
+if f[1] ~= ARGV[1] or (f[2] ~= '1' and f[2] ~= '2') or f[3] ~= ARGV[5] then return 0 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('HSET', KEYS[1], 'idem_key', ARGV[2], 'resp_headers', ARGV[3], 'resp_body', ARGV[4],
@@ -155,12 +157,15 @@ impl RedisDb {
         if fields.is_empty() {
             return Ok(None);
         }
-        let Ok([rev, idem_key, headers, body, biz_no]) = <[Vec<u8>; 5]>::try_from(fields) else {
+        let Ok([rev, idem_key, headers, body, biz_no, operation_id]) =
+            <[Vec<u8>; 6]>::try_from(fields)
+        else {
             return Err("the record read script answered an unexpected reply".into());
         };
         Ok(Some(StoredRow {
             key_hash,
             idem_key: String::from_utf8(idem_key)?,
+            operation_id: String::from_utf8(operation_id)?,
             rev: String::from_utf8(rev)?.parse()?,
             resp_headers: Some(headers),
             resp_body: Some(body),
@@ -182,7 +187,8 @@ impl RedisDb {
             .arg(row.rev)
             .arg(idem_key)
             .arg(&new.headers)
-            .arg(&new.body);
+            .arg(&new.body)
+            .arg(&row.operation_id);
         let done: i64 = invoke(self.conn.clone(), &mut invocation).await?;
         Ok(done == 1)
     }
