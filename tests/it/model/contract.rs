@@ -122,6 +122,8 @@ enum State {
 struct Rec {
     payload: u8,
     op: String,
+    /// 1 for a record claimed where none was, +1 for every later claim of it.
+    fence: u64,
     state: State,
     expire_at: i64,
 }
@@ -219,10 +221,11 @@ impl Contract {
         self.ops.insert(op.to_owned(), (request.route, request.key));
         let key = (request.route, request.key);
         let lease_until = self.now + request.route.lease_ms();
-        let (_, expire_at) = match (continues, self.records.get(&key)) {
+        let fence = self.records.get(&key).map_or(1, |rec| rec.fence + 1);
+        let expire_at = match (continues, self.records.get(&key)) {
             // A takeover keeps the record's expiry, at least to the end of the new lease.
-            (Some(_), Some(rec)) => (false, rec.expire_at.max(lease_until)),
-            _ => (true, (self.now + TTL_MS).max(lease_until)),
+            (Some(_), Some(rec)) => rec.expire_at.max(lease_until),
+            _ => (self.now + TTL_MS).max(lease_until),
         };
         // An attempt that held the lease before is superseded (fenced out): it still hangs,
         // but no longer holds the record.
@@ -231,6 +234,7 @@ impl Contract {
             Rec {
                 payload: request.payload,
                 op: op.to_owned(),
+                fence,
                 state: State::Processing {
                     holder: Some(attempt),
                     lease_until,
@@ -260,10 +264,10 @@ impl Contract {
     }
 
     /// What a superseded `attempt` answers: what a retry of its request sees now, or its own
-    /// answer when the record is gone.
+    /// answer when the record is gone (purged, or expired: logically absent).
     pub fn superseded(&self, attempt: u32) -> Expect {
         let h = &self.hanging[&attempt];
-        match self.records.get(&(h.request.route, h.request.key)) {
+        match self.live(h.request) {
             None => Expect::Own,
             Some(rec) if rec.payload != h.request.payload => Expect::Reject(422),
             Some(Rec {
@@ -327,6 +331,46 @@ impl Contract {
     pub fn purged(&mut self) {
         let now = self.now;
         self.records.retain(|_, r| r.expire_at > now);
+    }
+
+    /// The keys that have a record (expired or not, until purged), in a stable order.
+    pub fn keys(&self) -> Vec<(Route, u8)> {
+        let mut keys: Vec<(Route, u8)> = self.records.keys().copied().collect();
+        keys.sort_unstable_by_key(|(route, key)| (route.path(), *key));
+        keys
+    }
+
+    /// The record of `key` as an operator's `inspect` shows it (expired or not, until purged):
+    /// its operation id and fence.
+    pub fn identity(&self, route: Route, key: u8) -> Option<(String, u64)> {
+        self.records
+            .get(&(route, key))
+            .map(|r| (r.op.clone(), r.fence))
+    }
+
+    /// An operator's `release` (`release == true`) or `expire` of the record `seen` in an
+    /// earlier `inspect`: whether it applies, and its effect. It applies only to that very
+    /// record — the same operation at the same fence — and `release` only while it processes;
+    /// the database's clock, behind the store's, makes the lease or the record end now.
+    pub fn operator(&mut self, release: bool, route: Route, key: u8, seen: &(String, u64)) -> bool {
+        let now = self.now;
+        let Some(rec) = self.records.get_mut(&(route, key)) else {
+            return false;
+        };
+        if (&rec.op, rec.fence) != (&seen.0, seen.1) {
+            return false;
+        }
+        match (&mut rec.state, release) {
+            (State::Processing { lease_until, .. }, true) => {
+                *lease_until = (*lease_until).min(now);
+                true
+            }
+            (_, true) => false,
+            (_, false) => {
+                rec.expire_at = rec.expire_at.min(now);
+                true
+            }
+        }
     }
 
     /// Whether a hanging attempt would be taken over by a `Send` now (its lease ran out).

@@ -30,13 +30,13 @@ use axum::extract::State;
 use axum::http::{Request as HttpRequest, StatusCode};
 use axum::routing::post;
 use axum::{Json, Router};
-use idem::store::{Clock, ManualClock, MemoryStore, Store};
-use idem::{Fingerprint, Idem, MySqlStore, PostgresStore, Snapshot, idempotent};
+use idem::store::{Clock, ManualClock, MemoryStore, Store, Timestamp};
+use idem::{Fingerprint, Idem, MySqlStore, PostgresStore, Snapshot, SqliteStore, idempotent};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tower::ServiceExt;
 
-use crate::backends::{Backend, Database, Fixture};
+use crate::backends::Backend;
 use contract::{CompleteFault, Contract, Expect, Plan, Request, Route};
 use faulty::Faulty;
 
@@ -148,6 +148,11 @@ enum Step {
     Purge,
     Complete(CompleteFault),
     Down(bool),
+    /// An operator reads the record with `idem inspect` (SQL stores).
+    Inspect(Route, u8),
+    /// An operator runs `idem release` (`true`) or `idem expire` on the record they inspected
+    /// last, naming it as `inspect` showed it.
+    Operator(bool, Route, u8),
 }
 
 const STATUSES: [u16; 7] = [201, 201, 200, 409, 422, 402, 500];
@@ -189,6 +194,10 @@ struct World {
     down: bool,
     /// Requests whose handlers hang, by attempt.
     tasks: HashMap<u32, JoinHandle<Answer>>,
+    /// The database the `idem` CLI reaches (SQL stores only).
+    cli: Option<String>,
+    /// What the operator's last `inspect` of each key showed: operation id and fence.
+    seen: HashMap<(Route, u8), (String, u64)>,
 }
 
 /// What a client got.
@@ -200,7 +209,12 @@ struct Answer {
 }
 
 impl World {
-    fn new(store: Arc<dyn Store>, clock: Arc<ManualClock>, tag: String) -> World {
+    fn new(
+        store: Arc<dyn Store>,
+        clock: Arc<ManualClock>,
+        tag: String,
+        cli: Option<String>,
+    ) -> World {
         let faulty = Arc::new(Faulty::new(store.clone()));
         let app = App {
             idem: Some(Idem::from_arc(faulty.clone())),
@@ -223,6 +237,8 @@ impl World {
             complete: CompleteFault::None,
             down: false,
             tasks: HashMap::new(),
+            cli,
+            seen: HashMap::new(),
         }
     }
 
@@ -245,12 +261,16 @@ impl World {
             Step::Advance(_) | Step::Purge => !self.down,
             Step::Complete(_) => quiet && !self.down,
             Step::Down(down) => quiet && down != self.down,
+            Step::Inspect(..) => self.cli.is_some() && !self.down,
+            Step::Operator(_, route, key) => {
+                self.cli.is_some() && !self.down && self.seen.contains_key(&(route, key))
+            }
         }
     }
 
     fn generate(&self, rng: &mut Rng) -> Step {
         loop {
-            let step = match rng.below(100) {
+            let step = match rng.below(104) {
                 0..=54 => {
                     let route = rng.pick(&Route::ALL);
                     let request = Request {
@@ -281,8 +301,26 @@ impl World {
                     Route::Short.lease_ms() + 1,
                     contract::TTL_MS + 1,
                 ])),
-                89..=91 => Step::Purge,
-                92..=96 => Step::Complete(rng.pick(&[
+                89..=92 => Step::Purge,
+                // An operator looks at records that exist, and acts on records they looked at.
+                93..=95 => {
+                    let keys = self.model.keys();
+                    if keys.is_empty() {
+                        continue;
+                    }
+                    let (route, key) = rng.pick(&keys);
+                    Step::Inspect(route, key)
+                }
+                96..=98 => {
+                    let mut seen: Vec<(Route, u8)> = self.seen.keys().copied().collect();
+                    if seen.is_empty() {
+                        continue;
+                    }
+                    seen.sort_unstable_by_key(|(route, key)| (route.path(), *key));
+                    let (route, key) = rng.pick(&seen);
+                    Step::Operator(rng.below(2) == 0, route, key)
+                }
+                99..=100 => Step::Complete(rng.pick(&[
                     CompleteFault::None,
                     CompleteFault::Transient,
                     CompleteFault::Permanent,
@@ -389,7 +427,90 @@ impl World {
                 self.faulty.set_down(down);
                 Ok(())
             }
+            Step::Inspect(route, key) => self.inspect(route, key),
+            Step::Operator(release, route, key) => self.operator(release, route, key),
         }
+    }
+
+    /// The `idem` CLI's arguments naming the record of `key` on `route`.
+    fn key_hash(&self, route: Route, key: u8) -> String {
+        let operation = format!("POST {}", route.path());
+        idem::key::scoped_key(&operation, &[], &format!("{}-{key}", self.tag))
+            .unwrap()
+            .hash_hex()
+            .to_string()
+    }
+
+    #[cfg(feature = "cli")]
+    fn cli(&self, args: &[&str]) -> std::process::Output {
+        crate::cli::idem_with(self.cli.as_deref().expect("a SQL store"), args, &[])
+    }
+
+    #[cfg(not(feature = "cli"))]
+    fn cli(&self, _: &[&str]) -> std::process::Output {
+        unreachable!("no CLI events without the `cli` feature")
+    }
+
+    /// `idem inspect --json`: what it shows must be the model's record.
+    fn inspect(&mut self, route: Route, key: u8) -> Result<(), String> {
+        let hash = self.key_hash(route, key);
+        let out = self.cli(&["inspect", "--key-hash", &hash, "--json"]);
+        let shown = out.status.success().then(|| {
+            let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+            let op = json["operation_id"].as_str().unwrap_or_default().to_owned();
+            (op, json["fence"].as_u64().unwrap_or_default())
+        });
+        let expected = self.model.identity(route, key);
+        if shown != expected {
+            return Err(format!(
+                "`idem inspect` shows {shown:?}, the model {expected:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        if let Some(seen) = shown {
+            self.seen.insert((route, key), seen);
+        }
+        Ok(())
+    }
+
+    /// `idem release` or `idem expire` of the record inspected last: done exactly when the
+    /// model says the record is still the one seen.
+    fn operator(&mut self, release: bool, route: Route, key: u8) -> Result<(), String> {
+        let seen = self.seen[&(route, key)].clone();
+        let hash = self.key_hash(route, key);
+        let fence = seen.1.to_string();
+        let action = if release { "release" } else { "expire" };
+        let args = [
+            action,
+            "--key-hash",
+            &hash,
+            "--operation-id",
+            &seen.0,
+            "--fence",
+            &fence,
+        ];
+        let out = self.cli(&args);
+        let applies = self.model.operator(release, route, key, &seen);
+        if out.status.success() != applies {
+            return Err(format!(
+                "`idem {action}` of operation {} at fence {fence}: {}, where the model says it \
+                 {} ({}{})",
+                seen.0,
+                if out.status.success() {
+                    "done"
+                } else {
+                    "refused"
+                },
+                if applies {
+                    "applies"
+                } else {
+                    "no longer applies"
+                },
+                String::from_utf8_lossy(&out.stdout).trim(),
+                String::from_utf8_lossy(&out.stderr).trim(),
+            ));
+        }
+        Ok(())
     }
 
     async fn send(&mut self, attempt: u32, request: Request, plan: Plan) -> Result<(), String> {
@@ -519,10 +640,9 @@ fn observed(answer: &Answer, expect: &Expect, route: Route) -> Result<(), String
 // Walks, shrinking, one test per store.
 
 /// Runs `steps` (or generates `length` steps from `seed` when `steps` is `None`) in a new world
-/// on `store`; returns the steps run and the first violation.
+/// on `site`; returns the steps run and the first violation.
 async fn walk(
-    store: &Arc<dyn Store>,
-    clock: &Arc<ManualClock>,
+    site: &Site,
     seed: u64,
     length: u32,
     steps: Option<&[Step]>,
@@ -533,7 +653,12 @@ async fn walk(
         WALKS.fetch_add(1, Ordering::SeqCst),
         std::process::id()
     );
-    let mut world = World::new(store.clone(), clock.clone(), tag);
+    let mut world = World::new(
+        site.store.clone(),
+        site.clock.clone(),
+        tag,
+        site.cli.clone(),
+    );
     let mut rng = Rng(seed);
     let mut done = Vec::new();
     let total = steps.map_or(length as usize, <[Step]>::len);
@@ -582,13 +707,16 @@ impl World {
 
 /// Drops steps while the walk still fails: the shortest failing list this finds.
 async fn shrink(
-    store: &Arc<dyn Store>,
-    clock: &Arc<ManualClock>,
+    site: &Site,
     seed: u64,
     mut steps: Vec<Step>,
+    first: String,
 ) -> (Vec<Step>, String) {
-    let (_, Some(mut error)) = walk(store, clock, seed, 0, Some(&steps)).await else {
-        return (steps, "the failure did not repeat (a race?)".into());
+    let (_, Some(mut error)) = walk(site, seed, 0, Some(&steps)).await else {
+        return (
+            steps,
+            format!("{first}\n(the failure did not repeat: a race?)"),
+        );
     };
     let mut chunk = steps.len().div_ceil(2);
     while chunk >= 1 {
@@ -601,7 +729,7 @@ async fn shrink(
                 *s = Step::Advance(0);
             }
             if candidate != steps
-                && let (_, Some(e)) = walk(store, clock, seed, 0, Some(&candidate)).await
+                && let (_, Some(e)) = walk(site, seed, 0, Some(&candidate)).await
             {
                 steps = candidate;
                 error = e;
@@ -623,16 +751,16 @@ fn env_u64(name: &str, default: u64) -> u64 {
 
 /// Runs the walks on `store`: `IDEM_MODEL_WALKS` walks of `IDEM_MODEL_STEPS` steps, from
 /// `IDEM_MODEL_SEED` (a seed of each backend otherwise).
-async fn walks(backend: Backend, store: Arc<dyn Store>, clock: Arc<ManualClock>) {
+async fn walks(backend: Backend, site: Site) {
     let first = env_u64("IDEM_MODEL_SEED", 0x1de3_0000 + backend as u64);
     let count = env_u64("IDEM_MODEL_WALKS", 40);
     let length = env_u64("IDEM_MODEL_STEPS", 40) as u32;
     let started = std::time::Instant::now();
     for n in 0..count {
         let seed = first.wrapping_add(n);
-        let (steps, error) = walk(&store, &clock, seed, length, None).await;
-        if error.is_some() {
-            let (shrunk, error) = shrink(&store, &clock, seed, steps).await;
+        let (steps, error) = walk(&site, seed, length, None).await;
+        if let Some(first) = error {
+            let (shrunk, error) = shrink(&site, seed, steps, first).await;
             let listed: Vec<String> = shrunk
                 .iter()
                 .enumerate()
@@ -653,54 +781,75 @@ async fn walks(backend: Backend, store: Arc<dyn Store>, clock: Arc<ManualClock>)
     );
 }
 
-/// The store of `backend` on a manual clock: PostgreSQL and MariaDB on a database of their own
-/// (the walks move the clock by hours and purge what it expires), the others fresh.
-async fn open(backend: Backend) -> Option<(Arc<dyn Store>, Arc<ManualClock>, Keep)> {
-    let clock = Arc::new(ManualClock::starting_now());
-    let dyn_clock = clock.clone() as Arc<dyn Clock>;
-    match backend {
-        Backend::Postgres | Backend::Mysql => {
-            let db: Database = backend.database().await?;
-            let store: Arc<dyn Store> = if backend == Backend::Postgres {
-                Arc::new(
-                    PostgresStore::connect(&db.url)
-                        .await
-                        .unwrap()
-                        .with_clock(dyn_clock),
-                )
-            } else {
-                Arc::new(
-                    MySqlStore::connect(&db.url)
-                        .await
-                        .unwrap()
-                        .with_clock(dyn_clock),
-                )
-            };
-            store.migrate().await.unwrap();
-            Some((store, clock, Keep::Database(db)))
-        }
-        Backend::Memory => Some((
-            Arc::new(MemoryStore::with_clock(dyn_clock)),
-            clock,
-            Keep::Nothing,
-        )),
-        _ => {
-            let fixture = backend.open_with_clock(clock.clone()).await?;
-            Some((
-                fixture.store.clone(),
-                clock,
-                Keep::Fixture(Box::new(fixture)),
-            ))
-        }
-    }
+/// A store the walks run on, on a manual clock, and the database the `idem` CLI reaches.
+struct Site {
+    store: Arc<dyn Store>,
+    clock: Arc<ManualClock>,
+    /// The URL of a SQL store's database, when the CLI is built.
+    cli: Option<String>,
+    /// A temporary directory, or a database of its own, that must live as long as the store.
+    _keep: Option<Box<dyn std::any::Any + Send + Sync>>,
 }
 
-/// What must live as long as a store.
-#[allow(dead_code)]
-enum Keep {
-    Nothing,
-    Database(Database),
-    Fixture(Box<Fixture>),
+/// The store of `backend` on a manual clock. The SQL stores are on a database of their own (the
+/// walks move the clock by hours and purge what it expires), and their clock starts a day ahead
+/// of the database server's, which the CLI reads: what the CLI ends "now" has ended for the
+/// store too.
+async fn open(backend: Backend) -> Option<Site> {
+    let ahead = Timestamp::from_millis(
+        Timestamp::from_system_time(std::time::SystemTime::now()).as_millis() + 86_400_000,
+    );
+    let clock = Arc::new(ManualClock::new(ahead));
+    let dyn_clock = clock.clone() as Arc<dyn Clock>;
+    let cli = |url: &str| cfg!(feature = "cli").then(|| url.to_owned());
+    let (store, cli, keep): (
+        Arc<dyn Store>,
+        _,
+        Option<Box<dyn std::any::Any + Send + Sync>>,
+    ) = match backend {
+        Backend::Memory => (Arc::new(MemoryStore::with_clock(dyn_clock)), None, None),
+        Backend::Sqlite => {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("idem.db");
+            let store = SqliteStore::open(&path)
+                .await
+                .unwrap()
+                .with_clock(dyn_clock);
+            let url = format!("sqlite://{}", path.display());
+            (Arc::new(store), cli(&url), Some(Box::new(dir)))
+        }
+        Backend::Postgres => {
+            let db = backend.database().await?;
+            let store = PostgresStore::connect(&db.url).await.unwrap();
+            let url = cli(&db.url);
+            (
+                Arc::new(store.with_clock(dyn_clock)),
+                url,
+                Some(Box::new(db)),
+            )
+        }
+        Backend::Mysql => {
+            let db = backend.database().await?;
+            let store = MySqlStore::connect(&db.url).await.unwrap();
+            let url = cli(&db.url);
+            (
+                Arc::new(store.with_clock(dyn_clock)),
+                url,
+                Some(Box::new(db)),
+            )
+        }
+        Backend::Redis => {
+            let fixture = backend.open_with_clock(clock.clone()).await?;
+            (fixture.store.clone(), None, Some(Box::new(fixture)))
+        }
+    };
+    store.migrate().await.unwrap();
+    Some(Site {
+        store,
+        clock,
+        cli,
+        _keep: keep,
+    })
 }
 
 /// The handler's own panics are part of the walks: not printed (any other panic still is).
@@ -721,8 +870,8 @@ const HANDLER_PANICS: &str = "the model's handler panics";
 
 async fn on(backend: Backend) {
     quiet_panics();
-    if let Some((store, clock, _keep)) = open(backend).await {
-        walks(backend, store, clock).await;
+    if let Some(site) = open(backend).await {
+        walks(backend, site).await;
     }
 }
 
