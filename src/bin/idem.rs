@@ -1132,15 +1132,6 @@ fn key_ring(m: &ArgMatches) -> Result<Option<KeyRing>, Error> {
         .map_err(|e| format!("{from}: {e}").into())
 }
 
-/// The `idem_key` of a record sealed from plaintext: `<operation>:sealed:<key hash>`, as an
-/// encrypting handle writes it (`ScopedKey::opaque`). The readable form is the scope parts,
-/// the operation and the client key, each escaped and joined with `:`; the operation is the
-/// part before the last.
-fn opaque_key(readable: &str, key_hash: &[u8]) -> String {
-    let operation = readable.rsplit(':').nth(1).unwrap_or_default();
-    format!("{operation}:sealed:{}", hex(key_hash))
-}
-
 /// What `rekey` did, or with `--dry-run` would do.
 #[derive(Default)]
 struct Rekeyed {
@@ -1307,7 +1298,10 @@ async fn rekey_one(
             Err(e @ ResealError::Random(_)) => return Err(e.into()),
         };
         let key = if plaintext {
-            opaque_key(&row.idem_key, &hash)
+            // As an encrypting handle writes it; a key that does not read as one (written by
+            // hand) becomes the bare key hash rather than stay readable.
+            ScopedKey::opaque_readable(&row.idem_key, &hash)
+                .unwrap_or_else(|| format!("sealed:{}", hex(&hash)))
         } else {
             row.idem_key.clone()
         };

@@ -256,6 +256,33 @@ async fn plaintext_records_replay_after_turning_it_on(fx: &Fixture) {
     assert_eq!(runs.load(Ordering::SeqCst), 0);
 }
 
+/// The same on MariaDB's one-statement claim, which reads the row it met and must know it for
+/// its own key although its readable form changed (`key:sealed:<hash>` now, plaintext before).
+#[tokio::test]
+async fn mysql_one_statement_claims_find_records_written_before_turning_it_on() {
+    let Some(url) = crate::backends::Backend::Mysql.url() else {
+        return;
+    };
+    let store = idem::MySqlStore::connect(&url)
+        .await
+        .unwrap()
+        .with_one_round_trip_replays();
+    store.migrate().await.unwrap();
+    let store: Arc<dyn Store> = Arc::new(store);
+    let (plain, _) = app(&store, None);
+    let key = unique("before-returning");
+    let first = pay(&plain, &key).await;
+    let (sealing, runs) = app(&store, Some(ring(&[("k1", 1)])));
+    let replay = pay(&sealing, &key).await;
+    assert_eq!(
+        replay.status, first.status,
+        "not 503: the claim found its row"
+    );
+    assert!(replay.replayed);
+    assert_eq!(replay.body, first.body);
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+}
+
 /// A flipped byte in the stored ciphertext (a tampered row, a bad disk, a restored backup
 /// that was altered): `503 record-sealed`, the handler not run again, the row left as it is.
 async fn a_flipped_byte_is_never_replayed(fx: &Fixture) {

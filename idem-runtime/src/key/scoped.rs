@@ -130,9 +130,27 @@ impl ScopedKey {
     pub fn opaque(&self) -> ScopedKey {
         ScopedKey {
             hash: self.hash,
-            readable: format!("{}:sealed:{}", self.operation, self.hash_hex()),
+            readable: opaque_form(&self.operation, self.hash_hex()),
             operation: Arc::clone(&self.operation),
         }
+    }
+
+    /// [`ScopedKey::opaque`]'s readable form for the key whose readable form is `readable` and
+    /// whose hash is `hash`, for tools that seal records they read from a store (`idem
+    /// rekey`): the operation is taken from `readable` and unescaped, so that the result is
+    /// the one an encrypting handle writes, even for an operation with `:` or `%` in it (a gRPC
+    /// method's `pkg::Service/Method`). `None` when `readable` is not a readable form.
+    ///
+    /// ```
+    /// use idem_runtime::key::ScopedKey;
+    /// let key = ScopedKey::new(&["acme"], "payments::v1::Payments/Create", "k-1")?;
+    /// let opaque = ScopedKey::opaque_readable(key.readable(), key.hash());
+    /// assert_eq!(opaque, Some(key.opaque().readable().to_owned()));
+    /// # Ok::<(), idem_runtime::key::InvalidKey>(())
+    /// ```
+    pub fn opaque_readable(readable: &str, hash: &[u8; 32]) -> Option<String> {
+        let operation = unescape_part(readable.rsplit(':').nth(1)?)?;
+        Some(opaque_form(&operation, Hex(hash)))
     }
 
     /// The operation this key is scoped to, as given to [`ScopedKey::new`].
@@ -160,19 +178,6 @@ impl ScopedKey {
     /// # Ok::<(), idem_runtime::key::InvalidKey>(())
     /// ```
     pub fn hash_hex(&self) -> impl fmt::Display + '_ {
-        struct Hex<'a>(&'a [u8; 32]);
-        impl fmt::Display for Hex<'_> {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                const DIGITS: &[u8; 16] = b"0123456789abcdef";
-                let mut out = [0u8; 64];
-                for (i, b) in self.0.iter().enumerate() {
-                    out[2 * i] = DIGITS[usize::from(b >> 4)];
-                    out[2 * i + 1] = DIGITS[usize::from(b & 0xf)];
-                }
-                // Only ASCII hex digits were written.
-                f.write_str(core::str::from_utf8(&out).unwrap_or_default())
-            }
-        }
         Hex(&self.hash)
     }
 }
@@ -216,6 +221,44 @@ fn interned(operation: &str, readable: &mut String) -> Arc<str> {
         }
         op
     })
+}
+
+/// A key hash as 64 lowercase hex digits, written without allocating.
+struct Hex<'a>(&'a [u8; 32]);
+
+impl fmt::Display for Hex<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        const DIGITS: &[u8; 16] = b"0123456789abcdef";
+        let mut out = [0u8; 64];
+        for (i, b) in self.0.iter().enumerate() {
+            out[2 * i] = DIGITS[usize::from(b >> 4)];
+            out[2 * i + 1] = DIGITS[usize::from(b & 0xf)];
+        }
+        // Only ASCII hex digits were written.
+        f.write_str(core::str::from_utf8(&out).unwrap_or_default())
+    }
+}
+
+/// `<operation>:sealed:<key hash>`, the readable form of a sealed record's key.
+fn opaque_form(operation: &str, hash_hex: impl fmt::Display) -> String {
+    format!("{operation}:sealed:{hash_hex}")
+}
+
+/// The part [`escape_part`] escaped to `escaped`; `None` for a `%` not followed by two hex
+/// digits, or bytes that are not UTF-8.
+fn unescape_part(escaped: &str) -> Option<String> {
+    let mut out = Vec::with_capacity(escaped.len());
+    let mut bytes = escaped.bytes();
+    while let Some(b) = bytes.next() {
+        if b == b'%' {
+            let hex = [bytes.next()?, bytes.next()?];
+            let hex = core::str::from_utf8(&hex).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+        } else {
+            out.push(b);
+        }
+    }
+    String::from_utf8(out).ok()
 }
 
 fn escape_part(part: &str, out: &mut String) {
@@ -389,6 +432,16 @@ mod tests {
             let kb = ScopedKey::new(&b.0, &b.1, &b.2).unwrap();
             prop_assert_eq!(ka.hash() == kb.hash(), a == b);
             prop_assert_eq!(ka.readable() == kb.readable(), a == b);
+        }
+
+        #[test]
+        fn opaque_from_the_readable_form_is_the_handles(
+            a in (proptest::collection::vec(part(), 0..4), part(), client()),
+        ) {
+            let key = ScopedKey::new(&a.0, &a.1, &a.2).unwrap();
+            let opaque = ScopedKey::opaque_readable(key.readable(), key.hash());
+            let handles = key.opaque();
+            prop_assert_eq!(opaque.as_deref(), Some(handles.readable()));
         }
 
         #[test]

@@ -5,9 +5,12 @@
 use core::convert::identity;
 use core::ops::ControlFlow;
 
+use sqlx::Row as _;
 use sqlx::mysql::{MySql, MySqlDatabaseError, MySqlQueryResult};
 
-use super::statements::{CLAIM_RETURNING_SQL, INSERT_SQL, REPLACE_SQL, TAKEOVER_SQL};
+use super::statements::{
+    CLAIM_RETURNING_KEY_HASH, CLAIM_RETURNING_SQL, INSERT_SQL, REPLACE_SQL, TAKEOVER_SQL,
+};
 use super::{MySqlStore, classify, error_number, read};
 use crate::store::clock::Timestamp;
 use crate::store::error::StoreError;
@@ -217,9 +220,12 @@ impl MySqlStore {
             self.returning.set(Returning::YES);
         }
         let stored = read(&row).map_err(classify)?.into_stored()?;
-        if stored.record.key != req.key.readable() {
+        let row_key: Vec<u8> = row.try_get(CLAIM_RETURNING_KEY_HASH).map_err(classify)?;
+        if row_key.as_slice() != req.key.hash().as_slice() {
             // The primary key collided, not `uk_idem_key` (`docs/storage.md`): nothing was inserted,
-            // and the row is another key's. Claim again, under a new `UUID_SHORT()`.
+            // and the row is another key's. Claim again, under a new `UUID_SHORT()`. Told by the
+            // key hash, the record's identity, never by the readable key: that one changes form
+            // when encryption is switched on (`ScopedKey::opaque`) while older rows keep theirs.
             return Ok(Some(Met::Existing(None)));
         }
         Ok(Some(if stored.record.operation_id == operation_id {

@@ -61,8 +61,13 @@ pub(super) const CLAIM_RETURNING_SQL: &str = concat!(
     " ON DUPLICATE KEY UPDATE rev = rev RETURNING ",
     record_columns!(),
     ", ",
-    now!()
+    now!(),
+    ", key_hash"
 );
+
+/// The column of [`CLAIM_RETURNING_SQL`] holding the returned row's key hash: after the record's
+/// columns and "now".
+pub(super) const CLAIM_RETURNING_KEY_HASH: usize = 17;
 
 /// Replacing an expired record (S21, a new operation): a compare-and-swap on the row version
 /// read just before, re-checking expiry by the database's clock. Binds: readable key, request
