@@ -153,6 +153,10 @@ enum Step {
     /// An operator runs `idem release` (`true`) or `idem expire` on the record they inspected
     /// last, naming it as `inspect` showed it.
     Operator(bool, Route, u8),
+    /// Encryption switched on (`1`), or its key rotated (`2`): see [`World::encrypt`].
+    Encrypt(u8),
+    /// An operator runs `idem rekey` with the key ring in force (SQL stores).
+    Rekey,
 }
 
 const STATUSES: [u16; 7] = [201, 201, 200, 409, 422, 402, 500];
@@ -198,6 +202,34 @@ struct World {
     cli: Option<String>,
     /// What the operator's last `inspect` of each key showed: operation id and fence.
     seen: HashMap<(Route, u8), (String, u64)>,
+    /// The key ring in force ([`World::encrypt`]).
+    encryption: u8,
+}
+
+/// The service's routes over `app`.
+fn router(app: App) -> Router {
+    Router::new()
+        .route(Route::Exact.path(), post(exact))
+        .route(Route::Suppress.path(), post(suppress))
+        .route(Route::Short.path(), post(short))
+        .with_state(app)
+}
+
+/// The keys of encryption level `level` ([`World::encrypt`]), as `IDEM_ENCRYPTION_KEYS` and
+/// `KeyRing::parse` take them.
+fn keys(level: u8) -> Option<&'static str> {
+    const K1: &str = "k1:AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=";
+    const K2_K1: &str = "k2:AgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgI=,\
+        k1:AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=";
+    match level {
+        0 => None,
+        1 => Some(K1),
+        _ => Some(K2_K1),
+    }
+}
+
+fn key_ring(level: u8) -> Option<idem::seal::KeyRing> {
+    keys(level).map(|list| idem::seal::KeyRing::parse(list).unwrap())
 }
 
 /// What a client got.
@@ -220,11 +252,7 @@ impl World {
             idem: Some(Idem::from_arc(faulty.clone())),
             ..App::default()
         };
-        let router = Router::new()
-            .route(Route::Exact.path(), post(exact))
-            .route(Route::Suppress.path(), post(suppress))
-            .route(Route::Short.path(), post(short))
-            .with_state(app.clone());
+        let router = router(app.clone());
         let model = Contract::at(clock.now().as_millis());
         World {
             router,
@@ -239,7 +267,20 @@ impl World {
             tasks: HashMap::new(),
             cli,
             seen: HashMap::new(),
+            encryption: 0,
         }
+    }
+
+    /// Encryption from now on: `0` none, `1` sealed under `k1`, `2` under `k2` with `k1` kept
+    /// to open what it sealed. Requests already running keep the handle they started with.
+    fn encrypt(&mut self, level: u8) {
+        let mut idem = Idem::from_arc(self.faulty.clone());
+        if let Some(ring) = key_ring(level) {
+            idem = idem.with_encryption(ring);
+        }
+        self.app.idem = Some(idem);
+        self.router = router(self.app.clone());
+        self.encryption = level;
     }
 
     /// Whether `step` may happen now (the rules the generator follows; a shrunk walk skips
@@ -265,12 +306,14 @@ impl World {
             Step::Operator(_, route, key) => {
                 self.cli.is_some() && !self.down && self.seen.contains_key(&(route, key))
             }
+            Step::Encrypt(level) => level == self.encryption + 1,
+            Step::Rekey => self.cli.is_some() && !self.down && self.encryption > 0,
         }
     }
 
     fn generate(&self, rng: &mut Rng) -> Step {
         loop {
-            let step = match rng.below(104) {
+            let step = match rng.below(106) {
                 0..=54 => {
                     let route = rng.pick(&Route::ALL);
                     let request = Request {
@@ -320,7 +363,9 @@ impl World {
                     let (route, key) = rng.pick(&seen);
                     Step::Operator(rng.below(2) == 0, route, key)
                 }
-                99..=100 => Step::Complete(rng.pick(&[
+                99 => Step::Encrypt(self.encryption + 1),
+                100 => Step::Rekey,
+                101..=102 => Step::Complete(rng.pick(&[
                     CompleteFault::None,
                     CompleteFault::Transient,
                     CompleteFault::Permanent,
@@ -429,6 +474,11 @@ impl World {
             }
             Step::Inspect(route, key) => self.inspect(route, key),
             Step::Operator(release, route, key) => self.operator(release, route, key),
+            Step::Encrypt(level) => {
+                self.encrypt(level);
+                Ok(())
+            }
+            Step::Rekey => self.rekey(),
         }
     }
 
@@ -441,14 +491,33 @@ impl World {
             .to_string()
     }
 
+    /// Runs the `idem` CLI on the store's database, with the key ring in force.
     #[cfg(feature = "cli")]
     fn cli(&self, args: &[&str]) -> std::process::Output {
-        crate::cli::idem_with(self.cli.as_deref().expect("a SQL store"), args, &[])
+        let env: Vec<(&str, &str)> = keys(self.encryption)
+            .map(|keys| ("IDEM_ENCRYPTION_KEYS", keys))
+            .into_iter()
+            .collect();
+        crate::cli::idem_with(self.cli.as_deref().expect("a SQL store"), args, &env)
     }
 
     #[cfg(not(feature = "cli"))]
     fn cli(&self, _: &[&str]) -> std::process::Output {
         unreachable!("no CLI events without the `cli` feature")
+    }
+
+    /// `idem rekey`: it must succeed, and change nothing a client sees (the next requests
+    /// check that).
+    fn rekey(&mut self) -> Result<(), String> {
+        let out = self.cli(&["rekey", "--batch", "3"]);
+        if !out.status.success() {
+            return Err(format!(
+                "`idem rekey` failed: {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        Ok(())
     }
 
     /// `idem inspect --json`: what it shows must be the model's record.
@@ -830,7 +899,11 @@ async fn open(backend: Backend) -> Option<Site> {
         }
         Backend::Mysql => {
             let db = backend.database().await?;
-            let store = MySqlStore::connect(&db.url).await.unwrap();
+            // The one-statement claim, which tells its own row from another's by key.
+            let store = MySqlStore::connect(&db.url)
+                .await
+                .unwrap()
+                .with_one_round_trip_replays();
             let url = cli(&db.url);
             (
                 Arc::new(store.with_clock(dyn_clock)),
