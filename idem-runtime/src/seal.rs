@@ -6,10 +6,25 @@
 //! entry, named [`SEALED`] (a name no HTTP header can have, so that a plaintext record is never
 //! taken for a sealed one), whose value is the format version and the key id; its body column
 //! holds the nonce and the ciphertext; its business number column is empty. The associated
-//! data binds the ciphertext to its record: the format version, the key id and the record's key
-//! hash, so that a ciphertext copied to another row, or relabelled with another key id, does
-//! not open. A record without the entry is plaintext (written before encryption was turned on)
-//! and replays as it is.
+//! data binds the ciphertext to everything a replay depends on ([`Binding`]): the format
+//! version, the key id, the record's key hash, its operation id, the hash of the request it
+//! answers, its status and its state. A ciphertext copied to another row or swapped back from
+//! another operation of the key, a status or request hash changed beside it, a key id
+//! relabelled: none opens.
+//!
+//! The tamper model. A **database reader** (a replica, a backup, a dump) learns nothing of a
+//! sealed response (headers, body, business number) nor of the client key (the readable key is
+//! `<operation>:sealed:<key hash>`); it still sees what the columns say in the clear: the
+//! operation, the key hash, the request hash, the status, the state, the times and the sizes.
+//! A **database writer** cannot make a changed record replay: a record whose sealed response,
+//! binding or marker was altered answers `503 record-sealed` and is left for inspection. What
+//! a writer can still do is refuse service — delete or expire a record (its key then runs
+//! afresh, as after its TTL), or spoil one (it answers 503) — and, while the ring accepts
+//! plaintext ([`KeyRing::accepting_plaintext`], for the switch to encryption only), write a
+//! plaintext response that replays. A record without the entry is plaintext: refused unless the
+//! ring accepts plaintext, since where every response is sealed a plaintext one can only have
+//! been written by someone else. Records of format 1 (which bound the key id and key hash only)
+//! are treated alike; `idem rekey` reseals both in the current format.
 //!
 //! Why XChaCha20-Poly1305 rather than AES-256-GCM: its 192-bit nonces can be drawn at random
 //! for every write without a bound worth counting, where AES-GCM's 96-bit random nonces must
@@ -23,14 +38,19 @@ use base64::Engine as _;
 use chacha20poly1305::aead::{Aead, KeyInit, Payload};
 use chacha20poly1305::{XChaCha20Poly1305, XNonce};
 
-use crate::store::{Completion, Record};
+use crate::RequestHash;
+use crate::store::{Completion, Outcome, Record, RecordState};
 
 /// The name of the header entry that marks a sealed record (it starts with a NUL byte, which
 /// no HTTP header name contains).
 pub const SEALED: &str = "\0idem-sealed";
 
-/// The format of sealed records this build writes.
-const VERSION: u8 = 1;
+/// The format of sealed records this build writes: the associated data binds a [`Binding`].
+const VERSION: u8 = 2;
+
+/// The first format, whose associated data bound the key id and the key hash only: opened while
+/// the ring accepts plaintext ([`KeyRing::accepting_plaintext`]), resealed by `idem rekey`.
+const VERSION_1: u8 = 1;
 
 const NONCE: usize = 24;
 
@@ -54,12 +74,46 @@ const MAX_ID: usize = 64;
 pub struct KeyRing {
     /// The primary first.
     keys: Vec<(String, XChaCha20Poly1305)>,
+    /// Plaintext and format-1 records open as they are ([`KeyRing::accepting_plaintext`]).
+    accept_plaintext: bool,
+}
+
+/// What a replay depends on besides the stored response itself: bound to its seal, so that a
+/// database writer who changes any of it beside the ciphertext makes the record not open.
+///
+/// The operation id stands for the record's creation: it is drawn at random whenever a key is
+/// claimed afresh and kept across takeovers, so a response sealed for an earlier operation of
+/// the same key (a row restored from a backup, say) does not open in a later one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Binding {
+    /// The record's operation id (its `operation_id` column).
+    pub operation_id: String,
+    /// The hash of the request the response answers (`request_hash`): with it bound, no other
+    /// request can be handed this response.
+    pub request_hash: RequestHash,
+    /// The stored status (`resp_status`).
+    pub status: u16,
+    /// Completed or failed-but-stored (`state`).
+    pub state: RecordState,
+}
+
+impl Binding {
+    /// The binding of a record as a store answers it.
+    pub fn of(record: &Record) -> Binding {
+        Binding {
+            operation_id: record.operation_id.clone(),
+            request_hash: record.request_hash,
+            status: record.status.unwrap_or(0),
+            state: record.state,
+        }
+    }
 }
 
 impl fmt::Debug for KeyRing {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("KeyRing")
             .field("ids", &self.ids().collect::<Vec<_>>())
+            .field("accept_plaintext", &self.accept_plaintext)
             .finish_non_exhaustive()
     }
 }
@@ -110,6 +164,13 @@ pub enum SealError {
     /// A seal of a format this build does not know, or a plaintext that does not decode.
     #[error("the stored response is sealed in a form this build cannot read: {0}")]
     Malformed(String),
+    /// A plaintext response (or one sealed in format 1, which binds neither its status nor its
+    /// request) where the ring expects every response sealed: written before encryption was
+    /// switched on, or by someone who could write to the database but not seal.
+    #[error(
+        "the stored response is {0} where every stored response must be sealed: if encryption was switched on recently, accept such records with KeyRing::accepting_plaintext until `idem rekey` has sealed them all; otherwise a database writer put it there"
+    )]
+    Unsealed(&'static str),
 }
 
 impl KeyRing {
@@ -120,7 +181,32 @@ impl KeyRing {
     pub fn new(id: &str, key: [u8; 32]) -> Result<Self, KeyRingError> {
         Ok(KeyRing {
             keys: vec![(checked_id(id)?, XChaCha20Poly1305::new(&key.into()))],
+            accept_plaintext: false,
         })
+    }
+
+    /// Also replays plaintext records, and records sealed in format 1: for switching encryption
+    /// on over a store that holds plaintext records (and for the versions that sealed in format
+    /// 1), until `idem rekey` has sealed them all in the current format. Then build the ring
+    /// without it: while it is on, a database writer can write a plaintext response that
+    /// replays. Without it (the default) such a record answers `503 record-sealed`.
+    ///
+    /// ```
+    /// use idem_runtime::seal::KeyRing;
+    /// let switching = KeyRing::new("k1", [7; 32])?.accepting_plaintext();
+    /// assert!(switching.accepts_plaintext());
+    /// assert!(!KeyRing::new("k1", [7; 32])?.accepts_plaintext());
+    /// # Ok::<(), idem_runtime::seal::KeyRingError>(())
+    /// ```
+    #[must_use]
+    pub fn accepting_plaintext(mut self) -> Self {
+        self.accept_plaintext = true;
+        self
+    }
+
+    /// Whether plaintext and format-1 records replay ([`KeyRing::accepting_plaintext`]).
+    pub fn accepts_plaintext(&self) -> bool {
+        self.accept_plaintext
     }
 
     /// Adds an older key, which opens records sealed under `id` and seals nothing.
@@ -168,7 +254,8 @@ impl KeyRing {
     }
 
     /// Seals `completion`'s headers, body and business number under the primary key, bound to
-    /// the record of key hash `key_hash` (hex). Status, outcome and expiry stay as they are.
+    /// the record of key hash `key_hash` (hex), operation `operation_id`, the request of
+    /// `request_hash`, and `completion`'s status and outcome, which stay as they are.
     ///
     /// # Errors
     /// The operating system's random generator failed: nothing is sealed (a nonce that is not
@@ -176,13 +263,21 @@ impl KeyRing {
     pub(crate) fn seal(
         &self,
         key_hash: &str,
+        operation_id: &str,
+        request_hash: &RequestHash,
         completion: &Completion,
     ) -> Result<Completion, getrandom::Error> {
         let (id, cipher) = &self.keys[0];
         let mut nonce = [0u8; NONCE];
         getrandom::fill(&mut nonce)?;
         let plain = encode_plain(completion);
-        let aad = aad(id, key_hash);
+        let binding = Binding {
+            operation_id: operation_id.to_owned(),
+            request_hash: *request_hash,
+            status: completion.status,
+            state: completion.outcome.into(),
+        };
+        let aad = aad(VERSION, id, key_hash, Some(&binding));
         let sealed = cipher
             .encrypt(
                 XNonce::from_slice(&nonce),
@@ -208,15 +303,22 @@ impl KeyRing {
         })
     }
 
-    /// Opens a record sealed by [`seal`](Self::seal) under any key of the ring; a plaintext
-    /// record (no [`SEALED`] entry) comes back as it is.
+    /// Opens a record sealed by [`seal`](Self::seal) under any key of the ring, checking its
+    /// [`Binding`]; a plaintext record (no [`SEALED`] entry) comes back as it is if the ring
+    /// accepts plaintext.
     ///
     /// # Errors
     /// A [`SealError`]: the record must then be neither replayed nor overwritten.
     pub(crate) fn open(&self, key_hash: &str, mut record: Record) -> Result<Record, SealError> {
-        if let Some((headers, biz_no, body)) =
-            self.open_parts(key_hash, &record.headers, &record.body)?
-        {
+        let binding = Binding::of(&record);
+        let opened = self.open_parts(
+            key_hash,
+            &binding,
+            &record.headers,
+            &record.body,
+            self.accept_plaintext,
+        )?;
+        if let Some((headers, biz_no, body)) = opened {
             record.headers = headers;
             record.biz_no = biz_no;
             record.body = body;
@@ -225,20 +327,30 @@ impl KeyRing {
     }
 
     /// The plaintext of a sealed response (`headers` with its [`SEALED`] entry, `body` the nonce
-    /// and ciphertext), or `None` for a plaintext one.
+    /// and ciphertext) bound to `binding`, or `None` for a plaintext one when `plaintext` says
+    /// plaintext and format-1 records are accepted.
     fn open_parts(
         &self,
         key_hash: &str,
+        binding: &Binding,
         headers: &[(String, Vec<u8>)],
         body: &[u8],
+        plaintext: bool,
     ) -> Result<Option<Plain>, SealError> {
-        let Some(meta) = sealed_meta(headers) else {
-            return Ok(None);
+        let Some(meta) = sealed_meta(headers)? else {
+            return if plaintext {
+                Ok(None)
+            } else {
+                Err(SealError::Unsealed("plaintext"))
+            };
         };
         let (version, id) = meta.split_first().ok_or_else(|| malformed("no version"))?;
-        if *version != VERSION {
-            return Err(malformed(&format!("format version {version}")));
-        }
+        let bound = match *version {
+            VERSION => Some(binding),
+            VERSION_1 if plaintext => None,
+            VERSION_1 => return Err(SealError::Unsealed("sealed in format 1")),
+            version => return Err(malformed(&format!("format version {version}"))),
+        };
         let id = core::str::from_utf8(id).map_err(|_| malformed("a key id that is not UTF-8"))?;
         let cipher = self
             .keys
@@ -255,7 +367,7 @@ impl KeyRing {
                 XNonce::from_slice(nonce),
                 Payload {
                     msg: sealed,
-                    aad: &aad(id, key_hash),
+                    aad: &aad(*version, id, key_hash, bound),
                 },
             )
             .map_err(|_| SealError::Tampered(id.to_owned()))?;
@@ -268,18 +380,31 @@ impl KeyRing {
     /// sealed under any key of the ring or plaintext, for tools that read a store directly (the
     /// `idem` CLI's `inspect`). `key_hash` is the record's (its `key_hash` column).
     ///
+    /// A plaintext response opens as it is whatever the ring accepts: a tool reports it
+    /// (`sealed_under: None`) and `idem rekey` seals it.
+    ///
     /// ```
-    /// use idem_runtime::seal::{KeyRing, StoredResponse};
+    /// use idem_runtime::RequestHash;
+    /// use idem_runtime::seal::{Binding, KeyRing, StoredResponse};
+    /// use idem_runtime::store::RecordState;
     /// let ring = KeyRing::new("k1", [7; 32])?;
     /// let key_hash = [3; 32];
+    /// let binding = Binding {
+    ///     operation_id: "0f9a1c52-7d4b-4b3e-9d59-6c0c1f0e2a11".to_owned(),
+    ///     request_hash: RequestHash::of_bytes(b"the request"),
+    ///     status: 201,
+    ///     state: RecordState::Completed,
+    /// };
     /// let plain = StoredResponse::plain(&[("location", b"/v1/payments/p1")], b"{}", Some("p1"));
-    /// let sealed = ring.reseal_stored(&key_hash, &plain)?.expect("sealed now");
+    /// let sealed = ring.reseal_stored(&key_hash, &binding, &plain)?.expect("sealed now");
     /// assert_eq!(sealed.sealed_under()?.as_deref(), Some("k1"));
-    /// let opened = ring.open_stored(&key_hash, &sealed)?;
+    /// let opened = ring.open_stored(&key_hash, &binding, &sealed)?;
     /// assert_eq!(opened.body, b"{}");
     /// assert_eq!(opened.biz_no.as_deref(), Some("p1"));
-    /// // Bound to its record: under another key hash it does not open.
-    /// assert!(ring.open_stored(&[4; 32], &sealed).is_err());
+    /// // Bound to its record: under another key hash, or with another status, it does not open.
+    /// assert!(ring.open_stored(&[4; 32], &binding, &sealed).is_err());
+    /// let replayed_as_ok = Binding { status: 200, ..binding };
+    /// assert!(ring.open_stored(&key_hash, &replayed_as_ok, &sealed).is_err());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     ///
@@ -289,30 +414,34 @@ impl KeyRing {
     pub fn open_stored(
         &self,
         key_hash: &[u8; 32],
+        binding: &Binding,
         stored: &StoredResponse,
     ) -> Result<OpenedResponse, SealError> {
         let headers = stored.decoded_headers()?;
         let hex = hex(key_hash);
-        Ok(match self.open_parts(&hex, &headers, &stored.body)? {
-            Some((headers, biz_no, body)) => OpenedResponse {
-                sealed_under: stored.sealed_under()?,
-                headers,
-                body,
-                biz_no,
+        Ok(
+            match self.open_parts(&hex, binding, &headers, &stored.body, true)? {
+                Some((headers, biz_no, body)) => OpenedResponse {
+                    sealed_under: stored.sealed_under()?,
+                    headers,
+                    body,
+                    biz_no,
+                },
+                None => OpenedResponse {
+                    sealed_under: None,
+                    headers,
+                    body: stored.body.clone(),
+                    biz_no: stored.biz_no.clone(),
+                },
             },
-            None => OpenedResponse {
-                sealed_under: None,
-                headers,
-                body: stored.body.clone(),
-                biz_no: stored.biz_no.clone(),
-            },
-        })
+        )
     }
 
-    /// The same response sealed under the primary key, for a record read from its store's
-    /// columns: what `idem rekey` writes back. A plaintext response is sealed; one sealed under
-    /// an older key of the ring is opened and sealed again (a new nonce); `None` when it is
-    /// sealed under the primary already. See [`open_stored`](Self::open_stored).
+    /// The same response sealed under the primary key in the current format, for a record read
+    /// from its store's columns with its [`Binding`]: what `idem rekey` writes back. A plaintext
+    /// response is sealed; one sealed under an older key of the ring, or in format 1, is opened
+    /// and sealed again (a new nonce); `None` when it is sealed under the primary in the
+    /// current format already. See [`open_stored`](Self::open_stored).
     ///
     /// # Errors
     /// [`ResealError::Open`] when it does not open (nothing may be written over it), or
@@ -320,20 +449,30 @@ impl KeyRing {
     pub fn reseal_stored(
         &self,
         key_hash: &[u8; 32],
+        binding: &Binding,
         stored: &StoredResponse,
     ) -> Result<Option<StoredResponse>, ResealError> {
-        if stored.sealed_under()?.as_deref() == Some(self.primary()) {
+        if stored.sealed_as()? == Some((VERSION, self.primary().to_owned())) {
             return Ok(None);
         }
-        let opened = self.open_stored(key_hash, stored)?;
+        let opened = self.open_stored(key_hash, binding, stored)?;
+        let outcome = match binding.state {
+            RecordState::FailedStored => Outcome::FailedStored,
+            RecordState::Completed | RecordState::Processing => Outcome::Completed,
+        };
         let completion = Completion {
             headers: opened.headers,
             body: opened.body,
             biz_no: opened.biz_no,
-            ..Completion::new(crate::store::Outcome::Completed, 200, Vec::new())
+            ..Completion::new(outcome, binding.status, Vec::new())
         };
         let sealed = self
-            .seal(&hex(key_hash), &completion)
+            .seal(
+                &hex(key_hash),
+                &binding.operation_id,
+                &binding.request_hash,
+                &completion,
+            )
             .map_err(ResealError::Random)?;
         Ok(Some(StoredResponse {
             headers: crate::store::headers::encode_headers(&sealed.headers),
@@ -377,12 +516,19 @@ impl StoredResponse {
     /// [`SealError::Malformed`] when the headers column does not decode, or names a seal of a
     /// format this build does not know.
     pub fn sealed_under(&self) -> Result<Option<String>, SealError> {
+        Ok(self.sealed_as()?.map(|(_, id)| id.to_owned()))
+    }
+
+    /// The format and key id it is sealed in; `None` for a plaintext response.
+    fn sealed_as(&self) -> Result<Option<(u8, String)>, SealError> {
         let headers = self.decoded_headers()?;
-        let Some(meta) = sealed_meta(&headers) else {
+        let Some(meta) = sealed_meta(&headers)? else {
             return Ok(None);
         };
         match meta.split_first() {
-            Some((&VERSION, id)) => Ok(Some(String::from_utf8_lossy(id).into_owned())),
+            Some((&version @ (VERSION | VERSION_1), id)) => {
+                Ok(Some((version, String::from_utf8_lossy(id).into_owned())))
+            }
             Some((version, _)) => Err(malformed(&format!("format version {version}"))),
             None => Err(malformed("no version")),
         }
@@ -436,6 +582,7 @@ impl SealError {
             SealError::UnknownKey(_) => "unknown_key",
             SealError::Tampered(_) => "tampered",
             SealError::Malformed(_) => "malformed",
+            SealError::Unsealed(_) => "unsealed",
         }
     }
 }
@@ -449,7 +596,7 @@ pub(crate) fn open_record(
 ) -> Result<Record, SealError> {
     match ring {
         Some(ring) => ring.open(&key.hash_hex().to_string(), record),
-        None => match sealed_meta(&record.headers) {
+        None => match sealed_meta(&record.headers)? {
             None => Ok(record),
             Some(meta) => Err(SealError::UnknownKey(
                 String::from_utf8_lossy(meta.get(1..).unwrap_or_default()).into_owned(),
@@ -458,11 +605,19 @@ pub(crate) fn open_record(
     }
 }
 
-/// The value of a record's [`SEALED`] entry, when it is sealed.
-pub(crate) fn sealed_meta(headers: &[(String, Vec<u8>)]) -> Option<&[u8]> {
+/// The value of a record's [`SEALED`] entry when it is sealed, `None` when it is plaintext.
+///
+/// # Errors
+/// [`SealError::Malformed`] when the entry is there beside other entries: idem writes it alone,
+/// so someone added to a sealed record's headers (which would otherwise read as a plaintext
+/// record and replay its ciphertext).
+pub(crate) fn sealed_meta(headers: &[(String, Vec<u8>)]) -> Result<Option<&[u8]>, SealError> {
     match headers {
-        [(name, meta)] if name == SEALED => Some(meta),
-        _ => None,
+        [(name, meta)] if name == SEALED => Ok(Some(meta)),
+        _ if headers.iter().any(|(name, _)| name == SEALED) => Err(malformed(
+            "a sealed marker beside other header entries: the record was altered",
+        )),
+        _ => Ok(None),
     }
 }
 
@@ -503,14 +658,23 @@ fn redact(s: &str) -> String {
     }
 }
 
-/// `"idem-record" 0 version key-id 0 key-hash`.
-fn aad(id: &str, key_hash: &str) -> Vec<u8> {
-    let mut aad = Vec::with_capacity(14 + id.len() + key_hash.len());
+/// `"idem-record" 0 version key-id 0 key-hash`, then for format 2 and later
+/// `0 operation-id 0 request-hash status(u16) state(u8)` (ids, hashes in hex: no 0 byte).
+fn aad(version: u8, id: &str, key_hash: &str, binding: Option<&Binding>) -> Vec<u8> {
+    let mut aad = Vec::with_capacity(160 + id.len() + key_hash.len());
     aad.extend_from_slice(b"idem-record\0");
-    aad.push(VERSION);
+    aad.push(version);
     aad.extend_from_slice(id.as_bytes());
     aad.push(0);
     aad.extend_from_slice(key_hash.as_bytes());
+    if let Some(b) = binding {
+        aad.push(0);
+        aad.extend_from_slice(b.operation_id.as_bytes());
+        aad.push(0);
+        aad.extend_from_slice(b.request_hash.to_string().as_bytes());
+        aad.extend_from_slice(&b.status.to_be_bytes());
+        aad.push(b.state.code() as u8);
+    }
     aad
 }
 
@@ -591,6 +755,12 @@ mod tests {
         }
     }
 
+    /// `c` sealed by `ring` for the record [`stored`] makes of it.
+    fn sealed_by(ring: &KeyRing, c: &Completion) -> Completion {
+        ring.seal(HASH, "op", &RequestHash::of_bytes(b"r"), c)
+            .unwrap()
+    }
+
     fn contains(haystack: &[u8], needle: &[u8]) -> bool {
         haystack.windows(needle.len()).any(|w| w == needle)
     }
@@ -598,7 +768,7 @@ mod tests {
     #[test]
     fn sealed_holds_nothing_readable_and_opens_to_the_original() {
         let c = completion();
-        let sealed = ring().seal(HASH, &c).unwrap();
+        let sealed = sealed_by(&ring(), &c);
         assert_eq!((sealed.status, sealed.outcome), (201, Outcome::Completed));
         assert_eq!(sealed.biz_no, None);
         assert_eq!(sealed.expire_at, c.expire_at);
@@ -609,21 +779,101 @@ mod tests {
         let opened = ring().open(HASH, stored(&sealed)).unwrap();
         assert_eq!(opened, stored(&c));
         // A fresh nonce every time.
-        assert_ne!(ring().seal(HASH, &c).unwrap().body, sealed.body);
+        assert_ne!(sealed_by(&ring(), &c).body, sealed.body);
     }
 
     #[test]
-    fn plaintext_records_replay_as_they_are() {
+    fn plaintext_records_replay_only_while_the_ring_accepts_them() {
         let plain = stored(&completion());
-        assert_eq!(ring().open(HASH, plain.clone()).unwrap(), plain);
+        assert_eq!(
+            ring().open(HASH, plain.clone()),
+            Err(SealError::Unsealed("plaintext"))
+        );
+        let switching = ring().accepting_plaintext();
+        assert_eq!(switching.open(HASH, plain.clone()).unwrap(), plain);
+        // Without a ring at all, a plaintext record is what the handle writes.
+        let key = crate::key::ScopedKey::new(&["t"], "op", "k").unwrap();
+        assert_eq!(open_record(None, &key, plain.clone()).unwrap(), plain);
+    }
+
+    /// A database writer changes what a replay depends on beside the ciphertext: the status (a
+    /// stored 402 replayed as 200), the request hash (another request handed this response),
+    /// the operation id (a response of an earlier operation of the key swapped back), the
+    /// state, or adds a header entry (which turned a sealed record into a "plaintext" one that
+    /// replayed its ciphertext). None opens.
+    #[test]
+    fn a_changed_binding_or_marker_does_not_open() {
+        let sealed = stored(&sealed_by(&ring(), &completion()));
+        assert!(ring().open(HASH, sealed.clone()).is_ok());
+        let tampered = SealError::Tampered("k2".to_owned());
+        let mut status = sealed.clone();
+        status.status = Some(200);
+        assert_eq!(ring().open(HASH, status), Err(tampered.clone()));
+        let mut request = sealed.clone();
+        request.request_hash = RequestHash::of_bytes(b"another request");
+        assert_eq!(ring().open(HASH, request), Err(tampered.clone()));
+        let mut operation = sealed.clone();
+        operation.operation_id = "an earlier operation".to_owned();
+        assert_eq!(ring().open(HASH, operation), Err(tampered.clone()));
+        let mut state = sealed.clone();
+        state.state = RecordState::FailedStored;
+        assert_eq!(ring().open(HASH, state), Err(tampered));
+        for ring in [ring(), ring().accepting_plaintext()] {
+            let mut appended = sealed.clone();
+            appended
+                .headers
+                .push(("content-type".to_owned(), b"text/plain".to_vec()));
+            assert!(matches!(
+                ring.open(HASH, appended),
+                Err(SealError::Malformed(m)) if m.contains("altered")
+            ));
+        }
+    }
+
+    /// Format 1 bound the key id and key hash only: opened while the ring accepts plaintext
+    /// (the switch), refused otherwise, and resealed in the current format by `idem rekey`.
+    #[test]
+    fn format_1_opens_only_while_plaintext_is_accepted() {
+        let c = completion();
+        let v1 = sealed_in_format_1(&ring(), HASH, &c);
+        assert_eq!(
+            ring().open(HASH, stored(&v1)),
+            Err(SealError::Unsealed("sealed in format 1"))
+        );
+        let opened = ring()
+            .accepting_plaintext()
+            .open(HASH, stored(&v1))
+            .unwrap();
+        assert_eq!(opened.body, c.body);
+    }
+
+    /// `c` sealed by `ring`'s primary as format 1 did, for the record of key hash `key_hash`.
+    fn sealed_in_format_1(ring: &KeyRing, key_hash: &str, c: &Completion) -> Completion {
+        let (id, cipher) = &ring.keys[0];
+        let nonce = [4u8; NONCE];
+        let ciphertext = cipher
+            .encrypt(
+                XNonce::from_slice(&nonce),
+                Payload {
+                    msg: &encode_plain(c),
+                    aad: &aad(VERSION_1, id, key_hash, None),
+                },
+            )
+            .unwrap();
+        Completion {
+            headers: vec![(
+                SEALED.to_owned(),
+                [&[VERSION_1][..], id.as_bytes()].concat(),
+            )],
+            body: [&nonce[..], &ciphertext].concat(),
+            biz_no: None,
+            ..c.clone()
+        }
     }
 
     #[test]
     fn an_older_key_still_opens_what_it_sealed() {
-        let old = KeyRing::new("k1", [1; 32])
-            .unwrap()
-            .seal(HASH, &completion())
-            .unwrap();
+        let old = sealed_by(&KeyRing::new("k1", [1; 32]).unwrap(), &completion());
         let opened = ring().open(HASH, stored(&old)).unwrap();
         assert_eq!(opened.body, completion().body);
         let without = KeyRing::new("k2", [2; 32]).unwrap();
@@ -635,7 +885,7 @@ mod tests {
 
     #[test]
     fn a_flipped_byte_a_moved_row_or_another_key_does_not_open() {
-        let sealed = stored(&ring().seal(HASH, &completion()).unwrap());
+        let sealed = stored(&sealed_by(&ring(), &completion()));
         for i in [0, NONCE, sealed.body.len() - 1] {
             let mut flipped = sealed.clone();
             flipped.body[i] ^= 1;
@@ -664,7 +914,7 @@ mod tests {
 
     #[test]
     fn an_unknown_format_is_malformed() {
-        let mut sealed = stored(&ring().seal(HASH, &completion()).unwrap());
+        let mut sealed = stored(&sealed_by(&ring(), &completion()));
         sealed.headers[0].1[0] = 7;
         assert!(matches!(
             ring().open(HASH, sealed),
@@ -712,22 +962,34 @@ mod tests {
     fn reseal_moves_every_response_under_the_primary() {
         let hash = [9u8; 32];
         let c = completion();
+        let b = Binding {
+            operation_id: "op".to_owned(),
+            request_hash: RequestHash::of_bytes(b"r"),
+            status: c.status,
+            state: RecordState::Completed,
+        };
         let plain = StoredResponse {
             headers: crate::store::headers::encode_headers(&c.headers),
             body: c.body.clone(),
             biz_no: c.biz_no.clone(),
         };
         let old = KeyRing::new("k1", [1; 32]).unwrap();
-        let under_k1 = old.reseal_stored(&hash, &plain).unwrap().unwrap();
+        let under_k1 = old.reseal_stored(&hash, &b, &plain).unwrap().unwrap();
         assert_eq!(under_k1.sealed_under().unwrap().as_deref(), Some("k1"));
         assert_eq!(under_k1.biz_no, None);
         let rotated = ring();
-        for before in [&plain, &under_k1] {
-            let after = rotated.reseal_stored(&hash, before).unwrap().unwrap();
+        let v1 = sealed_in_format_1(&rotated, &hex(&hash), &c);
+        let under_k2_v1 = StoredResponse {
+            headers: crate::store::headers::encode_headers(&v1.headers),
+            body: v1.body,
+            biz_no: None,
+        };
+        for before in [&plain, &under_k1, &under_k2_v1] {
+            let after = rotated.reseal_stored(&hash, &b, before).unwrap().unwrap();
             assert_eq!(after.sealed_under().unwrap().as_deref(), Some("k2"));
             let opened = KeyRing::new("k2", [2; 32])
                 .unwrap()
-                .open_stored(&hash, &after)
+                .open_stored(&hash, &b, &after)
                 .unwrap();
             assert_eq!(opened.sealed_under.as_deref(), Some("k2"));
             assert_eq!(
@@ -735,11 +997,11 @@ mod tests {
                 (c.headers.clone(), c.body.clone())
             );
             assert_eq!(opened.biz_no, c.biz_no);
-            assert!(rotated.reseal_stored(&hash, &after).unwrap().is_none());
+            assert!(rotated.reseal_stored(&hash, &b, &after).unwrap().is_none());
         }
         let stranger = KeyRing::new("k3", [3; 32]).unwrap();
         assert!(matches!(
-            stranger.reseal_stored(&hash, &under_k1),
+            stranger.reseal_stored(&hash, &b, &under_k1),
             Err(ResealError::Open(SealError::UnknownKey(id))) if id == "k1"
         ));
         let garbage = StoredResponse {

@@ -18,8 +18,8 @@ use idem::MySqlStore;
 use idem::PostgresStore;
 use idem::SqliteStore;
 use idem::key::ScopedKey;
-use idem::seal::{KeyRing, OpenedResponse, ResealError, SealError, StoredResponse};
-use idem::store::{Store, mysql, postgres, sqlite};
+use idem::seal::{Binding, KeyRing, OpenedResponse, ResealError, SealError, StoredResponse};
+use idem::store::{RecordState, Store, mysql, postgres, sqlite};
 use serde::{Serialize, Serializer};
 use sqlx::{MySqlPool, PgPool, Row, SqlitePool};
 
@@ -118,10 +118,12 @@ const PG: Templates = Templates {
         WHERE key_hash = $1 AND operation_id = $2 AND fence = $3",
     stored: "SELECT COUNT(*) FROM idem.idempotency_records \
         WHERE state IN (1, 2) AND expire_at > {now}",
-    page: "SELECT key_hash, idem_key, operation_id, rev, resp_headers, resp_body, biz_no \
+    page: "SELECT key_hash, idem_key, operation_id, request_hash::text AS request_hash, \
+        resp_status::bigint AS resp_status, state::bigint AS state, rev, resp_headers, resp_body, biz_no \
         FROM idem.idempotency_records WHERE key_hash > $1 AND state IN (1, 2) \
         AND expire_at > {now} ORDER BY key_hash LIMIT $2",
-    one: "SELECT key_hash, idem_key, operation_id, rev, resp_headers, resp_body, biz_no \
+    one: "SELECT key_hash, idem_key, operation_id, request_hash::text AS request_hash, \
+        resp_status::bigint AS resp_status, state::bigint AS state, rev, resp_headers, resp_body, biz_no \
         FROM idem.idempotency_records WHERE key_hash = $1 AND state IN (1, 2) \
         AND expire_at > {now}",
     rewrite: "UPDATE idem.idempotency_records SET idem_key = $1, resp_headers = $2, \
@@ -147,10 +149,14 @@ const MY: Templates = Templates {
         WHERE key_hash = ? AND operation_id = ? AND fence = ?",
     stored: "SELECT COUNT(*) FROM idem_idempotency_records \
         WHERE state IN (1, 2) AND expire_at > {now}",
-    page: "SELECT key_hash, idem_key, operation_id, rev, resp_headers, resp_body, biz_no \
+    page: "SELECT key_hash, idem_key, operation_id, request_hash, \
+        CAST(resp_status AS SIGNED) AS resp_status, CAST(state AS SIGNED) AS state, rev, \
+        resp_headers, resp_body, biz_no \
         FROM idem_idempotency_records WHERE key_hash > ? AND state IN (1, 2) \
         AND expire_at > {now} ORDER BY key_hash LIMIT ?",
-    one: "SELECT key_hash, idem_key, operation_id, rev, resp_headers, resp_body, biz_no \
+    one: "SELECT key_hash, idem_key, operation_id, request_hash, \
+        CAST(resp_status AS SIGNED) AS resp_status, CAST(state AS SIGNED) AS state, rev, \
+        resp_headers, resp_body, biz_no \
         FROM idem_idempotency_records WHERE key_hash = ? AND state IN (1, 2) \
         AND expire_at > {now}",
     rewrite: "UPDATE idem_idempotency_records SET idem_key = ?, resp_headers = ?, \
@@ -176,10 +182,12 @@ const LITE: Templates = Templates {
         WHERE key_hash = ?1 AND operation_id = ?2 AND fence = ?3",
     stored: "SELECT COUNT(*) FROM idem_idempotency_records \
         WHERE state IN (1, 2) AND expire_at > {now}",
-    page: "SELECT key_hash, idem_key, operation_id, rev, resp_headers, resp_body, biz_no \
+    page: "SELECT key_hash, idem_key, operation_id, request_hash, resp_status, state, rev, \
+        resp_headers, resp_body, biz_no \
         FROM idem_idempotency_records WHERE key_hash > ?1 AND state IN (1, 2) \
         AND expire_at > {now} ORDER BY key_hash LIMIT ?2",
-    one: "SELECT key_hash, idem_key, operation_id, rev, resp_headers, resp_body, biz_no \
+    one: "SELECT key_hash, idem_key, operation_id, request_hash, resp_status, state, rev, \
+        resp_headers, resp_body, biz_no \
         FROM idem_idempotency_records WHERE key_hash = ?1 AND state IN (1, 2) \
         AND expire_at > {now}",
     rewrite: "UPDATE idem_idempotency_records SET idem_key = ?1, resp_headers = ?2, \
@@ -496,6 +504,17 @@ struct Record {
 }
 
 impl Record {
+    /// What its seal binds besides the key hash; `None` when a column does not read as the
+    /// store writes it.
+    fn binding(&self) -> Option<Binding> {
+        binding(
+            &self.operation_id,
+            &self.request_hash,
+            self.status,
+            self.state,
+        )
+    }
+
     /// The stored response columns.
     fn response(&self) -> StoredResponse {
         StoredResponse {
@@ -537,13 +556,16 @@ impl View {
                 unopened: None,
             };
         }
-        let (opened, unopened) = match (ring, hash) {
-            (None, _) => (None, Some(NO_RING.to_owned())),
-            (Some(ring), Some(hash)) => match ring.open_stored(&hash, &stored) {
-                Ok(o) => (Some(o), None),
-                Err(e) => (None, Some(e.to_string())),
-            },
-            (Some(_), None) => (None, Some("a key hash that is not 32 bytes".to_owned())),
+        let (opened, unopened) = match (ring, hash, record.binding()) {
+            (None, _, _) => (None, Some(NO_RING.to_owned())),
+            (Some(ring), Some(hash), Some(binding)) => {
+                match ring.open_stored(&hash, &binding, &stored) {
+                    Ok(o) => (Some(o), None),
+                    Err(e) => (None, Some(e.to_string())),
+                }
+            }
+            (Some(_), None, _) => (None, Some("a key hash that is not 32 bytes".to_owned())),
+            (Some(_), _, None) => (None, Some(UNBOUND.to_owned())),
         };
         View {
             sealed_under,
@@ -552,6 +574,25 @@ impl View {
         }
     }
 }
+
+/// What a sealed response's binding is made of, from a record's columns: `None` when the
+/// request hash is not 64 hex digits, or the status or state out of their ranges.
+fn binding(
+    operation_id: &str,
+    request_hash: &str,
+    status: Option<i64>,
+    state: i64,
+) -> Option<Binding> {
+    Some(Binding {
+        operation_id: operation_id.to_owned(),
+        request_hash: request_hash.trim().parse().ok()?,
+        status: u16::try_from(status?).ok()?,
+        state: RecordState::from_code(state)?,
+    })
+}
+
+/// Why a response cannot be opened when the columns its seal binds do not read.
+const UNBOUND: &str = "the request hash, status or state column does not read as idem writes it:     the record was altered";
 
 /// What `inspect` says of a sealed response without a key ring.
 const NO_RING: &str = "the response is sealed: give the key ring (IDEM_ENCRYPTION_KEYS or \
@@ -562,6 +603,11 @@ const NO_RING: &str = "the response is sealed: give the key ring (IDEM_ENCRYPTIO
 struct StoredRow {
     key_hash: Vec<u8>,
     idem_key: String,
+    /// The `request_hash`, `resp_status` and `state` columns: with the operation id, what the
+    /// seal binds.
+    request_hash: String,
+    resp_status: Option<i64>,
+    state: i64,
     /// The operation the response belongs to: with `rev`, the guard of the rewrite (a record
     /// purged and claimed afresh restarts `rev` at 1, under a new operation id).
     operation_id: String,
@@ -1282,7 +1328,20 @@ async fn rekey_one(
         };
         let hash: [u8; 32] = row.key_hash.as_slice().try_into()?;
         let plaintext = matches!(stored.sealed_under(), Ok(None));
-        let new = match ring.reseal_stored(&hash, &stored) {
+        let Some(binding) = binding(
+            &row.operation_id,
+            &row.request_hash,
+            row.resp_status,
+            row.state,
+        ) else {
+            done.unopened += 1;
+            if done.first_unopened.len() < 5 {
+                done.first_unopened
+                    .push((hex(&hash), SealError::Malformed(UNBOUND.to_owned())));
+            }
+            return Ok(());
+        };
+        let new = match ring.reseal_stored(&hash, &binding, &stored) {
             Ok(Some(new)) => new,
             Ok(None) => {
                 done.current += 1;

@@ -244,16 +244,35 @@ async fn unopenable_records_are_never_replayed(fx: &Fixture) {
     assert!(pay(&sealing, &key).await.replayed);
 }
 
-/// Records written before encryption was turned on replay as they are.
+/// Records written before encryption was turned on replay as they are while the ring accepts
+/// plaintext (the switch); a ring that does not — where every response is sealed, a plaintext
+/// one can only have been written by someone else — answers `503 record-sealed`, runs nothing
+/// and leaves the record.
 async fn plaintext_records_replay_after_turning_it_on(fx: &Fixture) {
     let (plain, _) = app(&fx.store, None);
     let key = unique("before");
     let first = pay(&plain, &key).await;
-    let (sealing, runs) = app(&fx.store, Some(ring(&[("k1", 1)])));
+    let (sealing, runs) = app(&fx.store, Some(ring(&[("k1", 1)]).accepting_plaintext()));
     let replay = pay(&sealing, &key).await;
     assert!(replay.replayed);
-    assert_eq!((replay.body, replay.location), (first.body, first.location));
+    assert_eq!(
+        (&replay.body, &replay.location),
+        (&first.body, &first.location)
+    );
     assert_eq!(runs.load(Ordering::SeqCst), 0);
+    let (strict, strict_runs) = app(&fx.store, Some(ring(&[("k1", 1)])));
+    let refused = pay(&strict, &key).await;
+    assert_eq!(refused.status, StatusCode::SERVICE_UNAVAILABLE);
+    let problem: serde_json::Value = serde_json::from_slice(&refused.body).unwrap();
+    assert!(
+        problem["type"].as_str().unwrap().ends_with("record-sealed"),
+        "{problem}"
+    );
+    assert_eq!(strict_runs.load(Ordering::SeqCst), 0);
+    assert!(
+        pay(&sealing, &key).await.replayed,
+        "the record is left as it was"
+    );
 }
 
 /// The same on MariaDB's one-statement claim, which reads the row it met and must know it for
@@ -272,7 +291,7 @@ async fn mysql_one_statement_claims_find_records_written_before_turning_it_on() 
     let (plain, _) = app(&store, None);
     let key = unique("before-returning");
     let first = pay(&plain, &key).await;
-    let (sealing, runs) = app(&store, Some(ring(&[("k1", 1)])));
+    let (sealing, runs) = app(&store, Some(ring(&[("k1", 1)]).accepting_plaintext()));
     let replay = pay(&sealing, &key).await;
     assert_eq!(
         replay.status, first.status,

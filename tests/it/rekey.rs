@@ -72,7 +72,11 @@ async fn rotation_under_traffic(store: &Arc<dyn Store>, cli: &Cli) -> Rotated {
         old.push((key, first.body));
     }
     let old = Arc::new(old);
-    let (rotated, runs) = app(store, Some(ring(&[("k2", 2), ("k1", 1)])));
+    // Plaintext records are still there: the ring accepts them until rekey has sealed them.
+    let (rotated, runs) = app(
+        store,
+        Some(ring(&[("k2", 2), ("k1", 1)]).accepting_plaintext()),
+    );
     let stop = Arc::new(AtomicBool::new(false));
     let load: Vec<_> = (0..2)
         .map(|task| {

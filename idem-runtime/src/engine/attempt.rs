@@ -136,7 +136,12 @@ impl Attempt {
     fn stored<'c>(&self, completion: &'c Completion) -> Result<Cow<'c, Completion>, StoreError> {
         match &self.key_ring {
             Some(ring) => ring
-                .seal(&self.lease.key.hash_hex().to_string(), completion)
+                .seal(
+                    &self.lease.key.hash_hex().to_string(),
+                    &self.lease.operation_id,
+                    &self.lease.request_hash,
+                    completion,
+                )
                 .map(Cow::Owned)
                 .map_err(|e| StoreError::Other(format!("no randomness to seal with: {e}").into())),
             None => Ok(Cow::Borrowed(completion)),

@@ -13,16 +13,18 @@ use redis::{FromRedisValue, Script, ScriptInvocation};
 use super::{Error, StoredRow};
 
 /// A live stored record's fields, or nothing. `KEYS`: the record. Answers `rev`, `idem_key`,
-/// `resp_headers`, `resp_body`, `biz_no` (absent: empty), `operation_id` when it is completed
-/// or failed-stored and not expired by the server's clock.
+/// `resp_headers`, `resp_body`, `biz_no` (absent: empty), `operation_id`, `request_hash`,
+/// `resp_status`, `state` when it is completed or failed-stored and not expired by the server's
+/// clock.
 const READ: &str = r"
 local f = redis.call('HMGET', KEYS[1], 'state', 'expire_at', 'rev', 'idem_key', 'resp_headers',
-  'resp_body', 'biz_no', 'operation_id')
+  'resp_body', 'biz_no', 'operation_id', 'request_hash', 'resp_status')
 if f[1] ~= '1' and f[1] ~= '2' then return {} end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 if tonumber(f[2]) <= now then return {} end
-return {f[3], f[4], f[5] or '', f[6] or '', f[7] or '', f[8] or ''}
+return {f[3], f[4], f[5] or '', f[6] or '', f[7] or '', f[8] or '', f[9] or '', f[10] or '',
+  f[1]}
 ";
 
 /// The response of a stored record replaced while it is still operation `ARGV[5]` at `rev`
@@ -157,8 +159,19 @@ impl RedisDb {
         if fields.is_empty() {
             return Ok(None);
         }
-        let Ok([rev, idem_key, headers, body, biz_no, operation_id]) =
-            <[Vec<u8>; 6]>::try_from(fields)
+        let Ok(
+            [
+                rev,
+                idem_key,
+                headers,
+                body,
+                biz_no,
+                operation_id,
+                request_hash,
+                status,
+                state,
+            ],
+        ) = <[Vec<u8>; 9]>::try_from(fields)
         else {
             return Err("the record read script answered an unexpected reply".into());
         };
@@ -166,6 +179,9 @@ impl RedisDb {
             key_hash,
             idem_key: String::from_utf8(idem_key)?,
             operation_id: String::from_utf8(operation_id)?,
+            request_hash: String::from_utf8(request_hash)?,
+            resp_status: String::from_utf8(status)?.parse().ok(),
+            state: String::from_utf8(state)?.parse()?,
             rev: String::from_utf8(rev)?.parse()?,
             resp_headers: Some(headers),
             resp_body: Some(body),
