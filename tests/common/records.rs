@@ -134,6 +134,84 @@ impl Records {
         self.set(key, "resp_body", Value::Bytes(body)).await;
     }
 
+    /// Overwrites the stored status of `key` (SQL and Redis stores), as a database writer would.
+    pub async fn set_status(&self, key: &ScopedKey, status: u16) {
+        self.set(key, "resp_status", Value::Int(i64::from(status)))
+            .await;
+    }
+
+    /// Overwrites the request hash of `key` (hex), as a database writer would.
+    pub async fn set_request_hash(&self, key: &ScopedKey, hash: &str) {
+        self.set(key, "request_hash", Value::Text(hash.to_owned()))
+            .await;
+    }
+
+    /// The request hash of `key`'s record (hex; SQL and Redis stores).
+    pub async fn request_hash(&self, key: &ScopedKey) -> Option<String> {
+        match self {
+            Records::Redis { .. } => self
+                .field(key, "request_hash")
+                .await
+                .map(|b| String::from_utf8(b).unwrap()),
+            _ => self
+                .row(key)
+                .await
+                .map(|r| r.request_hash.trim().to_owned()),
+        }
+    }
+
+    /// Adds a header entry to the stored headers of `key` (idem's blob: version 1, a `u32`
+    /// count, then length-prefixed names and values), as a database writer would.
+    pub async fn append_header(&self, key: &ScopedKey, name: &str, value: &[u8]) {
+        let mut blob = match self {
+            Records::Redis { .. } => self.field(key, "resp_headers").await,
+            Records::Sqlite(pool) => sqlx::query_scalar(
+                "SELECT resp_headers FROM idem_idempotency_records WHERE key_hash = ?1",
+            )
+            .bind(&key.hash()[..])
+            .fetch_one(pool)
+            .await
+            .unwrap(),
+            Records::Postgres(pool) => sqlx::query_scalar(
+                "SELECT resp_headers FROM idem.idempotency_records WHERE key_hash = $1",
+            )
+            .bind(&key.hash()[..])
+            .fetch_one(pool)
+            .await
+            .unwrap(),
+            Records::MySql(pool) => sqlx::query_scalar(
+                "SELECT resp_headers FROM idem_idempotency_records WHERE key_hash = ?",
+            )
+            .bind(&key.hash()[..])
+            .fetch_one(pool)
+            .await
+            .unwrap(),
+            Records::Memory(_) => panic!("the memory store holds nothing at rest to alter"),
+        }
+        .expect("stored headers");
+        let count = u32::from_be_bytes(blob[1..5].try_into().unwrap()) + 1;
+        blob[1..5].copy_from_slice(&count.to_be_bytes());
+        for part in [name.as_bytes(), value] {
+            blob.extend_from_slice(&(part.len() as u32).to_be_bytes());
+            blob.extend_from_slice(part);
+        }
+        self.set(key, "resp_headers", Value::Bytes(blob)).await;
+    }
+
+    /// A field of `key`'s Redis hash.
+    async fn field(&self, key: &ScopedKey, field: &str) -> Option<Vec<u8>> {
+        let Records::Redis { conn, records } = self else {
+            panic!("a field of a Redis record");
+        };
+        let mut conn = conn.clone();
+        redis::cmd("HGET")
+            .arg(format!("{records}{}", key.hash_hex()))
+            .arg(field)
+            .query_async(&mut conn)
+            .await
+            .unwrap()
+    }
+
     /// Writes `value` into `column` of `key`'s record (the field of its hash on Redis).
     async fn set(&self, key: &ScopedKey, column: &str, value: Value) {
         let hash = &key.hash()[..];
@@ -143,6 +221,7 @@ impl Records {
                 let q = match value {
                     Value::Text(t) => q.bind(t),
                     Value::Bytes(b) => q.bind(b),
+                    Value::Int(i) => q.bind(i),
                 };
                 q.bind(hash).execute($pool).await.unwrap().rows_affected()
             }};
@@ -167,6 +246,7 @@ impl Records {
                 let bytes = match value {
                     Value::Text(t) => t.into_bytes(),
                     Value::Bytes(b) => b,
+                    Value::Int(i) => i.to_string().into_bytes(),
                 };
                 // HSET answers the fields it added: 0 when it overwrote an existing one.
                 let exists: bool = redis::cmd("HEXISTS")
@@ -193,4 +273,5 @@ impl Records {
 enum Value {
     Text(String),
     Bytes(Vec<u8>),
+    Int(i64),
 }

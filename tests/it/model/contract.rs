@@ -84,6 +84,18 @@ pub enum CompleteFault {
     Permanent,
 }
 
+/// What a database writer changes beside a sealed response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tamper {
+    /// The stored status (a 402 to replay as a success, say).
+    Status,
+    /// The request hash: set to the other payload's, so that that request would get this
+    /// response instead of `422`.
+    RequestHash,
+    /// A header entry added beside the seal marker.
+    Header,
+}
+
 /// A request: `payload` is what the fingerprint covers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Request {
@@ -126,12 +138,18 @@ struct Rec {
     fence: u64,
     state: State,
     expire_at: i64,
+    /// Its stored response is sealed.
+    sealed: bool,
+    /// What a database writer changed of it.
+    tampered: Option<Tamper>,
 }
 
 /// An attempt whose handler hangs.
 #[derive(Debug, Clone)]
 pub struct Hanging {
     pub request: Request,
+    /// Its handle seals what it stores.
+    sealed: bool,
     /// It created the operation (no takeover).
     created: bool,
 }
@@ -159,6 +177,23 @@ impl Contract {
     pub fn send(&self, request: Request) -> Expect {
         match self.live(request) {
             None => Expect::Run { continues: None },
+            // A changed record never replays: the request it was sealed for (or the one its
+            // request hash now names) gets 503, any other 422 as before.
+            Some(Rec {
+                tampered: Some(tamper),
+                payload,
+                ..
+            }) => {
+                let forged_for = match tamper {
+                    Tamper::RequestHash => 1 - *payload,
+                    Tamper::Status | Tamper::Header => *payload,
+                };
+                Expect::Reject(if request.payload == forged_for {
+                    503
+                } else {
+                    422
+                })
+            }
             Some(rec) if rec.payload != request.payload => Expect::Reject(422),
             Some(Rec {
                 state: State::Stored { run, status },
@@ -197,6 +232,7 @@ impl Contract {
         expect: &Expect,
         op: &str,
         attempt: u32,
+        sealed: bool,
     ) -> Result<(), String> {
         let Expect::Run { continues } = expect else {
             return Err(format!(
@@ -240,12 +276,15 @@ impl Contract {
                     lease_until,
                 },
                 expire_at,
+                sealed: false,
+                tampered: None,
             },
         );
         self.hanging.insert(
             attempt,
             Hanging {
                 request,
+                sealed,
                 created: continues.is_none(),
             },
         );
@@ -269,6 +308,10 @@ impl Contract {
         let h = &self.hanging[&attempt];
         match self.live(h.request) {
             None => Expect::Own,
+            // It does not open: the attempt answers for itself.
+            Some(Rec {
+                tampered: Some(_), ..
+            }) => Expect::Own,
             Some(rec) if rec.payload != h.request.payload => Expect::Reject(422),
             Some(Rec {
                 state: State::Stored { run, status },
@@ -291,6 +334,7 @@ impl Contract {
             Disposition::Store | Disposition::StoreAsFailure if fault == CompleteFault::None => {
                 let rec = self.records.get_mut(&key).expect("a held record");
                 rec.state = State::Stored { run, status };
+                rec.sealed = h.sealed;
             }
             // Only the attempt that created the operation may delete its record (S25).
             Disposition::Release if h.created => {
@@ -331,6 +375,51 @@ impl Contract {
     pub fn purged(&mut self) {
         let now = self.now;
         self.records.retain(|_, r| r.expire_at > now);
+    }
+
+    /// The live records a database writer may alter in the walks: stored, sealed, not altered
+    /// yet, and no attempt of their key still hanging.
+    pub fn tamperable(&self) -> Vec<(Route, u8, u8)> {
+        let mut keys: Vec<(Route, u8, u8)> = self
+            .records
+            .iter()
+            .filter(|(_, r)| {
+                r.expire_at > self.now
+                    && r.sealed
+                    && r.tampered.is_none()
+                    && matches!(r.state, State::Stored { .. })
+            })
+            .filter(|((route, key), _)| {
+                !self
+                    .hanging
+                    .values()
+                    .any(|h| h.request.route == *route && h.request.key == *key)
+            })
+            .map(|((route, key), r)| (*route, *key, r.payload))
+            .collect();
+        keys.sort_unstable_by_key(|(route, key, _)| (route.path(), *key));
+        keys
+    }
+
+    /// A database writer altered the record of `key`.
+    pub fn tampered(&mut self, route: Route, key: u8, tamper: Tamper) {
+        let rec = self.records.get_mut(&(route, key)).expect("a record");
+        rec.tampered = Some(tamper);
+    }
+
+    /// Whether any record (live or not, until purged) was altered: `idem rekey` then names it
+    /// and exits 1.
+    pub fn any_tampered(&self) -> bool {
+        self.records.values().any(|r| r.tampered.is_some())
+    }
+
+    /// `idem rekey` sealed every stored record.
+    pub fn rekeyed(&mut self) {
+        for rec in self.records.values_mut() {
+            if matches!(rec.state, State::Stored { .. }) {
+                rec.sealed = true;
+            }
+        }
     }
 
     /// The keys that have a record (expired or not, until purged), in a stable order.

@@ -37,7 +37,8 @@ use tokio::task::JoinHandle;
 use tower::ServiceExt;
 
 use crate::backends::Backend;
-use contract::{CompleteFault, Contract, Expect, Plan, Request, Route};
+use crate::records::Records;
+use contract::{CompleteFault, Contract, Expect, Plan, Request, Route, Tamper};
 use faulty::Faulty;
 
 // ---------------------------------------------------------------------------------------------
@@ -155,6 +156,8 @@ enum Step {
     Operator(bool, Route, u8),
     /// Encryption switched on (`1`), or its key rotated (`2`): see [`World::encrypt`].
     Encrypt(u8),
+    /// A database writer alters a sealed, stored record (SQL stores and Redis).
+    Tamper(Tamper, Route, u8),
     /// An operator runs `idem rekey` with the key ring in force (SQL stores).
     Rekey,
 }
@@ -204,6 +207,8 @@ struct World {
     seen: HashMap<(Route, u8), (String, u64)>,
     /// The key ring in force ([`World::encrypt`]).
     encryption: u8,
+    /// The store's records, written directly by a database writer (not on the memory store).
+    records: Option<Records>,
 }
 
 /// The service's routes over `app`.
@@ -228,8 +233,14 @@ fn keys(level: u8) -> Option<&'static str> {
     }
 }
 
+/// The ring of `level`, accepting the plaintext records written before it: the walks switch
+/// encryption on over a store that holds them.
 fn key_ring(level: u8) -> Option<idem::seal::KeyRing> {
-    keys(level).map(|list| idem::seal::KeyRing::parse(list).unwrap())
+    keys(level).map(|list| {
+        idem::seal::KeyRing::parse(list)
+            .unwrap()
+            .accepting_plaintext()
+    })
 }
 
 /// What a client got.
@@ -246,6 +257,7 @@ impl World {
         clock: Arc<ManualClock>,
         tag: String,
         cli: Option<String>,
+        records: Option<Records>,
     ) -> World {
         let faulty = Arc::new(Faulty::new(store.clone()));
         let app = App {
@@ -268,6 +280,7 @@ impl World {
             cli,
             seen: HashMap::new(),
             encryption: 0,
+            records,
         }
     }
 
@@ -307,13 +320,28 @@ impl World {
                 self.cli.is_some() && !self.down && self.seen.contains_key(&(route, key))
             }
             Step::Encrypt(level) => level == self.encryption + 1,
-            Step::Rekey => self.cli.is_some() && !self.down && self.encryption > 0,
+            // A record that does not open makes `rekey` exit 1.
+            Step::Rekey => {
+                self.cli.is_some()
+                    && !self.down
+                    && self.encryption > 0
+                    && !self.model.any_tampered()
+            }
+            Step::Tamper(_, route, key) => {
+                self.records.is_some()
+                    && !self.down
+                    && self
+                        .model
+                        .tamperable()
+                        .iter()
+                        .any(|(r, k, _)| (*r, *k) == (route, key))
+            }
         }
     }
 
     fn generate(&self, rng: &mut Rng) -> Step {
         loop {
-            let step = match rng.below(106) {
+            let step = match rng.below(108) {
                 0..=54 => {
                     let route = rng.pick(&Route::ALL);
                     let request = Request {
@@ -362,6 +390,15 @@ impl World {
                     seen.sort_unstable_by_key(|(route, key)| (route.path(), *key));
                     let (route, key) = rng.pick(&seen);
                     Step::Operator(rng.below(2) == 0, route, key)
+                }
+                103..=104 => {
+                    let records = self.model.tamperable();
+                    if records.is_empty() {
+                        continue;
+                    }
+                    let (route, key, _) = rng.pick(&records);
+                    let tamper = rng.pick(&[Tamper::Status, Tamper::RequestHash, Tamper::Header]);
+                    Step::Tamper(tamper, route, key)
                 }
                 99 => Step::Encrypt(self.encryption + 1),
                 100 => Step::Rekey,
@@ -479,7 +516,51 @@ impl World {
                 Ok(())
             }
             Step::Rekey => self.rekey(),
+            Step::Tamper(tamper, route, key) => self.tamper(tamper, route, key).await,
         }
+    }
+
+    /// A database writer alters the sealed record of `key`: from then on it must never replay.
+    async fn tamper(&mut self, tamper: Tamper, route: Route, key: u8) -> Result<(), String> {
+        let records = self.records.as_ref().expect("a store with records at rest");
+        let scoped = idem::key::scoped_key(
+            &format!("POST {}", route.path()),
+            &[],
+            &format!("{}-{key}", self.tag),
+        )
+        .unwrap();
+        match tamper {
+            Tamper::Status => records.set_status(&scoped, 299).await,
+            Tamper::Header => records.append_header(&scoped, "x-forged", b"1").await,
+            Tamper::RequestHash => {
+                let (_, _, payload) = self
+                    .model
+                    .tamperable()
+                    .into_iter()
+                    .find(|(r, k, _)| (*r, *k) == (route, key))
+                    .expect("a tamperable record");
+                let hash = |payload| {
+                    Op {
+                        payload,
+                        plan: Plan::Panic,
+                        attempt: 0,
+                    }
+                    .fingerprint()
+                    .to_string()
+                };
+                let stored = records.request_hash(&scoped).await;
+                if stored.as_deref() != Some(hash(payload).as_str()) {
+                    return Err(format!(
+                        "the store holds request hash {stored:?} for payload {payload}, the \
+                         model computes {}",
+                        hash(payload)
+                    ));
+                }
+                records.set_request_hash(&scoped, &hash(1 - payload)).await;
+            }
+        }
+        self.model.tampered(route, key, tamper);
+        Ok(())
     }
 
     /// The `idem` CLI's arguments naming the record of `key` on `route`.
@@ -517,6 +598,7 @@ impl World {
                 String::from_utf8_lossy(&out.stderr)
             ));
         }
+        self.model.rekeyed();
         Ok(())
     }
 
@@ -600,7 +682,8 @@ impl World {
                 tokio::time::sleep(Duration::from_millis(1)).await;
             }
             if let Some((_, op)) = self.ran(attempt) {
-                self.model.started(request, &expect, &op, attempt)?;
+                self.model
+                    .started(request, &expect, &op, attempt, self.encryption > 0)?;
                 self.tasks.insert(attempt, task);
                 return Ok(());
             }
@@ -611,7 +694,8 @@ impl World {
                 let Some((_, op)) = self.ran(attempt) else {
                     return Err("the request panicked without running its handler".into());
                 };
-                self.model.started(request, &expect, &op, attempt)?;
+                self.model
+                    .started(request, &expect, &op, attempt, self.encryption > 0)?;
                 self.settled(abandons + 1, request.route, "a panicked handler")
                     .await?;
                 self.model.abandoned(attempt);
@@ -621,7 +705,8 @@ impl World {
         };
         match self.ran(attempt) {
             Some((run, op)) => {
-                self.model.started(request, &expect, &op, attempt)?;
+                self.model
+                    .started(request, &expect, &op, attempt, self.encryption > 0)?;
                 let Plan::Answer(status) = plan else {
                     unreachable!("only an answering handler returns")
                 };
@@ -727,6 +812,7 @@ async fn walk(
         site.clock.clone(),
         tag,
         site.cli.clone(),
+        site.records.clone(),
     );
     let mut rng = Rng(seed);
     let mut done = Vec::new();
@@ -856,6 +942,8 @@ struct Site {
     clock: Arc<ManualClock>,
     /// The URL of a SQL store's database, when the CLI is built.
     cli: Option<String>,
+    /// Its records at rest (not on the memory store).
+    records: Option<Records>,
     /// A temporary directory, or a database of its own, that must live as long as the store.
     _keep: Option<Box<dyn std::any::Any + Send + Sync>>,
 }
@@ -871,12 +959,12 @@ async fn open(backend: Backend) -> Option<Site> {
     let clock = Arc::new(ManualClock::new(ahead));
     let dyn_clock = clock.clone() as Arc<dyn Clock>;
     let cli = |url: &str| cfg!(feature = "cli").then(|| url.to_owned());
-    let (store, cli, keep): (
-        Arc<dyn Store>,
-        _,
-        Option<Box<dyn std::any::Any + Send + Sync>>,
-    ) = match backend {
-        Backend::Memory => (Arc::new(MemoryStore::with_clock(dyn_clock)), None, None),
+    type Keep = Option<Box<dyn std::any::Any + Send + Sync>>;
+    let (store, cli, records, keep): (Arc<dyn Store>, _, _, Keep) = match backend {
+        Backend::Memory => {
+            let store = MemoryStore::with_clock(dyn_clock);
+            (Arc::new(store), None, None, None)
+        }
         Backend::Sqlite => {
             let dir = tempfile::tempdir().unwrap();
             let path = dir.path().join("idem.db");
@@ -885,17 +973,22 @@ async fn open(backend: Backend) -> Option<Site> {
                 .unwrap()
                 .with_clock(dyn_clock);
             let url = format!("sqlite://{}", path.display());
-            (Arc::new(store), cli(&url), Some(Box::new(dir)))
+            let records = Records::Sqlite(store.pool().clone());
+            (
+                Arc::new(store),
+                cli(&url),
+                Some(records),
+                Some(Box::new(dir)),
+            )
         }
         Backend::Postgres => {
             let db = backend.database().await?;
-            let store = PostgresStore::connect(&db.url).await.unwrap();
-            let url = cli(&db.url);
-            (
-                Arc::new(store.with_clock(dyn_clock)),
-                url,
-                Some(Box::new(db)),
-            )
+            let store = PostgresStore::connect(&db.url)
+                .await
+                .unwrap()
+                .with_clock(dyn_clock);
+            let (url, records) = (cli(&db.url), Records::Postgres(store.pool().clone()));
+            (Arc::new(store), url, Some(records), Some(Box::new(db)))
         }
         Backend::Mysql => {
             let db = backend.database().await?;
@@ -903,17 +996,20 @@ async fn open(backend: Backend) -> Option<Site> {
             let store = MySqlStore::connect(&db.url)
                 .await
                 .unwrap()
-                .with_one_round_trip_replays();
-            let url = cli(&db.url);
-            (
-                Arc::new(store.with_clock(dyn_clock)),
-                url,
-                Some(Box::new(db)),
-            )
+                .with_one_round_trip_replays()
+                .with_clock(dyn_clock);
+            let (url, records) = (cli(&db.url), Records::MySql(store.pool().clone()));
+            (Arc::new(store), url, Some(records), Some(Box::new(db)))
         }
         Backend::Redis => {
             let fixture = backend.open_with_clock(clock.clone()).await?;
-            (fixture.store.clone(), None, Some(Box::new(fixture)))
+            let records = fixture.records();
+            (
+                fixture.store.clone(),
+                None,
+                Some(records),
+                Some(Box::new(fixture)),
+            )
         }
     };
     store.migrate().await.unwrap();
@@ -921,6 +1017,7 @@ async fn open(backend: Backend) -> Option<Site> {
         store,
         clock,
         cli,
+        records,
         _keep: keep,
     })
 }
