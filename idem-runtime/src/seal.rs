@@ -76,6 +76,9 @@ pub struct KeyRing {
     keys: Vec<(String, XChaCha20Poly1305)>,
     /// Plaintext and format-1 records open as they are ([`KeyRing::accepting_plaintext`]).
     accept_plaintext: bool,
+    /// New records are sealed under the primary; `false` once encryption is being switched off
+    /// ([`KeyRing::sealing_nothing`]).
+    seals: bool,
 }
 
 /// What a replay depends on besides the stored response itself: bound to its seal, so that a
@@ -114,6 +117,7 @@ impl fmt::Debug for KeyRing {
         f.debug_struct("KeyRing")
             .field("ids", &self.ids().collect::<Vec<_>>())
             .field("accept_plaintext", &self.accept_plaintext)
+            .field("seals", &self.seals)
             .finish_non_exhaustive()
     }
 }
@@ -182,7 +186,32 @@ impl KeyRing {
         Ok(KeyRing {
             keys: vec![(checked_id(id)?, XChaCha20Poly1305::new(&key.into()))],
             accept_plaintext: false,
+            seals: true,
         })
+    }
+
+    /// Opens what its keys sealed and seals nothing: for switching encryption off. A handle
+    /// with it stores new responses in plaintext (and their readable key in full), replays the
+    /// records sealed before, and accepts plaintext ones; `idem rekey` with it opens every
+    /// sealed record back to plaintext. Once `idem rekey --dry-run` finds nothing left, drop
+    /// the ring: a handle without one answers `503 record-sealed` for a sealed record.
+    ///
+    /// ```
+    /// use idem_runtime::seal::KeyRing;
+    /// let switching_off = KeyRing::new("k1", [7; 32])?.sealing_nothing();
+    /// assert!(!switching_off.seals() && switching_off.accepts_plaintext());
+    /// # Ok::<(), idem_runtime::seal::KeyRingError>(())
+    /// ```
+    #[must_use]
+    pub fn sealing_nothing(mut self) -> Self {
+        self.seals = false;
+        self.accept_plaintext = true;
+        self
+    }
+
+    /// Whether new records are sealed ([`KeyRing::sealing_nothing`] says not).
+    pub fn seals(&self) -> bool {
+        self.seals
     }
 
     /// Also replays plaintext records, and records sealed in format 1: for switching encryption
@@ -441,7 +470,9 @@ impl KeyRing {
     /// from its store's columns with its [`Binding`]: what `idem rekey` writes back. A plaintext
     /// response is sealed; one sealed under an older key of the ring, or in format 1, is opened
     /// and sealed again (a new nonce); `None` when it is sealed under the primary in the
-    /// current format already. See [`open_stored`](Self::open_stored).
+    /// current format already. A ring that seals nothing ([`KeyRing::sealing_nothing`]) opens
+    /// every sealed response back to plaintext, and leaves plaintext ones (`None`). See
+    /// [`open_stored`](Self::open_stored).
     ///
     /// # Errors
     /// [`ResealError::Open`] when it does not open (nothing may be written over it), or
@@ -452,10 +483,21 @@ impl KeyRing {
         binding: &Binding,
         stored: &StoredResponse,
     ) -> Result<Option<StoredResponse>, ResealError> {
-        if stored.sealed_as()? == Some((VERSION, self.primary().to_owned())) {
+        let current = match stored.sealed_as()? {
+            None => !self.seals,
+            Some(sealed) => self.seals && sealed == (VERSION, self.primary().to_owned()),
+        };
+        if current {
             return Ok(None);
         }
         let opened = self.open_stored(key_hash, binding, stored)?;
+        if !self.seals {
+            return Ok(Some(StoredResponse {
+                headers: crate::store::headers::encode_headers(&opened.headers),
+                body: opened.body,
+                biz_no: opened.biz_no,
+            }));
+        }
         let outcome = match binding.state {
             RecordState::FailedStored => Outcome::FailedStored,
             RecordState::Completed | RecordState::Processing => Outcome::Completed,

@@ -931,6 +931,15 @@ fn cli() -> Command {
                         .long("dry-run")
                         .action(ArgAction::SetTrue)
                         .help("Only count what would be sealed"),
+                )
+                .arg(
+                    Arg::new("unseal")
+                        .long("unseal")
+                        .action(ArgAction::SetTrue)
+                        .help(
+                            "Open every sealed response back to plaintext instead, with the \
+                             ring's keys (switching encryption off)",
+                        ),
                 ),
         )
         .subcommand(
@@ -1215,6 +1224,13 @@ async fn rekey(
                 .into(),
         );
     };
+    let unsealing;
+    let ring = if m.get_flag("unseal") {
+        unsealing = ring.clone().sealing_nothing();
+        &unsealing
+    } else {
+        ring
+    };
     let batch = *m.get_one::<u32>("batch").unwrap_or(&500);
     let dry_run = m.get_flag("dry-run");
     let mut cursor = match m.get_one::<String>("after") {
@@ -1283,15 +1299,25 @@ async fn rekey(
         writeln!(out)?;
     }
     let verb = if dry_run { "would reseal" } else { "resealed" };
-    writeln!(
-        out,
-        "{verb} {} of {} stored records under key `{}` ({} of them plaintext); {} already were",
-        done.resealed,
-        done.scanned,
-        ring.primary(),
-        done.from_plaintext,
-        done.current
-    )?;
+    if ring.seals() {
+        writeln!(
+            out,
+            "{verb} {} of {} stored records under key `{}` ({} of them plaintext); {} already \
+             were",
+            done.resealed,
+            done.scanned,
+            ring.primary(),
+            done.from_plaintext,
+            done.current
+        )?;
+    } else {
+        let verb = if dry_run { "would open" } else { "opened" };
+        writeln!(
+            out,
+            "{verb} {} of {} stored records back to plaintext; {} already were",
+            done.resealed, done.scanned, done.current
+        )?;
+    }
     if done.busy > 0 {
         writeln!(
             out,
@@ -1356,7 +1382,7 @@ async fn rekey_one(
             }
             Err(e @ ResealError::Random(_)) => return Err(e.into()),
         };
-        let key = if plaintext {
+        let key = if plaintext && ring.seals() {
             // As an encrypting handle writes it; a key that does not read as one (written by
             // hand) becomes the bare key hash rather than stay readable.
             ScopedKey::opaque_readable(&row.idem_key, &hash)

@@ -228,6 +228,37 @@ async fn rotation_keeps_older_records(fx: &Fixture) {
     assert_eq!(pay(&rotated, &old).await.body, first.body);
 }
 
+/// Switching encryption off: a ring that seals nothing still opens what its keys sealed, and
+/// stores new records in plaintext (their readable key too), which a handle without any ring
+/// replays; the sealed ones need the ring until `idem rekey --unseal` opened them.
+async fn switching_it_off_keeps_every_record(fx: &Fixture) {
+    let (sealing, runs_sealing) = app(&fx.store, Some(ring(&[("k1", 1)])));
+    let sealed = unique("off-sealed");
+    let first = pay(&sealing, &sealed).await;
+    assert_eq!(first.status, StatusCode::CREATED);
+
+    let (off, runs_off) = app(&fx.store, Some(ring(&[("k1", 1)]).sealing_nothing()));
+    let replay = pay(&off, &sealed).await;
+    assert!(replay.replayed);
+    assert_eq!(replay.body, first.body);
+    let plain = unique("off-plain");
+    let new = pay(&off, &plain).await;
+    assert_eq!(new.status, StatusCode::CREATED);
+    let stored = fx.store.get(&scoped(&plain)).await.unwrap().unwrap();
+    assert_eq!(stored.body, new.body, "stored in plaintext");
+    assert_eq!(stored.key, scoped(&plain).readable());
+
+    let (none, runs_none) = app(&fx.store, None);
+    assert_eq!(pay(&none, &plain).await.body, new.body);
+    assert_eq!(
+        pay(&none, &sealed).await.status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "sealed: needs the ring until rekey --unseal"
+    );
+    let runs = [runs_sealing, runs_off, runs_none].map(|r| r.load(Ordering::SeqCst));
+    assert_eq!(runs.iter().sum::<u64>(), 2, "one run per key: {runs:?}");
+}
+
 /// Another key under the same id (the tag does not verify) and a handle without any key both
 /// refuse a sealed record, rather than replaying what they cannot read.
 async fn unopenable_records_are_never_replayed(fx: &Fixture) {
@@ -343,4 +374,5 @@ backend_tests!(
     rotation_keeps_older_records,
     unopenable_records_are_never_replayed,
     plaintext_records_replay_after_turning_it_on,
+    switching_it_off_keeps_every_record,
 );

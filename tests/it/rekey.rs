@@ -222,6 +222,27 @@ async fn rekey_under_traffic(db: &Database) {
     let with_k3: serde_json::Value = serde_json::from_str(&with_k3).unwrap();
     assert_eq!(with_k3["unopened"], serde_json::Value::Null);
     assert!(with_k3["body"].as_str().unwrap().contains("cus_secret_42"));
+
+    // Switching encryption off: `--unseal` opens every record back to plaintext with the
+    // ring's keys, after which a handle without any ring replays them all.
+    let unsealed = cli.ok(&["rekey", "--unseal"], &[("IDEM_ENCRYPTION_KEYS", &k2_k3)]);
+    assert!(
+        unsealed.contains("opened ") && unsealed.contains("back to plaintext"),
+        "{unsealed}"
+    );
+    let (plain, runs) = app(&store, None);
+    for (key, body) in old.iter() {
+        let again = pay(&plain, key).await;
+        assert!(again.replayed, "{key}: {}", again.status);
+        assert_eq!(again.body, *body);
+    }
+    assert!(pay(&plain, &stranger).await.replayed);
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+    let again = cli.ok(
+        &["rekey", "--unseal", "--dry-run"],
+        &[("IDEM_ENCRYPTION_KEYS", K2)],
+    );
+    assert!(again.contains("would open 0 of "), "{again}");
 }
 
 backend_tests!(

@@ -135,7 +135,7 @@ impl Attempt {
     /// seal that cannot be made (no randomness for its nonce) fails like a store error.
     fn stored<'c>(&self, completion: &'c Completion) -> Result<Cow<'c, Completion>, StoreError> {
         match &self.key_ring {
-            Some(ring) => ring
+            Some(ring) if ring.seals() => ring
                 .seal(
                     &self.lease.key.hash_hex().to_string(),
                     &self.lease.operation_id,
@@ -144,7 +144,7 @@ impl Attempt {
                 )
                 .map(Cow::Owned)
                 .map_err(|e| StoreError::Other(format!("no randomness to seal with: {e}").into())),
-            None => Ok(Cow::Borrowed(completion)),
+            _ => Ok(Cow::Borrowed(completion)),
         }
     }
 

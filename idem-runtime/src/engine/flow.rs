@@ -138,11 +138,11 @@ pub(crate) async fn admit(
     // An encrypting handle stores nothing readable of the key either.
     let opaque;
     let key = match idem.key_ring() {
-        Some(_) => {
+        Some(ring) if ring.seals() => {
             opaque = key.opaque();
             &opaque
         }
-        None => key,
+        _ => key,
     };
     let cache = idem.replay_cache();
     if let Some(record) = cache.and_then(|c| c.get(key, &hash, idem.store().clock())) {
