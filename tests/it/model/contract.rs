@@ -413,11 +413,12 @@ impl Contract {
         self.records.values().any(|r| r.tampered.is_some())
     }
 
-    /// `idem rekey` sealed every stored record.
-    pub fn rekeyed(&mut self) {
+    /// `idem rekey` sealed every stored record (`sealed`), or opened every one back to
+    /// plaintext.
+    pub fn rekeyed(&mut self, sealed: bool) {
         for rec in self.records.values_mut() {
             if matches!(rec.state, State::Stored { .. }) {
-                rec.sealed = true;
+                rec.sealed = sealed;
             }
         }
     }

@@ -154,7 +154,8 @@ enum Step {
     /// An operator runs `idem release` (`true`) or `idem expire` on the record they inspected
     /// last, naming it as `inspect` showed it.
     Operator(bool, Route, u8),
-    /// Encryption switched on (`1`), or its key rotated (`2`): see [`World::encrypt`].
+    /// Encryption switched on (`1`), its key rotated (`2`), or switched off (`3`): see
+    /// [`World::encrypt`].
     Encrypt(u8),
     /// A database writer alters a sealed, stored record (SQL stores and Redis).
     Tamper(Tamper, Route, u8),
@@ -220,6 +221,12 @@ fn router(app: App) -> Router {
         .with_state(app)
 }
 
+/// Whether a handle of encryption level `level` seals what it stores: on (`1`), rotated (`2`),
+/// not once switched off (`3`: the keys still open what they sealed).
+fn seals(level: u8) -> bool {
+    matches!(level, 1 | 2)
+}
+
 /// The keys of encryption level `level` ([`World::encrypt`]), as `IDEM_ENCRYPTION_KEYS` and
 /// `KeyRing::parse` take them.
 fn keys(level: u8) -> Option<&'static str> {
@@ -233,13 +240,14 @@ fn keys(level: u8) -> Option<&'static str> {
     }
 }
 
-/// The ring of `level`, accepting the plaintext records written before it: the walks switch
-/// encryption on over a store that holds them.
+/// The ring of `level`, accepting the plaintext records written before it (the walks switch
+/// encryption on over a store that holds them), and sealing nothing once switched off.
 fn key_ring(level: u8) -> Option<idem::seal::KeyRing> {
-    keys(level).map(|list| {
-        idem::seal::KeyRing::parse(list)
-            .unwrap()
-            .accepting_plaintext()
+    let ring = idem::seal::KeyRing::parse(keys(level)?).unwrap();
+    Some(if seals(level) {
+        ring.accepting_plaintext()
+    } else {
+        ring.sealing_nothing()
     })
 }
 
@@ -285,7 +293,8 @@ impl World {
     }
 
     /// Encryption from now on: `0` none, `1` sealed under `k1`, `2` under `k2` with `k1` kept
-    /// to open what it sealed. Requests already running keep the handle they started with.
+    /// to open what it sealed, `3` switched off (both keys open, nothing is sealed). Requests
+    /// already running keep the handle they started with.
     fn encrypt(&mut self, level: u8) {
         let mut idem = Idem::from_arc(self.faulty.clone());
         if let Some(ring) = key_ring(level) {
@@ -319,7 +328,7 @@ impl World {
             Step::Operator(_, route, key) => {
                 self.cli.is_some() && !self.down && self.seen.contains_key(&(route, key))
             }
-            Step::Encrypt(level) => level == self.encryption + 1,
+            Step::Encrypt(level) => level == self.encryption + 1 && level <= 3,
             // A record that does not open makes `rekey` exit 1.
             Step::Rekey => {
                 self.cli.is_some()
@@ -341,7 +350,7 @@ impl World {
 
     fn generate(&self, rng: &mut Rng) -> Step {
         loop {
-            let step = match rng.below(108) {
+            let step = match rng.below(110) {
                 0..=54 => {
                     let route = rng.pick(&Route::ALL);
                     let request = Request {
@@ -400,8 +409,8 @@ impl World {
                     let tamper = rng.pick(&[Tamper::Status, Tamper::RequestHash, Tamper::Header]);
                     Step::Tamper(tamper, route, key)
                 }
-                99 => Step::Encrypt(self.encryption + 1),
-                100 => Step::Rekey,
+                105..=107 => Step::Encrypt(self.encryption + 1),
+                99..=100 => Step::Rekey,
                 101..=102 => Step::Complete(rng.pick(&[
                     CompleteFault::None,
                     CompleteFault::Transient,
@@ -587,10 +596,14 @@ impl World {
         unreachable!("no CLI events without the `cli` feature")
     }
 
-    /// `idem rekey`: it must succeed, and change nothing a client sees (the next requests
-    /// check that).
+    /// `idem rekey` (`--unseal` once encryption is switched off): it must succeed, and change
+    /// nothing a client sees (the next requests check that).
     fn rekey(&mut self) -> Result<(), String> {
-        let out = self.cli(&["rekey", "--batch", "3"]);
+        let out = if seals(self.encryption) {
+            self.cli(&["rekey", "--batch", "3"])
+        } else {
+            self.cli(&["rekey", "--batch", "3", "--unseal"])
+        };
         if !out.status.success() {
             return Err(format!(
                 "`idem rekey` failed: {}{}",
@@ -598,7 +611,7 @@ impl World {
                 String::from_utf8_lossy(&out.stderr)
             ));
         }
-        self.model.rekeyed();
+        self.model.rekeyed(seals(self.encryption));
         Ok(())
     }
 
@@ -683,7 +696,7 @@ impl World {
             }
             if let Some((_, op)) = self.ran(attempt) {
                 self.model
-                    .started(request, &expect, &op, attempt, self.encryption > 0)?;
+                    .started(request, &expect, &op, attempt, seals(self.encryption))?;
                 self.tasks.insert(attempt, task);
                 return Ok(());
             }
@@ -695,7 +708,7 @@ impl World {
                     return Err("the request panicked without running its handler".into());
                 };
                 self.model
-                    .started(request, &expect, &op, attempt, self.encryption > 0)?;
+                    .started(request, &expect, &op, attempt, seals(self.encryption))?;
                 self.settled(abandons + 1, request.route, "a panicked handler")
                     .await?;
                 self.model.abandoned(attempt);
@@ -706,7 +719,7 @@ impl World {
         match self.ran(attempt) {
             Some((run, op)) => {
                 self.model
-                    .started(request, &expect, &op, attempt, self.encryption > 0)?;
+                    .started(request, &expect, &op, attempt, seals(self.encryption))?;
                 let Plan::Answer(status) = plan else {
                     unreachable!("only an answering handler returns")
                 };
