@@ -339,6 +339,10 @@ impl KeyRing {
     /// # Errors
     /// A [`SealError`]: the record must then be neither replayed nor overwritten.
     pub(crate) fn open(&self, key_hash: &str, mut record: Record) -> Result<Record, SealError> {
+        if record.state == RecordState::Processing {
+            // No response stored yet: nothing sealed, nothing to refuse.
+            return Ok(record);
+        }
         let binding = Binding::of(&record);
         let opened = self.open_parts(
             key_hash,
@@ -836,6 +840,17 @@ mod tests {
         // Without a ring at all, a plaintext record is what the handle writes.
         let key = crate::key::ScopedKey::new(&["t"], "op", "k").unwrap();
         assert_eq!(open_record(None, &key, plain.clone()).unwrap(), plain);
+    }
+
+    #[test]
+    fn a_processing_record_has_nothing_to_open() {
+        let mut processing = stored(&completion());
+        processing.state = RecordState::Processing;
+        processing.status = None;
+        processing.headers.clear();
+        processing.body.clear();
+        processing.biz_no = None;
+        assert_eq!(ring().open(HASH, processing.clone()).unwrap(), processing);
     }
 
     /// A database writer changes what a replay depends on beside the ciphertext: the status (a

@@ -383,6 +383,56 @@ async fn a_takeover_never_releases_the_operation() {
     assert_eq!(third, Ok((first_op, true)), "the operation got a new id");
 }
 
+static ROLLING: HandlerConfig = HandlerConfig::new("tests::rolling");
+
+/// A rolling deployment that switches encryption on: an attempt started on an instance without
+/// the ring hangs past its lease, an instance with the ring takes the operation over and stores
+/// its result, sealed. The first attempt, superseded, cannot open that result: it must answer
+/// what a retry through its instance sees (`503 record-sealed`), never its own failure, which
+/// would tell its client a payment failed that succeeded.
+#[tokio::test(flavor = "current_thread")]
+async fn a_superseded_attempt_that_cannot_open_the_result_answers_503() {
+    let clock = Arc::new(ManualClock::starting_now());
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::with_clock(clock.clone()));
+    let plain = Idem::from_arc(store.clone());
+    let ring = idem::seal::KeyRing::new("k1", [1; 32])
+        .unwrap()
+        .accepting_plaintext();
+    let sealing = Idem::from_arc(store).with_encryption(ring);
+    let hash = RequestHash::of_bytes(b"rolling");
+    let (go, gate) = tokio::sync::oneshot::channel::<()>();
+    let (started, first_started) = tokio::sync::oneshot::channel::<()>();
+    let first = tokio::spawn(async move {
+        run_once::<String, Status, _>(&plain, &ROLLING, "k-rolling", &[], hash, async move {
+            let _ = started.send(());
+            let _ = gate.await;
+            Err(Status(402)) // the card was declined, says this attempt
+        })
+        .await
+    });
+    first_started.await.unwrap();
+    clock.advance(ROLLING_LEASE + Duration::from_secs(1));
+    let second = run_once::<String, Status, _>(&sealing, &ROLLING, "k-rolling", &[], hash, async {
+        Ok("paid".to_owned())
+    })
+    .await;
+    assert_eq!(second, Ok("paid".to_owned()));
+    let _ = go.send(());
+    assert_eq!(
+        first.await.unwrap(),
+        Err(Status(503)),
+        "its own answer contradicts the stored one"
+    );
+    let retry = run_once::<String, Status, _>(&sealing, &ROLLING, "k-rolling", &[], hash, async {
+        Ok("ran again".to_owned())
+    })
+    .await;
+    assert_eq!(retry, Ok("paid".to_owned()));
+}
+
+/// [`ROLLING`]'s lease: the default.
+const ROLLING_LEASE: Duration = idem::HandlerConfig::DEFAULT_LEASE;
+
 // ---------------------------------------------------------------- completions under real faults
 
 use crate::servers;

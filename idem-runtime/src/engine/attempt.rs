@@ -653,8 +653,12 @@ impl Attempt {
     }
 
     /// The answer of an attempt fenced out while it ran: what a retry of the same request sees
-    /// now, or the attempt's own answer when the record is gone or unreadable (nothing then
-    /// contradicts it).
+    /// now, or the attempt's own answer when the record is gone (nothing then contradicts it).
+    /// A record this handle cannot open (sealed under a key its ring lacks: a rolling
+    /// deployment that switches encryption on) answers `503 record-sealed`, as a retry through
+    /// this handle would; its own answer might contradict the result the takeover stored (a
+    /// failure told for a payment that succeeded). A store that cannot be read answers `503`
+    /// for the same reason.
     async fn superseded<Fr: Front>(
         &self,
         front: Fr,
@@ -673,11 +677,19 @@ impl Attempt {
                     Ok(record) => record,
                     Err(e) => {
                         super::flow::unopened(&self.lease.key, self.store.backend(), &e);
-                        return own;
+                        return front.reject(IdempotencyError::Sealed(e), Some(client_key));
                     }
                 }
             }
-            _ => return own,
+            Ok(None) => return own,
+            Err(e) => {
+                return front.reject(
+                    IdempotencyError::Unavailable {
+                        retry_after: e.retry_after().unwrap_or(DEFAULT_RETRY_AFTER),
+                    },
+                    Some(client_key),
+                );
+            }
         };
         let now_claim = match record.state {
             // Another attempt holds it: at most a lease until it finishes or can be taken over.
