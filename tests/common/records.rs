@@ -198,6 +198,43 @@ impl Records {
         self.set(key, "resp_headers", Value::Bytes(blob)).await;
     }
 
+    /// Deletes the record of `key`, if any (SQL and Redis stores).
+    pub async fn delete(&self, key: &ScopedKey) {
+        let hash = &key.hash()[..];
+        match self {
+            Records::Memory(_) => panic!("the memory store holds nothing at rest"),
+            Records::Sqlite(pool) => {
+                sqlx::query("DELETE FROM idem_idempotency_records WHERE key_hash = ?1")
+                    .bind(hash)
+                    .execute(pool)
+                    .await
+                    .unwrap();
+            }
+            Records::Postgres(pool) => {
+                sqlx::query("DELETE FROM idem.idempotency_records WHERE key_hash = $1")
+                    .bind(hash)
+                    .execute(pool)
+                    .await
+                    .unwrap();
+            }
+            Records::MySql(pool) => {
+                sqlx::query("DELETE FROM idem_idempotency_records WHERE key_hash = ?")
+                    .bind(hash)
+                    .execute(pool)
+                    .await
+                    .unwrap();
+            }
+            Records::Redis { conn, records } => {
+                let mut conn = conn.clone();
+                let _: i64 = redis::cmd("DEL")
+                    .arg(format!("{records}{}", key.hash_hex()))
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap();
+            }
+        }
+    }
+
     /// A field of `key`'s Redis hash.
     async fn field(&self, key: &ScopedKey, field: &str) -> Option<Vec<u8>> {
         let Records::Redis { conn, records } = self else {

@@ -84,6 +84,25 @@ pub enum CompleteFault {
     Permanent,
 }
 
+/// The key a handle of encryption level `level` seals under: none (`0`), `k1` (`1`), `k2`
+/// (`2`, `k1` kept to open), none once switched off (`3`, both keys kept to open).
+pub fn seals_under(level: u8) -> Option<u8> {
+    match level {
+        1 => Some(1),
+        2 => Some(2),
+        _ => None,
+    }
+}
+
+/// Whether a handle of encryption level `level` opens what key `key` sealed.
+fn opens(level: u8, key: u8) -> bool {
+    match level {
+        0 => false,
+        1 => key == 1,
+        _ => true,
+    }
+}
+
 /// What a database writer changes beside a sealed response.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Tamper {
@@ -138,8 +157,8 @@ struct Rec {
     fence: u64,
     state: State,
     expire_at: i64,
-    /// Its stored response is sealed.
-    sealed: bool,
+    /// The key its stored response is sealed under.
+    sealed_under: Option<u8>,
     /// What a database writer changed of it.
     tampered: Option<Tamper>,
 }
@@ -148,8 +167,8 @@ struct Rec {
 #[derive(Debug, Clone)]
 pub struct Hanging {
     pub request: Request,
-    /// Its handle seals what it stores.
-    sealed: bool,
+    /// The encryption level of its handle ([`seals_under`]).
+    level: u8,
     /// It created the operation (no takeover).
     created: bool,
 }
@@ -232,7 +251,7 @@ impl Contract {
         expect: &Expect,
         op: &str,
         attempt: u32,
-        sealed: bool,
+        level: u8,
     ) -> Result<(), String> {
         let Expect::Run { continues } = expect else {
             return Err(format!(
@@ -276,7 +295,7 @@ impl Contract {
                     lease_until,
                 },
                 expire_at,
-                sealed: false,
+                sealed_under: None,
                 tampered: None,
             },
         );
@@ -284,7 +303,7 @@ impl Contract {
             attempt,
             Hanging {
                 request,
-                sealed,
+                level,
                 created: continues.is_none(),
             },
         );
@@ -302,16 +321,22 @@ impl Contract {
         )
     }
 
-    /// What a superseded `attempt` answers: what a retry of its request sees now, or its own
-    /// answer when the record is gone (purged, or expired: logically absent).
+    /// What a superseded `attempt` answers: what a retry of its request through its handle
+    /// sees now, or its own answer when the record is gone (purged, or expired: logically
+    /// absent). A stored response its handle cannot open (altered, or sealed under a key its
+    /// ring lacks) is `503`, never its own answer, which could contradict the stored one.
     pub fn superseded(&self, attempt: u32) -> Expect {
         let h = &self.hanging[&attempt];
         match self.live(h.request) {
             None => Expect::Own,
-            // It does not open: the attempt answers for itself.
             Some(Rec {
                 tampered: Some(_), ..
-            }) => Expect::Own,
+            }) => Expect::Reject(503),
+            Some(Rec {
+                sealed_under: Some(key),
+                state: State::Stored { .. },
+                ..
+            }) if !opens(h.level, *key) => Expect::Reject(503),
             Some(rec) if rec.payload != h.request.payload => Expect::Reject(422),
             Some(Rec {
                 state: State::Stored { run, status },
@@ -334,7 +359,7 @@ impl Contract {
             Disposition::Store | Disposition::StoreAsFailure if fault == CompleteFault::None => {
                 let rec = self.records.get_mut(&key).expect("a held record");
                 rec.state = State::Stored { run, status };
-                rec.sealed = h.sealed;
+                rec.sealed_under = seals_under(h.level);
             }
             // Only the attempt that created the operation may delete its record (S25).
             Disposition::Release if h.created => {
@@ -385,7 +410,7 @@ impl Contract {
             .iter()
             .filter(|(_, r)| {
                 r.expire_at > self.now
-                    && r.sealed
+                    && r.sealed_under.is_some()
                     && r.tampered.is_none()
                     && matches!(r.state, State::Stored { .. })
             })
@@ -413,12 +438,12 @@ impl Contract {
         self.records.values().any(|r| r.tampered.is_some())
     }
 
-    /// `idem rekey` sealed every stored record (`sealed`), or opened every one back to
-    /// plaintext.
-    pub fn rekeyed(&mut self, sealed: bool) {
+    /// `idem rekey` with the ring of `level` sealed every stored record under its primary, or
+    /// opened every one back to plaintext once encryption is switched off.
+    pub fn rekeyed(&mut self, level: u8) {
         for rec in self.records.values_mut() {
             if matches!(rec.state, State::Stored { .. }) {
-                rec.sealed = sealed;
+                rec.sealed_under = seals_under(level);
             }
         }
     }

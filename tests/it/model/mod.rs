@@ -224,7 +224,7 @@ fn router(app: App) -> Router {
 /// Whether a handle of encryption level `level` seals what it stores: on (`1`), rotated (`2`),
 /// not once switched off (`3`: the keys still open what they sealed).
 fn seals(level: u8) -> bool {
-    matches!(level, 1 | 2)
+    contract::seals_under(level).is_some()
 }
 
 /// The keys of encryption level `level` ([`World::encrypt`]), as `IDEM_ENCRYPTION_KEYS` and
@@ -532,12 +532,7 @@ impl World {
     /// A database writer alters the sealed record of `key`: from then on it must never replay.
     async fn tamper(&mut self, tamper: Tamper, route: Route, key: u8) -> Result<(), String> {
         let records = self.records.as_ref().expect("a store with records at rest");
-        let scoped = idem::key::scoped_key(
-            &format!("POST {}", route.path()),
-            &[],
-            &format!("{}-{key}", self.tag),
-        )
-        .unwrap();
+        let scoped = self.scoped(route, key);
         match tamper {
             Tamper::Status => records.set_status(&scoped, 299).await,
             Tamper::Header => records.append_header(&scoped, "x-forged", b"1").await,
@@ -572,13 +567,15 @@ impl World {
         Ok(())
     }
 
-    /// The `idem` CLI's arguments naming the record of `key` on `route`.
-    fn key_hash(&self, route: Route, key: u8) -> String {
+    /// The scoped key of `key` on `route`, as the service names it.
+    fn scoped(&self, route: Route, key: u8) -> idem::key::ScopedKey {
         let operation = format!("POST {}", route.path());
-        idem::key::scoped_key(&operation, &[], &format!("{}-{key}", self.tag))
-            .unwrap()
-            .hash_hex()
-            .to_string()
+        idem::key::scoped_key(&operation, &[], &format!("{}-{key}", self.tag)).unwrap()
+    }
+
+    /// The key hash the `idem` CLI takes for `key` on `route`.
+    fn key_hash(&self, route: Route, key: u8) -> String {
+        self.scoped(route, key).hash_hex().to_string()
     }
 
     /// Runs the `idem` CLI on the store's database, with the key ring in force.
@@ -611,7 +608,7 @@ impl World {
                 String::from_utf8_lossy(&out.stderr)
             ));
         }
-        self.model.rekeyed(seals(self.encryption));
+        self.model.rekeyed(self.encryption);
         Ok(())
     }
 
@@ -696,7 +693,7 @@ impl World {
             }
             if let Some((_, op)) = self.ran(attempt) {
                 self.model
-                    .started(request, &expect, &op, attempt, seals(self.encryption))?;
+                    .started(request, &expect, &op, attempt, self.encryption)?;
                 self.tasks.insert(attempt, task);
                 return Ok(());
             }
@@ -708,7 +705,7 @@ impl World {
                     return Err("the request panicked without running its handler".into());
                 };
                 self.model
-                    .started(request, &expect, &op, attempt, seals(self.encryption))?;
+                    .started(request, &expect, &op, attempt, self.encryption)?;
                 self.settled(abandons + 1, request.route, "a panicked handler")
                     .await?;
                 self.model.abandoned(attempt);
@@ -719,7 +716,7 @@ impl World {
         match self.ran(attempt) {
             Some((run, op)) => {
                 self.model
-                    .started(request, &expect, &op, attempt, seals(self.encryption))?;
+                    .started(request, &expect, &op, attempt, self.encryption)?;
                 let Plan::Answer(status) = plan else {
                     unreachable!("only an answering handler returns")
                 };
@@ -860,7 +857,9 @@ fn done_named(given: Option<&[Step]>, done: &[Step], upto: usize) -> Vec<Step> {
 }
 
 impl World {
-    /// Ends the walk: hanging handlers are let go, the faults cleared.
+    /// Ends the walk: hanging handlers are let go, the faults cleared, and the walk's records
+    /// deleted, so that no later walk on the database meets them (a `rekey` would name an
+    /// altered one and exit 1).
     async fn end(&mut self) {
         self.faulty.set_down(false);
         self.faulty.set_complete(CompleteFault::None);
@@ -869,6 +868,15 @@ impl World {
         }
         for (_, task) in self.tasks.drain() {
             let _ = task.await;
+        }
+        // Abandons still in flight land first.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        if let Some(records) = &self.records {
+            for route in Route::ALL {
+                for key in 0..2 {
+                    records.delete(&self.scoped(route, key)).await;
+                }
+            }
         }
     }
 }
