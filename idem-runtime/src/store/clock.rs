@@ -94,8 +94,16 @@ impl fmt::Display for Timestamp {
 
 /// Whole milliseconds of `d`, saturating at `i64::MAX`.
 pub(crate) fn duration_millis(d: Duration) -> i64 {
-    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+    i64::try_from(d.as_millis()).map_or(MAX_DURATION_MS, |ms| ms.min(MAX_DURATION_MS))
 }
+
+/// The longest TTL or lease a store counts: 1,000 years. Every store keeps times as ms since
+/// the Unix epoch in a signed 64-bit integer and adds durations to "now" in the database (SQL,
+/// a Redis script): a `Duration` near its maximum would overflow there, and every claim of the
+/// handler would fail. A longer one counts as this long, which is as good as for ever.
+pub const MAX_DURATION: Duration = Duration::from_secs(1_000 * 365 * 86_400);
+
+const MAX_DURATION_MS: i64 = MAX_DURATION.as_millis() as i64;
 
 /// A source of the current time: the memory store's clock, and the override of a SQL store's
 /// (database) clock in tests. Inject a [`ManualClock`] to move time without sleeping.

@@ -71,7 +71,7 @@ mod sweeper;
     doc(cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite")))
 )]
 pub use atomic::{AnySql, SqlTx, Tx, TxStore};
-pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
+pub use clock::{Clock, MAX_DURATION, ManualClock, SystemClock, Timestamp};
 pub use error::{BoxError, DEFAULT_RETRY_AFTER, StoreError};
 pub(crate) use error::{Chain, is_aborted_transaction};
 pub use interface::{

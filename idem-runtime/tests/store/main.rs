@@ -36,6 +36,7 @@ macro_rules! store_suite {
     (@common $make:path) => {
         store_suite!(@tests $make, SystemClock.now(),
             first_claim,
+            ttl_beyond_what_a_store_counts,
             duplicate_while_processing,
             complete_then_replay_byte_identical,
             release_then_reclaim,

@@ -56,6 +56,23 @@ pub async fn first_claim(f: &Fixture) {
     assert_eq!(rec.locked_at, f.now());
 }
 
+/// A TTL no store can count in ms from now (`Duration::MAX`, as a "keep for ever" setting
+/// might write it) is kept as the longest one they do (`MAX_DURATION`), never refused.
+pub async fn ttl_beyond_what_a_store_counts(f: &Fixture) {
+    let key = unique_key("forever");
+    let forever = ClaimRequest::new(&key, hash("a"), LEASE, Duration::MAX);
+    let lease = acquire(&*f.store, &forever).await;
+    assert_eq!(lease.expire_at, f.now() + idem_runtime::store::MAX_DURATION);
+    f.store
+        .complete(&lease, &snapshot())
+        .await
+        .expect("stored for as long as the store counts");
+    assert!(matches!(
+        f.store.claim(&forever).await.unwrap(),
+        Claim::Completed(_)
+    ));
+}
+
 pub async fn duplicate_while_processing(f: &Fixture) {
     let key = unique_key("dup");
     let h = hash("a");
