@@ -50,10 +50,12 @@ pub enum StoreError {
     #[error("invalid store request: {0}")]
     Invalid(String),
     /// A stored row that does not decode (an unknown state, a bad hash, malformed headers).
-    #[error("corrupt idempotency record `{key}`: {detail}")]
+    /// It names the record by its key hash, never by its readable key: errors reach logs, and
+    /// the readable key holds tenant and user ids and the client's key.
+    #[error("corrupt idempotency record{}: {detail}", key_hash.as_deref().map(|h| format!(" with key hash {h}")).unwrap_or_default())]
     Corrupt {
-        /// The readable key, or the key hash in hex when the readable key is unknown.
-        key: String,
+        /// The key hash in hex (the `key_hash` column), when the failing call knew it.
+        key_hash: Option<String>,
         /// What is wrong with it.
         detail: String,
     },
@@ -106,10 +108,33 @@ impl StoreError {
         }
     }
 
+    /// A [`StoreError::Corrupt`] that names no record yet names `key`'s (by its hash); any
+    /// other error comes back as it is. For the stores' calls that know the key, around rows
+    /// decoded without it.
     #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
-    pub(crate) fn corrupt(key: impl Into<String>, detail: impl Into<String>) -> Self {
+    pub(crate) fn of_record(self, key: &crate::key::ScopedKey) -> Self {
+        match self {
+            StoreError::Corrupt {
+                key_hash: None,
+                detail,
+            } => StoreError::Corrupt {
+                key_hash: Some(key.hash_hex().to_string()),
+                detail,
+            },
+            other => other,
+        }
+    }
+
+    /// A [`StoreError::Corrupt`] of the record of `key`, if known.
+    #[cfg(any(
+        feature = "postgres",
+        feature = "mysql",
+        feature = "sqlite",
+        feature = "redis"
+    ))]
+    pub(crate) fn corrupt(key: Option<&crate::key::ScopedKey>, detail: impl Into<String>) -> Self {
         StoreError::Corrupt {
-            key: key.into(),
+            key_hash: key.map(|k| k.hash_hex().to_string()),
             detail: detail.into(),
         }
     }
@@ -178,7 +203,7 @@ pub(crate) fn classify_sqlx(
             source: Some(Box::new(err)),
         },
         E::ColumnDecode { .. } | E::Decode(_) | E::ColumnNotFound(_) | E::TypeNotFound { .. } => {
-            StoreError::corrupt("?", err.to_string())
+            StoreError::corrupt(None, err.to_string())
         }
         E::Configuration(_) => StoreError::Config {
             message: "invalid database configuration".to_owned(),

@@ -101,8 +101,9 @@ impl<'a> ClaimRequest<'a> {
     pub(crate) fn validate(&self) -> Result<(), StoreError> {
         if self.lease < Duration::from_millis(1) {
             return Err(StoreError::Invalid(format!(
-                "the lease of `{}` is {:?}: use at least 1 ms, and more than the handler's longest run time",
-                self.key, self.lease
+                "the lease of operation `{}` is {:?}: use at least 1 ms, and more than the handler's longest run time",
+                self.key.operation(),
+                self.lease
             )));
         }
         Ok(())

@@ -429,9 +429,8 @@ fn inserted(
     let (fence, lease_until, expire_at): (i64, i64, i64) =
         (|| Ok::<_, sqlx::Error>((row.try_get(5)?, row.try_get(12)?, row.try_get(13)?)))()
             .map_err(classify)?;
-    let fence = u64::try_from(fence).map_err(|_| {
-        StoreError::corrupt(req.key.readable().to_owned(), format!("fence {fence}"))
-    })?;
+    let fence = u64::try_from(fence)
+        .map_err(|_| StoreError::corrupt(Some(req.key), format!("fence {fence}")))?;
     Ok(Lease {
         key: req.key.clone(),
         request_hash: req.request_hash,

@@ -756,11 +756,11 @@ fn bytes(v: &Value) -> Option<&[u8]> {
 /// Decodes `{now, idem_key, request_hash, state, operation_id, fence, resp_status,
 /// resp_headers, resp_body, biz_no, locked_at, lease_until, expire_at, created_at, updated_at,
 /// completed_at}`: the record (`None` when the key holds none) and the script's "now".
-fn decode_record(key: &str, items: &[Value]) -> Result<(Option<Record>, Timestamp), StoreError> {
-    let bad = |detail: String| StoreError::Corrupt {
-        key: key.to_owned(),
-        detail,
-    };
+fn decode_record(
+    key: &ScopedKey,
+    items: &[Value],
+) -> Result<(Option<Record>, Timestamp), StoreError> {
+    let bad = |detail: String| StoreError::corrupt(Some(key), detail);
     if items.len() != 16 {
         return Err(bad(format!("{} fields instead of 16", items.len())));
     }
@@ -895,10 +895,7 @@ impl Store for RedisStore {
                 .arg(self.margin_ms())
                 .arg(req.key.hash_hex().to_string());
             let (out, behind) = self.call_durable(&CLAIM, &cmd, "claim").await?;
-            let bad = |detail: &str| StoreError::Corrupt {
-                key: req.key.readable().to_owned(),
-                detail: detail.to_owned(),
-            };
+            let bad = |detail: &str| StoreError::corrupt(Some(req.key), detail);
             let items = array(out).ok_or_else(|| bad("unexpected reply to the claim script"))?;
             match items.first().and_then(int) {
                 Some(1) => {
@@ -945,7 +942,7 @@ impl Store for RedisStore {
                     })
                 }
                 Some(3) => {
-                    let (record, _) = decode_record(req.key.readable(), &items[1..])?;
+                    let (record, _) = decode_record(req.key, &items[1..])?;
                     record.map(Claim::Completed).ok_or_else(|| bad("vanished"))
                 }
                 _ => Err(bad(&items.get(1).and_then(text).unwrap_or_else(|| {
@@ -1056,11 +1053,10 @@ impl Store for RedisStore {
         Box::pin(async move {
             let mut cmd = self.script(&GET, key, false);
             cmd.arg(self.now_arg());
-            let items = array(self.call(&GET, &cmd).await?).ok_or_else(|| StoreError::Corrupt {
-                key: key.readable().to_owned(),
-                detail: "unexpected reply to the read script".to_owned(),
+            let items = array(self.call(&GET, &cmd).await?).ok_or_else(|| {
+                StoreError::corrupt(Some(key), "unexpected reply to the read script")
             })?;
-            let (record, now) = decode_record(key.readable(), &items)?;
+            let (record, now) = decode_record(key, &items)?;
             Ok(record.filter(|r| !r.is_expired(now)))
         })
     }

@@ -157,8 +157,8 @@ async fn redis_corrupt_record_is_reported() {
         .await
         .unwrap();
     match store.claim(&req(&key, hash("a"))).await {
-        Err(StoreError::Corrupt { key: k, detail }) => {
-            assert_eq!(k, key.readable());
+        Err(StoreError::Corrupt { key_hash, detail }) => {
+            assert_eq!(key_hash, Some(key.hash_hex().to_string()));
             assert!(detail.contains("headers"), "{detail}");
         }
         other => panic!("expected Corrupt, got {other:?}"),
@@ -873,8 +873,8 @@ async fn sqlite_corrupt_row_is_reported() {
         .await
         .unwrap();
     match store.claim(&req(&key, hash("a"))).await {
-        Err(StoreError::Corrupt { key: k, detail }) => {
-            assert_eq!(k, key.readable());
+        Err(StoreError::Corrupt { key_hash, detail }) => {
+            assert_eq!(key_hash, Some(key.hash_hex().to_string()));
             assert!(detail.contains("headers"), "{detail}");
         }
         other => panic!("expected Corrupt, got {other:?}"),

@@ -92,7 +92,8 @@ impl RawRecord {
 
     fn into_record(self) -> Result<Record, StoreError> {
         let key = self.idem_key;
-        let bad = |detail: String| StoreError::corrupt(key.clone(), detail);
+        // Named by the failing call's key hash in its logs, never by this readable key.
+        let bad = |detail: String| StoreError::corrupt(None, detail);
         let state = RecordState::from_code(self.state)
             .ok_or_else(|| bad(format!("unknown state {}", self.state)))?;
         let request_hash: RequestHash = self

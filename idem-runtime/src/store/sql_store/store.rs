@@ -27,7 +27,9 @@ macro_rules! impl_store {
                     &'a self,
                     req: &'a ClaimRequest<'a>,
                 ) -> BoxFuture<'a, Result<Claim, StoreError>> {
-                    Box::pin(self.claim_key(req))
+                    Box::pin(
+                        async move { self.claim_key(req).await.map_err(|e| e.of_record(req.key)) },
+                    )
                 }
 
                 fn complete<'a>(
@@ -66,7 +68,11 @@ macro_rules! impl_store {
                     &'a self,
                     key: &'a ScopedKey,
                 ) -> BoxFuture<'a, Result<Option<Record>, StoreError>> {
-                    Box::pin(ops::get(self.core(), key))
+                    Box::pin(async move {
+                        ops::get(self.core(), key)
+                            .await
+                            .map_err(|e| e.of_record(key))
+                    })
                 }
 
                 fn purge_expired(&self, batch: u32) -> BoxFuture<'_, Result<u64, StoreError>> {
