@@ -117,7 +117,7 @@ impl App {
         )
         .unwrap();
         let layer = IdempotencyLayer::new(self.idem.clone(), spec)
-            .scope(|parts| vec![header(parts, "x-tenant"), header(parts, "x-user")])
+            .scope(|parts| Some(vec![header(parts, "x-tenant"), header(parts, "x-user")]))
             .config(
                 HandlerConfig::for_route()
                     .replay_headers(&REPLAY_HEADERS)
@@ -1254,7 +1254,7 @@ async fn unstorable_business_number_is_left_out(fx: &Fixture) {
         app.idem.clone(),
         Spec::from_json_str(r#"{"ref": "any"}"#).unwrap(),
     )
-    .scope(|parts| vec![header(parts, "x-tenant")]);
+    .scope(|parts| Some(vec![header(parts, "x-tenant")]));
     let runs = app.runs.clone();
     let router = Router::new()
         .route(

@@ -323,14 +323,8 @@ async fn scope_separates_tenants() {
     let h = memory().await;
     let app = h.app(|l| {
         l.scope(|parts| {
-            vec![
-                parts
-                    .headers
-                    .get("x-tenant")
-                    .and_then(|v| v.to_str().ok())
-                    .unwrap_or("")
-                    .to_owned(),
-            ]
+            let tenant = parts.headers.get("x-tenant")?.to_str().ok()?;
+            Some(vec![tenant.to_owned()])
         })
     });
     let with = |tenant: &str| {
@@ -343,6 +337,14 @@ async fn scope_separates_tenants() {
     assert!(h2.get("idempotent-replayed").is_none());
     let (_, h3, _) = send(&app, with("acme")).await;
     assert_eq!(h3["idempotent-replayed"], "true");
+    assert_eq!(h.hits(), 2);
+    // No tenant: refused, never filed under a scope every such caller would share.
+    let (status, _, body) = send(&app, req(Some("k-scope"), BODY)).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert!(
+        String::from_utf8_lossy(&body).contains("unscoped"),
+        "{body:?}"
+    );
     assert_eq!(h.hits(), 2);
 }
 

@@ -17,7 +17,7 @@ use crate::fingerprint::RequestHash;
 use crate::json::{Canonicalizer, Spec};
 use crate::key::{ScopePart, ScopedKey, scoped_key};
 
-type ScopeFn = dyn Fn(&Parts) -> Vec<String> + Send + Sync;
+type ScopeFn = dyn Fn(&Parts) -> Option<Vec<String>> + Send + Sync;
 
 /// The scoped key and the client key of a request, or why it cannot be scoped.
 pub(crate) type KeyOf = Result<(ScopedKey, String), IdempotencyError>;
@@ -49,7 +49,7 @@ pub(crate) enum LayerScope {
 }
 
 impl LayerScope {
-    pub(crate) fn of(f: impl Fn(&Parts) -> Vec<String> + Send + Sync + 'static) -> Self {
+    pub(crate) fn of(f: impl Fn(&Parts) -> Option<Vec<String>> + Send + Sync + 'static) -> Self {
         LayerScope::Of(Arc::new(f))
     }
 }
@@ -99,7 +99,7 @@ impl LayerConfig {
             None => Cow::Owned(format!("{} {}", parts.method, parts.uri.path())),
         };
         let scope = match &self.scope {
-            LayerScope::Of(f) => Some(f(parts)),
+            LayerScope::Of(f) => f(parts),
             LayerScope::Global => Some(Vec::new()),
             // `assert_scoped` checked that the handle has one.
             LayerScope::Unset => self.idem.default_scope_of(parts).flatten(),
@@ -307,21 +307,23 @@ macro_rules! middleware_builder {
             }
 
             /// The key's scope (tenant, user, ...) computed from each request's head (method,
-            /// URI, headers, in `http` 1.x types), e.g. from a header.
+            /// URI, headers, in `http` 1.x types), e.g. from a header; `None` when the request
+            /// has none (no caller identity), which is refused with `401` `unscoped` and runs
+            /// nothing — never filed under an empty scope that every such caller would share.
             ///
             /// ```
             #[doc = concat!("# use idem_runtime::", $path, " as Middleware;")]
             /// # use idem_runtime::{Spec, engine::Idem};
             /// # let mw = Middleware::new(Idem::new(idem_runtime::store::MemoryStore::new()), Spec::new());
             /// let mw = mw.scope(|parts| {
-            ///     let tenant = parts.headers.get("x-tenant").and_then(|v| v.to_str().ok()).unwrap_or("");
-            ///     vec![tenant.to_owned()]
+            ///     let tenant = parts.headers.get("x-tenant")?.to_str().ok()?;
+            ///     Some(vec![tenant.to_owned()])
             /// });
             /// ```
             #[must_use]
             pub fn scope(
                 self,
-                f: impl Fn(&::http::request::Parts) -> Vec<String> + Send + Sync + 'static,
+                f: impl Fn(&::http::request::Parts) -> Option<Vec<String>> + Send + Sync + 'static,
             ) -> Self {
                 self.edit(|c| c.scope = $crate::web::layer::LayerScope::of(f))
             }
