@@ -348,6 +348,52 @@ async fn scope_separates_tenants() {
     assert_eq!(h.hits(), 2);
 }
 
+/// A service that starts its work in `call` (a `service_fn`'s closure runs there, before its
+/// future is polled) is called only when the claim says run: a replay and a `409` call nothing.
+#[tokio::test]
+async fn the_wrapped_service_is_called_only_to_run() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let (gate_tx, gate) = tokio::sync::watch::channel(false);
+    let inner = tower::service_fn({
+        let calls = calls.clone();
+        move |_: Request<Body>| {
+            calls.fetch_add(1, Ordering::SeqCst);
+            let mut gate = gate.clone();
+            async move {
+                let _ = gate.wait_for(|open| *open).await;
+                Ok::<_, std::convert::Infallible>(
+                    axum::http::Response::builder()
+                        .status(201)
+                        .header(CONTENT_TYPE, "application/json")
+                        .body(Body::from(r#"{"id":"pay_1"}"#))
+                        .unwrap(),
+                )
+            }
+        }
+    });
+    let spec = Spec::from_json_str(r#"{"amount":"decimal","currency":"any"}"#).unwrap();
+    let layer = IdempotencyLayer::new(Idem::new(MemoryStore::new()), spec)
+        .config(HandlerConfig::new("pay"))
+        .global();
+    let service = tower::ServiceBuilder::new().layer(layer).service(inner);
+    let first = tokio::spawn(service.clone().oneshot(req(Some("k-lazy"), BODY)));
+    while calls.load(Ordering::SeqCst) == 0 {
+        tokio::task::yield_now().await;
+    }
+    let busy = service
+        .clone()
+        .oneshot(req(Some("k-lazy"), BODY))
+        .await
+        .unwrap();
+    assert_eq!(busy.status(), StatusCode::CONFLICT);
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "called for a 409");
+    gate_tx.send(true).unwrap();
+    assert_eq!(first.await.unwrap().unwrap().status(), StatusCode::CREATED);
+    let replay = service.oneshot(req(Some("k-lazy"), BODY)).await.unwrap();
+    assert_eq!(replay.headers()["idempotent-replayed"], "true");
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "called for a replay");
+}
+
 #[tokio::test]
 async fn explicit_spec_from_json() {
     let h = memory().await;

@@ -232,7 +232,10 @@ where
         config: &config,
         _out: PhantomData,
     };
-    execute(&config.idem, settings, key, hash, front, inner.call(req)).await
+    // `call` only once the claim says run: a service may start its work in `call` itself
+    // (tower allows it; `service_fn`'s closure runs there), before its future is polled.
+    let run = async move { inner.call(req).await };
+    execute(&config.idem, settings, key, hash, front, run).await
 }
 
 /// The front of [`Idempotency`]: responses of the wrapped service, business number read from the
