@@ -100,8 +100,9 @@ pub enum Error {
     /// with the same key learns it.
     #[error(transparent)]
     GaveUp(GaveUp),
-    /// A transport error that is not retried (an invalid URL, another middleware's refusal, or
-    /// a streaming body that cannot be sent twice).
+    /// A transport error that is not retried (an invalid URL, another middleware's refusal)
+    /// before a key was attached; a request sent with a key gives up with
+    /// [`Error::GaveUp`] instead, which carries it.
     #[error(transparent)]
     Transport(reqwest_middleware::Error),
 }
@@ -136,7 +137,9 @@ impl Error {
     }
 }
 
-/// The retries ran out on transport errors; the last one is the [`source`](Self::source).
+/// The last attempt failed in transport and no other follows — the retries ran out, or the
+/// body was a stream that cannot be sent twice —; the last error is the [`source`](Self::source).
+/// The outcome is unknown: retry later with [`key`](Self::key) to learn it.
 #[derive(Debug, thiserror::Error)]
 #[error("gave up after {attempts} attempts: {source}")]
 pub struct GaveUp {

@@ -165,8 +165,18 @@ impl Middleware for Idempotency {
         loop {
             attempts += 1;
             let Some(spare) = req.try_clone() else {
-                // A stream: sent once, whatever happens.
-                let mut response = next.run(req, extensions).await?;
+                // A stream: sent once, whatever happens; a transport error still carries the
+                // key, with which the caller can learn the outcome.
+                let mut response = match next.run(req, extensions).await {
+                    Ok(response) => response,
+                    Err(source) => {
+                        return Err(reqwest_middleware::Error::middleware(GaveUp {
+                            attempts,
+                            key: key_text,
+                            source,
+                        }));
+                    }
+                };
                 let d = delivery(attempts, &response);
                 response.extensions_mut().insert(d);
                 return Ok(response);

@@ -362,6 +362,24 @@ async fn a_streaming_body_is_sent_once() {
     assert_eq!(keys(&seen).len(), 1);
 }
 
+/// A streaming body is sent once: when the connection breaks, the outcome is unknown and the
+/// error carries the key it was sent with, never a bare transport error the caller would retry
+/// with a new key.
+#[tokio::test]
+async fn a_streaming_body_that_breaks_gives_up_with_its_key() {
+    let (url, seen) = serve(vec![Step::Drop]).await;
+    let err = client(fast())
+        .post(&url)
+        .body(reqwest::Body::wrap_stream(futures_stream()))
+        .send_idempotent()
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::GaveUp(_)), "{err:?}");
+    assert_eq!(err.attempts(), 1);
+    let key = one_generated_key(&seen, 1);
+    assert_eq!(err.key(), Some(&*key));
+}
+
 fn futures_stream()
 -> impl futures_core::Stream<Item = Result<Vec<u8>, std::io::Error>> + Send + 'static {
     struct Once(Option<Vec<u8>>);
