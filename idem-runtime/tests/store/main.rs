@@ -37,6 +37,7 @@ macro_rules! store_suite {
         store_suite!(@tests $make, SystemClock.now(),
             first_claim,
             ttl_beyond_what_a_store_counts,
+            takeover_writes_the_takers_readable_key,
             duplicate_while_processing,
             complete_then_replay_byte_identical,
             release_then_reclaim,

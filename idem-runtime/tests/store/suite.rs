@@ -206,6 +206,22 @@ pub async fn ttl_expiry_then_fresh_claim(f: &Fixture) {
     assert_eq!(l.expire_at, l.lease_until);
 }
 
+/// A takeover writes the taker's readable key: a handle that switched encryption on
+/// (`ScopedKey::opaque`, same hash) taking over a record a plaintext handle claimed leaves
+/// nothing of the client key in it.
+pub async fn takeover_writes_the_takers_readable_key(f: &Fixture) {
+    let key = unique_key("takeover-key");
+    let h = hash("a");
+    let lease = Duration::from_secs(5);
+    acquire(&*f.store, &ClaimRequest::new(&key, h, lease, TTL)).await;
+    f.advance(Duration::from_secs(5));
+    let opaque = key.opaque();
+    let new = acquire(&*f.store, &ClaimRequest::new(&opaque, h, lease, TTL)).await;
+    assert!(new.took_over);
+    let record = f.store.get(&opaque).await.unwrap().expect("record");
+    assert_eq!(record.key, opaque.readable());
+}
+
 pub async fn expired_lease_takeover(f: &Fixture) {
     let key = unique_key("takeover");
     let h = hash("a");

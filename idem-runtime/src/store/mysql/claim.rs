@@ -139,6 +139,9 @@ pub(super) async fn claim(store: &MySqlStore, req: &ClaimRequest<'_>) -> Result<
                 .core
                 .send(|| {
                     sqlx::query(TAKEOVER_SQL)
+                        // The readable key in the taker's form, as the other stores write it:
+                        // an encrypting handle's takeover leaves nothing of the client key.
+                        .bind(req.key.readable())
                         .bind(now)
                         .bind(now)
                         .bind(lease_ms)

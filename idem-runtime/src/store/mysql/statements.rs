@@ -97,11 +97,11 @@ pub(super) const REPLACE_SQL: &str = concat!(
 /// compare-and-swap on the row version, re-checking by the database's clock that the lease has
 /// ended and the record has not expired. Every expression reads the row's old values only, so
 /// the statement means the same whether MariaDB assigns left to right or simultaneously
-/// (`SIMULTANEOUS_ASSIGNMENT`). Binds: override, override, lease ms, override, lease ms,
+/// (`SIMULTANEOUS_ASSIGNMENT`). Binds: readable key, override, override, lease ms, override, lease ms,
 /// override, key hash, rev, override, override, request hash.
 pub(super) const TAKEOVER_SQL: &str = concat!(
     "UPDATE idem_idempotency_records SET \
-       fence = fence + 1, rev = rev + 1, locked_at = ",
+       idem_key = ?, fence = fence + 1, rev = rev + 1, locked_at = ",
     now!(),
     ", lease_until = ",
     now!(),
