@@ -577,8 +577,11 @@ impl Attempt {
         loop {
             tokio::time::sleep(wait).await;
             telemetry::completion_retry(&self.lease.key, self.store.backend());
+            let next = (wait * 2).min(MAX_COMPLETION_BACKOFF);
             match self.complete_once(completion).await {
-                Err(e) if e.is_transient() && self.may_retry(wait) => {
+                // Checked against the wait before the next try, so that no try starts past the
+                // bound.
+                Err(e) if e.is_transient() && self.may_retry(next) => {
                     tracing::debug!(
                         target: "idem",
                         operation = self.lease.key.operation(),
@@ -586,7 +589,7 @@ impl Attempt {
                         error = %Chain(&e),
                         "storing the result failed for the moment; trying again"
                     );
-                    wait = (wait * 2).min(MAX_COMPLETION_BACKOFF);
+                    wait = next;
                 }
                 result => return result,
             }
