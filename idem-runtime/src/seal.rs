@@ -420,7 +420,8 @@ impl KeyRing {
     /// use idem_runtime::RequestHash;
     /// use idem_runtime::seal::{Binding, KeyRing, StoredResponse};
     /// use idem_runtime::store::RecordState;
-    /// let ring = KeyRing::new("k1", [7; 32])?;
+    /// // Switching encryption on: the ring seals the plaintext records written before.
+    /// let ring = KeyRing::new("k1", [7; 32])?.accepting_plaintext();
     /// let key_hash = [3; 32];
     /// let binding = Binding {
     ///     operation_id: "0f9a1c52-7d4b-4b3e-9d59-6c0c1f0e2a11".to_owned(),
@@ -474,8 +475,11 @@ impl KeyRing {
     /// from its store's columns with its [`Binding`]: what `idem rekey` writes back. A plaintext
     /// response is sealed; one sealed under an older key of the ring, or in format 1, is opened
     /// and sealed again (a new nonce); `None` when it is sealed under the primary in the
-    /// current format already. A ring that seals nothing ([`KeyRing::sealing_nothing`]) opens
-    /// every sealed response back to plaintext, and leaves plaintext ones (`None`). See
+    /// current format already. A plaintext or format-1 response is sealed only by a ring that
+    /// accepts plaintext ([`KeyRing::accepting_plaintext`]): it binds nothing a database writer
+    /// could not have changed, and sealing it would make a forged record replay; otherwise it
+    /// is [`SealError::Unsealed`]. A ring that seals nothing ([`KeyRing::sealing_nothing`])
+    /// opens every sealed response back to plaintext, and leaves plaintext ones (`None`). See
     /// [`open_stored`](Self::open_stored).
     ///
     /// # Errors
@@ -487,12 +491,25 @@ impl KeyRing {
         binding: &Binding,
         stored: &StoredResponse,
     ) -> Result<Option<StoredResponse>, ResealError> {
-        let current = match stored.sealed_as()? {
+        let sealed = stored.sealed_as()?;
+        let current = match &sealed {
             None => !self.seals,
-            Some(sealed) => self.seals && sealed == (VERSION, self.primary().to_owned()),
+            Some(sealed) => self.seals && *sealed == (VERSION, self.primary().to_owned()),
         };
         if current {
             return Ok(None);
+        }
+        // A plaintext or format-1 record binds nothing a writer could not change: sealing it
+        // would make a forged record replay. Only a ring that accepts them (the switch to
+        // encryption) seals them.
+        if self.seals && !self.accept_plaintext {
+            match &sealed {
+                None => return Err(SealError::Unsealed("plaintext").into()),
+                Some((VERSION_1, _)) => {
+                    return Err(SealError::Unsealed("sealed in format 1").into());
+                }
+                Some(_) => {}
+            }
         }
         let opened = self.open_stored(key_hash, binding, stored)?;
         if !self.seals {
@@ -1030,11 +1047,19 @@ mod tests {
             body: c.body.clone(),
             biz_no: c.biz_no.clone(),
         };
-        let old = KeyRing::new("k1", [1; 32]).unwrap();
+        // A strict ring never seals a plaintext record: it binds nothing a writer could not
+        // have changed.
+        assert!(matches!(
+            KeyRing::new("k1", [1; 32])
+                .unwrap()
+                .reseal_stored(&hash, &b, &plain),
+            Err(ResealError::Open(SealError::Unsealed("plaintext")))
+        ));
+        let old = KeyRing::new("k1", [1; 32]).unwrap().accepting_plaintext();
         let under_k1 = old.reseal_stored(&hash, &b, &plain).unwrap().unwrap();
         assert_eq!(under_k1.sealed_under().unwrap().as_deref(), Some("k1"));
         assert_eq!(under_k1.biz_no, None);
-        let rotated = ring();
+        let rotated = ring().accepting_plaintext();
         let v1 = sealed_in_format_1(&rotated, &hex(&hash), &c);
         let under_k2_v1 = StoredResponse {
             headers: crate::store::headers::encode_headers(&v1.headers),

@@ -127,8 +127,8 @@ const PG: Templates = Templates {
         FROM idem.idempotency_records WHERE key_hash = $1 AND state IN (1, 2) \
         AND expire_at > {now}",
     rewrite: "UPDATE idem.idempotency_records SET idem_key = $1, resp_headers = $2, \
-        resp_body = $3, biz_no = NULL, updated_at = {now}, rev = rev + 1 \
-        WHERE key_hash = $4 AND operation_id = $5 AND rev = $6 AND state IN (1, 2)",
+        resp_body = $3, biz_no = $4, updated_at = {now}, rev = rev + 1 \
+        WHERE key_hash = $5 AND operation_id = $6 AND rev = $7 AND state IN (1, 2)",
 };
 
 const MY: Templates = Templates {
@@ -160,7 +160,7 @@ const MY: Templates = Templates {
         FROM idem_idempotency_records WHERE key_hash = ? AND state IN (1, 2) \
         AND expire_at > {now}",
     rewrite: "UPDATE idem_idempotency_records SET idem_key = ?, resp_headers = ?, \
-        resp_body = ?, biz_no = NULL, updated_at = {now}, rev = rev + 1 \
+        resp_body = ?, biz_no = ?, updated_at = {now}, rev = rev + 1 \
         WHERE key_hash = ? AND operation_id = ? AND rev = ? AND state IN (1, 2)",
 };
 
@@ -191,8 +191,8 @@ const LITE: Templates = Templates {
         FROM idem_idempotency_records WHERE key_hash = ?1 AND state IN (1, 2) \
         AND expire_at > {now}",
     rewrite: "UPDATE idem_idempotency_records SET idem_key = ?1, resp_headers = ?2, \
-        resp_body = ?3, biz_no = NULL, updated_at = {now}, rev = rev + 1 \
-        WHERE key_hash = ?4 AND operation_id = ?5 AND rev = ?6 AND state IN (1, 2)",
+        resp_body = ?3, biz_no = ?4, updated_at = {now}, rev = rev + 1 \
+        WHERE key_hash = ?5 AND operation_id = ?6 AND rev = ?7 AND state IN (1, 2)",
 };
 
 static PG_SQL: LazyLock<Statements> = LazyLock::new(|| Statements::new(&PG, postgres::NOW_MS_SQL));
@@ -405,6 +405,9 @@ impl Db {
                 .bind(idem_key)
                 .bind(&new.headers)
                 .bind(&new.body)
+                // Empty for a sealed response; the business number of one opened back to
+                // plaintext (`rekey --unseal`).
+                .bind(&new.biz_no)
                 .bind(&row.key_hash)
                 .bind(&row.operation_id)
                 .bind(row.rev)
@@ -933,6 +936,16 @@ fn cli() -> Command {
                         .help("Only count what would be sealed"),
                 )
                 .arg(
+                    Arg::new("accept-plaintext")
+                        .long("accept-plaintext")
+                        .action(ArgAction::SetTrue)
+                        .conflicts_with("unseal")
+                        .help(
+                            "Seal plaintext records and records sealed in format 1 too (while \
+                             switching encryption on); without it they are named as not opening",
+                        ),
+                )
+                .arg(
                     Arg::new("unseal")
                         .long("unseal")
                         .action(ArgAction::SetTrue)
@@ -1224,10 +1237,13 @@ async fn rekey(
                 .into(),
         );
     };
-    let unsealing;
+    let modal;
     let ring = if m.get_flag("unseal") {
-        unsealing = ring.clone().sealing_nothing();
-        &unsealing
+        modal = ring.clone().sealing_nothing();
+        &modal
+    } else if m.get_flag("accept-plaintext") {
+        modal = ring.clone().accepting_plaintext();
+        &modal
     } else {
         ring
     };

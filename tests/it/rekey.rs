@@ -104,9 +104,18 @@ async fn rotation_under_traffic(store: &Arc<dyn Store>, cli: &Cli) -> Rotated {
         })
         .collect();
     let keys = format!("{K2},{K1}");
+    // Without `--accept-plaintext`, a plaintext record is never sealed (it binds nothing a
+    // database writer could not have changed): named, left as it is, exit 1.
+    let strict = cli.run(&["rekey", "--dry-run"], &[("IDEM_ENCRYPTION_KEYS", &keys)]);
+    assert!(!strict.status.success());
+    let line = stderr(&strict);
+    assert!(
+        line.contains("40 records do not open") && line.contains("plaintext"),
+        "{line}"
+    );
     let out = tokio::task::block_in_place(|| {
         cli.ok(
-            &["rekey", "--batch", "7"],
+            &["rekey", "--batch", "7", "--accept-plaintext"],
             &[("IDEM_ENCRYPTION_KEYS", &keys)],
         )
     });
@@ -229,6 +238,12 @@ async fn rekey_under_traffic(db: &Database) {
     assert!(
         unsealed.contains("opened ") && unsealed.contains("back to plaintext"),
         "{unsealed}"
+    );
+    // The business number comes back with the response.
+    let opened = ok_with(&db.url, &["inspect", "--key-hash", &hash], &[]);
+    assert!(
+        field(&opened, "business no").starts_with("pay_secret_"),
+        "{opened}"
     );
     let (plain, runs) = app(&store, None);
     for (key, body) in old.iter() {

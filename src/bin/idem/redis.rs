@@ -30,7 +30,7 @@ return {f[3], f[4], f[5] or '', f[6] or '', f[7] or '', f[8] or '', f[9] or '', 
 /// The response of a stored record replaced while it is still operation `ARGV[5]` at `rev`
 /// `ARGV[1]`: 1, or 0 when the store wrote it since (a record purged and claimed afresh restarts
 /// `rev` at 1, under another operation id). `KEYS`: the record. `ARGV`: rev, idem_key, headers,
-/// body, operation id.
+/// body, operation id, business number (empty: none).
 const REWRITE: &str = r"
 local f = redis.call('HMGET', KEYS[1], 'rev', 'state', 'operation_id')
 if f[1] ~= ARGV[1] or (f[2] ~= '1' and f[2] ~= '2') or f[3] ~= ARGV[5] then return 0 end
@@ -38,7 +38,11 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('HSET', KEYS[1], 'idem_key', ARGV[2], 'resp_headers', ARGV[3], 'resp_body', ARGV[4],
   'updated_at', string.format('%d', now))
-redis.call('HDEL', KEYS[1], 'biz_no')
+if ARGV[6] == '' then
+  redis.call('HDEL', KEYS[1], 'biz_no')
+else
+  redis.call('HSET', KEYS[1], 'biz_no', ARGV[6])
+end
 redis.call('HINCRBY', KEYS[1], 'rev', 1)
 return 1
 ";
@@ -204,7 +208,8 @@ impl RedisDb {
             .arg(idem_key)
             .arg(&new.headers)
             .arg(&new.body)
-            .arg(&row.operation_id);
+            .arg(&row.operation_id)
+            .arg(new.biz_no.as_deref().unwrap_or_default());
         let done: i64 = invoke(self.conn.clone(), &mut invocation).await?;
         Ok(done == 1)
     }

@@ -597,7 +597,7 @@ impl World {
     /// nothing a client sees (the next requests check that).
     fn rekey(&mut self) -> Result<(), String> {
         let out = if seals(self.encryption) {
-            self.cli(&["rekey", "--batch", "3"])
+            self.cli(&["rekey", "--batch", "3", "--accept-plaintext"])
         } else {
             self.cli(&["rekey", "--batch", "3", "--unseal"])
         };
