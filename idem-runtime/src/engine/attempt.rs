@@ -558,7 +558,10 @@ impl Attempt {
         let sealed = self.stored(completion)?;
         let call = bounded(self.wait, self.store.complete(&self.lease, &sealed));
         let stored = telemetry::store_call(self.store.backend(), "complete", call).await;
-        *stopped = stored.is_ok();
+        // Once stored, no renewal starts; a failed try leaves the flag as it was.
+        if stored.is_ok() {
+            *stopped = true;
+        }
         if let (Ok(()), Some(cache)) = (&stored, &self.replay_cache) {
             cache.insert_completed(&self.lease, completion, self.store.clock());
         }
