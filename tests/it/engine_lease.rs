@@ -641,20 +641,49 @@ static OVERSIZE: HandlerConfig =
     HandlerConfig::new("tests::oversize").lease(Duration::from_secs(10));
 
 /// A result larger than MariaDB's `max_allowed_packet` (16 MiB on the test server) can never be
-/// stored: the caller still gets it, the attempt ends its lease at once (error 1153 is no
-/// transient error), and the retry runs the handler again under the same operation id — instead
-/// of a completion retried, and the key answering 409, for a lease or more.
+/// stored: the store refuses it before sending it (`StoreError::TooLarge`, no `UPDATE`), the
+/// caller still gets it, the attempt ends its lease at once, and the retry runs the handler
+/// again under the same operation id — instead of a completion retried, and the key answering
+/// 409, for a lease or more.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mysql_a_result_over_max_allowed_packet_keeps_its_operation() {
+    use idem::store::{Claim, ClaimRequest, Completion, Outcome, StoreError};
     let Some(url) = servers::server_url("IDEM_TEST_MYSQL_URL") else {
         return;
     };
     let store = idem::MySqlStore::connect(&url).await.unwrap();
     store.migrate().await.unwrap();
+    let big = "x".repeat(17 << 20);
+
+    // The store alone: refused up front, with the server's limit, one statement (the limit's
+    // `SELECT`) and no `UPDATE`; the lease still owns the record.
+    let scoped =
+        idem::key::ScopedKey::new(&["t"], "tests::oversize", &servers::unique("my-big")).unwrap();
+    let claim = ClaimRequest::new(
+        &scoped,
+        RequestHash::of_bytes(b"oversize"),
+        Duration::from_secs(10),
+        Duration::from_secs(60),
+    );
+    let Claim::Acquired(lease) = store.claim(&claim).await.unwrap() else {
+        panic!("a fresh key is acquired");
+    };
+    let sent = store.statement_count();
+    let completion =
+        Completion::new(Outcome::Completed, 200, big.clone().into_bytes()).with_biz_no("po_1");
+    match store.complete(&lease, &completion).await {
+        Err(StoreError::TooLarge { bytes, limit }) => {
+            assert_eq!((bytes, limit), ((17 << 20) + 4, 16 << 20));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(store.statement_count() - sent, 1, "only the limit was read");
+    let small = Completion::new(Outcome::Completed, 200, b"ok".to_vec());
+    store.complete(&lease, &small).await.unwrap();
+
     let idem = Idem::new(store);
     let key = servers::unique("my-oversize");
     let hash = RequestHash::of_bytes(b"oversize");
-    let big = "x".repeat(17 << 20);
     let (first_op, answer) =
         run_once::<(String, String), Status, _>(&idem, &OVERSIZE, &key, &[], hash, {
             let big = big.clone();

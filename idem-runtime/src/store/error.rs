@@ -49,6 +49,18 @@ pub enum StoreError {
     /// A request the store cannot honour as written (zero lease, status out of range, ...).
     #[error("invalid store request: {0}")]
     Invalid(String),
+    /// A result larger than the store can ever keep (MariaDB/MySQL's `max_allowed_packet`,
+    /// PostgreSQL's and SQLite's 1 GB per value, Redis's 512 MiB bulk string), refused before it
+    /// is sent: the same completion would fail the same way on every try.
+    #[error(
+        "a result of {bytes} bytes is over the {limit} bytes this store can keep: make the response smaller, give it a business number so that a truncated snapshot is stored (`max_snapshot_bytes`), or raise the store's limit"
+    )]
+    TooLarge {
+        /// The completion's size: body, headers and business number.
+        bytes: u64,
+        /// The store's limit.
+        limit: u64,
+    },
     /// A stored row that does not decode (an unknown state, a bad hash, malformed headers).
     /// It names the record by its key hash, never by its readable key: errors reach logs, and
     /// the readable key holds tenant and user ids and the client's key.

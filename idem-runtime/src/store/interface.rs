@@ -210,6 +210,25 @@ impl Completion {
         self
     }
 
+    /// The bytes this snapshot takes in a store: body, header names and values, and business
+    /// number (what every backend writes as values; its own framing comes on top).
+    pub fn stored_bytes(&self) -> u64 {
+        let headers: usize = self.headers.iter().map(|(n, v)| n.len() + v.len()).sum();
+        let biz_no = self.biz_no.as_ref().map_or(0, String::len);
+        (self.body.len() + headers + biz_no) as u64
+    }
+
+    /// [`StoreError::TooLarge`] when this snapshot is over `limit` bytes
+    /// ([`Completion::stored_bytes`]): a store refuses it before sending anything, since the
+    /// same write would fail the same way on every try.
+    pub(crate) fn fits(&self, limit: u64) -> Result<(), StoreError> {
+        let bytes = self.stored_bytes();
+        if bytes > limit {
+            return Err(StoreError::TooLarge { bytes, limit });
+        }
+        Ok(())
+    }
+
     pub(crate) fn validate(&self) -> Result<(), StoreError> {
         if !(100..=999).contains(&self.status) {
             return Err(StoreError::Invalid(format!(
@@ -496,6 +515,22 @@ fn random_16() -> Result<[u8; 16], StoreError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_completion_over_a_limit_is_too_large() {
+        let c = Completion::new(Outcome::Completed, 200, vec![b'x'; 10])
+            .with_headers(vec![("etag".to_owned(), b"\"v1\"".to_vec())])
+            .with_biz_no("po_1");
+        assert_eq!(c.stored_bytes(), 10 + 4 + 4 + 4);
+        assert!(c.fits(22).is_ok());
+        match c.fits(21) {
+            Err(StoreError::TooLarge {
+                bytes: 22,
+                limit: 21,
+            }) => {}
+            other => panic!("{other:?}"),
+        }
+    }
 
     #[test]
     fn operation_ids_are_uuid_v4() {

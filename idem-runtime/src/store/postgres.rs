@@ -400,7 +400,7 @@ impl PostgresStore {
         lease: &Lease,
         completion: &Completion,
     ) -> Result<(), StoreError> {
-        ops::complete_in(&self.core, conn, lease, completion).await
+        ops::complete_in(self, conn, lease, completion).await
     }
 }
 

@@ -959,6 +959,9 @@ impl Store for RedisStore {
     ) -> BoxFuture<'a, Result<(), StoreError>> {
         Box::pin(async move {
             completion.validate()?;
+            // Redis keeps at most 512 MiB in one string (`proto-max-bulk-len`): a larger
+            // result would be refused the same way on every try.
+            completion.fits(512 << 20)?;
             let state = RecordState::from(completion.outcome).code();
             let mut cmd = self.script(&COMPLETE, &lease.key, true);
             cmd.arg(lease.fence)

@@ -198,7 +198,7 @@ impl MySqlStore {
         lease: &Lease,
         completion: &Completion,
     ) -> Result<(), StoreError> {
-        ops::complete_in(&self.core, conn, lease, completion).await
+        ops::complete_in(self, conn, lease, completion).await
     }
 
     async fn purge_once(&self, batch: u32, now: Option<i64>) -> Result<u64, sqlx::Error> {
@@ -318,6 +318,20 @@ impl SqlBackend for MySqlStore {
     async fn purge_batch(&self, batch: u32) -> Result<u64, StoreError> {
         let now = self.core.now_param();
         self.core.send(|| self.purge_once(batch, now)).await
+    }
+
+    /// `max_allowed_packet` of a connection of the pool (each keeps the global value of the time
+    /// it connected), read for every completion over 1 MiB: rare, and nothing cached can go
+    /// stale when an operator raises the limit.
+    async fn completion_limit(&self) -> Result<u64, StoreError> {
+        self.core
+            .send(|| async {
+                let mut conn = self.core.pool.acquire().await?;
+                sqlx::query_scalar::<_, u64>("SELECT @@max_allowed_packet")
+                    .fetch_one(&mut *conn)
+                    .await
+            })
+            .await
     }
 
     async fn select<'e>(

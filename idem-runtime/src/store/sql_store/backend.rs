@@ -25,6 +25,11 @@ use crate::store::clock::{Clock, SystemClock};
 use crate::store::error::StoreError;
 use crate::store::interface::{Claim, ClaimRequest, Completion, Lease};
 
+/// A completion this large fits every server's limits as configured in practice (MariaDB's
+/// smallest usual `max_allowed_packet` is 1 MiB; 16 MiB by default): no need to ask
+/// [`SqlBackend::completion_limit`].
+pub(crate) const FITS_EVERY_SERVER: u64 = 1 << 20;
+
 /// A SQL database as the generic store functions see it. Every statement method sends one
 /// statement on `conn` (a connection of the pool, or the caller's transaction)
 /// and returns what it read, undecided; the caller counts, retries and
@@ -48,6 +53,13 @@ pub(crate) trait SqlBackend: Sized + Send + Sync + 'static {
 
     /// [`Store::purge_expired`](crate::store::interface::Store::purge_expired), likewise.
     fn purge_batch(&self, batch: u32) -> impl Future<Output = Result<u64, StoreError>> + Send;
+
+    /// The largest completion ([`Completion::stored_bytes`]) the server keeps, asked only for a
+    /// completion over [`FITS_EVERY_SERVER`]: 1 GB by default, the most PostgreSQL and SQLite
+    /// keep in one value (`bytea`, `SQLITE_MAX_LENGTH`).
+    fn completion_limit(&self) -> impl Future<Output = Result<u64, StoreError>> + Send {
+        std::future::ready(Ok(1_000_000_000))
+    }
 
     /// Called after each completion, release, abandon or extension that succeeded: a write
     /// that changed the database. Nothing by default; SQLite counts them for its checkpoints.

@@ -6,7 +6,7 @@ use core::time::Duration;
 
 use sqlx::{Connection, Database};
 
-use super::backend::{SqlBackend, SqlCore};
+use super::backend::{FITS_EVERY_SERVER, SqlBackend, SqlCore};
 use super::row::fence_param;
 use crate::key::ScopedKey;
 use crate::store::error::StoreError;
@@ -20,11 +20,13 @@ pub(crate) const CLAIM_ATTEMPTS: u32 = 8;
 /// `Store::complete`: one `UPDATE`, and when it matched no row, one `SELECT` of the owner
 /// (see [`completed_earlier`]).
 pub(crate) async fn complete<B: SqlBackend>(
-    core: &SqlCore<B>,
+    store: &B,
     lease: &Lease,
     completion: &Completion,
 ) -> Result<(), StoreError> {
     completion.validate()?;
+    fits(store, completion).await?;
+    let core = store.core();
     let headers = encode_headers(&completion.headers);
     let (fence, now) = (fence_param(lease.fence)?, core.now_param());
     let done = core
@@ -46,15 +48,28 @@ pub(crate) async fn complete<B: SqlBackend>(
     completed_earlier(owner, lease)
 }
 
+/// [`StoreError::TooLarge`] for a completion over the server's limit, before anything is
+/// written: the `UPDATE` would fail the same way on every try (MariaDB's error 1153), so the
+/// engine ends the lease at once instead of retrying it.
+async fn fits<B: SqlBackend>(store: &B, completion: &Completion) -> Result<(), StoreError> {
+    if completion.stored_bytes() <= FITS_EVERY_SERVER {
+        return Ok(());
+    }
+    let limit = store.completion_limit().await?;
+    completion.fits(limit)
+}
+
 /// `complete_in` of every SQL store: the same statements as [`complete`] on the caller's
 /// connection, counted, never retried (a deadlock aborted the caller's whole transaction).
 pub(crate) async fn complete_in<B: SqlBackend>(
-    core: &SqlCore<B>,
+    store: &B,
     conn: &mut <B::Db as Database>::Connection,
     lease: &Lease,
     completion: &Completion,
 ) -> Result<(), StoreError> {
     completion.validate()?;
+    fits(store, completion).await?;
+    let core = store.core();
     let headers = encode_headers(&completion.headers);
     let fence = fence_param(lease.fence)?;
     core.statements.add(1);

@@ -37,9 +37,9 @@ macro_rules! impl_store {
                     lease: &'a Lease,
                     completion: &'a Completion,
                 ) -> BoxFuture<'a, Result<(), StoreError>> {
-                    Box::pin(async move {
-                        self.written(ops::complete(self.core(), lease, completion).await)
-                    })
+                    Box::pin(
+                        async move { self.written(ops::complete(self, lease, completion).await) },
+                    )
                 }
 
                 fn release<'a>(

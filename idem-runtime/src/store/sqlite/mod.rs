@@ -191,7 +191,7 @@ impl SqliteStore {
         lease: &Lease,
         completion: &Completion,
     ) -> Result<(), StoreError> {
-        let completed = ops::complete_in(&self.core, conn, lease, completion).await;
+        let completed = ops::complete_in(self, conn, lease, completion).await;
         self.written(completed)
     }
 }
