@@ -13,6 +13,13 @@ use super::scoped::ScopedKey;
 /// the empty part), `uuid::Uuid` (feature `uuid`, lowercase hyphenated) and `http::HeaderValue`
 /// (feature `axum`; `%` and bytes outside visible ASCII percent-encoded).
 ///
+/// A part is its text alone: `None`, `Some("")` and `""` are one scope, the anonymous one. Ids
+/// are never empty in practice, so that is the sharing an `Option` part means. Where an empty id
+/// is an identity of its own that must not share keys with "none" (an id taken from client input,
+/// say), write the part with a marker, e.g. `tenant.as_deref().map(|t| format!("t:{t}"))`. The
+/// encoding itself is fixed: changing it would give every stored key a new hash, and a retry in
+/// flight across that upgrade would run again under a new operation id.
+///
 /// `Sync` so that a `&[&dyn ScopePart]` can be held across an `.await` in a `Send` future.
 ///
 /// ```
