@@ -76,9 +76,11 @@ impl Store for Faulty {
                     source: "injected: the connection dropped while the result was sent".into(),
                     retry_after: Duration::from_millis(10),
                 }),
-                CompleteFault::Permanent => Err(StoreError::Other(
-                    "injected: the result is larger than the store takes".into(),
-                )),
+                // What a store answers, before sending, for a result over its limit.
+                CompleteFault::Permanent => Err(StoreError::TooLarge {
+                    bytes: completion.stored_bytes().max(1 << 20) + 1,
+                    limit: 1 << 20,
+                }),
             }
         })
     }
