@@ -377,3 +377,72 @@ async fn client_hanging_up_after_the_effect_keeps_its_operation(fx: &Fixture) {
     let ops = effects.ops();
     assert!(ops.iter().all(|op| *op == first), "{ops:?}");
 }
+
+// ---------------------------------------------------------------- what counts as the request
+
+#[derive(Fingerprint, serde::Deserialize)]
+struct PayoutOptions {
+    dry_run: Option<bool>,
+}
+
+/// The account (a path parameter) and the query are hashed with the body.
+#[idempotent(scope = global, operation = "tests.actix.payout")]
+async fn payout(
+    effects: web::Data<Effects>,
+    account: web::Path<String>,
+    options: web::Query<PayoutOptions>,
+    req: web::Json<Order>,
+) -> (web::Json<Receipt>, StatusCode) {
+    effects.0.lock().unwrap().push(account.clone());
+    let id = format!("po_{account}_{}_{:?}", req.amount, options.dry_run);
+    let operation_id = idem::operation_id().unwrap().to_string();
+    (web::Json(Receipt { id, operation_id }), StatusCode::CREATED)
+}
+
+/// The same key and body to another account, or without `?dry_run=true`, is another request:
+/// `422`, never the first request's answer.
+#[tokio::test]
+async fn path_and_query_are_part_of_the_request() {
+    let effects = Effects::default();
+    let idem = Idem::new(idem::MemoryStore::new());
+    let data = web::Data::new(effects.clone());
+    let s = Served::start(move || {
+        App::new()
+            .app_data(web::Data::new(idem.clone()))
+            .app_data(data.clone())
+            .app_data(idem::actix::json_config())
+            .route("/accounts/{account}/payouts", web::post().to(payout))
+    });
+    let body = Some(r#"{"amount":5}"#);
+    let headers = [("Idempotency-Key", "k-po")];
+    let first = send(
+        s.addr,
+        "POST",
+        "/accounts/A/payouts?dry_run=true",
+        &headers,
+        body,
+    )
+    .await;
+    assert_eq!(first.status, 201, "{}", first.text());
+    let again = send(
+        s.addr,
+        "POST",
+        "/accounts/A/payouts?dry_run=true",
+        &headers,
+        body,
+    )
+    .await;
+    assert_eq!((again.status, again.text()), (201, first.text()));
+    let other = send(
+        s.addr,
+        "POST",
+        "/accounts/B/payouts?dry_run=true",
+        &headers,
+        body,
+    )
+    .await;
+    assert_eq!(other.status, 422, "{}", other.text());
+    let real = send(s.addr, "POST", "/accounts/A/payouts", &headers, body).await;
+    assert_eq!(real.status, 422, "{}", real.text());
+    assert_eq!(effects.ops(), ["A"]);
+}

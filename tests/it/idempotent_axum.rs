@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use axum::body::Body;
-use axum::extract::{FromRef, FromRequestParts, Path, State};
+use axum::extract::{FromRef, FromRequestParts, Path, Query, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, Request, StatusCode};
 use axum::response::Response;
@@ -237,6 +237,64 @@ async fn import_batch(
     })
 }
 
+#[derive(serde::Deserialize, Fingerprint)]
+struct Refund {
+    amount: u64,
+}
+
+/// The payment id is not in the scope: it is hashed with the body.
+#[idempotent(scope = [tenant.0])]
+async fn refund(
+    State(app): State<App>,
+    tenant: Tenant,
+    Path(payment_id): Path<String>,
+    Json(req): Json<Refund>,
+) -> Json<Receipt> {
+    let n = app.runs.fetch_add(1, Ordering::SeqCst) + 1;
+    let _ = tenant;
+    Json(Receipt {
+        receipt_no: format!("re-{n}"),
+        of: json!({"payment": payment_id, "amount": req.amount}),
+    })
+}
+
+#[derive(serde::Deserialize, Fingerprint)]
+struct PayoutOptions {
+    dry_run: Option<bool>,
+}
+
+/// The query is hashed with the body: a dry run and a real payout are two requests.
+#[idempotent(scope = [tenant.0])]
+async fn payout(
+    State(app): State<App>,
+    tenant: Tenant,
+    Query(options): Query<PayoutOptions>,
+    Json(req): Json<Refund>,
+) -> Json<Receipt> {
+    let n = app.runs.fetch_add(1, Ordering::SeqCst) + 1;
+    let _ = tenant;
+    Json(Receipt {
+        receipt_no: format!("po-{n}"),
+        of: json!({"dry_run": options.dry_run.unwrap_or(false), "amount": req.amount}),
+    })
+}
+
+/// A query that changes nothing the handler does, declared so: it stays out of the hash.
+#[idempotent(scope = [tenant.0], fingerprint(skip = [trace]))]
+async fn traced(
+    State(app): State<App>,
+    tenant: Tenant,
+    Query(trace): Query<HashMap<String, String>>,
+    Json(req): Json<Refund>,
+) -> Json<Receipt> {
+    let n = app.runs.fetch_add(1, Ordering::SeqCst) + 1;
+    let _ = (tenant, trace);
+    Json(Receipt {
+        receipt_no: format!("tr-{n}"),
+        of: json!(req.amount),
+    })
+}
+
 fn router(idem: Idem) -> (Router, Arc<AtomicU32>) {
     let (router, runs, _) = router_with_orders(idem);
     (router, runs)
@@ -264,6 +322,9 @@ fn router_with_orders(
         .route("/orders/cancel", post(cancel_order))
         .route("/payments/{payment_id}/capture", post(capture_payment))
         .route("/imports", post(import_batch))
+        .route("/payments/{payment_id}/refunds", post(refund))
+        .route("/payouts", post(payout))
+        .route("/traced", post(traced))
         .layer(axum::middleware::from_fn(authenticate))
         .with_state(app);
     (router, runs, orders)
@@ -334,7 +395,8 @@ async fn suite(idem: Idem) {
     headers_widen_the_whitelist(idem.clone()).await;
     latest_state_renders_the_current_state(idem.clone()).await;
     suppress_only_answers_the_business_number(idem.clone()).await;
-    whole_values_are_fingerprints(idem).await;
+    whole_values_are_fingerprints(idem.clone()).await;
+    path_and_query_are_part_of_the_request(idem).await;
 }
 
 /// `capture_payment` under another name, in another module: the same operation when mounted on
@@ -610,6 +672,59 @@ async fn whole_values_are_fingerprints(idem: Idem) {
         "an array keeps its order"
     );
     assert_eq!(runs.load(Ordering::SeqCst), 2);
+}
+
+/// A path parameter and a query string are part of the request: the same key and body to
+/// another payment, or without `?dry_run=true`, is another request (`422`), never the first
+/// one's answer; a query declared with `fingerprint(skip = [..])` is not.
+async fn path_and_query_are_part_of_the_request(idem: Idem) {
+    let (router, runs) = router(idem);
+    let body = json!({"amount": 5});
+    let (status, _, first) =
+        send(&router, "/payments/A/refunds", "acme", "k-re", body.clone()).await;
+    assert_eq!(status, StatusCode::OK, "{first}");
+    assert_eq!(first["of"]["payment"], "A");
+    let (status, headers, again) =
+        send(&router, "/payments/A/refunds", "acme", "k-re", body.clone()).await;
+    assert!(replayed(&headers) && status == StatusCode::OK);
+    assert_eq!(again, first);
+    let (status, _, problem) =
+        send(&router, "/payments/B/refunds", "acme", "k-re", body.clone()).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{problem}");
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+
+    let (status, _, dry) = send(
+        &router,
+        "/payouts?dry_run=true",
+        "acme",
+        "k-po",
+        body.clone(),
+    )
+    .await;
+    assert_eq!(
+        (status, &dry["of"]["dry_run"]),
+        (StatusCode::OK, &json!(true))
+    );
+    let (status, _, problem) = send(&router, "/payouts", "acme", "k-po", body.clone()).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{problem}");
+    // The same query written otherwise is the same request.
+    let (status, headers, _) = send(
+        &router,
+        "/payouts?dry_run=true&",
+        "acme",
+        "k-po",
+        body.clone(),
+    )
+    .await;
+    assert!(replayed(&headers) && status == StatusCode::OK);
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
+
+    let (status, _, first) = send(&router, "/traced?t=1", "acme", "k-tr", body.clone()).await;
+    assert_eq!(status, StatusCode::OK, "{first}");
+    let (status, headers, again) = send(&router, "/traced?t=2", "acme", "k-tr", body).await;
+    assert!(replayed(&headers) && status == StatusCode::OK);
+    assert_eq!(again, first);
+    assert_eq!(runs.load(Ordering::SeqCst), 3);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -47,6 +47,72 @@ pub(crate) struct Target {
     pub(crate) ty: syn::Type,
     /// An expression of type `&ty` (`&req`, `&body.0`, `&*msg`).
     pub(crate) access: TokenStream,
+    /// The argument's name (`req`), if it is one of the function's arguments.
+    pub(crate) name: Option<Ident>,
+}
+
+/// An argument hashed beside the target: a path parameter, a query, a URI, or one named by
+/// `fingerprint(with = [..])`.
+pub(crate) struct Input {
+    /// Its name, the member of the hashed object.
+    pub(crate) name: Ident,
+    /// An expression of type `&T` where `T: Canonical`.
+    pub(crate) access: TokenStream,
+    /// `T` as the user wrote it, where it can be read from the argument's type: a missing
+    /// `Canonical` impl is reported on it.
+    pub(crate) ty: Option<syn::Type>,
+}
+
+/// What an argument of a handler is to the fingerprint, by its type.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum ArgKind {
+    /// Part of the request a retry sends again unchanged, which selects what the handler
+    /// does: path parameters, the query, the URI, a form body. Hashed unless in the scope or
+    /// `fingerprint(skip = [..])`.
+    Request,
+    /// Headers, or the whole request: they carry what changes between retries (dates,
+    /// signatures, trace ids) beside what may change the effect, and the macro cannot tell
+    /// which the handler reads. The attribute must say: scope, `with` or `skip`.
+    Headers,
+    /// Anything else: state, extensions, the caller's own extractors.
+    Other,
+}
+
+/// The kind of an argument of type `ty`, by the last segment of its path.
+pub(crate) fn arg_kind(ty: &syn::Type) -> ArgKind {
+    let Some(last) = last_segment(ty) else {
+        return ArgKind::Other;
+    };
+    match last.ident.to_string().as_str() {
+        "Path" | "Query" | "RawQuery" | "Uri" | "OriginalUri" | "Form" => ArgKind::Request,
+        "TypedHeader" | "HeaderMap" | "Header" | "Request" | "HttpRequest" | "Parts" => {
+            ArgKind::Headers
+        }
+        _ => ArgKind::Other,
+    }
+}
+
+/// The value an argument `pat: ty` of kind [`ArgKind::Request`] (or named by `with`) is
+/// hashed by: the inner value of `Path(id): Path<T>` or `q: Query<T>` (`T`), the `Uri` of
+/// `OriginalUri(uri)` or `uri: OriginalUri`, the argument itself otherwise.
+pub(crate) fn input_of(pat: &syn::Pat, ty: &syn::Type) -> Option<Input> {
+    let name = bound_name(pat)?.clone();
+    let segment = last_segment(ty);
+    let wrapper = segment.map(|s| s.ident.to_string());
+    let inner = segment.and_then(|s| single_type_argument(&s.arguments));
+    let wrapped = matches!(wrapper.as_deref(), Some("Path" | "Query" | "Form")) && inner.is_some();
+    let opaque = matches!(wrapper.as_deref(), Some("RawQuery" | "OriginalUri"));
+    let (access, ty) = match pat {
+        syn::Pat::Ident(_) if wrapped => (quote!(&*#name), inner.cloned()),
+        syn::Pat::Ident(_) if opaque => (quote!(&#name.0), None),
+        syn::Pat::Ident(_) => match ty {
+            syn::Type::Reference(r) => (quote!(#name), Some((*r.elem).clone())),
+            _ => (quote!(&#name), Some(ty.clone())),
+        },
+        _ if opaque => (quote!(&#name), None),
+        _ => (quote!(&#name), inner.cloned()),
+    };
+    Some(Input { name, access, ty })
 }
 
 /// Where the client key comes from.
@@ -62,6 +128,8 @@ pub(crate) struct Plan<'a> {
     pub(crate) form: Form<'a>,
     pub(crate) contract: Contract,
     pub(crate) target: Target,
+    /// The arguments hashed beside the target, sorted by name; none for the target alone.
+    pub(crate) inputs: Vec<Input>,
     /// `fingerprint(fields = [..])`; `None` hashes the whole target.
     pub(crate) fields: Option<&'a [Ident]>,
     pub(crate) key: Key<'a>,
@@ -142,16 +210,19 @@ pub(crate) fn target_of(pat: &syn::Pat, ty: &syn::Type) -> Result<Target, NotBou
                 Target {
                     ty: inner.clone(),
                     access: quote!(&#name.0),
+                    name: Some(name.clone()),
                 }
             } else if let syn::Type::Reference(r) = ty {
                 Target {
                     ty: (*r.elem).clone(),
                     access: quote!(&*#name),
+                    name: Some(name.clone()),
                 }
             } else {
                 Target {
                     ty: ty.clone(),
                     access: quote!(&#name),
+                    name: Some(name.clone()),
                 }
             })
         }
@@ -169,6 +240,7 @@ pub(crate) fn target_of(pat: &syn::Pat, ty: &syn::Type) -> Result<Target, NotBou
             Ok(Target {
                 ty: inner.clone(),
                 access: quote!(&#name),
+                name: Some(name.clone()),
             })
         }
         _ => Err(NotBound::Pattern),

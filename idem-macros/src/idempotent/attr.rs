@@ -69,10 +69,14 @@ pub(crate) enum Scope {
     Default(Ident),
 }
 
-/// `fingerprint(arg = name, fields = [a, b])`.
+/// `fingerprint(arg = name, fields = [a, b], with = [c], skip = [d])`.
 pub(crate) struct FingerprintArg {
     pub(crate) arg: Option<Ident>,
     pub(crate) fields: Option<FieldList>,
+    /// Arguments hashed beside the target (`with = [region]`).
+    pub(crate) with: Vec<Ident>,
+    /// Arguments declared not to change what the operation does (`skip = [trace]`).
+    pub(crate) skip: Vec<Ident>,
 }
 
 /// `fields = [a, b]`.
@@ -392,12 +396,18 @@ fn parse_fingerprint(
     syn::parenthesized!(content in input);
     let mut arg: Attr<Option<Ident>> = Attr::none("fingerprint(..)", ARG);
     let mut fields: Attr<Option<FieldList>> = Attr::none("fingerprint(..)", FIELDS);
+    let mut with: Attr<Option<Vec<Ident>>> = Attr::none("fingerprint(..)", WITH);
+    let mut skip: Attr<Option<Vec<Ident>>> = Attr::none("fingerprint(..)", SKIP);
     while !content.is_empty() {
         let option = content.call(Ident::parse_any)?;
-        if option == ARG || option == FIELDS {
+        if option == ARG || option == FIELDS || option == WITH || option == SKIP {
             if !content.peek(Token![=]) {
                 let example = if option == ARG {
                     "fingerprint(arg = req)"
+                } else if option == WITH {
+                    "fingerprint(with = [region])"
+                } else if option == SKIP {
+                    "fingerprint(skip = [trace])"
                 } else {
                     "fingerprint(fields = [amount, currency])"
                 };
@@ -419,11 +429,18 @@ fn parse_fingerprint(
         } else if option == FIELDS {
             let value = parse_fields(cx, &content)?;
             fields.set(cx, &option, value);
+        } else if option == WITH || option == SKIP {
+            let value = parse_args(cx, &option, &content)?;
+            if option == WITH {
+                with.set(cx, &option, Some(value));
+            } else {
+                skip.set(cx, &option, Some(value));
+            }
         } else {
             cx.error_spanned_by(
                 &option,
                 format!(
-                    "unknown fingerprint option `{}`: expected `fields` or `arg`, as in `fingerprint(arg = req, fields = [amount, currency])`",
+                    "unknown fingerprint option `{}`: expected `fields`, `arg`, `with` or `skip`, as in `fingerprint(arg = req, fields = [amount, currency], skip = [trace])`",
                     option.unraw()
                 ),
             );
@@ -442,7 +459,44 @@ fn parse_fingerprint(
     Ok(Some(FingerprintArg {
         arg: arg.into_value().flatten(),
         fields: fields.into_value().flatten(),
+        with: with.into_value().flatten().unwrap_or_default(),
+        skip: skip.into_value().flatten().unwrap_or_default(),
     }))
+}
+
+/// `[region, trace]`: argument names of `with = ..` or `skip = ..`.
+fn parse_args(cx: &Ctxt, option: &Ident, input: ParseStream<'_>) -> syn::Result<Vec<Ident>> {
+    let usage = format!(
+        "write the arguments as a list of their names, as in `{} = [region]`",
+        option.unraw()
+    );
+    if !input.peek(syn::token::Bracket) {
+        return Err(input.error(usage));
+    }
+    let content;
+    let brackets = syn::bracketed!(content in input);
+    let list = Punctuated::<Ident, Token![,]>::parse_terminated(&content)
+        .map_err(|err| syn::Error::new(err.span(), usage))?;
+    let list: Vec<Ident> = list.into_iter().collect();
+    if list.is_empty() {
+        cx.syn_error(syn::Error::new(
+            brackets.span.join(),
+            format!(
+                "`{} = []` names no argument: name one, or remove `{}`",
+                option.unraw(),
+                option.unraw()
+            ),
+        ));
+    }
+    for (i, name) in list.iter().enumerate() {
+        if list[..i].contains(name) {
+            cx.error_spanned_by(
+                name,
+                format!("argument `{name}` is listed twice: remove the second `{name}`"),
+            );
+        }
+    }
+    Ok(list)
 }
 
 /// `[a, b]`.

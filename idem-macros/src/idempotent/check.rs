@@ -49,6 +49,7 @@ pub(crate) fn plan<'a>(
     check_durations(cx, args);
     let transaction = transaction(cx, args, sig, &form);
     let target = target(cx, args, sig, &form);
+    let inputs = inputs(cx, args, sig, &form, target.as_ref());
 
     let key = match args.key.get() {
         Some(Some(source)) => Key::Source(source),
@@ -97,6 +98,7 @@ pub(crate) fn plan<'a>(
         form,
         contract,
         target: target?,
+        inputs,
         fields,
         key,
         scope,
@@ -438,16 +440,49 @@ fn transaction<'a>(
 /// The argument fingerprinted: `fingerprint(arg = name)`, else the `Json<T>` body (axum) or the
 /// first argument (`store = ..`).
 fn target(cx: &Ctxt, args: &Args, sig: &syn::Signature, form: &Form<'_>) -> Option<Target> {
-    let typed = || typed_args(sig);
     if let Form::Tonic(tonic) = form {
         let name = tonic.name;
         return Some(Target {
             ty: tonic.message.clone(),
             access: quote::quote!(#name.get_ref()),
+            name: None,
         });
     }
+    let chosen = target_arg(cx, args, sig, form)?;
+    match ast::target_of(&chosen.pat, &chosen.ty) {
+        Ok(target) => Some(target),
+        Err(NotBound::Pattern) => {
+            cx.error_spanned_by(
+                &chosen.pat,
+                "bind the fingerprinted argument to a name, so that `#[idempotent]` can hash it before the body runs: write `Json(req): Json<CreatePayment>` or `msg: Message`",
+            );
+            None
+        }
+        Err(NotBound::Type) => {
+            cx.syn_error(syn::Error::new(
+                chosen.ty.span(),
+                format!(
+                    "cannot see the type of `{}` in `{}`: write `Json(req): Json<CreatePayment>`, or bind the whole argument (`msg: Message`)",
+                    ast::bound_name(&chosen.pat).map(|n| n.unraw().to_string()).unwrap_or_default(),
+                    crate::attr::tokens_text(&chosen.ty)
+                ),
+            ));
+            None
+        }
+    }
+}
+
+/// The argument whose value identifies the operation: named by `fingerprint(arg = ..)`, else
+/// the JSON body of a handler, or a consumer's message.
+fn target_arg<'s>(
+    cx: &Ctxt,
+    args: &Args,
+    sig: &'s syn::Signature,
+    form: &Form<'_>,
+) -> Option<&'s syn::PatType> {
+    let typed = || typed_args(sig);
     let explicit = args.fingerprint.valid().and_then(|fp| fp.arg.as_ref());
-    let chosen = if let Some(name) = explicit {
+    if let Some(name) = explicit {
         let found = typed().find(|t| ast::bound_name(&t.pat) == Some(name));
         if found.is_none() {
             let names: Vec<String> = typed()
@@ -514,28 +549,127 @@ fn target(cx: &Ctxt, args: &Args, sig: &syn::Signature, form: &Form<'_>) -> Opti
                 found
             }
         }
-    }?;
-    match ast::target_of(&chosen.pat, &chosen.ty) {
-        Ok(target) => Some(target),
-        Err(NotBound::Pattern) => {
+    }
+}
+
+/// The arguments hashed beside the target, sorted by name, for an axum or actix-web handler:
+/// every argument is decided at compile time (`docs/http.md`, "What counts as the same
+/// request"). Path parameters, the query, the URI and a form body are hashed unless they are in
+/// the scope or `fingerprint(skip = [..])`; headers and the whole request must be in the scope,
+/// in `with` or in `skip`; anything else (state, extensions, the caller's own extractors) only
+/// when named in `with`.
+fn inputs(
+    cx: &Ctxt,
+    args: &Args,
+    sig: &syn::Signature,
+    form: &Form<'_>,
+    target: Option<&Target>,
+) -> Vec<ast::Input> {
+    let fp = args.fingerprint.valid();
+    let with = fp.map_or(&[][..], |fp| fp.with.as_slice());
+    let skip = fp.map_or(&[][..], |fp| fp.skip.as_slice());
+    let web = matches!(form, Form::Axum | Form::Actix);
+    if !web {
+        for name in with.iter().chain(skip) {
             cx.error_spanned_by(
-                &chosen.pat,
-                "bind the fingerprinted argument to a name, so that `#[idempotent]` can hash it before the body runs: write `Json(req): Json<CreatePayment>` or `msg: Message`",
+                name,
+                "`with` and `skip` decide what an HTTP handler's other arguments are to the fingerprint; here the request is the one value hashed: remove it",
             );
-            None
         }
-        Err(NotBound::Type) => {
-            cx.syn_error(syn::Error::new(
-                chosen.ty.span(),
+        return Vec::new();
+    }
+    // Arguments in the key or the scope: a different value is a different key already.
+    let mut scoped: Vec<&syn::Ident> = match args.scope.valid() {
+        Some(Scope::Parts(parts)) => parts
+            .iter()
+            .filter_map(|part| match part {
+                Source::Expr(expr) => root_ident(expr),
+                Source::Header { .. } => None,
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    if let Some(Source::Expr(expr)) = args.key.valid() {
+        scoped.extend(root_ident(expr));
+    }
+    let target_name = target.and_then(|t| t.name.as_ref());
+    let tx = args.transaction.valid();
+    for name in with.iter().chain(skip) {
+        let known = typed_args(sig).any(|t| ast::bound_name(&t.pat) == Some(name));
+        if !known {
+            cx.error_spanned_by(
+                name,
                 format!(
-                    "cannot see the type of `{}` in `{}`: write `Json(req): Json<CreatePayment>`, or bind the whole argument (`msg: Message`)",
-                    ast::bound_name(&chosen.pat).map(|n| n.unraw().to_string()).unwrap_or_default(),
-                    crate::attr::tokens_text(&chosen.ty)
+                    "`{}` has no argument `{}`: `with` and `skip` name arguments of the handler",
+                    sig.ident.unraw(),
+                    name.unraw()
                 ),
-            ));
-            None
+            );
+        } else if Some(name) == target_name {
+            cx.error_spanned_by(
+                name,
+                format!(
+                    "`{}` is the request `#[idempotent]` fingerprints already: remove it",
+                    name.unraw()
+                ),
+            );
+        } else if with.contains(name) && skip.contains(name) {
+            cx.error_spanned_by(
+                name,
+                format!(
+                    "`{}` is in both `with` and `skip`: keep it in one",
+                    name.unraw()
+                ),
+            );
         }
     }
+    let mut inputs = Vec::new();
+    for arg in typed_args(sig) {
+        let name = ast::bound_name(&arg.pat);
+        if name.is_some() && (name == target_name || name == tx) {
+            continue;
+        }
+        let kind = ast::arg_kind(&arg.ty);
+        let named = |list: &[syn::Ident]| name.is_some_and(|n| list.contains(n));
+        let decided = named(with) || named(skip) || name.is_some_and(|n| scoped.contains(&n));
+        let hashed = named(with) || (kind == ast::ArgKind::Request && !decided);
+        if kind == ast::ArgKind::Headers && !decided {
+            let what = crate::attr::tokens_text(&arg.ty);
+            match name {
+                Some(name) => cx.error_spanned_by(
+                    &arg.pat,
+                    format!(
+                        "`#[idempotent]` cannot tell what of `{what}` changes what `{f}` does (headers also carry values that change between retries: dates, signatures, trace ids): put the header that matters in the scope, as in `scope = [.., header(\"X-Region\")]`, or write `fingerprint(skip = [{n}])` if `{f}` does nothing different by them",
+                        f = sig.ident.unraw(),
+                        n = name.unraw()
+                    ),
+                ),
+                None => cx.error_spanned_by(
+                    &arg.pat,
+                    format!(
+                        "`#[idempotent]` cannot tell what of `{what}` changes what `{}` does: put the header that matters in the scope, as in `scope = [.., header(\"X-Region\")]`, or bind the argument to a name (`headers: {what}`) and write `fingerprint(skip = [headers])` if the handler does nothing different by them",
+                        sig.ident.unraw()
+                    ),
+                ),
+            }
+            continue;
+        }
+        if !hashed {
+            continue;
+        }
+        match ast::input_of(&arg.pat, &arg.ty) {
+            Some(input) => inputs.push(input),
+            None => cx.error_spanned_by(
+                &arg.pat,
+                format!(
+                    "`#[idempotent]` hashes `{}` with the request, since a retry sends it again and it may change what the handler does: bind it to a name (`Path(id): Path<String>`), or put it in the scope",
+                    crate::attr::tokens_text(&arg.ty)
+                ),
+            ),
+        }
+    }
+    inputs.sort_by(|a, b| a.name.unraw().to_string().cmp(&b.name.unraw().to_string()));
+    inputs
 }
 
 /// The arguments of `sig` other than `self`.

@@ -427,6 +427,9 @@ fn config(plan: &Plan<'_>, pv: &TokenStream) -> TokenStream {
 /// `let __idem_hash = <T as Fingerprint>::fingerprint(..);`, or `fingerprint_fields` with the
 /// mask of `fields!` (which reports an unknown or `env` field at the user's token).
 fn hash(plan: &Plan<'_>, pv: &TokenStream) -> TokenStream {
+    if !plan.inputs.is_empty() {
+        return hash_inputs(plan, pv);
+    }
     let ty = &plan.target.ty;
     let access = &plan.target.access;
     let value = match plan.fields {
@@ -445,6 +448,57 @@ fn hash(plan: &Plan<'_>, pv: &TokenStream) -> TokenStream {
     };
     quote! {
         let __idem_hash: #pv::RequestHash = #value;
+    }
+}
+
+/// The hash of a handler that reads more than its target: the canonical object whose members
+/// are the target and every input, each under its argument's name, in the byte order of the
+/// names (`{"id":"pay_1","req":{..}}`).
+fn hash_inputs(plan: &Plan<'_>, pv: &TokenStream) -> TokenStream {
+    let ty = &plan.target.ty;
+    let access = &plan.target.access;
+    let target = match plan.fields {
+        Some(fields) => {
+            let f = respan(quote!(<#ty as #pv::Fingerprint>::write_fields), ty.span());
+            let mask = crate::fields::expand(&plan.krate, ty, fields);
+            quote!(#f(#access, __idem_w, #mask))
+        }
+        None => {
+            let f = respan(quote!(<#ty as #pv::Canonical>::write_canonical), ty.span());
+            quote!(#f(#access, __idem_w))
+        }
+    };
+    let target_name = plan
+        .target
+        .name
+        .as_ref()
+        .map_or_else(String::new, |n| n.unraw().to_string());
+    let mut members: Vec<(String, TokenStream)> = vec![(target_name, target)];
+    for input in &plan.inputs {
+        let access = &input.access;
+        let write = match &input.ty {
+            Some(ty) => {
+                let f = respan(quote!(<#ty as #pv::Canonical>::write_canonical), ty.span());
+                quote!(#f(#access, __idem_w))
+            }
+            None => quote!(#pv::Canonical::write_canonical(#access, __idem_w)),
+        };
+        members.push((input.name.unraw().to_string(), write));
+    }
+    members.sort_by(|a, b| a.0.cmp(&b.0));
+    let members = members.iter().map(|(name, write)| {
+        quote! {
+            __idem_w.member(&mut __idem_first, #name);
+            #write;
+        }
+    });
+    quote! {
+        let __idem_hash: #pv::RequestHash = #pv::RequestHash::of_canonical(|__idem_w| {
+            let mut __idem_first = true;
+            __idem_w.begin_object();
+            #(#members)*
+            __idem_w.end_object();
+        });
     }
 }
 

@@ -53,4 +53,5 @@ whole! {
     #[cfg(feature = "time")] [] time::OffsetDateTime;
     #[cfg(feature = "time")] [] time::UtcDateTime;
     #[cfg(feature = "time")] [] time::Date;
+    #[cfg(feature = "axum")] [] http::Uri;
 }
