@@ -548,3 +548,134 @@ async fn the_handles_problem_base_types_the_layers_problems() {
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
     assert_eq!(problem_type(body), format!("{BASE}key-reused"));
 }
+
+// ---------------------------------------------------------------- what counts as the request
+
+/// A handler echoing the path and query it saw, under the layer inside
+/// `Router::nest("/accounts/{acct}", ..)`: `POST /transfers` (JSON body) and `DELETE
+/// /transfers/{id}` (no body).
+fn nested(
+    hits: Arc<AtomicUsize>,
+    configure: impl FnOnce(IdempotencyLayer) -> IdempotencyLayer,
+) -> Router {
+    let echo = move |uri: axum::extract::OriginalUri| {
+        let hits = hits.clone();
+        async move {
+            let n = hits.fetch_add(1, Ordering::SeqCst) + 1;
+            (
+                StatusCode::CREATED,
+                [(CONTENT_TYPE, "application/json")],
+                format!(r#"{{"id":"tr_{n}","uri":"{}"}}"#, uri.0),
+            )
+        }
+    };
+    let layer = IdempotencyLayer::new(Idem::new(MemoryStore::new()), Spec::new()).global();
+    let inner = Router::new()
+        .route("/transfers", post(echo.clone()))
+        .route("/transfers/{id}", axum::routing::delete(echo))
+        .layer(configure(layer));
+    Router::new().nest("/accounts/{acct}", inner)
+}
+
+fn to(method: &str, uri: &str, key: &str, body: Option<&str>) -> Request<Body> {
+    let r = Request::builder()
+        .method(method)
+        .uri(uri)
+        .header("idempotency-key", key);
+    match body {
+        Some(body) => r
+            .header(CONTENT_TYPE, "application/json")
+            .body(Body::from(body.to_owned())),
+        None => r.body(Body::empty()),
+    }
+    .unwrap()
+}
+
+/// Inside `nest`, the operation is the whole path: account B is not answered with account A's
+/// transfer. A query is part of the request, unless the layer ignores it. A request without a
+/// body is fingerprinted by its path and query. Two spellings of one path are one operation.
+#[tokio::test]
+async fn path_and_query_select_the_request() {
+    let hits = Arc::new(AtomicUsize::new(0));
+    let app = nested(hits.clone(), |l| l);
+    let body = Some(r#"{"amount":5}"#);
+    let (status, headers, first) =
+        send(&app, to("POST", "/accounts/A/transfers", "k1", body)).await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert!(headers.get("idempotent-replayed").is_none());
+    let (status, headers, other) =
+        send(&app, to("POST", "/accounts/B/transfers", "k1", body)).await;
+    assert_eq!(
+        status,
+        StatusCode::CREATED,
+        "{}",
+        String::from_utf8_lossy(&other)
+    );
+    assert!(
+        headers.get("idempotent-replayed").is_none(),
+        "account B got A's transfer"
+    );
+    assert!(String::from_utf8_lossy(&other).contains("/accounts/B/"));
+    // `%41` is `A`: the same operation, replayed.
+    let (status, headers, again) =
+        send(&app, to("POST", "/accounts/%41/transfers", "k1", body)).await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert_eq!(headers.get("idempotent-replayed").unwrap(), "true");
+    assert_eq!(again, first);
+    assert_eq!(hits.load(Ordering::SeqCst), 2);
+
+    // The query: a dry run and the real one are two requests; the same pairs in another order
+    // are one.
+    let dry = "/accounts/A/transfers?dry_run=true&note=a+b";
+    let (status, _, _) = send(&app, to("POST", dry, "k2", body)).await;
+    assert_eq!(status, StatusCode::CREATED);
+    let (status, headers, _) = send(&app, to("POST", "/accounts/A/transfers", "k2", body)).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{headers:?}");
+    let reordered = "/accounts/A/transfers?note=a%20b&dry_run=true";
+    let (status, headers, _) = send(&app, to("POST", reordered, "k2", body)).await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert_eq!(headers.get("idempotent-replayed").unwrap(), "true");
+    assert_eq!(hits.load(Ordering::SeqCst), 3);
+
+    // No body: fingerprinted by path and query, not refused.
+    let (status, _, _) = send(&app, to("DELETE", "/accounts/A/transfers/t1", "k3", None)).await;
+    assert_eq!(status, StatusCode::CREATED);
+    let (status, headers, _) =
+        send(&app, to("DELETE", "/accounts/A/transfers/t1", "k3", None)).await;
+    assert_eq!(
+        headers.get("idempotent-replayed").unwrap(),
+        "true",
+        "{status}"
+    );
+    let (status, _, _) = send(
+        &app,
+        to("DELETE", "/accounts/A/transfers/t1?force=true", "k3", None),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(hits.load(Ordering::SeqCst), 4);
+
+    // `ignore_query`: the query changes nothing.
+    let hits = Arc::new(AtomicUsize::new(0));
+    let app = nested(hits.clone(), IdempotencyLayer::ignore_query);
+    let (status, _, _) = send(&app, to("POST", "/accounts/A/transfers?utm=1", "k4", body)).await;
+    assert_eq!(status, StatusCode::CREATED);
+    let (_, headers, _) = send(&app, to("POST", "/accounts/A/transfers?utm=2", "k4", body)).await;
+    assert_eq!(headers.get("idempotent-replayed").unwrap(), "true");
+    assert_eq!(hits.load(Ordering::SeqCst), 1);
+}
+
+/// With a fixed operation name, the path is hashed: one key on two accounts is a `422`.
+#[tokio::test]
+async fn a_named_operation_hashes_the_path() {
+    let hits = Arc::new(AtomicUsize::new(0));
+    let app = nested(hits.clone(), |l| {
+        l.config(HandlerConfig::new("transfers.create"))
+    });
+    let body = Some(r#"{"amount":5}"#);
+    let (status, _, _) = send(&app, to("POST", "/accounts/A/transfers", "k1", body)).await;
+    assert_eq!(status, StatusCode::CREATED);
+    let (status, _, _) = send(&app, to("POST", "/accounts/B/transfers", "k1", body)).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(hits.load(Ordering::SeqCst), 1);
+}

@@ -50,9 +50,12 @@ use crate::web::layer::{LayerConfig, is_safe, middleware_builder};
 /// [`HandlerConfig`](crate::engine::HandlerConfig) given to [`config`](Self::config), the type `#[idempotent]` handlers are
 /// configured with. The operation (part of the scoped key) is the one of
 /// [`HandlerConfig::new`](crate::engine::HandlerConfig::new) if named, otherwise ([`HandlerConfig::for_route`](crate::engine::HandlerConfig::for_route), the default)
-/// `"<METHOD> <path>"` of the request: the request path, not the route template, because the
-/// layer fingerprints only the body, and a path parameter (`/payments/{id}/refunds`) must keep
-/// two resources' keys apart. Name the operation when routes may be renamed.
+/// `"<METHOD> <path>"` of the request: the request path, not the route template, so that a path
+/// parameter (`/payments/{id}/refunds`) keeps two resources' keys apart — the whole path from
+/// the top of the application inside `Router::nest`, in RFC 3986's normal form. A named
+/// operation (stable when routes are renamed) hashes the path into the fingerprint instead.
+/// The query string is fingerprinted with the body unless [`ignore_query`](Self::ignore_query);
+/// a request without a body is fingerprinted by its path and query.
 ///
 /// **Scope.** Keys are scoped per caller: the layer needs [`scope`](Self::scope), the router-wide
 /// default scope of its [`Idem`](crate::engine::Idem) handle ([`Idem::with_default_scope`](crate::engine::Idem::with_default_scope)), or an explicit

@@ -35,6 +35,8 @@ pub(crate) struct LayerConfig {
     pub body_limit: usize,
     pub biz_no_field: String,
     pub scope: LayerScope,
+    /// The query string is part of the request's fingerprint (the default).
+    pub hash_query: bool,
 }
 
 /// Where a middleware's key scope comes from.
@@ -67,6 +69,7 @@ impl LayerConfig {
             body_limit: DEFAULT_BODY_LIMIT,
             biz_no_field: "id".to_owned(),
             scope: LayerScope::Unset,
+            hash_query: true,
         }
     }
 
@@ -85,19 +88,36 @@ impl LayerConfig {
         header_key(&parts.headers, &self.header)
     }
 
-    /// The fingerprint of `body` (or why it has none: `400`), and the scoped key of
-    /// `client_key` for the request (or why it cannot be scoped).
+    /// The fingerprint of the request (or why it has none: `400`), and the scoped key of
+    /// `client_key` for it (or why it cannot be scoped).
+    ///
+    /// The operation is `"<METHOD> <path>"` (unless configured), the path as routed from the
+    /// top of the application — inside `Router::nest` the whole one, not the nested router's
+    /// rest — in its normal form ([`normal_path`]). The fingerprint is the body's, hashed with
+    /// what else selects the request ([`request_hash`]): the query unless
+    /// [`ignore_query`](crate::http::IdempotencyLayer::ignore_query), and the path when the
+    /// operation is a fixed name.
     pub(crate) fn key(
         &self,
         parts: &Parts,
         client_key: String,
         body: &[u8],
     ) -> Result<(KeyOf, RequestHash), IdempotencyError> {
-        let hash = self.canonicalizer.fingerprint_slice(body, &self.spec)?;
-        let operation = match self.handler.operation() {
-            Some(op) => Cow::Borrowed(op),
-            None => Cow::Owned(format!("{} {}", parts.method, parts.uri.path())),
+        let body = if body.is_empty() {
+            None
+        } else {
+            Some(self.canonicalizer.fingerprint_slice(body, &self.spec)?)
         };
+        let path = normal_path(routed_path(parts));
+        let query = parts
+            .uri
+            .query()
+            .filter(|q| self.hash_query && !q.is_empty());
+        let (operation, hashed_path) = match self.handler.operation() {
+            Some(op) => (Cow::Borrowed(op), Some(&*path)),
+            None => (Cow::Owned(format!("{} {path}", parts.method)), None),
+        };
+        let hash = request_hash(body, hashed_path, query);
         let scope = match &self.scope {
             LayerScope::Of(f) => f(parts),
             LayerScope::Global => Some(Vec::new()),
@@ -130,6 +150,135 @@ impl LayerConfig {
             key_fields: Vec::new(),
         }
     }
+}
+
+/// The request's path from the top of the application: axum's `OriginalUri` when a router
+/// nested this one (which sees its own rest of the path only), the URI's path otherwise.
+fn routed_path(parts: &Parts) -> &str {
+    #[cfg(feature = "axum")]
+    if let Some(original) = parts.extensions.get::<axum::extract::OriginalUri>() {
+        return original.0.path();
+    }
+    parts.uri.path()
+}
+
+/// `path` in the normal form of RFC 3986 (6.2.2): a percent-escape of an unreserved character
+/// (`A-Z a-z 0-9 - . _ ~`) is that character, other escapes are upper case. Two spellings a
+/// router takes for one resource (`/accounts/%41` and `/accounts/A`) are then one operation,
+/// and a retry that spells its URL otherwise is not a second request. Trailing slashes and dot
+/// segments stay: routers tell `/t` and `/t/` apart unless told otherwise (normalise them
+/// before the router, e.g. with tower-http's `NormalizePath`, and the layer sees the result).
+pub(crate) fn normal_path(path: &str) -> Cow<'_, str> {
+    if !path.contains('%') {
+        return Cow::Borrowed(path);
+    }
+    let bytes = path.as_bytes();
+    let mut out = String::with_capacity(path.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%'
+            && let Some(byte) = hex_pair(bytes.get(i + 1..i + 3))
+        {
+            if byte.is_ascii_alphanumeric() || b"-._~".contains(&byte) {
+                out.push(char::from(byte));
+            } else {
+                out.push('%');
+                out.push_str(&path[i + 1..i + 3].to_ascii_uppercase());
+            }
+            i += 3;
+            continue;
+        }
+        let next = path[i..].chars().next().unwrap_or('\u{fffd}');
+        out.push(next);
+        i += next.len_utf8();
+    }
+    Cow::Owned(out)
+}
+
+/// The byte of two hex digits.
+fn hex_pair(pair: Option<&[u8]>) -> Option<u8> {
+    let pair = core::str::from_utf8(pair?).ok()?;
+    u8::from_str_radix(pair, 16).ok()
+}
+
+/// The fingerprint of a request the middlewares see: the body's own (`None` for a request
+/// without one), or, when a path or a query also selects it, the canonical object
+/// `{"body": "<hex of the body's hash>" | null, "path": "..", "query": [["name", "value"], ..]}`
+/// (the query's pairs form-decoded and stably sorted by name, so that `?b=2&a=1` is `?a=1&b=2`
+/// while `?a=1&a=2` keeps its order). A request with a body and nothing else hashes as before.
+pub(crate) fn request_hash(
+    body: Option<RequestHash>,
+    path: Option<&str>,
+    query: Option<&str>,
+) -> RequestHash {
+    if let (Some(body), None, None) = (body, path, query) {
+        return body;
+    }
+    let body = body.map(|b| b.to_string());
+    let query = query.map(query_pairs);
+    RequestHash::of_canonical(|w| {
+        let mut first = true;
+        w.begin_object();
+        w.member(&mut first, "body");
+        match &body {
+            Some(hex) => w.str(hex),
+            None => w.null(),
+        }
+        if let Some(path) = path {
+            w.member(&mut first, "path");
+            w.str(path);
+        }
+        if let Some(pairs) = &query {
+            w.member(&mut first, "query");
+            w.raw(b"[");
+            for (i, (name, value)) in pairs.iter().enumerate() {
+                if i > 0 {
+                    w.raw(b",");
+                }
+                w.raw(b"[");
+                w.str(name);
+                w.raw(b",");
+                w.str(value);
+                w.raw(b"]");
+            }
+            w.raw(b"]");
+        }
+        w.end_object();
+    })
+}
+
+/// The `name=value` pairs of a query, form-decoded (`+` is a space, percent-escapes their
+/// bytes, as `Query<T>` reads them), stably sorted by name.
+fn query_pairs(query: &str) -> Vec<(String, String)> {
+    let mut pairs: Vec<(String, String)> = query
+        .split('&')
+        .filter(|pair| !pair.is_empty())
+        .map(|pair| {
+            let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+            (form_decode(name), form_decode(value))
+        })
+        .collect();
+    pairs.sort_by(|a, b| a.0.cmp(&b.0));
+    pairs
+}
+
+/// `text` with `+` as a space and percent-escapes decoded (invalid UTF-8 replaced).
+fn form_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'+' => out.push(b' '),
+            b'%' if let Some(byte) = hex_pair(bytes.get(i + 1..i + 3)) => {
+                out.push(byte);
+                i += 2;
+            }
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// `GET`, `HEAD`, `OPTIONS` and `TRACE` pass through the middlewares untouched.
@@ -328,6 +477,22 @@ macro_rules! middleware_builder {
                 self.edit(|c| c.scope = $crate::web::layer::LayerScope::of(f))
             }
 
+            /// Leaves the query string out of the fingerprint: for routes whose query never
+            /// changes what the handler does (tracking parameters, say). By default it is
+            /// hashed with the body, so that `POST /payouts?dry_run=true` and `POST /payouts`
+            /// under one key are two requests (`422`), not a replay of the dry run.
+            ///
+            /// ```
+            #[doc = concat!("# use idem_runtime::", $path, " as Middleware;")]
+            /// # use idem_runtime::{Spec, engine::Idem};
+            /// # let mw = Middleware::new(Idem::new(idem_runtime::store::MemoryStore::new()), Spec::new());
+            /// let mw = mw.ignore_query();
+            /// ```
+            #[must_use]
+            pub fn ignore_query(self) -> Self {
+                self.edit(|c| c.hash_query = false)
+            }
+
             /// Keys shared by every caller: one key space per operation. Right for a single
             /// client, or keys that are unique across clients by construction; otherwise one
             /// caller reusing another's key would be answered with the other's stored
@@ -361,3 +526,32 @@ macro_rules! middleware_builder {
     };
 }
 pub(crate) use middleware_builder;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_take_their_normal_form() {
+        assert_eq!(normal_path("/accounts/A"), "/accounts/A");
+        assert_eq!(normal_path("/accounts/%41%7e"), "/accounts/A~");
+        assert_eq!(normal_path("/a%2fb/%c3%a9"), "/a%2Fb/%C3%A9");
+        assert_eq!(normal_path("/bad%4/%zz"), "/bad%4/%zz");
+    }
+
+    #[test]
+    fn queries_hash_by_their_sorted_pairs() {
+        let body = RequestHash::of_bytes(b"{}");
+        assert_eq!(request_hash(Some(body), None, None), body);
+        let q = |q| request_hash(Some(body), None, Some(q));
+        assert_eq!(q("b=2&a=1"), q("a=1&b=2"));
+        assert_eq!(q("note=a+b&"), q("note=a%20b"));
+        assert_ne!(q("a=1&a=2"), q("a=2&a=1"));
+        assert_ne!(q("a=1"), request_hash(Some(body), None, None));
+        assert_ne!(
+            request_hash(None, Some("/a"), None),
+            request_hash(None, Some("/b"), None)
+        );
+        assert_ne!(request_hash(None, None, Some("a=1")), q("a=1"));
+    }
+}
