@@ -838,3 +838,86 @@ async fn a_panicking_method_keeps_its_operation_id() {
     assert_eq!(effects[0], effects[1], "one operation id for both runs");
     assert_eq!(retry.into_inner().event_id, effects[0]);
 }
+
+/// A second service of the same proto in the same module, whose `create_payment` takes the
+/// default operation too (`module::create_payment`, the same name as `Probe`'s).
+struct Twin {
+    idem: Idem,
+}
+
+impl AsIdem for Twin {
+    fn as_idem(&self) -> &Idem {
+        &self.idem
+    }
+}
+
+#[tonic::async_trait]
+impl Payments for Twin {
+    #[idempotent(scope = default, ttl = "1h", lease = "5s")]
+    async fn create_payment(
+        &self,
+        _request: Request<CreatePaymentRequest>,
+    ) -> Result<tonic::Response<Payment>, Status> {
+        Ok(tonic::Response::new(Payment {
+            payment_id: "pay_twin".to_owned(),
+            ..Default::default()
+        }))
+    }
+
+    async fn create_refund(
+        &self,
+        _: Request<CreateRefundRequest>,
+    ) -> Result<tonic::Response<Refund>, Status> {
+        Err(Status::unimplemented("twin"))
+    }
+
+    async fn record_event(
+        &self,
+        _: Request<RecordEventRequest>,
+    ) -> Result<tonic::Response<Event>, Status> {
+        Err(Status::unimplemented("twin"))
+    }
+
+    async fn get_payment(
+        &self,
+        _: Request<GetPaymentRequest>,
+    ) -> Result<tonic::Response<Payment>, Status> {
+        Err(Status::unimplemented("twin"))
+    }
+
+    async fn get_stats(
+        &self,
+        _: Request<GetStatsRequest>,
+    ) -> Result<tonic::Response<Stats>, Status> {
+        Err(Status::unimplemented("twin"))
+    }
+}
+
+/// One key sent to two services' methods that share a default operation name: the second is
+/// refused as a reused key, never answered with the first service's payment.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_services_with_one_method_name_do_not_share_answers() {
+    let idem = tenant_scope(Idem::new(idem::MemoryStore::new()));
+    let probe = Probe {
+        idem: idem.clone(),
+        effects: Arc::default(),
+        after_effect: Duration::ZERO,
+    };
+    let twin = Twin { idem };
+    let call = || {
+        let mut request = Request::new(payment("10.00"));
+        request
+            .metadata_mut()
+            .insert("idempotency-key", MetadataValue::from_static("k-twin"));
+        request
+            .metadata_mut()
+            .insert("x-tenant-id", MetadataValue::from_static("acme"));
+        request
+    };
+    let first = Payments::create_payment(&probe, call()).await.unwrap();
+    assert!(first.get_ref().payment_id.starts_with("pay_"));
+    let again = Payments::create_payment(&probe, call()).await.unwrap();
+    assert_eq!(again.get_ref().payment_id, first.get_ref().payment_id);
+    let other = Payments::create_payment(&twin, call()).await.unwrap_err();
+    assert_eq!(other.code(), Code::FailedPrecondition, "{other:?}");
+}

@@ -49,7 +49,21 @@ pub(crate) fn plan<'a>(
     check_durations(cx, args);
     let transaction = transaction(cx, args, sig, &form);
     let target = target(cx, args, sig, &form);
-    let inputs = inputs(cx, args, sig, &form, target.as_ref());
+    let mut inputs = inputs(cx, args, sig, &form, target.as_ref());
+    if let Form::Tonic(_) = form
+        && args.operation.get().is_none()
+    {
+        // The default operation, `module::method`, is shared by two services' methods of one
+        // name in one module: the service type is hashed with the message, so that one key
+        // sent to both is a `422`, never the other's answer. (Put into the operation instead,
+        // it would move every stored key to a new name on upgrade: a retry in flight then
+        // ran again, under a new operation id; hashed, it is refused.)
+        inputs.push(ast::Input {
+            name: syn::Ident::new("service", proc_macro2::Span::call_site()),
+            access: quote::quote!(::core::any::type_name::<Self>()),
+            ty: None,
+        });
+    }
 
     let key = match args.key.get() {
         Some(Some(source)) => Key::Source(source),
@@ -445,7 +459,7 @@ fn target(cx: &Ctxt, args: &Args, sig: &syn::Signature, form: &Form<'_>) -> Opti
         return Some(Target {
             ty: tonic.message.clone(),
             access: quote::quote!(#name.get_ref()),
-            name: None,
+            name: Some(syn::Ident::new("message", name.span())),
         });
     }
     let chosen = target_arg(cx, args, sig, form)?;
