@@ -679,3 +679,66 @@ async fn a_named_operation_hashes_the_path() {
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
     assert_eq!(hits.load(Ordering::SeqCst), 1);
 }
+
+// ---------------------------------------------------------------- replays as first answered
+
+/// A router answering `/enc` with compressed bytes (`content-encoding: gzip`, as a compression
+/// layer inside idem's would) and `/num` with a numeric business number.
+fn answering(config: HandlerConfig) -> Router {
+    let layer = IdempotencyLayer::new(Idem::new(MemoryStore::new()), Spec::new())
+        .global()
+        .config(config);
+    Router::new()
+        .route(
+            "/enc",
+            post(|| async {
+                (
+                    StatusCode::CREATED,
+                    [
+                        (CONTENT_TYPE, "application/json"),
+                        (axum::http::header::CONTENT_ENCODING, "gzip"),
+                    ],
+                    &b"\x1f\x8b\x08\x00compressed"[..],
+                )
+            }),
+        )
+        .route(
+            "/num",
+            post(|| async {
+                (
+                    StatusCode::CREATED,
+                    [(CONTENT_TYPE, "application/json")],
+                    r#"{"id":42,"note":"a long enough note"}"#,
+                )
+            }),
+        )
+        .layer(layer)
+}
+
+/// A replay carries the `content-encoding` of the first answer (its bytes are the compressed
+/// ones), and a business number rebuilt into a body (`suppress_only`, a truncated snapshot)
+/// keeps its JSON type: `{"id":42}`, not `{"id":"42"}`.
+#[tokio::test]
+async fn replays_read_as_the_first_answer() {
+    let app = answering(HandlerConfig::for_route());
+    let (s1, h1, b1) = send(&app, to("POST", "/enc", "k-enc", Some("{}"))).await;
+    assert_eq!(s1, StatusCode::CREATED);
+    let (s2, h2, b2) = send(&app, to("POST", "/enc", "k-enc", Some("{}"))).await;
+    assert_eq!(
+        (s2, &h2["idempotent-replayed"]),
+        (StatusCode::CREATED, &"true".parse().unwrap())
+    );
+    assert_eq!(h2["content-encoding"], h1["content-encoding"]);
+    assert_eq!(b2, b1);
+
+    let app = answering(HandlerConfig::for_route().contract(Contract::SuppressOnly));
+    send(&app, to("POST", "/num", "k-num", Some("{}"))).await;
+    let (s2, _, b2) = send(&app, to("POST", "/num", "k-num", Some("{}"))).await;
+    assert_eq!((s2, &b2[..]), (StatusCode::OK, &br#"{"id":42}"#[..]));
+
+    let app = answering(HandlerConfig::for_route().max_snapshot_bytes(16));
+    send(&app, to("POST", "/num", "k-big", Some("{}"))).await;
+    let (_, h2, b2) = send(&app, to("POST", "/num", "k-big", Some("{}"))).await;
+    assert_eq!(h2["idempotent-snapshot"], "truncated");
+    assert_eq!(b2, br#"{"id":42}"#);
+}

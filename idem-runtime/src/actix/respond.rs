@@ -14,7 +14,9 @@ use crate::engine::{Disposition, Idem, IdempotencyError, Settlement, biz_no_body
 use crate::store::{Record, RecordState};
 use crate::web::headers::{IDEMPOTENCY_STATUS, IDEMPOTENT_REPLAYED};
 use crate::web::invalid_body;
-use crate::web::snapshot::{SnapshotRules, Snapshotting, never_stored, snapshot_headers, storable};
+use crate::web::snapshot::{
+    SnapshotRules, Snapshotting, never_stored, snapshot_headers, storable, typed_biz_no,
+};
 
 /// `application/problem+json` with the problem's status; a numeric `retry_after` member is also
 /// sent as the `Retry-After` header. A `Problem` is an actix error: `Result<T, Problem>` is a
@@ -168,7 +170,10 @@ pub(crate) fn suppressed_replay(record: Record, field: &str) -> HttpResponse {
         (RecordState::Completed, Some(biz_no)) => {
             let mut resp = HttpResponse::Ok()
                 .content_type("application/json")
-                .body(biz_no_body(field, biz_no));
+                .body(biz_no_body(
+                    field,
+                    typed_biz_no(&record.body, field, biz_no),
+                ));
             mark_replayed(&mut resp);
             resp
         }
@@ -207,12 +212,13 @@ pub(crate) async fn settle<H: AsRef<str>>(
             (Settlement::Abandon, rejoin(prefix, None, Some(error)))
         }
         Captured::Over { prefix, rest } => {
-            let early = biz_no.or_else(|| {
-                let read = read_ahead.then(|| prefix.concat())?;
-                snapshot.biz_no_in_body(&read)
-            });
+            let read = prefix.concat();
+            let early = biz_no.or_else(|| read_ahead.then(|| snapshot.biz_no_in_body(&read))?);
             match early {
-                Some(biz_no) => (snapshot.truncated(biz_no), rejoin(prefix, Some(rest), None)),
+                Some(biz_no) => (
+                    snapshot.truncated(biz_no, &read),
+                    rejoin(prefix, Some(rest), None),
+                ),
                 None => match read_rest(prefix, rest).await {
                     Ok(bytes) => (snapshot.whole(&bytes, None), BoxBody::new(bytes)),
                     Err(Captured::Failed { prefix, error }) => {

@@ -100,25 +100,26 @@ impl<T: Snapshot + ?Sized> Snapshot for std::sync::Arc<T> {
     }
 }
 
-/// The minimal JSON object `{"<field>": "<biz_no>"}` of a `suppress_only` replay.
+/// The minimal JSON object `{"<field>": <biz_no>}` of a `suppress_only` replay, the business
+/// number with the JSON type of the first answer (see `web::snapshot::typed_biz_no`).
 #[cfg(any(feature = "axum", feature = "actix"))]
-pub(crate) fn biz_no_body(field: &str, biz_no: &str) -> Vec<u8> {
+pub(crate) fn biz_no_body(field: &str, biz_no: serde_json::Value) -> Vec<u8> {
     key_fields_body(field, biz_no, &[])
 }
 
 /// The body stored for a snapshot over the size limit (S12): the key fields and the business
-/// number, `{"<key>": .., "<field>": "<biz_no>"}`.
+/// number, `{"<key>": .., "<field>": <biz_no>}`.
 #[cfg(any(feature = "axum", feature = "actix"))]
 pub(crate) fn key_fields_body(
     field: &str,
-    biz_no: &str,
+    biz_no: serde_json::Value,
     key_fields: &[(&'static str, serde_json::Value)],
 ) -> Vec<u8> {
     let mut map = serde_json::Map::new();
     for (name, value) in key_fields {
         map.insert((*name).to_owned(), value.clone());
     }
-    map.insert(field.to_owned(), biz_no.into());
+    map.insert(field.to_owned(), biz_no);
     serde_json::to_vec(&map).unwrap_or_else(|_| b"{}".to_vec())
 }
 

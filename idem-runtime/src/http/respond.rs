@@ -13,7 +13,7 @@ use crate::engine::{Disposition, IdempotencyError, Settlement, biz_no_body};
 use crate::store::{Record, RecordState};
 use crate::web::headers::{IDEMPOTENCY_STATUS, IDEMPOTENT_REPLAYED};
 pub(crate) use crate::web::snapshot::SnapshotRules;
-use crate::web::snapshot::{Snapshotting, never_stored, snapshot_headers, storable};
+use crate::web::snapshot::{Snapshotting, never_stored, snapshot_headers, storable, typed_biz_no};
 
 /// `application/problem+json` with the problem's status; a numeric `retry_after` member (whole
 /// seconds) is also sent as the `Retry-After` header, so a client or proxy that reads only
@@ -110,7 +110,7 @@ pub(crate) fn suppressed_replay(record: Record, field: &str) -> Response {
         (RecordState::Completed, Some(biz_no)) => {
             let mut resp = (
                 [(CONTENT_TYPE, HeaderValue::from_static("application/json"))],
-                biz_no_body(field, biz_no),
+                biz_no_body(field, typed_biz_no(&record.body, field, biz_no)),
             )
                 .into_response();
             mark_replayed(&mut resp);
@@ -158,17 +158,18 @@ pub(crate) async fn settle<H: AsRef<str>>(
             let resp = Response::from_parts(parts, rejoin(prefix, None, Some(error)));
             return (Settlement::Abandon, resp);
         }
-        Captured::Over { prefix, rest } => match biz_no.or_else(|| {
+        Captured::Over { prefix, rest } => {
             // At most the limit and one chunk: the part already read.
-            let read = read_ahead.then(|| concat(prefix.clone()))?;
-            snapshot.biz_no_in_body(&read)
-        }) {
-            Some(biz_no) => {
-                let resp = Response::from_parts(parts, rejoin(prefix, Some(rest), None));
-                return (snapshot.truncated(biz_no), resp);
+            let read = concat(prefix.clone());
+            let early = biz_no.or_else(|| read_ahead.then(|| snapshot.biz_no_in_body(&read))?);
+            match early {
+                Some(biz_no) => {
+                    let resp = Response::from_parts(parts, rejoin(prefix, Some(rest), None));
+                    return (snapshot.truncated(biz_no, &read), resp);
+                }
+                None => read_rest(prefix, rest).await,
             }
-            None => read_rest(prefix, rest).await,
-        },
+        }
     };
     // Over the limit and no business number known (nor, for the layer, in its first bytes): the
     // body was read whole.

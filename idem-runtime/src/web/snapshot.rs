@@ -7,10 +7,12 @@ use crate::engine::{Settlement, key_fields_body};
 pub(crate) use crate::engine::{never_stored, storable};
 use crate::store::{Completion, Outcome};
 
-/// Headers stored by default.
-pub(crate) const ALWAYS_STORED: &[&str] = &["content-type", "location"];
+/// Headers stored by default: what a client needs to read the body (`content-type`,
+/// `content-encoding`: a compression layer inside idem's gives it compressed bytes) and where
+/// the created resource is.
+pub(crate) const ALWAYS_STORED: &[&str] = &["content-type", "content-encoding", "location"];
 
-/// The whitelisted headers of a response: `content-type`, `location` and `extra`, minus
+/// The whitelisted headers of a response: `content-type`, `content-encoding`, `location` and `extra`, minus
 /// the headers never stored (`engine::snapshot::NEVER_STORED`).
 /// Each front passes its own header map as `(name, value)` pairs (names in lowercase).
 pub(crate) fn snapshot_headers<'a, H: AsRef<str>>(
@@ -70,15 +72,17 @@ impl<H> Snapshotting<'_, '_, H> {
         if bytes.len() > self.rules.limit
             && let Some(biz_no) = biz_no
         {
-            return self.truncated(biz_no);
+            return self.truncated(biz_no, bytes);
         }
         self.store(bytes.to_vec(), biz_no)
     }
 
     /// A body over the limit, stored as the business number and the key fields (S12), marked
-    /// `Idempotent-Snapshot: truncated`.
-    pub(crate) fn truncated(mut self, biz_no: String) -> Settlement {
-        let body = key_fields_body(self.rules.biz_no_field, &biz_no, &self.rules.key_fields);
+    /// `Idempotent-Snapshot: truncated`. The business number keeps the JSON type it has in
+    /// `read`, the part of the body read (`{"id": 42}` stays a number).
+    pub(crate) fn truncated(mut self, biz_no: String, read: &[u8]) -> Settlement {
+        let typed = typed_biz_no(read, self.rules.biz_no_field, &biz_no);
+        let body = key_fields_body(self.rules.biz_no_field, typed, &self.rules.key_fields);
         self.headers = truncated_headers(core::mem::take(&mut self.headers));
         self.store(body, Some(biz_no))
     }
@@ -95,9 +99,10 @@ impl<H> Snapshotting<'_, '_, H> {
     }
 }
 
-/// The headers of a truncated snapshot: JSON content type, and the marker header.
+/// The headers of a truncated snapshot: JSON content type, no content encoding (the stored body
+/// is idem's own JSON), and the marker header.
 pub(crate) fn truncated_headers(mut headers: Vec<(String, Vec<u8>)>) -> Vec<(String, Vec<u8>)> {
-    headers.retain(|(n, _)| n != "content-type");
+    headers.retain(|(n, _)| n != "content-type" && n != "content-encoding");
     headers.push(("content-type".to_owned(), b"application/json".to_vec()));
     headers.push((IDEMPOTENT_SNAPSHOT.to_owned(), b"truncated".to_vec()));
     headers
@@ -109,6 +114,15 @@ pub(crate) fn truncated_headers(mut headers: Vec<(String, Vec<u8>)>) -> Vec<(Str
 /// follows. Nothing but that value is kept in memory (other members are skipped, not parsed into
 /// a tree).
 pub(crate) fn biz_no_in_json(body: &[u8], field: &str) -> Option<String> {
+    biz_no_member(body, field)
+        .as_ref()
+        .map(member_text)
+        .and_then(storable)
+}
+
+/// The member `field` of a JSON object `body` (or of its start), a string or a number, as
+/// written.
+fn biz_no_member(body: &[u8], field: &str) -> Option<serde_json::Value> {
     use serde::Deserializer as _;
     let mut found = None;
     let mut de = serde_json::Deserializer::from_slice(body);
@@ -118,13 +132,32 @@ pub(crate) fn biz_no_in_json(body: &[u8], field: &str) -> Option<String> {
         field,
         found: &mut found,
     });
-    found.and_then(storable)
+    found
+}
+
+/// The text of a business number member: a string as it is, a number as serde_json prints it.
+fn member_text(value: &serde_json::Value) -> String {
+    match value {
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// `biz_no` with the JSON type the first answer gave it: the member `field` of the JSON object
+/// `body` when it reads as `biz_no` (`{"id": 42}` rebuilds as `42`, not `"42"`, which a typed
+/// client could not read), a JSON string otherwise (no such member, a body that is no JSON —
+/// compressed, say — or another value).
+pub(crate) fn typed_biz_no(body: &[u8], field: &str, biz_no: &str) -> serde_json::Value {
+    match biz_no_member(body, field) {
+        Some(member) if member_text(&member) == biz_no => member,
+        _ => serde_json::Value::String(biz_no.to_owned()),
+    }
 }
 
 /// Looks for the member `field` among the members of a JSON object.
 struct FindMember<'a> {
     field: &'a str,
-    found: &'a mut Option<String>,
+    found: &'a mut Option<serde_json::Value>,
 }
 
 impl<'de> serde::de::Visitor<'de> for FindMember<'_> {
@@ -141,13 +174,12 @@ impl<'de> serde::de::Visitor<'de> for FindMember<'_> {
                 continue;
             }
             *self.found = match map.next_value::<serde_json::Value>()? {
-                serde_json::Value::String(s) => Some(s),
+                s @ serde_json::Value::String(_) => Some(s),
                 // A number ends where the input does, which may be a cut through its digits:
                 // trusted only once what follows it (the next name, or the object's end) is read.
-                serde_json::Value::Number(n) => map
-                    .next_key::<serde::de::IgnoredAny>()
-                    .ok()
-                    .map(|_| n.to_string()),
+                n @ serde_json::Value::Number(_) => {
+                    map.next_key::<serde::de::IgnoredAny>().ok().map(|_| n)
+                }
                 _ => None,
             };
             return Err(serde::de::Error::custom("the business number is read"));
@@ -158,7 +190,33 @@ impl<'de> serde::de::Visitor<'de> for FindMember<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::biz_no_in_json;
+    use super::{biz_no_in_json, truncated_headers, typed_biz_no};
+
+    #[test]
+    fn a_truncated_snapshot_is_plain_json() {
+        let headers = vec![
+            ("content-type".to_owned(), b"text/csv".to_vec()),
+            ("content-encoding".to_owned(), b"gzip".to_vec()),
+            ("location".to_owned(), b"/p/1".to_vec()),
+        ];
+        let names: Vec<String> = truncated_headers(headers)
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect();
+        assert_eq!(names, ["location", "content-type", "idempotent-snapshot"]);
+    }
+
+    #[test]
+    fn a_rebuilt_business_number_keeps_its_json_type() {
+        use serde_json::json;
+        assert_eq!(typed_biz_no(br#"{"id":42,"a":1}"#, "id", "42"), json!(42));
+        assert_eq!(typed_biz_no(br#"{"id":"42"}"#, "id", "42"), json!("42"));
+        assert_eq!(typed_biz_no(br#"{"id":1.50}"#, "id", "1.5"), json!(1.5));
+        // Another value, no member, or no JSON: a string.
+        assert_eq!(typed_biz_no(br#"{"id":7}"#, "id", "42"), json!("42"));
+        assert_eq!(typed_biz_no(br#"{"x":42}"#, "id", "42"), json!("42"));
+        assert_eq!(typed_biz_no(b"\x1f\x8b\x08", "id", "42"), json!("42"));
+    }
 
     #[test]
     fn business_number_of_a_json_body() {
