@@ -742,3 +742,45 @@ async fn replays_read_as_the_first_answer() {
     assert_eq!(h2["idempotent-snapshot"], "truncated");
     assert_eq!(b2, br#"{"id":42}"#);
 }
+
+/// What the inner service's extractor refuses (`415` without a JSON content type, `413` over
+/// its body limit) is not stored, even under `exact_replay`: the corrected retry with the same
+/// key runs.
+#[tokio::test]
+async fn an_inner_refusal_is_not_stored() {
+    let hits = Arc::new(AtomicUsize::new(0));
+    let handler = {
+        let hits = hits.clone();
+        move |axum::Json(body): axum::Json<serde_json::Value>| {
+            let hits = hits.clone();
+            async move {
+                let n = hits.fetch_add(1, Ordering::SeqCst) + 1;
+                (
+                    StatusCode::CREATED,
+                    axum::Json(serde_json::json!({"id": n, "of": body})),
+                )
+            }
+        }
+    };
+    let layer = IdempotencyLayer::new(Idem::new(MemoryStore::new()), Spec::new()).global();
+    let app = Router::new()
+        .route("/p", post(handler))
+        .layer(axum::extract::DefaultBodyLimit::max(64))
+        .layer(layer);
+    let untyped = Request::post("/p")
+        .header("idempotency-key", "k-415")
+        .body(Body::from(r#"{"a":1}"#))
+        .unwrap();
+    let (status, _, _) = send(&app, untyped).await;
+    assert_eq!(status, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    let (status, headers, _) = send(&app, to("POST", "/p", "k-415", Some(r#"{"a":1}"#))).await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert!(headers.get("idempotent-replayed").is_none());
+
+    let big = format!(r#"{{"a":"{}"}}"#, "x".repeat(100));
+    let (status, _, _) = send(&app, to("POST", "/p", "k-413", Some(&big))).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+    let (status, _, _) = send(&app, to("POST", "/p", "k-413", Some(r#"{"a":2}"#))).await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert_eq!(hits.load(Ordering::SeqCst), 2);
+}
