@@ -132,6 +132,41 @@ pub(crate) fn parse_crate_value(
     }
 }
 
+/// Both sides of `rename = ".."` (the same name) / `rename(serialize = "..", deserialize =
+/// "..")`: `(serialize, deserialize)`.
+pub(crate) fn parse_rename_sides(
+    meta: &ParseNestedMeta<'_>,
+) -> syn::Result<(Option<String>, Option<String>)> {
+    if meta.input.peek(Token![=]) {
+        let lit: LitStr = meta.value()?.parse()?;
+        return Ok((Some(lit.value()), Some(lit.value())));
+    }
+    let (mut serialize, mut deserialize) = (None, None);
+    meta.parse_nested_meta(|inner| {
+        if inner.path == SERIALIZE {
+            serialize = Some(inner.value()?.parse::<LitStr>()?.value());
+        } else if inner.path == DESERIALIZE {
+            deserialize = Some(inner.value()?.parse::<LitStr>()?.value());
+        } else {
+            skip_value(&inner)?;
+        }
+        Ok(())
+    })?;
+    Ok((serialize, deserialize))
+}
+
+/// Both sides of `rename_all = ".."` / `rename_all(serialize = "..", deserialize = "..")`.
+pub(crate) fn parse_rename_rules(
+    meta: &ParseNestedMeta<'_>,
+) -> syn::Result<(RenameRule, RenameRule)> {
+    let (serialize, deserialize) = parse_rename_sides(meta)?;
+    let rule = |name: Option<String>| {
+        name.and_then(|n| RenameRule::from_name(&n))
+            .unwrap_or(RenameRule::None)
+    };
+    Ok((rule(serialize), rule(deserialize)))
+}
+
 /// The serialize-side name of `rename = ".."` / `rename(serialize = "..")`.
 pub(crate) fn parse_serialize_name(meta: &ParseNestedMeta<'_>) -> syn::Result<Option<String>> {
     Ok(parse_serialize_str(meta)?.map(|lit| lit.value()))

@@ -76,6 +76,13 @@ pub fn enum_spec<const N: usize>(variants: [(&str, Option<ValueSpec>); N]) -> Va
 // ---- `#[idempotent]` (docs/design/idempotent-interface.md) ----
 pub use core::time::Duration;
 
+/// The canonical text `write` writes: the default of a field, for `Spec::default_value`.
+pub fn canonical_text(write: impl FnOnce(&mut CanonicalWriter<'_>)) -> String {
+    let mut out = Vec::new();
+    write(&mut CanonicalWriter::new(&mut out));
+    String::from_utf8(out).unwrap_or_default()
+}
+
 #[cfg(any(feature = "axum", feature = "actix", feature = "tonic"))]
 pub use crate::engine::call::{Call, Latest, Mode, Stored};
 pub use crate::engine::{

@@ -390,36 +390,6 @@ fn newtype_tuple_unit_and_transparent_structs_serialize_like_serde() {
 }
 
 #[derive(Fingerprint, Serialize)]
-struct Range(
-    u32,
-    #[serde(skip_serializing_if = "Option::is_none")] Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")] Option<u32>,
-);
-
-#[derive(Fingerprint, Serialize)]
-struct WithRange {
-    range: Range,
-}
-
-#[test]
-fn tuple_elements_follow_skip_serializing_if() {
-    assert_eq!(Range(1, None, Some(3)).canonical_json(), "[1,3]");
-    assert_eq!(Range(1, Some(2), None).canonical_json(), "[1,2]");
-    assert_canonical(
-        &WithRange {
-            range: Range(1, None, None),
-        },
-        r#"{"range":[1]}"#,
-    );
-    assert_canonical(
-        &WithRange {
-            range: Range(1, Some(2), Some(3)),
-        },
-        r#"{"range":[1,2,3]}"#,
-    );
-}
-
-#[derive(Fingerprint, Serialize)]
 struct Generic<'a, T> {
     items: Vec<T>,
     label: &'a str,

@@ -44,7 +44,7 @@ struct Line {
     qty: u16,
     price: Decimal,
     discount: Option<Decimal>,
-    attributes: BTreeMap<String, Option<String>>,
+    attributes: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, Fingerprint, Serialize)]
@@ -74,7 +74,7 @@ fn line() -> impl Strategy<Value = Line> {
         any::<u16>(),
         decimal(),
         proptest::option::of(decimal()),
-        proptest::collection::btree_map(text(), proptest::option::of(text()), 0..4),
+        proptest::collection::btree_map(text(), text(), 0..4),
     )
         .prop_map(|(sku, qty, price, discount, attributes)| Line {
             sku,
@@ -172,4 +172,125 @@ proptest! {
         other.order_id = order.order_id.wrapping_add(bump);
         prop_assert_ne!(order.fingerprint(), other.fingerprint());
     }
+}
+
+// ---------------------------------------------------------------- the client's bodies
+
+/// The spec the layer and the actix middleware take from a derived type
+/// (`IdempotencyLayer::for_type::<T>()`).
+fn spec_of<T: Fingerprint>() -> idem::json::Spec {
+    match T::value_spec() {
+        ValueSpec::Object(spec) => spec,
+        other => panic!("not an object: {other:?}"),
+    }
+}
+
+/// The differential test: each body, as a client sends it, hashes on the layer's raw path
+/// (strictly: unknown members refused) exactly as the handler's deserialized value does on
+/// the derive's path — and bodies the handler tells apart hash apart.
+fn same_on_both_paths<T>(bodies: &[&str])
+where
+    T: Fingerprint + serde::de::DeserializeOwned,
+{
+    let spec = spec_of::<T>();
+    let strict = idem::json::Canonicalizer::new().deny_unknown_fields(true);
+    for body in bodies {
+        let typed: T = serde_json::from_str(body).unwrap_or_else(|e| panic!("{body}: {e}"));
+        let raw = strict
+            .fingerprint_slice(body.as_bytes(), &spec)
+            .unwrap_or_else(|e| panic!("{body}: {e}"));
+        assert_eq!(
+            raw,
+            typed.fingerprint(),
+            "{body}: raw {:?} vs typed {}",
+            idem::json::canonicalize_slice(body.as_bytes(), &spec),
+            typed.canonical_json()
+        );
+    }
+}
+
+#[derive(serde::Deserialize, Fingerprint)]
+#[serde(deny_unknown_fields)]
+struct Aliased {
+    #[serde(alias = "amt")]
+    amount: u64,
+    #[serde(rename(deserialize = "cur"))]
+    currency: String,
+    #[fingerprint(skip)]
+    #[serde(default)]
+    trace: Option<String>,
+}
+
+#[derive(serde::Deserialize, Fingerprint)]
+#[serde(rename_all(deserialize = "camelCase"))]
+struct CamelIn {
+    amount_minor: u64,
+    customer_id: String,
+}
+
+fn eur() -> String {
+    "EUR".to_owned()
+}
+
+#[derive(serde::Deserialize, Fingerprint)]
+struct Defaults {
+    amount: u64,
+    #[serde(default = "eur")]
+    currency: String,
+    #[serde(default)]
+    tags: Vec<String>,
+    #[serde(skip_deserializing)]
+    region: String,
+}
+
+#[derive(serde::Deserialize, Fingerprint, Default)]
+#[serde(default)]
+struct AllDefault {
+    amount: u64,
+    currency: String,
+}
+
+#[test]
+fn serde_attributes_read_the_same_on_both_paths() {
+    same_on_both_paths::<Aliased>(&[
+        r#"{"amount":5,"cur":"EUR"}"#,
+        r#"{"amt":5,"cur":"EUR"}"#,
+        r#"{"amt":6,"cur":"EUR","trace":"t-1"}"#,
+    ]);
+    same_on_both_paths::<CamelIn>(&[
+        r#"{"amountMinor":5,"customerId":"c1"}"#,
+        r#"{"amountMinor":700,"customerId":"c1"}"#,
+    ]);
+    same_on_both_paths::<Defaults>(&[
+        r#"{"amount":1}"#,
+        r#"{"amount":1,"currency":"EUR"}"#,
+        r#"{"amount":1,"currency":"USD","tags":["a"]}"#,
+        r#"{"amount":1,"region":"ignored"}"#,
+    ]);
+    same_on_both_paths::<AllDefault>(&[r#"{}"#, r#"{"amount":3}"#, r#"{"currency":"EUR"}"#]);
+
+    // What the handler tells apart, the raw path tells apart: an alias is the member itself.
+    let spec = spec_of::<Aliased>();
+    let hash = |body: &str| idem::json::fingerprint_slice(body.as_bytes(), &spec).unwrap();
+    assert_ne!(
+        hash(r#"{"amt":5,"cur":"EUR"}"#),
+        hash(r#"{"amt":6,"cur":"EUR"}"#)
+    );
+    assert_eq!(
+        hash(r#"{"amt":5,"cur":"EUR"}"#),
+        hash(r#"{"amount":5,"cur":"EUR"}"#)
+    );
+    // Both names at once: serde refuses the body, and so does the raw path.
+    assert!(idem::json::fingerprint_slice(br#"{"amt":5,"amount":5,"cur":"E"}"#, &spec).is_err());
+    // A default is the member itself, on both paths.
+    let spec = spec_of::<Defaults>();
+    let hash = |body: &str| idem::json::fingerprint_slice(body.as_bytes(), &spec).unwrap();
+    assert_eq!(
+        hash(r#"{"amount":1}"#),
+        hash(r#"{"amount":1,"currency":"EUR"}"#)
+    );
+    assert_ne!(
+        hash(r#"{"amount":1}"#),
+        hash(r#"{"amount":1,"currency":"USD"}"#)
+    );
 }

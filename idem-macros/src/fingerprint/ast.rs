@@ -51,6 +51,9 @@ pub(crate) struct Field<'a> {
     pub(crate) index: usize,
     /// The serialized member name (named fields only).
     pub(crate) wire: String,
+    /// The member names a client may send the field under besides `wire` (serde's
+    /// deserialize-side name and aliases), for the run-time spec.
+    pub(crate) inputs: Vec<String>,
     pub(crate) ty: &'a syn::Type,
     pub(crate) attrs: attr::Field,
     pub(crate) original: &'a syn::Field,
@@ -87,7 +90,7 @@ impl<'a> Container<'a> {
             syn::Data::Struct(data) => {
                 let (style, mut fields) = fields_from_ast(cx, &data.fields);
                 for field in &mut fields {
-                    field.rename_by(attrs.rename_all);
+                    field.rename_by(attrs.rename_all, attrs.rename_all_de);
                 }
                 Data::Struct(style, fields)
             }
@@ -141,7 +144,7 @@ impl<'a> Variant<'a> {
         let (style, mut fields) = fields_from_ast(cx, &variant.fields);
         let field_rule = attrs.rename_all.or(container.rename_all_fields);
         for field in &mut fields {
-            field.rename_by(field_rule);
+            field.rename_by(field_rule, field_rule);
         }
         let rule = match attrs.proto {
             // prost-build names a oneof variant after its field, in UpperCamelCase: the member
@@ -207,12 +210,23 @@ impl Field<'_> {
         self.original.ident.as_ref().map(|i| i.unraw().to_string())
     }
 
-    fn rename_by(&mut self, rule: crate::case::RenameRule) {
+    /// Names the field: `wire` by the serialize-side `rename` or `rule`, `inputs` by the
+    /// deserialize-side ones (`de_rule`) and the aliases.
+    fn rename_by(&mut self, rule: crate::case::RenameRule, de_rule: crate::case::RenameRule) {
         if let Some(name) = self.rust_name() {
             self.wire = match &self.attrs.rename {
                 Some(renamed) => renamed.clone(),
                 None => rule.apply_to_field(&name),
             };
+            let de = match &self.attrs.rename_de {
+                Some(renamed) => renamed.clone(),
+                None => de_rule.apply_to_field(&name),
+            };
+            let mut inputs = vec![de];
+            inputs.extend(self.attrs.aliases.iter().cloned());
+            inputs.retain(|n| *n != self.wire);
+            inputs.dedup();
+            self.inputs = inputs;
         }
     }
 }
@@ -242,6 +256,7 @@ fn fields_vec<'a>(cx: &Ctxt, fields: &'a Punctuated<syn::Field, syn::Token![,]>)
             },
             index,
             wire: String::new(),
+            inputs: Vec::new(),
             ty: &field.ty,
             attrs: attr::Field::from_ast(cx, field),
             original: field,

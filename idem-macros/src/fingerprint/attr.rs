@@ -9,8 +9,8 @@ use syn::{LitStr, Token};
 
 use super::proto::{self, Proto};
 use crate::attr::{
-    for_each_meta, for_each_serde_meta, parse_crate_value, parse_rename_rule, parse_serialize_name,
-    path_text, skip_value,
+    for_each_meta, for_each_serde_meta, parse_crate_value, parse_rename_rule, parse_rename_rules,
+    parse_rename_sides, parse_serialize_name, path_text, skip_value,
 };
 use crate::case::RenameRule;
 use crate::ctxt::Ctxt;
@@ -56,6 +56,10 @@ pub(crate) struct Container {
     pub(crate) krate: Option<syn::Path>,
     /// `#[serde(rename_all = "..")]` (serialize side).
     pub(crate) rename_all: RenameRule,
+    /// `#[serde(rename_all = "..")]` (deserialize side).
+    pub(crate) rename_all_de: RenameRule,
+    /// `#[serde(default)]` / `#[serde(default = "path")]` on the struct.
+    pub(crate) default: Option<SerdeDefault>,
     /// `#[serde(rename_all_fields = "..")]` (serialize side).
     pub(crate) rename_all_fields: RenameRule,
     /// The first of `#[serde(tag)]`, `#[serde(content)]`, `#[serde(untagged)]`.
@@ -76,6 +80,14 @@ pub(crate) struct Variant {
     pub(crate) proto: Option<Proto>,
 }
 
+/// serde's `default`: the value a field takes when the input has no member for it.
+pub(crate) enum SerdeDefault {
+    /// `#[serde(default)]`: `Default::default()`.
+    Trait,
+    /// `#[serde(default = "path")]`.
+    Path(syn::ExprPath),
+}
+
 /// `#[fingerprint(..)]` and `#[serde(..)]` on a field.
 pub(crate) struct Field {
     /// The options given, in order of appearance, each at most once.
@@ -84,6 +96,14 @@ pub(crate) struct Field {
     pub(crate) with: Option<syn::ExprPath>,
     /// `#[serde(rename = "..")]` (serialize side).
     pub(crate) rename: Option<String>,
+    /// `#[serde(rename = "..")]` (deserialize side).
+    pub(crate) rename_de: Option<String>,
+    /// `#[serde(alias = "..")]`, each.
+    pub(crate) aliases: Vec<String>,
+    /// `#[serde(default)]` / `#[serde(default = "path")]`.
+    pub(crate) default: Option<SerdeDefault>,
+    /// `#[serde(skip_deserializing)]` (or `skip`): never read from the input.
+    pub(crate) skip_deserializing: bool,
     /// `#[serde(skip)]` or `#[serde(skip_serializing)]`.
     pub(crate) serde_skip: Option<TokenStream>,
     /// `#[serde(skip_serializing_if = "path")]`.
@@ -134,13 +154,17 @@ impl Container {
         let mut attrs = Container {
             krate: krate.map(|(_, p)| p),
             rename_all: RenameRule::None,
+            rename_all_de: RenameRule::None,
+            default: None,
             rename_all_fields: RenameRule::None,
             representation: None,
             transparent: None,
         };
         for_each_serde_meta(&item.attrs, |meta| {
             if meta.path == RENAME_ALL {
-                attrs.rename_all = parse_rename_rule(meta)?;
+                (attrs.rename_all, attrs.rename_all_de) = parse_rename_rules(meta)?;
+            } else if meta.path == DEFAULT {
+                attrs.default = Some(parse_default(meta)?);
             } else if meta.path == RENAME_ALL_FIELDS {
                 attrs.rename_all_fields = parse_rename_rule(meta)?;
             } else if meta.path == TRANSPARENT {
@@ -210,6 +234,10 @@ impl Field {
             keys: Vec::new(),
             with: None,
             rename: None,
+            rename_de: None,
+            aliases: Vec::new(),
+            default: None,
+            skip_deserializing: false,
             serde_skip: None,
             skip_serializing_if: None,
             flatten: None,
@@ -254,8 +282,18 @@ impl Field {
         attrs.malformed = malformed || !well_formed;
         for_each_serde_meta(field_attrs, |meta| {
             if meta.path == RENAME {
-                attrs.rename = parse_serialize_name(meta)?.or(attrs.rename.take());
+                let (serialize, deserialize) = parse_rename_sides(meta)?;
+                attrs.rename = serialize.or(attrs.rename.take());
+                attrs.rename_de = deserialize.or(attrs.rename_de.take());
+            } else if meta.path == ALIAS {
+                let lit: LitStr = meta.value()?.parse()?;
+                attrs.aliases.push(lit.value());
+            } else if meta.path == DEFAULT {
+                attrs.default = Some(parse_default(meta)?);
+            } else if meta.path == SKIP_DESERIALIZING {
+                attrs.skip_deserializing = true;
             } else if meta.path == SKIP || meta.path == SKIP_SERIALIZING {
+                attrs.skip_deserializing |= meta.path == SKIP;
                 attrs.serde_skip = Some(meta.path.to_token_stream());
             } else if meta.path == SKIP_SERIALIZING_IF {
                 let lit: LitStr = meta.value()?.parse()?;
@@ -269,6 +307,15 @@ impl Field {
         });
         attrs
     }
+}
+
+/// `default` or `default = "path"`.
+fn parse_default(meta: &ParseNestedMeta<'_>) -> syn::Result<SerdeDefault> {
+    if meta.input.peek(Token![=]) {
+        let lit: LitStr = meta.value()?.parse()?;
+        return Ok(SerdeDefault::Path(lit.parse()?));
+    }
+    Ok(SerdeDefault::Trait)
 }
 
 /// [`for_each_meta`] over the `#[fingerprint(..)]` attributes.

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use quote::ToTokens;
 
-use super::ast::{Container, Data, Field, Kind, Style, Variant};
+use super::ast::{Container, Data, Field, Kind, Style, Variant, Writer};
 use super::attr::Key;
 use super::proto::ProtoKind;
 use super::types::find_float;
@@ -82,6 +82,7 @@ enum Shape {
 fn check_fields(cx: &Ctxt, style: Style, fields: &[Field<'_>], shape: Shape) {
     for field in fields {
         check_flatten(cx, field);
+        check_nulls(cx, field, style);
         check_contradictions(cx, field);
         if style == Style::Struct {
             check_env_name(cx, field);
@@ -103,6 +104,65 @@ fn check_flatten(cx: &Ctxt, field: &Field<'_>) {
             "`#[serde(flatten)]` is not supported by `#[derive(Fingerprint)]`: nest the struct as a field, or list its fields in this struct",
         );
     }
+}
+
+/// Values the handler tells apart that the canonical form writes alike, refused rather than
+/// collapsed (an absent member and `null` are one in the canonical form; an element left out of
+/// an array shifts the others): a key reused with "clear" after "leave alone" would replay.
+fn check_nulls(cx: &Ctxt, field: &Field<'_>, style: Style) {
+    if field.kind() != Kind::Hashed || !matches!(field.writer(), Writer::Canonical) {
+        return;
+    }
+    if let Some(inner) = generic_arg(field.ty, &["Option"], 0)
+        && generic_arg(inner, &["Option"], 0).is_some()
+    {
+        cx.error_spanned_by(
+            field.ty,
+            "`Option<Option<T>>` tells an absent member (leave alone) from `null` (clear), and the fingerprint writes both alike: a key reused with one after the other would be replayed the first answer; use an enum such as `enum Patch<T> { Keep, Clear, Set(T) }` that derives `Fingerprint`, or write the field with `#[fingerprint(with = path)]`",
+        );
+    }
+    for map in ["HashMap", "BTreeMap", "IndexMap"] {
+        if let Some(value) = generic_arg(field.ty, &[map], 1)
+            && generic_arg(value, &["Option"], 0).is_some()
+        {
+            cx.error_spanned_by(
+                field.ty,
+                format!(
+                    "a `{map}` whose values are `Option` tells `{{\"k\": null}}` (remove k) from `{{}}`, and the fingerprint omits null members: a key reused with one after the other would be replayed the first answer; make the values an enum that derives `Fingerprint` (`Remove`, `Set(V)`), or write the field with `#[fingerprint(with = path)]`"
+                ),
+            );
+        }
+    }
+    if style != Style::Struct
+        && let Some(path) = &field.attrs.skip_serializing_if
+    {
+        cx.error_spanned_by(
+            path,
+            "`skip_serializing_if` on an element of a tuple shifts the elements after it: `(Some(1), None)` and `(None, Some(1))` would both be `[1]`; name the fields, or remove `skip_serializing_if`",
+        );
+    }
+}
+
+/// The type argument `index` of `ty` when its last segment is one of `names` (`T` of
+/// `Option<T>`, `V` of `HashMap<K, V>`).
+fn generic_arg<'t>(ty: &'t syn::Type, names: &[&str], index: usize) -> Option<&'t syn::Type> {
+    let syn::Type::Path(p) = ty else {
+        return None;
+    };
+    let last = p.path.segments.last()?;
+    if !names.iter().any(|n| last.ident == n) {
+        return None;
+    }
+    let syn::PathArguments::AngleBracketed(args) = &last.arguments else {
+        return None;
+    };
+    args.args
+        .iter()
+        .filter_map(|a| match a {
+            syn::GenericArgument::Type(t) => Some(t),
+            _ => None,
+        })
+        .nth(index)
 }
 
 /// Pairs of options that cannot be combined, and why.

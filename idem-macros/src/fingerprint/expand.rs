@@ -140,7 +140,7 @@ fn canonical_body(cont: &Container<'_>, p: &Paths) -> TokenStream {
         Data::Struct(Style::Struct, fields) => (
             object(p, fields, &self_access, false),
             None,
-            object_spec(p, fields),
+            object_spec(p, fields, cont.attrs.default.as_ref()),
         ),
         Data::Struct(Style::Newtype, fields) => value_of(p, &fields[0], &self_access(&fields[0])),
         Data::Struct(Style::Tuple, fields) => {
@@ -286,7 +286,7 @@ fn binding(field: &Field<'_>) -> syn::Ident {
 }
 
 /// An expression, `true` when `value` is null (`None` for `with` fields: never null).
-fn null_check(p: &Paths, field: &Field<'_>, value: &TokenStream) -> Option<TokenStream> {
+pub(super) fn null_check(p: &Paths, field: &Field<'_>, value: &TokenStream) -> Option<TokenStream> {
     let f = match field.writer() {
         Writer::Canonical => qualified(p, field, "Canonical", "is_null"),
         Writer::Float => qualified(p, field, "FloatField", "is_null"),

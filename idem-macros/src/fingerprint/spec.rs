@@ -5,7 +5,10 @@ use proc_macro2::TokenStream;
 use quote::quote;
 
 use super::ast::{Field, Kind, Style, Variant, Writer, sorted_hashed};
+use super::attr::SerdeDefault;
+use super::expand::null_check;
 use super::paths::{Paths, qualified};
+use super::proto_expand::write_value;
 use super::proto_expand::{self, is_oneof, proto_of};
 
 /// The spec of one field's value, by how it is written.
@@ -31,8 +34,17 @@ pub(super) fn field_spec(p: &Paths, field: &Field<'_>) -> TokenStream {
     }
 }
 
-/// `.field(..)`/`.env(..)` whitelist of an object.
-pub(super) fn object_spec(p: &Paths, fields: &[Field<'_>]) -> TokenStream {
+/// `.field(..)`/`.env(..)` whitelist of an object, read as serde reads the input: every name a
+/// field is deserialized from (its deserialize-side name, its aliases) is an `.alias(..)` of the
+/// name the derive writes; those of fields not hashed, and of `skip_deserializing` ones, are
+/// known and ignored (`.env(..)`); a field absent from the input takes its `default`'s
+/// canonical text (`.default_value(..)`), since the deserialized value holds it. `container`
+/// is the struct's own `#[serde(default)]`, if any.
+pub(super) fn object_spec(
+    p: &Paths,
+    fields: &[Field<'_>],
+    container: Option<&SerdeDefault>,
+) -> TokenStream {
     let pv = &p.private;
     let hashed = sorted_hashed(fields);
     // A oneof's members are the variants' names, not the field's.
@@ -40,19 +52,77 @@ pub(super) fn object_spec(p: &Paths, fields: &[Field<'_>]) -> TokenStream {
         let ty = field.ty;
         quote!(let __idem_spec = <#ty as #pv::ProtoOneofField>::add_proto_members(__idem_spec);)
     });
-    let hashed = hashed.iter().filter(|f| !is_oneof(f)).map(|field| {
+    let mut steps = Vec::new();
+    for field in hashed.iter().filter(|f| !is_oneof(f)) {
         let name = &field.wire;
         let spec = field_spec(p, field);
-        quote!(.field(#name, #spec))
-    });
-    let env = fields.iter().filter(|f| f.kind() == Kind::Env).map(|f| {
-        let name = &f.wire;
-        quote!(.env(#name))
-    });
+        steps.push(quote!(let __idem_spec = __idem_spec.field(#name, #spec);));
+        if field.attrs.skip_deserializing {
+            for input in field.inputs.iter().chain([&field.wire]) {
+                steps.push(quote!(let __idem_spec = __idem_spec.env(#input);));
+            }
+        } else {
+            for input in &field.inputs {
+                steps.push(quote!(let __idem_spec = __idem_spec.alias(#input, #name);));
+            }
+        }
+        let default = match (&field.attrs.default, container) {
+            (Some(own), _) => Some(default_value(p, field, own, false)),
+            (None, Some(whole)) => Some(default_value(p, field, whole, true)),
+            (None, None) if field.attrs.skip_deserializing => {
+                Some(default_value(p, field, &SerdeDefault::Trait, false))
+            }
+            (None, None) => None,
+        };
+        if let Some(text) = default {
+            steps.push(quote! {
+                let __idem_spec = match #text {
+                    #pv::Some(__idem_text) => __idem_spec.default_value(#name, __idem_text),
+                    #pv::None => __idem_spec,
+                };
+            });
+        }
+    }
+    for field in fields.iter().filter(|f| f.kind() != Kind::Hashed) {
+        for input in field.inputs.iter().chain([&field.wire]) {
+            steps.push(quote!(let __idem_spec = __idem_spec.env(#input);));
+        }
+    }
     quote!({
-        let __idem_spec = #pv::Spec::new() #(#hashed)* #(#env)*;
+        let __idem_spec = #pv::Spec::new();
+        #(#steps)*
         #(#oneofs)*
         #pv::ValueSpec::Object(__idem_spec)
+    })
+}
+
+/// An expression of type `Option<String>`: the canonical text of `field`'s default value
+/// (`None` when it is null, as a member that is then omitted), written as the field is. `whole`:
+/// the default is the struct's, and the field's value is taken from it.
+fn default_value(p: &Paths, field: &Field<'_>, default: &SerdeDefault, whole: bool) -> TokenStream {
+    let pv = &p.private;
+    let ty = field.ty;
+    let member = &field.member;
+    let value = match (default, whole) {
+        (SerdeDefault::Trait, false) => quote!(<#ty as ::core::default::Default>::default()),
+        (SerdeDefault::Path(path), false) => quote!(#path()),
+        (SerdeDefault::Trait, true) => {
+            quote!(<Self as ::core::default::Default>::default().#member)
+        }
+        (SerdeDefault::Path(path), true) => {
+            quote!({ let __idem_whole: Self = #path(); __idem_whole.#member })
+        }
+    };
+    let access = quote!(&__idem_default);
+    let write = write_value(p, field, &access);
+    let is_null = null_check(p, field, &access).unwrap_or_else(|| quote!(false));
+    quote!({
+        let __idem_default: #ty = #value;
+        if #is_null {
+            #pv::None
+        } else {
+            #pv::Some(#pv::canonical_text(|__idem_w| { #write }))
+        }
     })
 }
 
@@ -82,7 +152,7 @@ pub(super) fn enum_spec(p: &Paths, variants: &[Variant<'_>]) -> TokenStream {
             Style::Newtype if variant.fields[0].kind() == Kind::Skipped => None,
             Style::Newtype => Some(field_spec(p, &variant.fields[0])),
             Style::Tuple => Some(array_spec(p, &variant.fields)),
-            Style::Struct => Some(object_spec(p, &variant.fields)),
+            Style::Struct => Some(object_spec(p, &variant.fields, None)),
         };
         match payload {
             Some(spec) => quote!((#name, #pv::Some(#spec))),

@@ -209,10 +209,13 @@ impl Rules {
         path: &Path<'_>,
         out: &mut Vec<u8>,
     ) -> Result {
+        if spec.reshapes() {
+            return self.reshaped_object(members, spec, path, out);
+        }
         let mut w = Members::open(out);
         for (name, value) in members {
             match spec.member(name) {
-                Member::Field(field) => {
+                Member::Field(_, field) => {
                     if let Node::Null = value {
                         continue;
                     }
@@ -227,6 +230,63 @@ impl Rules {
                     });
                 }
                 Member::Unknown => {}
+            }
+        }
+        out.push(b'}');
+        Ok(())
+    }
+
+    /// An object whose spec renames members (aliases) or adds absent ones (defaults): its
+    /// members are collected under their field names, the defaults of absent fields added, and
+    /// the whole sorted by name before it is written.
+    fn reshaped_object(
+        &self,
+        members: &[(std::borrow::Cow<'_, str>, Node<'_>)],
+        spec: &Spec,
+        path: &Path<'_>,
+        out: &mut Vec<u8>,
+    ) -> Result {
+        let mut fields: Vec<(&str, &str, Option<(&Node<'_>, &ValueSpec)>)> = Vec::new();
+        for (name, value) in members {
+            match spec.member(name) {
+                Member::Field(field, value_spec) => {
+                    if fields.iter().any(|(f, ..)| *f == field) {
+                        return Err(CanonicalError::DuplicateMember {
+                            path: path.render(),
+                            name: truncate(field),
+                        });
+                    }
+                    fields.push((field, name, Some((value, value_spec))));
+                }
+                Member::Env => {}
+                Member::Unknown if self.deny_unknown_fields => {
+                    return Err(CanonicalError::UnknownField {
+                        path: path.render(),
+                        name: truncate(name),
+                    });
+                }
+                Member::Unknown => {}
+            }
+        }
+        for (field, text) in &spec.defaults {
+            if !fields.iter().any(|(f, ..)| f == field) {
+                fields.push((field, text, None));
+            }
+        }
+        fields.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+        let mut w = Members::open(out);
+        for (field, name_or_text, value) in fields {
+            match value {
+                Some((Node::Null, _)) => {}
+                Some((value, value_spec)) => {
+                    w.name(out, field);
+                    self.value(value, value_spec, &Path::Member(path, name_or_text), out)?;
+                }
+                // A default: its canonical text, written by the derive.
+                None => {
+                    w.name(out, field);
+                    out.extend_from_slice(name_or_text.as_bytes());
+                }
             }
         }
         out.push(b'}');

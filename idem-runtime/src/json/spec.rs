@@ -154,11 +154,17 @@ pub struct VariantSpec {
 pub struct Spec {
     pub(crate) fields: Vec<(String, ValueSpec)>,
     pub(crate) env: Vec<String>,
+    /// Other input names of fields: `(input, field)`.
+    pub(crate) aliases: Vec<(String, String)>,
+    /// The canonical text of fields absent from the input: `(field, text)`.
+    pub(crate) defaults: Vec<(String, String)>,
 }
 
 /// What a [`Spec`] says about one member name.
 pub(crate) enum Member<'s> {
-    Field(&'s ValueSpec),
+    /// A whitelisted field, written under the field's name (the member's own, or the one it
+    /// is an alias of).
+    Field(&'s str, &'s ValueSpec),
     Env,
     Unknown,
 }
@@ -202,6 +208,49 @@ impl Spec {
         self
     }
 
+    /// Reads member `input` as field `field`: the other names a client may send it under
+    /// (serde's `alias`, `rename(deserialize = ..)`, `rename_all(deserialize = ..)`), hashed
+    /// under the field's own name, as `#[derive(Fingerprint)]` hashes the deserialized value.
+    /// A body with both names is refused (`duplicate_member`), as serde refuses it.
+    ///
+    /// ```
+    /// use idem_runtime::json::{Spec, ValueSpec, canonicalize_slice};
+    /// let spec = Spec::new().field("amount", ValueSpec::Decimal).alias("amt", "amount");
+    /// assert_eq!(canonicalize_slice(br#"{"amt":5.0}"#, &spec).unwrap(), r#"{"amount":5}"#);
+    /// assert!(canonicalize_slice(br#"{"amt":5,"amount":5}"#, &spec).is_err());
+    /// ```
+    #[must_use]
+    pub fn alias(mut self, input: impl Into<String>, field: impl Into<String>) -> Self {
+        self.aliases.push((input.into(), field.into()));
+        self
+    }
+
+    /// The canonical text field `name` takes when the input has no member for it (serde's
+    /// `default`: the deserialized value then holds the default, which the derive hashes).
+    ///
+    /// ```
+    /// use idem_runtime::json::{Spec, ValueSpec, canonicalize_slice};
+    /// let spec = Spec::new()
+    ///     .field("amount", ValueSpec::Any)
+    ///     .field("currency", ValueSpec::Any)
+    ///     .default_value("currency", r#""EUR""#);
+    /// assert_eq!(
+    ///     canonicalize_slice(br#"{"amount":1}"#, &spec).unwrap(),
+    ///     canonicalize_slice(br#"{"amount":1,"currency":"EUR"}"#, &spec).unwrap(),
+    /// );
+    /// ```
+    #[must_use]
+    pub fn default_value(mut self, name: impl Into<String>, canonical: impl Into<String>) -> Self {
+        self.defaults.push((name.into(), canonical.into()));
+        self
+    }
+
+    /// Whether members may be renamed or added ([`Spec::alias`], [`Spec::default_value`]):
+    /// the object is then collected and sorted before it is written.
+    pub(crate) fn reshapes(&self) -> bool {
+        !self.aliases.is_empty() || !self.defaults.is_empty()
+    }
+
     /// The whitelisted fields and their specs, in the order they were added.
     ///
     /// ```
@@ -229,8 +278,12 @@ impl Spec {
         if self.env.iter().any(|e| e == name) {
             return Member::Env;
         }
-        match self.fields.iter().rev().find(|(n, _)| n == name) {
-            Some((_, spec)) => Member::Field(spec),
+        let field = match self.aliases.iter().rev().find(|(input, _)| input == name) {
+            Some((_, field)) => field.as_str(),
+            None => name,
+        };
+        match self.fields.iter().rev().find(|(n, _)| n == field) {
+            Some((n, spec)) => Member::Field(n, spec),
             None => Member::Unknown,
         }
     }

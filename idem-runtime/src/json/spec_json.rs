@@ -1,7 +1,8 @@
 //! [`Spec`] ⇄ JSON (`docs/fingerprint.md`, "Spec format"):
 //!
 //! ```text
-//! spec       = { name: descriptor | "env", ... }
+//! spec       = { name: descriptor | "env" | {"alias": name}
+//!                     | {"default": {"spec": descriptor, "canonical": text}}, ... }
 //! descriptor = "any" | "decimal" | "base64" | "timestamp" | "date" | "uuid"
 //!            | {"array": descriptor} | {"tuple": [descriptor, ...]} | {"set": descriptor}
 //!            | {"map": descriptor}
@@ -26,7 +27,9 @@ const KINDS: &[&str] = &[
     "uuid",
     "env",
 ];
-const WRAPPERS: &[&str] = &["array", "tuple", "set", "map", "object", "enum"];
+const WRAPPERS: &[&str] = &[
+    "array", "tuple", "set", "map", "object", "enum", "alias", "default",
+];
 
 impl Spec {
     /// Reads a spec written as JSON: an object mapping member names to `"env"` or a descriptor
@@ -84,7 +87,20 @@ impl Serialize for Spec {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let mut map = serializer.serialize_map(None)?;
         for (name, spec) in self.effective_fields() {
-            map.serialize_entry(name, spec)?;
+            match self.defaults.iter().rev().find(|(n, _)| n == name) {
+                Some((_, canonical)) => {
+                    map.serialize_entry(name, &Defaulted { spec, canonical })?;
+                }
+                None => map.serialize_entry(name, spec)?,
+            }
+        }
+        for (i, (input, field)) in self.aliases.iter().enumerate() {
+            if !self.aliases[i + 1..]
+                .iter()
+                .any(|(later, _)| later == input)
+            {
+                map.serialize_entry(input, &Alias(field))?;
+            }
         }
         for (i, name) in self.env.iter().enumerate() {
             if !self.env[..i].contains(name) {
@@ -114,6 +130,36 @@ impl Serialize for ValueSpec {
     }
 }
 
+/// `{"alias": field}`.
+struct Alias<'a>(&'a str);
+
+impl Serialize for Alias<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        single(serializer, "alias", self.0)
+    }
+}
+
+/// `{"default": {"spec": descriptor, "canonical": text}}`.
+struct Defaulted<'a> {
+    spec: &'a ValueSpec,
+    canonical: &'a str,
+}
+
+impl Serialize for Defaulted<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        struct Inner<'b>(&'b Defaulted<'b>);
+        impl Serialize for Inner<'_> {
+            fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                let mut map = serializer.serialize_map(Some(2))?;
+                map.serialize_entry("spec", self.0.spec)?;
+                map.serialize_entry("canonical", self.0.canonical)?;
+                map.end()
+            }
+        }
+        single(serializer, "default", &Inner(self))
+    }
+}
+
 fn single<S: Serializer, T: Serialize + ?Sized>(
     serializer: S,
     key: &str,
@@ -140,6 +186,18 @@ impl Serialize for Variants<'_> {
 enum Descriptor {
     Env,
     Value(ValueSpec),
+    /// Another input name of a field.
+    Alias(String),
+    /// A field with the canonical text it takes when absent.
+    Defaulted(ValueSpec, String),
+}
+
+/// The inside of `{"default": {"spec": .., "canonical": ..}}`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DefaultedJson {
+    spec: ValueSpec,
+    canonical: String,
 }
 
 impl<'de> Deserialize<'de> for Spec {
@@ -162,6 +220,11 @@ impl<'de> Deserialize<'de> for Spec {
                     match map.next_value::<Descriptor>()? {
                         Descriptor::Env => spec.env.push(name.clone()),
                         Descriptor::Value(v) => spec.fields.push((name.clone(), v)),
+                        Descriptor::Alias(field) => spec.aliases.push((name.clone(), field)),
+                        Descriptor::Defaulted(v, canonical) => {
+                            spec.fields.push((name.clone(), v));
+                            spec.defaults.push((name.clone(), canonical));
+                        }
                     }
                     seen.push(name);
                 }
@@ -182,13 +245,14 @@ impl<'de> Deserialize<'de> for ValueSpec {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         match deserializer.deserialize_any(DescriptorVisitor { member: false })? {
             Descriptor::Value(v) => Ok(v),
-            Descriptor::Env => Err(de::Error::custom(ENV_NESTED)),
+            Descriptor::Env | Descriptor::Alias(_) | Descriptor::Defaulted(..) => {
+                Err(de::Error::custom(ENV_NESTED))
+            }
         }
     }
 }
 
-const ENV_NESTED: &str =
-    "`env` describes an object member, not a value: list it in the object's spec";
+const ENV_NESTED: &str = "`env`, `alias` and `default` describe an object member, not a value: list it in the object's spec";
 
 struct DescriptorVisitor {
     /// Whether `"env"` is allowed (object members only).
@@ -231,15 +295,30 @@ impl<'de> Visitor<'de> for DescriptorVisitor {
             "map" => ValueSpec::Map(Box::new(map.next_value()?)),
             "object" => ValueSpec::Object(map.next_value()?),
             "enum" => ValueSpec::Enum(map.next_value::<VariantList>()?.0),
+            "alias" | "default" if !self.member => return Err(de::Error::custom(ENV_NESTED)),
+            "alias" => {
+                let field = map.next_value::<String>()?;
+                return one_key(map, &key).map(|()| Descriptor::Alias(field));
+            }
+            "default" => {
+                let d = map.next_value::<DefaultedJson>()?;
+                return one_key(map, &key).map(|()| Descriptor::Defaulted(d.spec, d.canonical));
+            }
             other => return Err(de::Error::unknown_field(other, WRAPPERS)),
         };
-        if map.next_key::<de::IgnoredAny>()?.is_some() {
-            return Err(de::Error::custom(format_args!(
-                "a descriptor object has exactly one key; `{key}` came with others"
-            )));
-        }
+        one_key(map, &key)?;
         Ok(Descriptor::Value(spec))
     }
+}
+
+/// Errs when the descriptor object `map`, whose key `key` was read, has another.
+fn one_key<'de, A: MapAccess<'de>>(mut map: A, key: &str) -> Result<(), A::Error> {
+    if map.next_key::<de::IgnoredAny>()?.is_some() {
+        return Err(de::Error::custom(format_args!(
+            "a descriptor object has exactly one key; `{key}` came with others"
+        )));
+    }
+    Ok(())
 }
 
 struct VariantList(Vec<VariantSpec>);
@@ -273,6 +352,23 @@ impl<'de> Deserialize<'de> for VariantList {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn aliases_and_defaults_round_trip() {
+        let spec = Spec::new()
+            .field("amount", ValueSpec::Decimal)
+            .field("currency", ValueSpec::Any)
+            .alias("amt", "amount")
+            .default_value("currency", r#""EUR""#);
+        let json = spec.to_json_string();
+        assert_eq!(
+            json,
+            r#"{"amount":"decimal","currency":{"default":{"spec":"any","canonical":"\"EUR\""}},"amt":{"alias":"amount"}}"#
+        );
+        assert_eq!(Spec::from_json_str(&json).unwrap(), spec);
+        let nested = r#"{"a":{"array":{"alias":"b"}}}"#;
+        assert!(Spec::from_json_str(nested).is_err());
+    }
 
     #[test]
     fn every_descriptor_round_trips() {
@@ -311,7 +407,7 @@ mod tests {
     fn rejects_malformed_specs() {
         for (bad, hint) in [
             (r#"{"a":"decimals"}"#, "unknown variant `decimals`"),
-            (r#"{"a":{"array":"env"}}"#, "describes an object member"),
+            (r#"{"a":{"array":"env"}}"#, "describe an object member"),
             (r#"{"a":{"list":"any"}}"#, "unknown field `list`"),
             (r#"{"a":{"array":"any","set":"any"}}"#, "exactly one key"),
             (r#"{"a":{}}"#, "empty object"),
