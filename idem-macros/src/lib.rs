@@ -48,10 +48,17 @@ use proc_macro::TokenStream;
 /// The derive hashes what `serde_json` serializes, so it reads these serde attributes:
 /// `rename`, `rename(serialize = ..)`, `rename_all` (every case, also `rename_all(serialize =
 /// ..)`), `rename_all_fields`, `skip`/`skip_serializing` (the field is not hashed),
-/// `skip_serializing_if` and `transparent`. `flatten`, and enum representations other than
-/// serde's default externally tagged one (`tag`, `content`, `untagged`), are compile errors.
-/// Other serde attributes are ignored; `serialize_with`/`with` and `into` change what serde
-/// writes but not what the derive hashes: give such a field `#[fingerprint(with = ..)]`.
+/// `skip_serializing_if` and `transparent`. The run-time spec it exports (what the tower layer
+/// hashes a client's raw body by) also reads the deserialize side: `alias`, `rename(deserialize
+/// = ..)` and `rename_all(deserialize = ..)` are other names of the field, `default` (on the
+/// field or the struct) and `skip_deserializing` give an absent member its default, so that a
+/// body hashes on both paths alike. `flatten`, and enum representations other than serde's
+/// default externally tagged one (`tag`, `content`, `untagged`), are compile errors; so are
+/// `Option<Option<T>>`, maps whose values are `Option`, and `skip_serializing_if` on a tuple
+/// element, whose differences the canonical form would lose. Other serde attributes are
+/// ignored; `serialize_with`/`with` and `into` change what serde writes but not what the derive
+/// hashes: give such a field `#[fingerprint(with = ..)]`. A `deserialize_with` must read the
+/// member as the field type's spec does (`idem::deserialize::decimal` does, for `Decimal`).
 ///
 /// # Shapes
 ///

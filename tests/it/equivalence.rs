@@ -211,6 +211,7 @@ where
 
 #[derive(serde::Deserialize, Fingerprint)]
 #[serde(deny_unknown_fields)]
+#[allow(dead_code)] // `trace` is read by serde only: a member the fingerprint leaves out.
 struct Aliased {
     #[serde(alias = "amt")]
     amount: u64,

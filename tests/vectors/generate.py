@@ -189,29 +189,54 @@ def any_value(v) -> str:
         return string(v)
     if isinstance(v, list):
         return "[" + ",".join(any_value(x) for x in v) + "]"
-    return members(v, lambda name: ("field", "any"))
+    return members(v, lambda name: ("field", "any", name))
 
 
-def members(obj: Obj, lookup) -> str:
-    """An object: members sorted by the UTF-8 bytes of their names, nulls and non-fields omitted."""
-    out = []
-    for name, value in sorted(obj.pairs, key=lambda p: p[0].encode("utf-8")):
-        what, spec = lookup(name)
-        if what != "field" or value is None:
+def members(obj: Obj, lookup, defaults=None) -> str:
+    """An object: members sorted by the UTF-8 bytes of their (field) names, nulls and non-fields
+    omitted; a member read under an alias is written under its field's name (both names at once
+    are a duplicate); a field absent from the input takes its default's canonical text."""
+    entries = {}
+    for name, value in obj.pairs:
+        what, spec, field = lookup(name)
+        if what != "field":
             continue
-        out.append(string(name) + ":" + apply(value, spec))
+        if field in entries:
+            raise Invalid("duplicate_member", field)
+        entries[field] = None if value is None else apply(value, spec)
+    for field, text in (defaults or {}).items():
+        if field not in entries:
+            entries[field] = text
+    out = [string(f) + ":" + t for f, t in sorted(entries.items(), key=lambda e: e[0].encode("utf-8"))
+           if t is not None]
     return "{" + ",".join(out) + "}"
 
 
 def spec_lookup(spec: dict):
     def lookup(name):
         if name not in spec:
-            return ("unknown", None)
-        if spec[name] == "env":
-            return ("env", None)
-        return ("field", spec[name])
+            return ("unknown", None, name)
+        d = spec[name]
+        if d == "env":
+            return ("env", None, name)
+        if isinstance(d, dict) and "alias" in d:
+            field = d["alias"]
+            return ("field", field_spec(spec[field]), field)
+        return ("field", field_spec(d), name)
 
     return lookup
+
+
+def field_spec(d):
+    """The value spec of a member descriptor (the inside of a `default` one)."""
+    if isinstance(d, dict) and "default" in d:
+        return d["default"]["spec"]
+    return d
+
+
+def spec_defaults(spec: dict) -> dict:
+    return {name: d["default"]["canonical"] for name, d in spec.items()
+            if isinstance(d, dict) and "default" in d}
 
 
 BASE64_TEXT = re.compile(r"[A-Za-z0-9+/]*")
@@ -363,11 +388,11 @@ def apply(v, spec) -> str:
     if kind == "map":
         if not isinstance(v, Obj):
             raise unexpected(v, "a map")
-        return members(v, lambda name: ("field", inner))
+        return members(v, lambda name: ("field", inner, name))
     if kind == "object":
         if not isinstance(v, Obj):
             raise unexpected(v, "an object")
-        return members(v, spec_lookup(inner))
+        return members(v, spec_lookup(inner), spec_defaults(inner))
     if kind == "enum":
         return enum(v, inner)
     raise ValueError(f"unknown spec kind {kind}")
@@ -377,7 +402,7 @@ def canonical(raw: bytes, spec: dict) -> str:
     value = parse(raw)
     if not isinstance(value, Obj):
         raise unexpected(value, "an object at the top level")
-    return members(value, spec_lookup(spec))
+    return members(value, spec_lookup(spec), spec_defaults(spec))
 
 
 def f64_exact(value) -> bool:
@@ -470,6 +495,16 @@ CASES = [
     ("null_in_arrays_kept", '{"a":[1,null,2],"d":["1.0",null],"n":[null]}',
      {"a": "any", "d": {"array": "decimal"}, "n": "any"}),
     ("null_in_map_omitted", '{"m":{"a":null,"b":"2.0"}}', {"m": {"map": "decimal"}}),
+    # --- other names and defaults (serde's alias / rename(deserialize) and default)
+    ("alias_read_as_its_field", '{"amt":"5.0","cur":"EUR"}',
+     {"amount": "decimal", "amt": {"alias": "amount"}, "cur": {"alias": "currency"}, "currency": "any"}),
+    ("alias_sorted_by_field_name", '{"z":1,"b":2}', {"a": "any", "z": {"alias": "a"}, "b": "any"}),
+    ("default_when_absent", '{"amount":1}',
+     {"amount": "any", "currency": {"default": {"spec": "any", "canonical": '"EUR"'}}}),
+    ("default_not_when_present", '{"amount":1,"currency":"USD"}',
+     {"amount": "any", "currency": {"default": {"spec": "any", "canonical": '"EUR"'}}}),
+    ("default_in_nested_object", '{"o":{}}',
+     {"o": {"object": {"tags": {"default": {"spec": {"array": "any"}, "canonical": "[]"}}}}}),
     # --- bytes
     ("base64_padded_string", '{"b":"aGkhPw=="}', {"b": "base64"}),
     ("base64_unpadded_string", '{"b":"aGkhPw","c":"YQ","d":"YWI"}', {"b": "base64", "c": "base64", "d": "base64"}),
@@ -578,6 +613,8 @@ INVALID = [
     ("enum_unknown_variant", '{"m":"Cheque"}', {"m": {"enum": {"Cash": None}}}, "unknown_variant"),
     ("enum_unit_with_payload", '{"m":{"Cash":1}}', {"m": {"enum": {"Cash": None}}}, "invalid_variant"),
     ("tuple_wrong_length", '{"t":[1]}', {"t": {"tuple": ["any", "any"]}}, "tuple_length"),
+    ("alias_and_field_together", '{"amt":1,"amount":1}', {"amount": "any", "amt": {"alias": "amount"}},
+     "duplicate_member"),
 ]
 
 

@@ -682,7 +682,7 @@ fn inputs(
             ),
         }
     }
-    inputs.sort_by(|a, b| a.name.unraw().to_string().cmp(&b.name.unraw().to_string()));
+    inputs.sort_by_key(|a| a.name.unraw().to_string());
     inputs
 }
 

@@ -370,6 +370,27 @@ impl Canonical for prost_types::Duration {
     }
 }
 
+/// A request URI (axum's `Uri` and `OriginalUri` arguments of an `#[idempotent]` handler): the
+/// string of its path and query, as the client sent them (`/payouts?dry_run=true`). Two
+/// spellings of one resource are two requests: at worst a retry that changes the spelling gets
+/// `422`, never another request's answer.
+///
+/// ```
+/// use idem_runtime::{Fingerprint, RequestHash};
+/// let uri: http::Uri = "/payouts?dry_run=true".parse().unwrap();
+/// assert_eq!(uri.fingerprint(), RequestHash::of_bytes(br#""/payouts?dry_run=true""#));
+/// ```
+#[cfg(feature = "axum")]
+#[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
+impl Canonical for http::Uri {
+    fn write_canonical(&self, w: &mut CanonicalWriter<'_>) {
+        match self.path_and_query() {
+            Some(pq) => w.str(pq.as_str()),
+            None => w.str(self.path()),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     //! Each impl against the run-time canonicalizer over the type's own serde form: through
@@ -616,27 +637,6 @@ mod tests {
                 format!(r#"{{"v":"{want}"}}"#),
                 "{seconds} {nanos}"
             );
-        }
-    }
-}
-
-/// A request URI (axum's `Uri` and `OriginalUri` arguments of an `#[idempotent]` handler): the
-/// string of its path and query, as the client sent them (`/payouts?dry_run=true`). Two
-/// spellings of one resource are two requests: at worst a retry that changes the spelling gets
-/// `422`, never another request's answer.
-///
-/// ```
-/// use idem_runtime::{Fingerprint, RequestHash};
-/// let uri: http::Uri = "/payouts?dry_run=true".parse().unwrap();
-/// assert_eq!(uri.fingerprint(), RequestHash::of_bytes(br#""/payouts?dry_run=true""#));
-/// ```
-#[cfg(feature = "axum")]
-#[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
-impl Canonical for http::Uri {
-    fn write_canonical(&self, w: &mut CanonicalWriter<'_>) {
-        match self.path_and_query() {
-            Some(pq) => w.str(pq.as_str()),
-            None => w.str(self.path()),
         }
     }
 }

@@ -246,7 +246,7 @@ impl Rules {
         path: &Path<'_>,
         out: &mut Vec<u8>,
     ) -> Result {
-        let mut fields: Vec<(&str, &str, Option<(&Node<'_>, &ValueSpec)>)> = Vec::new();
+        let mut fields: Vec<Reshaped<'_, '_>> = Vec::new();
         for (name, value) in members {
             match spec.member(name) {
                 Member::Field(field, value_spec) => {
@@ -368,6 +368,10 @@ impl Rules {
 }
 
 /// Writes `{` then `,` separators and quoted names.
+/// A member of a reshaped object: its field's name, and the input member's name with its value
+/// and spec, or (for a default) the default's canonical text and `None`.
+type Reshaped<'s, 'n> = (&'s str, &'s str, Option<(&'s Node<'n>, &'s ValueSpec)>);
+
 struct Members {
     first: bool,
 }
