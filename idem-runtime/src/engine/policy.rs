@@ -88,7 +88,6 @@ pub trait OutcomePolicy: Send + Sync + fmt::Debug {
 /// |---|---|---|
 /// | 2xx, 3xx | store | store |
 /// | 400, 401, 403, 404, 422 (validation: the operation never started) | release | release |
-/// | 405, 406, 411, 413, 414, 415, 431 (the framework refused the request's form: method, media type, length, size, headers) | release | release |
 /// | 408, 409, 425, 429 (transient: try again) | release | release |
 /// | other 4xx (the request was refused) | store as failure | release |
 /// | 5xx | store as failure (Stripe keeps 500s) | abandon |
@@ -106,7 +105,6 @@ pub trait OutcomePolicy: Send + Sync + fmt::Debug {
 /// assert_eq!(p.classify(ExactReplay, 422), Release);
 /// assert_eq!(p.classify(ExactReplay, 429), Release);
 /// assert_eq!(p.classify(ExactReplay, 402), StoreAsFailure);
-/// assert_eq!(p.classify(ExactReplay, 415), Release);
 /// assert_eq!(p.classify(ExactReplay, 500), StoreAsFailure);
 /// assert_eq!(p.classify(SuppressOnly, 500), Abandon);
 /// assert_eq!(p.classify(SuppressOnly, 402), Release);
@@ -122,10 +120,6 @@ impl OutcomePolicy for DefaultPolicy {
             200..=399 => Disposition::Store,
             // Validation failures: the operation never started (S2).
             400 | 401 | 403 | 404 | 422 => Disposition::Release,
-            // Refusals of the request's form, by the framework before any handler logic (an
-            // extractor behind the tower layer: no `Content-Type`, a body over its limit): a
-            // corrected retry must run, not be replayed the refusal.
-            405 | 406 | 411 | 413 | 414 | 415 | 431 => Disposition::Release,
             // Transient: Request Timeout, Conflict, Too Early, Too Many Requests.
             408 | 409 | 425 | 429 => Disposition::Release,
             400..=999 if exact => Disposition::StoreAsFailure,

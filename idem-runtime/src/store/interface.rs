@@ -221,6 +221,15 @@ impl Completion {
     /// [`StoreError::TooLarge`] when this snapshot is over `limit` bytes
     /// ([`Completion::stored_bytes`]): a store refuses it before sending anything, since the
     /// same write would fail the same way on every try.
+    #[cfg_attr(
+        not(any(
+            feature = "postgres",
+            feature = "mysql",
+            feature = "sqlite",
+            feature = "redis"
+        )),
+        allow(dead_code)
+    )]
     pub(crate) fn fits(&self, limit: u64) -> Result<(), StoreError> {
         let bytes = self.stored_bytes();
         if bytes > limit {

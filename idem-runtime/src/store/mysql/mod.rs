@@ -320,17 +320,14 @@ impl SqlBackend for MySqlStore {
         self.core.send(|| self.purge_once(batch, now)).await
     }
 
-    /// `max_allowed_packet` of a connection of the pool (each keeps the global value of the time
-    /// it connected), read for every completion over 1 MiB: rare, and nothing cached can go
+    const ASKS_LIMIT: bool = true;
+
+    /// `max_allowed_packet` of `conn` (each connection keeps the global value of the time it
+    /// connected), read for every completion over 1 MiB: rare, and nothing cached can go
     /// stale when an operator raises the limit.
-    async fn completion_limit(&self) -> Result<u64, StoreError> {
-        self.core
-            .send(|| async {
-                let mut conn = self.core.pool.acquire().await?;
-                sqlx::query_scalar::<_, u64>("SELECT @@max_allowed_packet")
-                    .fetch_one(&mut *conn)
-                    .await
-            })
+    async fn completion_limit(conn: &mut MySqlConnection) -> Result<u64, sqlx::Error> {
+        sqlx::query_scalar::<_, u64>("SELECT @@max_allowed_packet")
+            .fetch_one(conn)
             .await
     }
 

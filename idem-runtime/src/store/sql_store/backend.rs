@@ -54,11 +54,22 @@ pub(crate) trait SqlBackend: Sized + Send + Sync + 'static {
     /// [`Store::purge_expired`](crate::store::interface::Store::purge_expired), likewise.
     fn purge_batch(&self, batch: u32) -> impl Future<Output = Result<u64, StoreError>> + Send;
 
-    /// The largest completion ([`Completion::stored_bytes`]) the server keeps, asked only for a
-    /// completion over [`FITS_EVERY_SERVER`]: 1 GB by default, the most PostgreSQL and SQLite
-    /// keep in one value (`bytea`, `SQLITE_MAX_LENGTH`).
-    fn completion_limit(&self) -> impl Future<Output = Result<u64, StoreError>> + Send {
-        std::future::ready(Ok(1_000_000_000))
+    /// Whether [`completion_limit`](Self::completion_limit) asks the server (one statement);
+    /// otherwise it is [`VALUE_LIMIT`](Self::VALUE_LIMIT).
+    const ASKS_LIMIT: bool = false;
+
+    /// The most the server keeps in one value: 1 GB by default, as PostgreSQL (`bytea`) and
+    /// SQLite (`SQLITE_MAX_LENGTH`) do.
+    const VALUE_LIMIT: u64 = 1_000_000_000;
+
+    /// The largest completion ([`Completion::stored_bytes`]) the server keeps on `conn`,
+    /// asked only for a completion over [`FITS_EVERY_SERVER`] and when
+    /// [`ASKS_LIMIT`](Self::ASKS_LIMIT).
+    fn completion_limit(
+        conn: &mut <Self::Db as Database>::Connection,
+    ) -> impl Future<Output = Result<u64, sqlx::Error>> + Send {
+        let _ = conn;
+        std::future::ready(Ok(Self::VALUE_LIMIT))
     }
 
     /// Called after each completion, release, abandon or extension that succeeded: a write

@@ -25,8 +25,19 @@ pub(crate) async fn complete<B: SqlBackend>(
     completion: &Completion,
 ) -> Result<(), StoreError> {
     completion.validate()?;
-    fits(store, completion).await?;
     let core = store.core();
+    if too_large_to_assume(completion) {
+        let limit = if B::ASKS_LIMIT {
+            core.send(|| async {
+                let mut conn = core.pool.acquire().await?;
+                B::completion_limit(&mut conn).await
+            })
+            .await?
+        } else {
+            B::VALUE_LIMIT
+        };
+        completion.fits(limit)?;
+    }
     let headers = encode_headers(&completion.headers);
     let (fence, now) = (fence_param(lease.fence)?, core.now_param());
     let done = core
@@ -48,15 +59,12 @@ pub(crate) async fn complete<B: SqlBackend>(
     completed_earlier(owner, lease)
 }
 
-/// [`StoreError::TooLarge`] for a completion over the server's limit, before anything is
-/// written: the `UPDATE` would fail the same way on every try (MariaDB's error 1153), so the
-/// engine ends the lease at once instead of retrying it.
-async fn fits<B: SqlBackend>(store: &B, completion: &Completion) -> Result<(), StoreError> {
-    if completion.stored_bytes() <= FITS_EVERY_SERVER {
-        return Ok(());
-    }
-    let limit = store.completion_limit().await?;
-    completion.fits(limit)
+/// Whether `completion` is too large to assume that every server keeps it: then the store checks
+/// it against the server's limit ([`Completion::fits`]) and refuses it before anything is
+/// written (`StoreError::TooLarge`): the `UPDATE` would fail the same way on every try
+/// (MariaDB's error 1153), so the engine ends the lease at once instead of retrying it.
+fn too_large_to_assume(completion: &Completion) -> bool {
+    completion.stored_bytes() > FITS_EVERY_SERVER
 }
 
 /// `complete_in` of every SQL store: the same statements as [`complete`] on the caller's
@@ -68,8 +76,18 @@ pub(crate) async fn complete_in<B: SqlBackend>(
     completion: &Completion,
 ) -> Result<(), StoreError> {
     completion.validate()?;
-    fits(store, completion).await?;
     let core = store.core();
+    if too_large_to_assume(completion) {
+        // On the caller's connection: taking another from the pool could wait for one that
+        // the callers' open transactions all hold.
+        let limit = if B::ASKS_LIMIT {
+            core.statements.add(1);
+            B::completion_limit(&mut *conn).await.map_err(B::classify)?
+        } else {
+            B::VALUE_LIMIT
+        };
+        completion.fits(limit)?;
+    }
     let headers = encode_headers(&completion.headers);
     let fence = fence_param(lease.fence)?;
     core.statements.add(1);
