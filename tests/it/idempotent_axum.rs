@@ -295,6 +295,26 @@ async fn traced(
     })
 }
 
+#[derive(serde::Deserialize, Fingerprint)]
+struct RefundPath {
+    account: String,
+    payment: String,
+}
+
+/// One field of the path in the scope: the rest of it is still hashed.
+#[idempotent(scope = [p.account])]
+async fn account_refund(
+    State(app): State<App>,
+    Path(p): Path<RefundPath>,
+    Json(req): Json<Refund>,
+) -> Json<Receipt> {
+    let n = app.runs.fetch_add(1, Ordering::SeqCst) + 1;
+    Json(Receipt {
+        receipt_no: format!("ar-{n}"),
+        of: json!({"account": p.account, "payment": p.payment, "amount": req.amount}),
+    })
+}
+
 fn router(idem: Idem) -> (Router, Arc<AtomicU32>) {
     let (router, runs, _) = router_with_orders(idem);
     (router, runs)
@@ -325,6 +345,10 @@ fn router_with_orders(
         .route("/payments/{payment_id}/refunds", post(refund))
         .route("/payouts", post(payout))
         .route("/traced", post(traced))
+        .route(
+            "/accounts/{account}/payments/{payment}/refunds",
+            post(account_refund),
+        )
         .layer(axum::middleware::from_fn(authenticate))
         .with_state(app);
     (router, runs, orders)
@@ -719,12 +743,20 @@ async fn path_and_query_are_part_of_the_request(idem: Idem) {
     assert!(replayed(&headers) && status == StatusCode::OK);
     assert_eq!(runs.load(Ordering::SeqCst), 2);
 
+    // The account is in the scope, the payment is hashed: another payment is a 422.
+    let refund = |p: &str| format!("/accounts/acc/payments/{p}/refunds");
+    let (status, _, _) = send(&router, &refund("A"), "acme", "k-ar", body.clone()).await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, _, _) = send(&router, &refund("B"), "acme", "k-ar", body.clone()).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(runs.load(Ordering::SeqCst), 3);
+
     let (status, _, first) = send(&router, "/traced?t=1", "acme", "k-tr", body.clone()).await;
     assert_eq!(status, StatusCode::OK, "{first}");
     let (status, headers, again) = send(&router, "/traced?t=2", "acme", "k-tr", body).await;
     assert!(replayed(&headers) && status == StatusCode::OK);
     assert_eq!(again, first);
-    assert_eq!(runs.load(Ordering::SeqCst), 3);
+    assert_eq!(runs.load(Ordering::SeqCst), 4);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -74,22 +74,43 @@ pub(crate) enum ArgKind {
     /// signatures, trace ids) beside what may change the effect, and the macro cannot tell
     /// which the handler reads. The attribute must say: scope, `with` or `skip`.
     Headers,
+    /// A request extractor or headers inside another type (`Option<Query<T>>`): not hashed as
+    /// it is; decided like [`ArgKind::Headers`].
+    Wrapped,
     /// Anything else: state, extensions, the caller's own extractors.
     Other,
 }
 
-/// The kind of an argument of type `ty`, by the last segment of its path.
-pub(crate) fn arg_kind(ty: &syn::Type) -> ArgKind {
+/// The kind of an argument of type `ty` (of an actix-web handler with `actix`), by the last
+/// segment of its path. A request extractor inside another type (`Option<Query<T>>`,
+/// `Result<Path<T>, E>`, `WithRejection<Query<T>, E>`) is not hashed as it is: it must be
+/// decided ([`ArgKind::Headers`]'s rule), never silently left out.
+pub(crate) fn arg_kind(ty: &syn::Type, actix: bool) -> ArgKind {
     let Some(last) = last_segment(ty) else {
         return ArgKind::Other;
     };
     match last.ident.to_string().as_str() {
-        "Path" | "Query" | "RawQuery" | "Uri" | "OriginalUri" | "Form" => ArgKind::Request,
+        "Path" | "Query" | "Form" => ArgKind::Request,
+        // axum's; actix-web's `Uri` is of another `http` version, decided like headers.
+        "RawQuery" | "Uri" | "OriginalUri" if !actix => ArgKind::Request,
+        "RawQuery" | "Uri" | "OriginalUri" => ArgKind::Headers,
         "TypedHeader" | "HeaderMap" | "Header" | "Request" | "HttpRequest" | "Parts" => {
             ArgKind::Headers
         }
+        _ if wraps_request(&last.arguments, actix) => ArgKind::Wrapped,
         _ => ArgKind::Other,
     }
+}
+
+/// Whether a type argument in `args` is (or wraps) a request extractor or headers.
+fn wraps_request(args: &syn::PathArguments, actix: bool) -> bool {
+    let syn::PathArguments::AngleBracketed(args) = args else {
+        return false;
+    };
+    args.args.iter().any(|arg| match arg {
+        syn::GenericArgument::Type(ty) => arg_kind(ty, actix) != ArgKind::Other,
+        _ => false,
+    })
 }
 
 /// The value an argument `pat: ty` of kind [`ArgKind::Request`] (or named by `with`) is

@@ -592,19 +592,20 @@ fn inputs(
         }
         return Vec::new();
     }
-    // Arguments in the key or the scope: a different value is a different key already.
+    // Arguments whole in the key or the scope: a different value is a different key already.
+    // One field of an argument (`scope = [p.account]`) leaves its other fields to the hash.
     let mut scoped: Vec<&syn::Ident> = match args.scope.valid() {
         Some(Scope::Parts(parts)) => parts
             .iter()
             .filter_map(|part| match part {
-                Source::Expr(expr) => root_ident(expr),
+                Source::Expr(expr) => whole_value(expr),
                 Source::Header { .. } => None,
             })
             .collect(),
         _ => Vec::new(),
     };
     if let Some(Source::Expr(expr)) = args.key.valid() {
-        scoped.extend(root_ident(expr));
+        scoped.extend(whole_value(expr));
     }
     let target_name = target.and_then(|t| t.name.as_ref());
     let tx = args.transaction.valid();
@@ -643,10 +644,22 @@ fn inputs(
         if name.is_some() && (name == target_name || name == tx) {
             continue;
         }
-        let kind = ast::arg_kind(&arg.ty);
+        let kind = ast::arg_kind(&arg.ty, matches!(form, Form::Actix));
         let named = |list: &[syn::Ident]| name.is_some_and(|n| list.contains(n));
         let decided = named(with) || named(skip) || name.is_some_and(|n| scoped.contains(&n));
         let hashed = named(with) || (kind == ast::ArgKind::Request && !decided);
+        if kind == ast::ArgKind::Wrapped && !decided {
+            let what = crate::attr::tokens_text(&arg.ty);
+            let n = name.map_or_else(|| "arg".to_owned(), |n| n.unraw().to_string());
+            cx.error_spanned_by(
+                &arg.pat,
+                format!(
+                    "`#[idempotent]` cannot hash `{what}` as it is, and what it holds may change what `{}` does: take the extractor itself (`Query<T>`, hashed with the body), put the value in the scope, or write `fingerprint(skip = [{n}])` if it changes nothing",
+                    sig.ident.unraw()
+                ),
+            );
+            continue;
+        }
         if kind == ast::ArgKind::Headers && !decided {
             let what = crate::attr::tokens_text(&arg.ty);
             match name {
@@ -692,6 +705,35 @@ fn typed_args(sig: &syn::Signature) -> impl Iterator<Item = &syn::PatType> {
         syn::FnArg::Typed(t) => Some(t),
         syn::FnArg::Receiver(_) => None,
     })
+}
+
+/// The variable an expression is the whole value of: `id` of `id`, `&id`, `*id`, `id.as_str()`,
+/// `id.clone()`, `id.to_string()` — not of `id.account` or `id.account()`, a part of it.
+fn whole_value(expr: &syn::Expr) -> Option<&syn::Ident> {
+    match expr {
+        syn::Expr::Path(p) if p.qself.is_none() => p.path.get_ident(),
+        syn::Expr::Reference(r) => whole_value(&r.expr),
+        syn::Expr::Paren(p) => whole_value(&p.expr),
+        syn::Expr::Group(g) => whole_value(&g.expr),
+        syn::Expr::Unary(u) if matches!(u.op, syn::UnOp::Deref(_)) => whole_value(&u.expr),
+        syn::Expr::MethodCall(m)
+            if m.args.is_empty()
+                && [
+                    "as_str",
+                    "as_ref",
+                    "as_deref",
+                    "clone",
+                    "to_string",
+                    "to_owned",
+                    "deref",
+                ]
+                .iter()
+                .any(|name| m.method == name) =>
+        {
+            whole_value(&m.receiver)
+        }
+        _ => None,
+    }
 }
 
 /// The variable an expression starts from: `idem` of `idem`, `ctx.idem`, `&ctx.idem()`.

@@ -24,6 +24,15 @@ async fn unbound(_: HeaderMap, Json(req): Json<Refund>) -> Json<Receipt> {
     Json(Receipt { id: format!("re_{}", req.amount) })
 }
 
+#[idempotent(scope = global)]
+async fn optional_query(
+    q: Option<axum::extract::Query<std::collections::HashMap<String, String>>>,
+    Json(req): Json<Refund>,
+) -> Json<Receipt> {
+    let _ = q;
+    Json(Receipt { id: format!("re_{}", req.amount) })
+}
+
 mod on_actix {
     use actix_web::{HttpRequest, web};
     use idem::actix::idempotent;
@@ -38,5 +47,5 @@ mod on_actix {
 }
 
 fn main() {
-    let _ = (refund, unbound, on_actix::refund);
+    let _ = (refund, unbound, optional_query, on_actix::refund);
 }
