@@ -591,9 +591,9 @@ fn to(method: &str, uri: &str, key: &str, body: Option<&str>) -> Request<Body> {
     .unwrap()
 }
 
-/// Inside `nest`, the operation is the whole path: account B is not answered with account A's
-/// transfer. A query is part of the request, unless the layer ignores it. A request without a
-/// body is fingerprinted by its path and query. Two spellings of one path are one operation.
+/// Inside `nest`, the whole path is part of the request: account B is not answered with account
+/// A's transfer. A query is part of the request, unless the layer ignores it. A request without a
+/// body is fingerprinted by its path and query. Two spellings of one path are one request.
 #[tokio::test]
 async fn path_and_query_select_the_request() {
     let hits = Arc::new(AtomicUsize::new(0));
@@ -603,11 +603,12 @@ async fn path_and_query_select_the_request() {
         send(&app, to("POST", "/accounts/A/transfers", "k1", body)).await;
     assert_eq!(status, StatusCode::CREATED);
     assert!(headers.get("idempotent-replayed").is_none());
+    // The same key on account B: another request (422), never account A's transfer.
     let (status, headers, other) =
         send(&app, to("POST", "/accounts/B/transfers", "k1", body)).await;
     assert_eq!(
         status,
-        StatusCode::CREATED,
+        StatusCode::UNPROCESSABLE_ENTITY,
         "{}",
         String::from_utf8_lossy(&other)
     );
@@ -615,6 +616,8 @@ async fn path_and_query_select_the_request() {
         headers.get("idempotent-replayed").is_none(),
         "account B got A's transfer"
     );
+    let (status, _, other) = send(&app, to("POST", "/accounts/B/transfers", "k1b", body)).await;
+    assert_eq!(status, StatusCode::CREATED);
     assert!(String::from_utf8_lossy(&other).contains("/accounts/B/"));
     // `%41` is `A`: the same operation, replayed.
     let (status, headers, again) =

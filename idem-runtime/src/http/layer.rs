@@ -51,9 +51,9 @@ use crate::web::layer::{LayerConfig, is_safe, middleware_builder};
 /// configured with. The operation (part of the scoped key) is the one of
 /// [`HandlerConfig::new`](crate::engine::HandlerConfig::new) if named, otherwise ([`HandlerConfig::for_route`](crate::engine::HandlerConfig::for_route), the default)
 /// `"<METHOD> <path>"` of the request: the request path, not the route template, so that a path
-/// parameter (`/payments/{id}/refunds`) keeps two resources' keys apart — the whole path from
-/// the top of the application inside `Router::nest`, in RFC 3986's normal form. A named
-/// operation (stable when routes are renamed) hashes the path into the fingerprint instead.
+/// parameter (`/payments/{id}/refunds`) keeps two resources' keys apart, in RFC 3986's normal
+/// form. Inside `Router::nest`, and under a named operation (stable when routes are renamed),
+/// the whole path from the top of the application is hashed into the fingerprint.
 /// The query string is fingerprinted with the body unless [`ignore_query`](Self::ignore_query);
 /// a request without a body is fingerprinted by its path and query.
 ///
@@ -282,10 +282,7 @@ where
             Err(e) => return (Settlement::Abandon, Err(e)),
         };
         let config = self.config;
-        let disposition = config
-            .idem
-            .policy()
-            .classify(config.handler.contract, resp.status().as_u16());
+        let disposition = config.disposition(resp.status().as_u16());
         let rules = config.rules();
         let (settlement, resp) = settle(disposition, resp, None, &rules).await;
         (settlement, Ok(resp))

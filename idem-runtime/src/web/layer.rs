@@ -108,14 +108,23 @@ impl LayerConfig {
         } else {
             Some(self.canonicalizer.fingerprint_slice(body, &self.spec)?)
         };
-        let path = normal_path(routed_path(parts));
+        let own = normal_path(parts.uri.path());
+        let routed = routed_path(parts).map(normal_path);
         let query = parts
             .uri
             .query()
             .filter(|q| self.hash_query && !q.is_empty());
+        // The operation keeps the name it had before the path was hashed (the service's own
+        // path): renaming it would move stored keys, and a retry in flight across the upgrade
+        // would run again under a new operation id. The whole path, where it says more (a
+        // nested router's prefix) or the operation is a fixed name, is hashed instead: a
+        // request to another resource then gets `422`, never this one's answer.
         let (operation, hashed_path) = match self.handler.operation() {
-            Some(op) => (Cow::Borrowed(op), Some(&*path)),
-            None => (Cow::Owned(format!("{} {path}", parts.method)), None),
+            Some(op) => (Cow::Borrowed(op), Some(routed.as_deref().unwrap_or(&own))),
+            None => (
+                Cow::Owned(format!("{} {own}", parts.method)),
+                routed.as_deref().filter(|r| *r != own),
+            ),
         };
         let hash = request_hash(body, hashed_path, query);
         let scope = match &self.scope {
@@ -137,6 +146,21 @@ impl LayerConfig {
         Ok((key, hash))
     }
 
+    /// What becomes of the record of a response of `status` from the wrapped service: the
+    /// handle's policy, except for the framework's refusals of the request's form (405, 406,
+    /// 411, 413, 414, 415, 431), which are released under every contract. Behind a middleware
+    /// the wrapped service includes its extractors: a `415` for a body without a JSON content
+    /// type, a `413` over the handler's body limit come before any handler logic, and the
+    /// corrected retry with the same key must run, not be replayed the refusal. (An
+    /// `#[idempotent]` handler's extractors run before idem: its own such answers follow the
+    /// policy, since the handler may have done work before giving them.)
+    pub(crate) fn disposition(&self, status: u16) -> crate::engine::Disposition {
+        match status {
+            405 | 406 | 411 | 413 | 414 | 415 | 431 => crate::engine::Disposition::Release,
+            _ => self.idem.policy().classify(self.handler.contract, status),
+        }
+    }
+
     /// How the middleware snapshots a response: the business number read from its body.
     pub(crate) fn rules(&self) -> SnapshotRules<'_, &'static str> {
         SnapshotRules {
@@ -152,14 +176,15 @@ impl LayerConfig {
     }
 }
 
-/// The request's path from the top of the application: axum's `OriginalUri` when a router
-/// nested this one (which sees its own rest of the path only), the URI's path otherwise.
-fn routed_path(parts: &Parts) -> &str {
+/// The request's path from the top of the application, when the service sees less of it:
+/// axum's `OriginalUri` when a router nested this one (which sees its own rest of the path).
+fn routed_path(parts: &Parts) -> Option<&str> {
     #[cfg(feature = "axum")]
     if let Some(original) = parts.extensions.get::<axum::extract::OriginalUri>() {
-        return original.0.path();
+        return Some(original.0.path());
     }
-    parts.uri.path()
+    let _ = parts;
+    None
 }
 
 /// `path` in the normal form of RFC 3986 (6.2.2): a percent-escape of an unreserved character
@@ -202,10 +227,12 @@ fn hex_pair(pair: Option<&[u8]>) -> Option<u8> {
 }
 
 /// The fingerprint of a request the middlewares see: the body's own (`None` for a request
-/// without one), or, when a path or a query also selects it, the canonical object
-/// `{"body": "<hex of the body's hash>" | null, "path": "..", "query": [["name", "value"], ..]}`
+/// without one), or, when a path or a query also selects it, the canonical array
+/// `["request", "<hex of the body's hash>" | null, "<path>" | null, [["name", "value"], ..] | null]`
 /// (the query's pairs form-decoded and stably sorted by name, so that `?b=2&a=1` is `?a=1&b=2`
-/// while `?a=1&a=2` keeps its order). A request with a body and nothing else hashes as before.
+/// while `?a=1&a=2` keeps its order). An array, where a body's canonical text is an object: no
+/// body can hash as another request's wrapper. A request with a body and nothing else hashes
+/// as before.
 pub(crate) fn request_hash(
     body: Option<RequestHash>,
     path: Option<&str>,
@@ -217,33 +244,37 @@ pub(crate) fn request_hash(
     let body = body.map(|b| b.to_string());
     let query = query.map(query_pairs);
     RequestHash::of_canonical(|w| {
-        let mut first = true;
-        w.begin_object();
-        w.member(&mut first, "body");
+        w.raw(b"[");
+        w.str("request");
+        w.raw(b",");
         match &body {
             Some(hex) => w.str(hex),
             None => w.null(),
         }
-        if let Some(path) = path {
-            w.member(&mut first, "path");
-            w.str(path);
+        w.raw(b",");
+        match path {
+            Some(path) => w.str(path),
+            None => w.null(),
         }
-        if let Some(pairs) = &query {
-            w.member(&mut first, "query");
-            w.raw(b"[");
-            for (i, (name, value)) in pairs.iter().enumerate() {
-                if i > 0 {
-                    w.raw(b",");
-                }
+        w.raw(b",");
+        match &query {
+            Some(pairs) => {
                 w.raw(b"[");
-                w.str(name);
-                w.raw(b",");
-                w.str(value);
+                for (i, (name, value)) in pairs.iter().enumerate() {
+                    if i > 0 {
+                        w.raw(b",");
+                    }
+                    w.raw(b"[");
+                    w.str(name);
+                    w.raw(b",");
+                    w.str(value);
+                    w.raw(b"]");
+                }
                 w.raw(b"]");
             }
-            w.raw(b"]");
+            None => w.null(),
         }
-        w.end_object();
+        w.raw(b"]");
     })
 }
 
