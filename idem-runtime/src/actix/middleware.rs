@@ -281,10 +281,7 @@ impl<B: MessageBody + 'static> Front for Middleware<'_, B> {
             Err(e) => return (Settlement::Abandon, Err(e)),
         };
         let config = self.config;
-        let disposition = config
-            .idem
-            .policy()
-            .classify(config.handler.contract, resp.status().as_u16());
+        let disposition = config.disposition(resp.status().as_u16());
         let rules = config.rules();
         let (settlement, resp) = settle(disposition, resp, None, &rules).await;
         (settlement, Ok(ServiceResponse::new(req, resp)))
