@@ -240,6 +240,8 @@ struct Defaults {
     currency: String,
     #[serde(default)]
     tags: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    labels: Vec<String>,
     #[serde(skip_deserializing)]
     region: String,
 }
@@ -267,6 +269,7 @@ fn serde_attributes_read_the_same_on_both_paths() {
         r#"{"amount":1,"currency":"EUR"}"#,
         r#"{"amount":1,"currency":"USD","tags":["a"]}"#,
         r#"{"amount":1,"region":"ignored"}"#,
+        r#"{"amount":1,"labels":["x"]}"#,
     ]);
     same_on_both_paths::<AllDefault>(&[r#"{}"#, r#"{"amount":3}"#, r#"{"currency":"EUR"}"#]);
 

@@ -97,7 +97,8 @@ pub(super) fn object_spec(
 }
 
 /// An expression of type `Option<String>`: the canonical text of `field`'s default value
-/// (`None` when it is null, as a member that is then omitted), written as the field is. `whole`:
+/// (`None` when it is null or `skip_serializing_if` holds, as a member the derive then omits),
+/// written as the field is. `whole`:
 /// the default is the struct's, and the field's value is taken from it.
 fn default_value(p: &Paths, field: &Field<'_>, default: &SerdeDefault, whole: bool) -> TokenStream {
     let pv = &p.private;
@@ -115,7 +116,11 @@ fn default_value(p: &Paths, field: &Field<'_>, default: &SerdeDefault, whole: bo
     };
     let access = quote!(&__idem_default);
     let write = write_value(p, field, &access);
-    let is_null = null_check(p, field, &access).unwrap_or_else(|| quote!(false));
+    let mut is_null = null_check(p, field, &access).unwrap_or_else(|| quote!(false));
+    // A member the derive leaves out for this value is left out as the default too.
+    if let Some(path) = &field.attrs.skip_serializing_if {
+        is_null = quote!((#is_null || #path(#access)));
+    }
     quote!({
         let __idem_default: #ty = #value;
         if #is_null {
