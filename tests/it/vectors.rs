@@ -68,7 +68,11 @@ fn canonical_texts_and_hashes() {
         );
 
         // Canonical texts are fixed points: canonicalizing one again under the same spec gives
-        // the same bytes.
+        // the same bytes — except under a spec that does not read a field under the name it
+        // writes it under (`unread`: serde's `rename(deserialize = ..)` to another name).
+        if case["spec"].to_string().contains("\"unread\"") {
+            continue;
+        }
         assert_eq!(
             canonicalize_slice(want.as_bytes(), &spec).as_deref(),
             Ok(want),

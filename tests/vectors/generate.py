@@ -222,21 +222,23 @@ def spec_lookup(spec: dict):
         if isinstance(d, dict) and "alias" in d:
             field = d["alias"]
             return ("field", field_spec(spec[field]), field)
+        if isinstance(d, dict) and "member" in d and d["member"].get("unread"):
+            return ("unknown", None, name)
         return ("field", field_spec(d), name)
 
     return lookup
 
 
 def field_spec(d):
-    """The value spec of a member descriptor (the inside of a `default` one)."""
-    if isinstance(d, dict) and "default" in d:
-        return d["default"]["spec"]
+    """The value spec of a member descriptor (the inside of a `member` one)."""
+    if isinstance(d, dict) and "member" in d:
+        return d["member"]["spec"]
     return d
 
 
 def spec_defaults(spec: dict) -> dict:
-    return {name: d["default"]["canonical"] for name, d in spec.items()
-            if isinstance(d, dict) and "default" in d}
+    return {name: d["member"]["default"] for name, d in spec.items()
+            if isinstance(d, dict) and "member" in d and "default" in d["member"]}
 
 
 BASE64_TEXT = re.compile(r"[A-Za-z0-9+/]*")
@@ -500,11 +502,16 @@ CASES = [
      {"amount": "decimal", "amt": {"alias": "amount"}, "cur": {"alias": "currency"}, "currency": "any"}),
     ("alias_sorted_by_field_name", '{"z":1,"b":2}', {"a": "any", "z": {"alias": "a"}, "b": "any"}),
     ("default_when_absent", '{"amount":1}',
-     {"amount": "any", "currency": {"default": {"spec": "any", "canonical": '"EUR"'}}}),
+     {"amount": "any", "currency": {"member": {"spec": "any", "default": '"EUR"'}}}),
     ("default_not_when_present", '{"amount":1,"currency":"USD"}',
-     {"amount": "any", "currency": {"default": {"spec": "any", "canonical": '"EUR"'}}}),
+     {"amount": "any", "currency": {"member": {"spec": "any", "default": '"EUR"'}}}),
     ("default_in_nested_object", '{"o":{}}',
-     {"o": {"object": {"tags": {"default": {"spec": {"array": "any"}, "canonical": "[]"}}}}}),
+     {"o": {"object": {"tags": {"member": {"spec": {"array": "any"}, "default": "[]"}}}}}),
+    ("unread_own_name_is_unknown", '{"amount":5,"region":"x"}',
+     {"amount": {"member": {"spec": "any", "unread": True}}, "amt": {"alias": "amount"},
+      "region": {"member": {"spec": "any", "default": '"eu"', "unread": True}}}),
+    ("unread_read_through_alias", '{"amt":5}',
+     {"amount": {"member": {"spec": "any", "unread": True}}, "amt": {"alias": "amount"}}),
     # --- bytes
     ("base64_padded_string", '{"b":"aGkhPw=="}', {"b": "base64"}),
     ("base64_unpadded_string", '{"b":"aGkhPw","c":"YQ","d":"YWI"}', {"b": "base64", "c": "base64", "d": "base64"}),

@@ -54,6 +54,9 @@ pub(crate) struct Field<'a> {
     /// The member names a client may send the field under besides `wire` (serde's
     /// deserialize-side name and aliases), for the run-time spec.
     pub(crate) inputs: Vec<String>,
+    /// Whether a client's member named `wire` is read as this field (not when serde reads the
+    /// field under other names only).
+    pub(crate) reads_wire: bool,
     pub(crate) ty: &'a syn::Type,
     pub(crate) attrs: attr::Field,
     pub(crate) original: &'a syn::Field,
@@ -143,8 +146,9 @@ impl<'a> Variant<'a> {
         let attrs = attr::Variant::from_ast(cx, variant);
         let (style, mut fields) = fields_from_ast(cx, &variant.fields);
         let field_rule = attrs.rename_all.or(container.rename_all_fields);
+        let field_de_rule = attrs.rename_all_de.or(container.rename_all_fields_de);
         for field in &mut fields {
-            field.rename_by(field_rule, field_rule);
+            field.rename_by(field_rule, field_de_rule);
         }
         let rule = match attrs.proto {
             // prost-build names a oneof variant after its field, in UpperCamelCase: the member
@@ -222,6 +226,7 @@ impl Field<'_> {
                 Some(renamed) => renamed.clone(),
                 None => de_rule.apply_to_field(&name),
             };
+            self.reads_wire = de == self.wire || self.attrs.aliases.contains(&self.wire);
             let mut inputs = vec![de];
             inputs.extend(self.attrs.aliases.iter().cloned());
             inputs.retain(|n| *n != self.wire);
@@ -257,6 +262,7 @@ fn fields_vec<'a>(cx: &Ctxt, fields: &'a Punctuated<syn::Field, syn::Token![,]>)
             index,
             wire: String::new(),
             inputs: Vec::new(),
+            reads_wire: true,
             ty: &field.ty,
             attrs: attr::Field::from_ast(cx, field),
             original: field,

@@ -9,8 +9,8 @@ use syn::{LitStr, Token};
 
 use super::proto::{self, Proto};
 use crate::attr::{
-    for_each_meta, for_each_serde_meta, parse_crate_value, parse_rename_rule, parse_rename_rules,
-    parse_rename_sides, parse_serialize_name, path_text, skip_value,
+    for_each_meta, for_each_serde_meta, parse_crate_value, parse_rename_rules, parse_rename_sides,
+    path_text, skip_value,
 };
 use crate::case::RenameRule;
 use crate::ctxt::Ctxt;
@@ -62,6 +62,8 @@ pub(crate) struct Container {
     pub(crate) default: Option<SerdeDefault>,
     /// `#[serde(rename_all_fields = "..")]` (serialize side).
     pub(crate) rename_all_fields: RenameRule,
+    /// `#[serde(rename_all_fields = "..")]` (deserialize side).
+    pub(crate) rename_all_fields_de: RenameRule,
     /// The first of `#[serde(tag)]`, `#[serde(content)]`, `#[serde(untagged)]`.
     pub(crate) representation: Option<(Symbol, TokenStream)>,
     /// `#[serde(transparent)]`.
@@ -72,6 +74,11 @@ pub(crate) struct Container {
 pub(crate) struct Variant {
     pub(crate) rename: Option<String>,
     pub(crate) rename_all: RenameRule,
+    /// `#[serde(rename_all = "..")]` (deserialize side), for the variant's fields.
+    pub(crate) rename_all_de: RenameRule,
+    /// A tag the variant is read under that is not the one it is written under
+    /// (`alias`, an asymmetric `rename`): not supported by the spec.
+    pub(crate) other_tag: Option<TokenStream>,
     /// `#[serde(skip)]` or `#[serde(skip_serializing)]`.
     pub(crate) skip: Option<TokenStream>,
     /// `#[serde(untagged)]`.
@@ -157,6 +164,7 @@ impl Container {
             rename_all_de: RenameRule::None,
             default: None,
             rename_all_fields: RenameRule::None,
+            rename_all_fields_de: RenameRule::None,
             representation: None,
             transparent: None,
         };
@@ -166,7 +174,7 @@ impl Container {
             } else if meta.path == DEFAULT {
                 attrs.default = Some(parse_default(meta)?);
             } else if meta.path == RENAME_ALL_FIELDS {
-                attrs.rename_all_fields = parse_rename_rule(meta)?;
+                (attrs.rename_all_fields, attrs.rename_all_fields_de) = parse_rename_rules(meta)?;
             } else if meta.path == TRANSPARENT {
                 attrs.transparent = Some(meta.path.to_token_stream());
             } else {
@@ -201,15 +209,24 @@ impl Variant {
         let mut attrs = Variant {
             rename: None,
             rename_all: RenameRule::None,
+            rename_all_de: RenameRule::None,
+            other_tag: None,
             skip: None,
             untagged: None,
             proto,
         };
         for_each_serde_meta(&variant.attrs, |meta| {
             if meta.path == RENAME {
-                attrs.rename = parse_serialize_name(meta)?.or(attrs.rename.take());
+                let (serialize, deserialize) = parse_rename_sides(meta)?;
+                if serialize != deserialize {
+                    attrs.other_tag = Some(meta.path.to_token_stream());
+                }
+                attrs.rename = serialize.or(attrs.rename.take());
+            } else if meta.path == ALIAS {
+                skip_value(meta)?;
+                attrs.other_tag = Some(meta.path.to_token_stream());
             } else if meta.path == RENAME_ALL {
-                attrs.rename_all = parse_rename_rule(meta)?;
+                (attrs.rename_all, attrs.rename_all_de) = parse_rename_rules(meta)?;
             } else if meta.path == SKIP || meta.path == SKIP_SERIALIZING {
                 attrs.skip = Some(meta.path.to_token_stream());
             } else if meta.path == UNTAGGED {

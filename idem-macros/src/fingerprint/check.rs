@@ -62,6 +62,12 @@ pub(crate) fn check(cx: &Ctxt, cont: &Container<'_>) {
         }
         Data::Enum(variants) => {
             check_representation(cx, cont);
+            if cont.attrs.rename_all != cont.attrs.rename_all_de {
+                cx.error_spanned_by(
+                    cont.ident,
+                    "the variants are read under other tags than they are written under (`rename_all` with another `deserialize` rule): the tower layer's spec could not tell which variant a body is; give `rename_all` one rule",
+                );
+            }
             for variant in variants {
                 check_variant(cx, variant);
                 if cont.proto {
@@ -402,6 +408,15 @@ fn check_variant(cx: &Ctxt, variant: &Variant<'_>) {
             tokens,
             format!(
                 "variant `{}` is never serialized (`#[serde(skip)]`), so it has no fingerprint; remove the attribute, or keep this variant out of request types",
+                variant.ident
+            ),
+        );
+    }
+    if let Some(tokens) = &variant.attrs.other_tag {
+        cx.error_spanned_by(
+            tokens,
+            format!(
+                "variant `{}` is read under a tag it is not written under (`alias`, or `rename` with another `deserialize` name): the tower layer's spec could not tell which variant a body is; give it one name",
                 variant.ident
             ),
         );

@@ -57,11 +57,12 @@ pub(super) fn object_spec(
         let name = &field.wire;
         let spec = field_spec(p, field);
         steps.push(quote!(let __idem_spec = __idem_spec.field(#name, #spec);));
-        if field.attrs.skip_deserializing {
-            for input in field.inputs.iter().chain([&field.wire]) {
-                steps.push(quote!(let __idem_spec = __idem_spec.env(#input);));
-            }
-        } else {
+        // serde never reads a `skip_deserializing` field, nor a renamed one under the name it
+        // is written under: such members are unknown to it, and so to the spec.
+        if field.attrs.skip_deserializing || !field.reads_wire {
+            steps.push(quote!(let __idem_spec = __idem_spec.unread(#name);));
+        }
+        if !field.attrs.skip_deserializing {
             for input in &field.inputs {
                 steps.push(quote!(let __idem_spec = __idem_spec.alias(#input, #name);));
             }

@@ -158,6 +158,8 @@ pub struct Spec {
     pub(crate) aliases: Vec<(String, String)>,
     /// The canonical text of fields absent from the input: `(field, text)`.
     pub(crate) defaults: Vec<(String, String)>,
+    /// Fields not read under their own names.
+    pub(crate) unread: Vec<String>,
 }
 
 /// What a [`Spec`] says about one member name.
@@ -245,6 +247,27 @@ impl Spec {
         self
     }
 
+    /// Field `name` is not read from an input member of its own name, which is then unknown
+    /// (serde's `skip_deserializing`, or a `rename(deserialize = ..)` to another name: serde
+    /// reads the field under its aliases only, or not at all). It is still written, under its
+    /// name, from an alias or its default.
+    ///
+    /// ```
+    /// use idem_runtime::json::{Spec, ValueSpec, canonicalize_slice};
+    /// // `#[serde(rename(deserialize = "amt"))] amount`: `{"amount":5}` is not read as it.
+    /// let spec = Spec::new()
+    ///     .field("amount", ValueSpec::Any)
+    ///     .alias("amt", "amount")
+    ///     .unread("amount");
+    /// assert_eq!(canonicalize_slice(br#"{"amount":5}"#, &spec).unwrap(), "{}");
+    /// assert_eq!(canonicalize_slice(br#"{"amt":5}"#, &spec).unwrap(), r#"{"amount":5}"#);
+    /// ```
+    #[must_use]
+    pub fn unread(mut self, name: impl Into<String>) -> Self {
+        self.unread.push(name.into());
+        self
+    }
+
     /// Whether members may be renamed or added ([`Spec::alias`], [`Spec::default_value`]):
     /// the object is then collected and sorted before it is written.
     pub(crate) fn reshapes(&self) -> bool {
@@ -280,6 +303,7 @@ impl Spec {
         }
         let field = match self.aliases.iter().rev().find(|(input, _)| input == name) {
             Some((_, field)) => field.as_str(),
+            None if self.unread.iter().any(|u| u == name) => return Member::Unknown,
             None => name,
         };
         match self.fields.iter().rev().find(|(n, _)| n == field) {

@@ -2,7 +2,8 @@
 //!
 //! ```text
 //! spec       = { name: descriptor | "env" | {"alias": name}
-//!                     | {"default": {"spec": descriptor, "canonical": text}}, ... }
+//!                     | {"member": {"spec": descriptor, "default": text, "unread": true}}, ... }
+//!              (in "member", "default" and "unread" are optional)
 //! descriptor = "any" | "decimal" | "base64" | "timestamp" | "date" | "uuid"
 //!            | {"array": descriptor} | {"tuple": [descriptor, ...]} | {"set": descriptor}
 //!            | {"map": descriptor}
@@ -28,7 +29,7 @@ const KINDS: &[&str] = &[
     "env",
 ];
 const WRAPPERS: &[&str] = &[
-    "array", "tuple", "set", "map", "object", "enum", "alias", "default",
+    "array", "tuple", "set", "map", "object", "enum", "alias", "member",
 ];
 
 impl Spec {
@@ -87,11 +88,17 @@ impl Serialize for Spec {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let mut map = serializer.serialize_map(None)?;
         for (name, spec) in self.effective_fields() {
-            match self.defaults.iter().rev().find(|(n, _)| n == name) {
-                Some((_, canonical)) => {
-                    map.serialize_entry(name, &Defaulted { spec, canonical })?;
-                }
-                None => map.serialize_entry(name, spec)?,
+            let default = self.defaults.iter().rev().find(|(n, _)| n == name);
+            let unread = self.unread.contains(name);
+            if default.is_some() || unread {
+                let member = MemberJson {
+                    spec,
+                    default: default.map(|(_, text)| text.as_str()),
+                    unread,
+                };
+                map.serialize_entry(name, &member)?;
+            } else {
+                map.serialize_entry(name, spec)?;
             }
         }
         for (i, (input, field)) in self.aliases.iter().enumerate() {
@@ -139,24 +146,30 @@ impl Serialize for Alias<'_> {
     }
 }
 
-/// `{"default": {"spec": descriptor, "canonical": text}}`.
-struct Defaulted<'a> {
+/// `{"member": {"spec": descriptor, "default": text, "unread": true}}`.
+struct MemberJson<'a> {
     spec: &'a ValueSpec,
-    canonical: &'a str,
+    default: Option<&'a str>,
+    unread: bool,
 }
 
-impl Serialize for Defaulted<'_> {
+impl Serialize for MemberJson<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        struct Inner<'b>(&'b Defaulted<'b>);
+        struct Inner<'b>(&'b MemberJson<'b>);
         impl Serialize for Inner<'_> {
             fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-                let mut map = serializer.serialize_map(Some(2))?;
+                let mut map = serializer.serialize_map(None)?;
                 map.serialize_entry("spec", self.0.spec)?;
-                map.serialize_entry("canonical", self.0.canonical)?;
+                if let Some(text) = self.0.default {
+                    map.serialize_entry("default", text)?;
+                }
+                if self.0.unread {
+                    map.serialize_entry("unread", &true)?;
+                }
                 map.end()
             }
         }
-        single(serializer, "default", &Inner(self))
+        single(serializer, "member", &Inner(self))
     }
 }
 
@@ -188,16 +201,19 @@ enum Descriptor {
     Value(ValueSpec),
     /// Another input name of a field.
     Alias(String),
-    /// A field with the canonical text it takes when absent.
-    Defaulted(ValueSpec, String),
+    /// A field with the canonical text it takes when absent, or not read under its name.
+    Member(MemberDe),
 }
 
-/// The inside of `{"default": {"spec": .., "canonical": ..}}`.
+/// The inside of `{"member": {"spec": .., "default": .., "unread": ..}}`.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct DefaultedJson {
+struct MemberDe {
     spec: ValueSpec,
-    canonical: String,
+    #[serde(default)]
+    default: Option<String>,
+    #[serde(default)]
+    unread: bool,
 }
 
 impl<'de> Deserialize<'de> for Spec {
@@ -221,9 +237,14 @@ impl<'de> Deserialize<'de> for Spec {
                         Descriptor::Env => spec.env.push(name.clone()),
                         Descriptor::Value(v) => spec.fields.push((name.clone(), v)),
                         Descriptor::Alias(field) => spec.aliases.push((name.clone(), field)),
-                        Descriptor::Defaulted(v, canonical) => {
-                            spec.fields.push((name.clone(), v));
-                            spec.defaults.push((name.clone(), canonical));
+                        Descriptor::Member(m) => {
+                            spec.fields.push((name.clone(), m.spec));
+                            if let Some(text) = m.default {
+                                spec.defaults.push((name.clone(), text));
+                            }
+                            if m.unread {
+                                spec.unread.push(name.clone());
+                            }
                         }
                     }
                     seen.push(name);
@@ -245,14 +266,14 @@ impl<'de> Deserialize<'de> for ValueSpec {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         match deserializer.deserialize_any(DescriptorVisitor { member: false })? {
             Descriptor::Value(v) => Ok(v),
-            Descriptor::Env | Descriptor::Alias(_) | Descriptor::Defaulted(..) => {
+            Descriptor::Env | Descriptor::Alias(_) | Descriptor::Member(_) => {
                 Err(de::Error::custom(ENV_NESTED))
             }
         }
     }
 }
 
-const ENV_NESTED: &str = "`env`, `alias` and `default` describe an object member, not a value: list it in the object's spec";
+const ENV_NESTED: &str = "`env`, `alias` and `member` describe an object member, not a value: list it in the object's spec";
 
 struct DescriptorVisitor {
     /// Whether `"env"` is allowed (object members only).
@@ -295,14 +316,14 @@ impl<'de> Visitor<'de> for DescriptorVisitor {
             "map" => ValueSpec::Map(Box::new(map.next_value()?)),
             "object" => ValueSpec::Object(map.next_value()?),
             "enum" => ValueSpec::Enum(map.next_value::<VariantList>()?.0),
-            "alias" | "default" if !self.member => return Err(de::Error::custom(ENV_NESTED)),
+            "alias" | "member" if !self.member => return Err(de::Error::custom(ENV_NESTED)),
             "alias" => {
                 let field = map.next_value::<String>()?;
                 return one_key(map, &key).map(|()| Descriptor::Alias(field));
             }
-            "default" => {
-                let d = map.next_value::<DefaultedJson>()?;
-                return one_key(map, &key).map(|()| Descriptor::Defaulted(d.spec, d.canonical));
+            "member" => {
+                let m = map.next_value::<MemberDe>()?;
+                return one_key(map, &key).map(|()| Descriptor::Member(m));
             }
             other => return Err(de::Error::unknown_field(other, WRAPPERS)),
         };
@@ -358,12 +379,15 @@ mod tests {
         let spec = Spec::new()
             .field("amount", ValueSpec::Decimal)
             .field("currency", ValueSpec::Any)
+            .field("region", ValueSpec::Any)
             .alias("amt", "amount")
-            .default_value("currency", r#""EUR""#);
+            .default_value("currency", r#""EUR""#)
+            .default_value("region", r#""eu""#)
+            .unread("region");
         let json = spec.to_json_string();
         assert_eq!(
             json,
-            r#"{"amount":"decimal","currency":{"default":{"spec":"any","canonical":"\"EUR\""}},"amt":{"alias":"amount"}}"#
+            r#"{"amount":"decimal","currency":{"member":{"spec":"any","default":"\"EUR\""}},"region":{"member":{"spec":"any","default":"\"eu\"","unread":true}},"amt":{"alias":"amount"}}"#
         );
         assert_eq!(Spec::from_json_str(&json).unwrap(), spec);
         let nested = r#"{"a":{"array":{"alias":"b"}}}"#;
