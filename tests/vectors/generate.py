@@ -192,7 +192,7 @@ def any_value(v) -> str:
     return members(v, lambda name: ("field", "any", name))
 
 
-def members(obj: Obj, lookup, defaults=None) -> str:
+def members(obj: Obj, lookup, defaults=None, omit_empty=()) -> str:
     """An object: members sorted by the UTF-8 bytes of their (field) names, nulls and non-fields
     omitted; a member read under an alias is written under its field's name (both names at once
     are a duplicate); a field absent from the input takes its default's canonical text."""
@@ -203,7 +203,10 @@ def members(obj: Obj, lookup, defaults=None) -> str:
             continue
         if field in entries:
             raise Invalid("duplicate_member", field)
-        entries[field] = None if value is None else apply(value, spec)
+        text = None if value is None else apply(value, spec)
+        if field in omit_empty and text in ("[]", "{}", '""'):
+            text = None
+        entries[field] = text
     for field, text in (defaults or {}).items():
         if field not in entries:
             entries[field] = text
@@ -234,6 +237,11 @@ def field_spec(d):
     if isinstance(d, dict) and "member" in d:
         return d["member"]["spec"]
     return d
+
+
+def spec_omit_empty(spec: dict) -> set:
+    return {name for name, d in spec.items()
+            if isinstance(d, dict) and "member" in d and d["member"].get("omit_empty")}
 
 
 def spec_defaults(spec: dict) -> dict:
@@ -394,7 +402,7 @@ def apply(v, spec) -> str:
     if kind == "object":
         if not isinstance(v, Obj):
             raise unexpected(v, "an object")
-        return members(v, spec_lookup(inner), spec_defaults(inner))
+        return members(v, spec_lookup(inner), spec_defaults(inner), spec_omit_empty(inner))
     if kind == "enum":
         return enum(v, inner)
     raise ValueError(f"unknown spec kind {kind}")
@@ -404,7 +412,7 @@ def canonical(raw: bytes, spec: dict) -> str:
     value = parse(raw)
     if not isinstance(value, Obj):
         raise unexpected(value, "an object at the top level")
-    return members(value, spec_lookup(spec), spec_defaults(spec))
+    return members(value, spec_lookup(spec), spec_defaults(spec), spec_omit_empty(spec))
 
 
 def f64_exact(value) -> bool:
@@ -510,6 +518,12 @@ CASES = [
     ("unread_own_name_is_unknown", '{"amount":5,"region":"x"}',
      {"amount": {"member": {"spec": "any", "unread": True}}, "amt": {"alias": "amount"},
       "region": {"member": {"spec": "any", "default": '"eu"', "unread": True}}}),
+    ("omit_empty_left_out", '{"tags":[],"meta":{},"note":"","keep":[]}',
+     {"tags": {"member": {"spec": {"array": "any"}, "omit_empty": True}},
+      "meta": {"member": {"spec": {"map": "any"}, "omit_empty": True}},
+      "note": {"member": {"spec": "any", "omit_empty": True}}, "keep": {"array": "any"}}),
+    ("omit_empty_kept_when_not_empty", '{"tags":["a"]}',
+     {"tags": {"member": {"spec": {"array": "any"}, "omit_empty": True}}}),
     ("unread_read_through_alias", '{"amt":5}',
      {"amount": {"member": {"spec": "any", "unread": True}}, "amt": {"alias": "amount"}}),
     # --- bytes

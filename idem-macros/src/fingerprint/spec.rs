@@ -57,6 +57,17 @@ pub(super) fn object_spec(
         let name = &field.wire;
         let spec = field_spec(p, field);
         steps.push(quote!(let __idem_spec = __idem_spec.field(#name, #spec);));
+        // `skip_serializing_if = "Vec::is_empty"` (any `is_empty`): an empty value is left out
+        // by the derive, so an empty member is left out by the spec.
+        if field
+            .attrs
+            .skip_serializing_if
+            .as_ref()
+            .and_then(|p| p.path.segments.last())
+            .is_some_and(|last| last.ident == "is_empty")
+        {
+            steps.push(quote!(let __idem_spec = __idem_spec.omit_empty(#name);));
+        }
         // serde never reads a `skip_deserializing` field, nor a renamed one under the name it
         // is written under: such members are unknown to it, and so to the spec.
         if field.attrs.skip_deserializing || !field.reads_wire {

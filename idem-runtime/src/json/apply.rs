@@ -278,6 +278,19 @@ impl Rules {
         for (field, name_or_text, value) in fields {
             match value {
                 Some((Node::Null, _)) => {}
+                Some((value, value_spec)) if spec.omit_empty.iter().any(|f| f == field) => {
+                    let mut text = Vec::new();
+                    self.value(
+                        value,
+                        value_spec,
+                        &Path::Member(path, name_or_text),
+                        &mut text,
+                    )?;
+                    if !matches!(&text[..], b"[]" | b"{}" | b"\"\"") {
+                        w.name(out, field);
+                        out.extend_from_slice(&text);
+                    }
+                }
                 Some((value, value_spec)) => {
                     w.name(out, field);
                     self.value(value, value_spec, &Path::Member(path, name_or_text), out)?;

@@ -160,6 +160,8 @@ pub struct Spec {
     pub(crate) defaults: Vec<(String, String)>,
     /// Fields not read under their own names.
     pub(crate) unread: Vec<String>,
+    /// Fields left out when empty.
+    pub(crate) omit_empty: Vec<String>,
 }
 
 /// What a [`Spec`] says about one member name.
@@ -268,10 +270,28 @@ impl Spec {
         self
     }
 
-    /// Whether members may be renamed or added ([`Spec::alias`], [`Spec::default_value`]):
-    /// the object is then collected and sorted before it is written.
+    /// Field `name` is left out when its canonical text is empty (`[]`, `{}`, `""`), as a
+    /// derive leaves out a field with `#[serde(skip_serializing_if = "Vec::is_empty")]` (any
+    /// `is_empty`): a client's `"tags": []` and no `tags` are then one request, as they are to
+    /// the handler.
+    ///
+    /// ```
+    /// use idem_runtime::json::{Spec, ValueSpec, canonicalize_slice};
+    /// let spec = Spec::new().field("tags", ValueSpec::Any).omit_empty("tags");
+    /// assert_eq!(canonicalize_slice(br#"{"tags":[]}"#, &spec).unwrap(), "{}");
+    /// assert_eq!(canonicalize_slice(br#"{"tags":["a"]}"#, &spec).unwrap(), r#"{"tags":["a"]}"#);
+    /// ```
+    #[must_use]
+    pub fn omit_empty(mut self, name: impl Into<String>) -> Self {
+        self.omit_empty.push(name.into());
+        self
+    }
+
+    /// Whether members may be renamed, added or left out ([`Spec::alias`],
+    /// [`Spec::default_value`], [`Spec::omit_empty`]): the object is then collected and sorted
+    /// before it is written.
     pub(crate) fn reshapes(&self) -> bool {
-        !self.aliases.is_empty() || !self.defaults.is_empty()
+        !self.aliases.is_empty() || !self.defaults.is_empty() || !self.omit_empty.is_empty()
     }
 
     /// The whitelisted fields and their specs, in the order they were added.

@@ -2,8 +2,9 @@
 //!
 //! ```text
 //! spec       = { name: descriptor | "env" | {"alias": name}
-//!                     | {"member": {"spec": descriptor, "default": text, "unread": true}}, ... }
-//!              (in "member", "default" and "unread" are optional)
+//!                     | {"member": {"spec": descriptor, "default": text, "unread": true,
+//!                                 "omit_empty": true}}, ... }
+//!              (in "member", all but "spec" are optional)
 //! descriptor = "any" | "decimal" | "base64" | "timestamp" | "date" | "uuid"
 //!            | {"array": descriptor} | {"tuple": [descriptor, ...]} | {"set": descriptor}
 //!            | {"map": descriptor}
@@ -90,11 +91,13 @@ impl Serialize for Spec {
         for (name, spec) in self.effective_fields() {
             let default = self.defaults.iter().rev().find(|(n, _)| n == name);
             let unread = self.unread.contains(name);
-            if default.is_some() || unread {
+            let omit_empty = self.omit_empty.contains(name);
+            if default.is_some() || unread || omit_empty {
                 let member = MemberJson {
                     spec,
                     default: default.map(|(_, text)| text.as_str()),
                     unread,
+                    omit_empty,
                 };
                 map.serialize_entry(name, &member)?;
             } else {
@@ -151,6 +154,7 @@ struct MemberJson<'a> {
     spec: &'a ValueSpec,
     default: Option<&'a str>,
     unread: bool,
+    omit_empty: bool,
 }
 
 impl Serialize for MemberJson<'_> {
@@ -165,6 +169,9 @@ impl Serialize for MemberJson<'_> {
                 }
                 if self.0.unread {
                     map.serialize_entry("unread", &true)?;
+                }
+                if self.0.omit_empty {
+                    map.serialize_entry("omit_empty", &true)?;
                 }
                 map.end()
             }
@@ -214,6 +221,8 @@ struct MemberDe {
     default: Option<String>,
     #[serde(default)]
     unread: bool,
+    #[serde(default)]
+    omit_empty: bool,
 }
 
 impl<'de> Deserialize<'de> for Spec {
@@ -244,6 +253,9 @@ impl<'de> Deserialize<'de> for Spec {
                             }
                             if m.unread {
                                 spec.unread.push(name.clone());
+                            }
+                            if m.omit_empty {
+                                spec.omit_empty.push(name.clone());
                             }
                         }
                     }
@@ -382,12 +394,14 @@ mod tests {
             .field("region", ValueSpec::Any)
             .alias("amt", "amount")
             .default_value("currency", r#""EUR""#)
+            .field("tags", ValueSpec::Any)
             .default_value("region", r#""eu""#)
-            .unread("region");
+            .unread("region")
+            .omit_empty("tags");
         let json = spec.to_json_string();
         assert_eq!(
             json,
-            r#"{"amount":"decimal","currency":{"member":{"spec":"any","default":"\"EUR\""}},"region":{"member":{"spec":"any","default":"\"eu\"","unread":true}},"amt":{"alias":"amount"}}"#
+            r#"{"amount":"decimal","currency":{"member":{"spec":"any","default":"\"EUR\""}},"region":{"member":{"spec":"any","default":"\"eu\"","unread":true}},"tags":{"member":{"spec":"any","omit_empty":true}},"amt":{"alias":"amount"}}"#
         );
         assert_eq!(Spec::from_json_str(&json).unwrap(), spec);
         let nested = r#"{"a":{"array":{"alias":"b"}}}"#;
