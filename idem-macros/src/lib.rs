@@ -55,10 +55,13 @@ use proc_macro::TokenStream;
 /// body hashes on both paths alike. `flatten`, and enum representations other than serde's
 /// default externally tagged one (`tag`, `content`, `untagged`), are compile errors; so are
 /// `Option<Option<T>>`, maps whose values are `Option`, and `skip_serializing_if` on a tuple
-/// element, whose differences the canonical form would lose. Other serde attributes are
-/// ignored; `serialize_with`/`with` and `into` change what serde writes but not what the derive
-/// hashes: give such a field `#[fingerprint(with = ..)]`. A `deserialize_with` must read the
-/// member as the field type's spec does (`idem::deserialize::decimal` does, for `Decimal`).
+/// element, whose differences the canonical form would lose. A hashed field that serde reads
+/// with a function of the application's (`with`, `deserialize_with`) is a compile error too: the
+/// handler's value may differ from what the field type reads in the raw body (a trimming reader
+/// makes `" EUR"` and `"EUR"` one request to the handler only). Write such a field with
+/// `#[fingerprint(with = ..)]`, skip it, or, for a `Decimal`, read it with
+/// `idem::deserialize::decimal`, which reads exactly as the spec does. Other serde attributes
+/// (`serialize_with`, `into`, ...) change only what serde writes, which neither path hashes.
 ///
 /// # Shapes
 ///

@@ -68,6 +68,7 @@ pub(crate) const TAG: Symbol = Symbol("tag");
 pub(crate) const CONTENT: Symbol = Symbol("content");
 pub(crate) const UNTAGGED: Symbol = Symbol("untagged");
 pub(crate) const TRANSPARENT: Symbol = Symbol("transparent");
+pub(crate) const DESERIALIZE_WITH: Symbol = Symbol("deserialize_with");
 
 impl PartialEq<Symbol> for Ident {
     fn eq(&self, word: &Symbol) -> bool {

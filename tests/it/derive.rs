@@ -125,9 +125,29 @@ fn members_sort_by_the_bytes_of_their_wire_names() {
         odd: 5,
     };
     // Uppercase sorts before lowercase, `é` (0xC3..) after ASCII; names are escaped.
-    assert_canonical(
-        &v,
-        r#"{"A_upper":3,"a":1,"bField":2,"customerId":"c","quote\"back\\slash\ttab":5,"é":4}"#,
+    let expected =
+        r#"{"A_upper":3,"a":1,"bField":2,"customerId":"c","quote\"back\\slash\ttab":5,"é":4}"#;
+    assert_eq!(v.canonical_json(), expected);
+    assert_eq!(v.fingerprint().as_bytes(), &sha256(expected));
+    // The run-time path reads a client's body as serde deserializes it: `m` is read under its
+    // deserialize-side name and written under the serialize-side one; `A_upper` is not a name
+    // serde reads, so a body carrying it is not the same request.
+    let ValueSpec::Object(spec) = Renamed::value_spec() else {
+        panic!("object spec");
+    };
+    let body = serde_json::json!({
+        "a": 1, "bField": 2, "m": 3, "customerId": "c", "é": 4, "quote\"back\\slash\ttab": 5,
+    });
+    assert_eq!(
+        idem::json::canonicalize(&body, &spec).unwrap(),
+        expected,
+        "run-time path"
+    );
+    let serialized = serde_json::to_value(&v).unwrap();
+    assert_ne!(
+        idem::json::canonicalize(&serialized, &spec).unwrap(),
+        expected,
+        "a member serde does not read is not hashed"
     );
 }
 

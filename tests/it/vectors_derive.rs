@@ -42,32 +42,10 @@ fn check<T: DeserializeOwned + Fingerprint>(name: &str) {
     );
 }
 
-/// A `Decimal` read from a JSON number or a decimal string (`"100.00"`, `"1e2"`).
-mod decimal_any {
-    use rust_decimal::Decimal;
-    use serde::{Deserialize, Deserializer};
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Decimal, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Repr {
-            Text(String),
-            Number(serde_json::Number),
-        }
-        let text = match Repr::deserialize(d)? {
-            Repr::Text(s) => s,
-            Repr::Number(n) => n.to_string(),
-        };
-        text.parse::<Decimal>()
-            .or_else(|_| Decimal::from_scientific(&text))
-            .map_err(serde::de::Error::custom)
-    }
-}
-
 /// A decimal that deserializes from a number or a decimal string; fingerprints as its `Decimal`
 /// (a newtype struct is transparent, as in serde).
 #[derive(Debug, Deserialize, Fingerprint, PartialEq, Eq, PartialOrd, Ord, Hash)]
-struct AnyDecimal(#[serde(with = "decimal_any")] Decimal);
+struct AnyDecimal(#[serde(deserialize_with = "idem::deserialize::decimal")] Decimal);
 
 #[test]
 fn payment_example() {
@@ -169,24 +147,24 @@ fn decimals() {
 
     #[derive(Deserialize, Fingerprint)]
     struct Spellings {
-        #[serde(with = "decimal_any")]
+        #[serde(deserialize_with = "idem::deserialize::decimal")]
         a: Decimal,
-        #[serde(with = "decimal_any")]
+        #[serde(deserialize_with = "idem::deserialize::decimal")]
         b: Decimal,
-        #[serde(with = "decimal_any")]
+        #[serde(deserialize_with = "idem::deserialize::decimal")]
         c: Decimal,
     }
     check::<Spellings>("decimal_number_and_string_agree");
 
     #[derive(Deserialize, Fingerprint)]
     struct NegativeZero {
-        #[serde(with = "decimal_any")]
+        #[serde(deserialize_with = "idem::deserialize::decimal")]
         a: Decimal,
-        #[serde(with = "decimal_any")]
+        #[serde(deserialize_with = "idem::deserialize::decimal")]
         b: Decimal,
-        #[serde(with = "decimal_any")]
+        #[serde(deserialize_with = "idem::deserialize::decimal")]
         c: Decimal,
-        #[serde(with = "decimal_any")]
+        #[serde(deserialize_with = "idem::deserialize::decimal")]
         d: Decimal,
     }
     check::<NegativeZero>("number_negative_zero");
@@ -246,7 +224,7 @@ fn bytes_sets_and_maps() {
 
     #[derive(Deserialize, Fingerprint)]
     struct Q {
-        #[serde(with = "decimal_any")]
+        #[serde(deserialize_with = "idem::deserialize::decimal")]
         q: Decimal,
     }
     #[derive(Deserialize, Fingerprint)]
@@ -419,7 +397,7 @@ fn the_documented_spec_example() {
     #[allow(dead_code)] // env fields are read by serde only
     struct Line {
         sku: String,
-        #[serde(with = "decimal_any")]
+        #[serde(deserialize_with = "idem::deserialize::decimal")]
         qty: Decimal,
         #[fingerprint(env)]
         trace_id: String,

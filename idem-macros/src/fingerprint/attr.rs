@@ -117,6 +117,10 @@ pub(crate) struct Field {
     pub(crate) skip_serializing_if: Option<syn::ExprPath>,
     /// `#[serde(flatten)]`.
     pub(crate) flatten: Option<TokenStream>,
+    /// `#[serde(with = "module")]` or `#[serde(deserialize_with = "path")]`: the member is read
+    /// by a function of the application's (the key's tokens), unless the function reads as the
+    /// field type's spec does ([`reads_as_spec`]).
+    pub(crate) read_with: Option<TokenStream>,
     /// An option was unknown or malformed (already reported): checks that depend on the
     /// options stay quiet rather than report a consequence of that mistake.
     pub(crate) malformed: bool,
@@ -258,6 +262,7 @@ impl Field {
             serde_skip: None,
             skip_serializing_if: None,
             flatten: None,
+            read_with: None,
             malformed: false,
             proto: proto::from_attrs(field_attrs),
         };
@@ -317,6 +322,12 @@ impl Field {
                 attrs.skip_serializing_if = Some(lit.parse()?);
             } else if meta.path == FLATTEN {
                 attrs.flatten = Some(meta.path.to_token_stream());
+            } else if meta.path == WITH || meta.path == DESERIALIZE_WITH {
+                let lit: LitStr = meta.value()?.parse()?;
+                let path: syn::Path = lit.parse()?;
+                if !reads_as_spec(&path) {
+                    attrs.read_with = Some(meta.path.to_token_stream());
+                }
             } else {
                 skip_value(meta)?;
             }
@@ -324,6 +335,18 @@ impl Field {
         });
         attrs
     }
+}
+
+/// Readers that accept exactly what the field type's spec accepts: idem's own
+/// (`idem::deserialize::..`, `idem_runtime::deserialize::..`) and time's RFC 3339 module, whose
+/// strings the timestamp spec reads.
+fn reads_as_spec(path: &syn::Path) -> bool {
+    let segments: Vec<String> = path.segments.iter().map(|s| s.ident.to_string()).collect();
+    let segments: Vec<&str> = segments.iter().map(String::as_str).collect();
+    matches!(
+        segments.as_slice(),
+        ["idem" | "idem_runtime", "deserialize", ..] | ["time", "serde", "rfc3339", ..]
+    )
 }
 
 /// `default` or `default = "path"`.

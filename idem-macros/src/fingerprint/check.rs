@@ -88,6 +88,7 @@ enum Shape {
 fn check_fields(cx: &Ctxt, style: Style, fields: &[Field<'_>], shape: Shape) {
     for field in fields {
         check_flatten(cx, field);
+        check_read_with(cx, field);
         check_nulls(cx, field, style);
         check_contradictions(cx, field);
         if style == Style::Struct {
@@ -108,6 +109,22 @@ fn check_flatten(cx: &Ctxt, field: &Field<'_>) {
         cx.error_spanned_by(
             tokens,
             "`#[serde(flatten)]` is not supported by `#[derive(Fingerprint)]`: nest the struct as a field, or list its fields in this struct",
+        );
+    }
+}
+
+/// A member read by the application's own function (`#[serde(with)]`, `deserialize_with`): the
+/// handler's value may be another than the field type's spec reads from the raw body (a
+/// trimming or case-folding reader makes `" EUR"` the same request as `"EUR"` for the handler,
+/// not for the tower layer), so the field says how it is written.
+fn check_read_with(cx: &Ctxt, field: &Field<'_>) {
+    if field.kind() != Kind::Hashed || matches!(field.writer(), Writer::With(_)) {
+        return;
+    }
+    if let Some(tokens) = &field.attrs.read_with {
+        cx.error_spanned_by(
+            tokens,
+            "this member is read by a function of its own, which the fingerprint cannot see: the tower layer would hash the client's member as the field's type reads it, and one request could hash two ways; write the field with `#[fingerprint(with = path)]` (the tower layer then hashes the member as sent), leave it out with `#[fingerprint(skip)]`, or read a `Decimal` with `idem::deserialize::decimal`",
         );
     }
 }

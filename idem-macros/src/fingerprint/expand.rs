@@ -14,7 +14,7 @@ use syn::ext::IdentExt;
 use syn::spanned::Spanned;
 
 use super::ast::{Container, Data, Field, Kind, Style, Variant, Writer, sorted_hashed};
-use super::paths::{Paths, qualified};
+use super::paths::{Paths, null_check};
 use super::proto_expand::{self, is_oneof, proto_of, write_value};
 use super::spec::{array_spec, enum_spec, field_spec, object_spec};
 use super::types::for_each_path;
@@ -283,17 +283,6 @@ fn self_access(field: &Field<'_>) -> TokenStream {
 /// The binding of field `index` in a `match self` arm (a reference, by default binding mode).
 fn binding(field: &Field<'_>) -> syn::Ident {
     format_ident!("__idem_{}", field.index)
-}
-
-/// An expression, `true` when `value` is null (`None` for `with` fields: never null).
-pub(super) fn null_check(p: &Paths, field: &Field<'_>, value: &TokenStream) -> Option<TokenStream> {
-    let f = match field.writer() {
-        Writer::Canonical => qualified(p, field, "Canonical", "is_null"),
-        Writer::Float => qualified(p, field, "FloatField", "is_null"),
-        Writer::Base64 => qualified(p, field, "Base64Field", "is_null"),
-        Writer::With(_) => return None,
-    };
-    Some(quote!(#f(#value)))
 }
 
 /// (write statements, `is_null` body, spec) of a value that is exactly one field (newtype,

@@ -6,8 +6,7 @@ use quote::quote;
 
 use super::ast::{Field, Kind, Style, Variant, Writer, sorted_hashed};
 use super::attr::SerdeDefault;
-use super::expand::null_check;
-use super::paths::{Paths, qualified};
+use super::paths::{Paths, null_check, qualified};
 use super::proto_expand::write_value;
 use super::proto_expand::{self, is_oneof, proto_of};
 
