@@ -1,12 +1,24 @@
-//! Typed results: [`Sent`] for an answer the caller can use, [`Error`] for everything else.
+//! Typed results: [`Sent`] for an answer the caller can use, [`Error`] for everything else, and
+//! the [`Delivery`] both carry. Below the middleware and the gRPC layer, which build them.
 
 use std::fmt;
 use std::time::{Duration, SystemTime};
 
 use http::{HeaderMap, StatusCode};
 
-use crate::middleware::Delivery;
 use crate::policy::{Verdict, classify};
+
+/// How a response came about, in its extensions (`response.extensions().get::<Delivery>()`),
+/// and in [`Sent`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delivery {
+    /// The key every attempt carried; `None` for a method the middleware leaves alone.
+    pub key: Option<String>,
+    /// Attempts made, the one that got this response included.
+    pub attempts: u32,
+    /// The response carries `Idempotent-Replayed: true`: the server's stored answer.
+    pub replayed: bool,
+}
 
 /// A problem details object (RFC 9457, `application/problem+json`), as idem's servers answer
 /// refusals.
@@ -90,14 +102,9 @@ pub enum Error {
     /// failure replayed (`Idempotent-Replayed: true`).
     #[error("the server refused the request: {0}")]
     Refused(Box<Failure>),
-    /// The server still answered with a retryable status (`409`, `429`, `5xx`) when the budget
-    /// ran out (or the request could not be sent again: a streaming body, or a method outside
-    /// the middleware's set): the operation's outcome is unknown; a later retry **with the same
-    /// key** learns it.
-    #[error("gave up after {attempts} attempts: {0}", attempts = .0.delivery.attempts)]
-    Exhausted(Box<Failure>),
-    /// The budget ran out on transport errors: the operation's outcome is unknown; a later retry
-    /// with the same key learns it.
+    /// The retries ran out — on a retryable answer (`409`, `429`, `5xx`) or a transport error
+    /// — or the request could not be sent again (a streaming body): the operation's outcome is
+    /// unknown; a later retry **with the same key** learns it.
     #[error(transparent)]
     GaveUp(GaveUp),
     /// A transport error that is not retried (an invalid URL, another middleware's refusal)
@@ -111,9 +118,7 @@ impl Error {
     /// The key the operation was sent with, if known: reuse it to learn the outcome later.
     pub fn key(&self) -> Option<&str> {
         match self {
-            Error::KeyReused(f) | Error::Refused(f) | Error::Exhausted(f) => {
-                f.delivery.key.as_deref()
-            }
+            Error::KeyReused(f) | Error::Refused(f) => f.delivery.key.as_deref(),
             Error::GaveUp(g) => g.key.as_deref(),
             Error::Transport(_) => None,
         }
@@ -122,7 +127,7 @@ impl Error {
     /// Attempts made.
     pub fn attempts(&self) -> u32 {
         match self {
-            Error::KeyReused(f) | Error::Refused(f) | Error::Exhausted(f) => f.delivery.attempts,
+            Error::KeyReused(f) | Error::Refused(f) => f.delivery.attempts,
             Error::GaveUp(g) => g.attempts,
             Error::Transport(_) => 1,
         }
@@ -131,25 +136,41 @@ impl Error {
     /// The final answer's problem details, if there was an answer and it was one.
     pub fn problem(&self) -> Option<&Problem> {
         match self {
-            Error::KeyReused(f) | Error::Refused(f) | Error::Exhausted(f) => f.problem.as_ref(),
+            Error::KeyReused(f) | Error::Refused(f) => f.problem.as_ref(),
+            Error::GaveUp(GaveUp {
+                last: LastAttempt::Answered(f),
+                ..
+            }) => f.problem.as_ref(),
             Error::GaveUp(_) | Error::Transport(_) => None,
         }
     }
 }
 
-/// The last attempt failed in transport and no other follows — the retries ran out, or the
-/// body was a stream that cannot be sent twice —; the last error is the [`source`](Self::source).
-/// The outcome is unknown: retry later with [`key`](Self::key) to learn it.
+/// No attempt follows the last — the retries ran out, or the body was a stream that cannot be
+/// sent twice — and the last one did not settle the operation; it is the
+/// [`source`](Self::last). The outcome is unknown: retry later with [`key`](Self::key) to
+/// learn it.
 #[derive(Debug, thiserror::Error)]
-#[error("gave up after {attempts} attempts: {source}")]
+#[error("gave up after {attempts} attempts")]
 pub struct GaveUp {
     /// Attempts made.
     pub attempts: u32,
     /// The key every attempt carried.
     pub key: Option<String>,
-    /// The last attempt's error.
+    /// How the last attempt ended.
     #[source]
-    pub source: reqwest_middleware::Error,
+    pub last: LastAttempt,
+}
+
+/// How the last attempt of a [`GaveUp`] ended.
+#[derive(Debug, thiserror::Error)]
+pub enum LastAttempt {
+    /// With a retryable answer (`409`, `429`, `5xx`), read in full.
+    #[error("the last answer was {0}")]
+    Answered(Box<Failure>),
+    /// With a transport error.
+    #[error(transparent)]
+    Failed(reqwest_middleware::Error),
 }
 
 /// A successful answer (`1xx`-`3xx`), first or replayed.
@@ -234,7 +255,11 @@ impl SendIdempotent for reqwest_middleware::RequestBuilder {
             } else if classify(status, &failure.headers, SystemTime::now()) == Verdict::Final {
                 Error::Refused(failure)
             } else {
-                Error::Exhausted(failure)
+                Error::GaveUp(GaveUp {
+                    attempts: failure.delivery.attempts,
+                    key: failure.delivery.key.clone(),
+                    last: LastAttempt::Answered(failure),
+                })
             },
         )
     }

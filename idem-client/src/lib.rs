@@ -45,7 +45,7 @@ mod middleware;
 mod policy;
 mod retry_after;
 
-pub use error::{Error, Failure, GaveUp, Problem, SendIdempotent, Sent};
-pub use middleware::{Delivery, IDEMPOTENCY_KEY, Idempotency};
+pub use error::{Delivery, Error, Failure, GaveUp, LastAttempt, Problem, SendIdempotent, Sent};
+pub use middleware::{IDEMPOTENCY_KEY, Idempotency};
 pub use policy::{IDEMPOTENT_REPLAYED, RetryPolicy, Verdict, classify, is_replayed};
 pub use retry_after::parse_retry_after;

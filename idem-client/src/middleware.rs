@@ -6,23 +6,12 @@ use http::{Extensions, HeaderMap, HeaderName, HeaderValue, Method};
 use reqwest::{Request, Response};
 use reqwest_middleware::{Middleware, Next};
 
+use crate::RetryPolicy;
+use crate::error::{Delivery, GaveUp, LastAttempt};
 use crate::policy::{Verdict, classify, is_replayed};
-use crate::{RetryPolicy, error::GaveUp};
 
 /// The request header that carries the key.
 pub const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
-
-/// How a response came about, in its extensions (`response.extensions().get::<Delivery>()`),
-/// and in [`Sent`](crate::Sent).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Delivery {
-    /// The key every attempt carried; `None` for a method the middleware leaves alone.
-    pub key: Option<String>,
-    /// Attempts made, the one that got this response included.
-    pub attempts: u32,
-    /// The response carries `Idempotent-Replayed: true`: the server's stored answer.
-    pub replayed: bool,
-}
 
 /// Middleware for [`reqwest_middleware::ClientWithMiddleware`] that makes every request with a
 /// method of its set (default `POST` and `PATCH`) one logical operation:
@@ -173,7 +162,7 @@ impl Middleware for Idempotency {
                         return Err(reqwest_middleware::Error::middleware(GaveUp {
                             attempts,
                             key: key_text,
-                            source,
+                            last: LastAttempt::Failed(source),
                         }));
                     }
                 };
@@ -215,7 +204,7 @@ impl Middleware for Idempotency {
                 return Err(reqwest_middleware::Error::middleware(GaveUp {
                     attempts,
                     key: key_text,
-                    source: failure,
+                    last: LastAttempt::Failed(failure),
                 }));
             };
             tokio::time::sleep(wait).await;

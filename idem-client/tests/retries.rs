@@ -4,7 +4,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use idem_client::{Error, Idempotency, RetryPolicy, SendIdempotent};
+use idem_client::{Error, GaveUp, Idempotency, LastAttempt, RetryPolicy, SendIdempotent};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
@@ -274,7 +274,7 @@ async fn a_replayed_failure_is_the_stored_answer() {
 }
 
 #[tokio::test]
-async fn the_attempts_budget_ends_in_exhausted_with_the_last_answer() {
+async fn the_attempts_budget_gives_up_with_the_last_answer() {
     let (url, seen) = serve(vec![Step::Answer(
         503,
         &[("retry-after", "0")],
@@ -282,10 +282,22 @@ async fn the_attempts_budget_ends_in_exhausted_with_the_last_answer() {
     )])
     .await;
     let err = post(&url, fast().max_attempts(3)).await.unwrap_err();
-    let Error::Exhausted(failure) = &err else {
+    let Error::GaveUp(GaveUp {
+        last: LastAttempt::Answered(failure),
+        ..
+    }) = &err
+    else {
         panic!("{err:?}")
     };
     assert_eq!(failure.status, 503);
+    // Each cause printed once: the error, then the answer as its source.
+    assert_eq!(err.to_string(), "gave up after 3 attempts");
+    let source = std::error::Error::source(&err)
+        .expect("the last answer")
+        .to_string();
+    assert!(source.starts_with("the last answer was 503"), "{source}");
+    assert!(!source.contains("gave up"), "{source}");
+    assert_eq!(err.problem().unwrap().kind, "unavailable");
     assert_eq!(
         failure.problem.as_ref().unwrap().retry_after,
         Some(Duration::ZERO)
@@ -308,7 +320,16 @@ async fn the_time_budget_stops_before_a_wait_that_would_pass_it() {
         "{:?}",
         started.elapsed()
     );
-    assert!(matches!(err, Error::Exhausted(_)), "{err:?}");
+    assert!(
+        matches!(
+            err,
+            Error::GaveUp(GaveUp {
+                last: LastAttempt::Answered(_),
+                ..
+            })
+        ),
+        "{err:?}"
+    );
     assert_eq!(keys(&seen).len(), 1);
 }
 
@@ -320,6 +341,10 @@ async fn transport_errors_past_the_budget_give_up_with_the_key() {
         panic!("{err:?}")
     };
     assert_eq!(gave_up.attempts, 4);
+    assert!(matches!(gave_up.last, LastAttempt::Failed(_)), "{err:?}");
+    // The transport error is the source, not repeated in the message.
+    assert_eq!(err.to_string(), "gave up after 4 attempts");
+    assert!(std::error::Error::source(&err).is_some());
     let key = one_generated_key(&seen, 4);
     assert_eq!(err.key(), Some(&*key));
 }
@@ -333,7 +358,7 @@ async fn other_methods_pass_through_without_a_key_or_retries() {
         .await
         .unwrap_err();
     assert!(
-        matches!(err, Error::Exhausted(_) | Error::Refused(_)),
+        matches!(err, Error::GaveUp(_) | Error::Refused(_)),
         "{err:?}"
     );
     assert_eq!(keys(&seen), vec![None]);
