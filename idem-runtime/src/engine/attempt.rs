@@ -682,7 +682,7 @@ impl Attempt {
                 match seal::open_record(self.key_ring.as_deref(), &self.lease.key, record) {
                     Ok(record) => record,
                     Err(e) => {
-                        super::flow::unopened(&self.lease.key, self.store.backend(), &e);
+                        super::front::unopened(&self.lease.key, self.store.backend(), &e);
                         return front.reject(IdempotencyError::Sealed(e), Some(client_key));
                     }
                 }

@@ -24,7 +24,7 @@ use core::future::Future;
 
 use super::attempt::Attempt;
 use super::error::IdempotencyError;
-use super::front::{Answer, ClaimSettings, Front, answer, bounded_from};
+use super::front::{Answer, ClaimSettings, Front, answer, bounded_from, unopened};
 use super::handle::Idem;
 use super::operation::{fresh_operation_id, with_operation};
 use crate::fingerprint::RequestHash;
@@ -216,18 +216,4 @@ pub(crate) async fn admit(
             })
         }
     }
-}
-
-/// Reports a stored record that did not open: a `warn` event with its key hash, and
-/// `idem_records_unopened_total`. The record stays as it is, for inspection, until its TTL.
-pub(crate) fn unopened(key: &ScopedKey, backend: &'static str, e: &seal::SealError) {
-    tracing::warn!(
-        target: "idem",
-        operation = key.operation(),
-        key_hash = %key.hash_hex(),
-        reason = e.reason(),
-        error = %e,
-        "a stored response does not open: it is neither replayed nor overwritten; the client gets 503 record-sealed"
-    );
-    telemetry::unopened(key, backend, e.reason());
 }

@@ -1,6 +1,7 @@
 //! What the flow ([`execute`](super::flow::execute)) and an [`Attempt`](super::attempt::Attempt)
 //! share: the [`Front`] that answers for the caller, the [`Settlement`] of a record, the
-//! [`ClaimSettings`] of a claim, the [`Answer`] to a claim not won, and [`bounded`] store calls.
+//! [`ClaimSettings`] of a claim, the [`Answer`] to a claim not won, [`bounded`] store calls and
+//! the report of a record that does not open ([`unopened`]).
 //! Below both, so that the flow may own attempts without an attempt importing the flow.
 
 use core::future::Future;
@@ -11,8 +12,11 @@ use super::error::IdempotencyError;
 use super::handler_config::HandlerConfig;
 use super::policy::Disposition;
 use crate::fingerprint::RequestHash;
+use crate::key::ScopedKey;
+use crate::seal;
 use crate::store::atomic::Atomic;
 use crate::store::{Claim, Completion, DEFAULT_RETRY_AFTER, Record, StoreError};
+use crate::telemetry;
 
 /// The durations and failure mode of one claim: the part of a [`HandlerConfig`] (or of the tower
 /// layer's configuration) the flow reads.
@@ -149,4 +153,18 @@ pub(crate) async fn bounded_from<T>(
             retry_after: DEFAULT_RETRY_AFTER,
         }),
     }
+}
+
+/// Reports a stored record that did not open: a `warn` event with its key hash, and
+/// `idem_records_unopened_total`. The record stays as it is, for inspection, until its TTL.
+pub(crate) fn unopened(key: &ScopedKey, backend: &'static str, e: &seal::SealError) {
+    tracing::warn!(
+        target: "idem",
+        operation = key.operation(),
+        key_hash = %key.hash_hex(),
+        reason = e.reason(),
+        error = %e,
+        "a stored response does not open: it is neither replayed nor overwritten; the client gets 503 record-sealed"
+    );
+    telemetry::unopened(key, backend, e.reason());
 }

@@ -11,12 +11,6 @@ use super::replay_cache::ReplayCache;
 use crate::seal::KeyRing;
 use crate::store::Store;
 
-/// Default of [`Idem::store_timeout`]: 2 seconds.
-pub const DEFAULT_STORE_TIMEOUT: Duration = Duration::from_secs(2);
-
-/// Default of [`Idem::with_max_snapshot_bytes`]: 256 KiB.
-pub const DEFAULT_MAX_SNAPSHOT_BYTES: usize = 256 * 1024;
-
 /// The store plus the defaults every idempotent handler shares. Cheap to clone (two `Arc`s).
 ///
 /// Put it in the axum state (`impl FromRef<AppState> for Idem`), or pass it to
@@ -81,11 +75,11 @@ impl fmt::Debug for Idem {
 
 impl Idem {
     /// The longest wait for one answer of the store unless [`Idem::store_timeout`] says
-    /// otherwise: 2 seconds ([`DEFAULT_STORE_TIMEOUT`]).
-    pub const DEFAULT_STORE_TIMEOUT: Duration = DEFAULT_STORE_TIMEOUT;
+    /// otherwise: 2 seconds.
+    pub const DEFAULT_STORE_TIMEOUT: Duration = Duration::from_secs(2);
     /// The largest response body stored whole unless [`Idem::with_max_snapshot_bytes`] says
-    /// otherwise: 256 KiB ([`DEFAULT_MAX_SNAPSHOT_BYTES`]).
-    pub const DEFAULT_MAX_SNAPSHOT_BYTES: usize = DEFAULT_MAX_SNAPSHOT_BYTES;
+    /// otherwise: 256 KiB.
+    pub const DEFAULT_MAX_SNAPSHOT_BYTES: usize = 256 * 1024;
 
     /// A handle over `store` with the [`DefaultPolicy`] and 256 KiB snapshots.
     ///
@@ -113,8 +107,8 @@ impl Idem {
             inner: Arc::new(Inner {
                 store,
                 policy: Arc::new(DefaultPolicy),
-                max_snapshot_bytes: DEFAULT_MAX_SNAPSHOT_BYTES,
-                store_timeout: DEFAULT_STORE_TIMEOUT,
+                max_snapshot_bytes: Self::DEFAULT_MAX_SNAPSHOT_BYTES,
+                store_timeout: Self::DEFAULT_STORE_TIMEOUT,
                 problem_base: None,
                 replay_cache: None,
                 key_ring: None,
@@ -152,7 +146,7 @@ impl Idem {
     }
 
     /// Sets how long the engine waits for one answer of the store (a claim, a completion, a lease
-    /// renewal) before it counts the store as unavailable: [`DEFAULT_STORE_TIMEOUT`], 2 s, unless
+    /// renewal) before it counts the store as unavailable: [`Idem::DEFAULT_STORE_TIMEOUT`], 2 s, unless
     /// set. This bounds what an outage costs a request — a server stopped, restarting, failing
     /// over, or a network that stalls without closing connections: the claim is answered
     /// `503 store-unavailable` + `Retry-After` after at most this long, and a request whose
@@ -176,12 +170,12 @@ impl Idem {
     }
 
     /// How long the engine waits for one answer of the store: what [`Idem::with_store_timeout`] set,
-    /// or [`DEFAULT_STORE_TIMEOUT`].
+    /// or [`Idem::DEFAULT_STORE_TIMEOUT`].
     ///
     /// ```
-    /// use idem_runtime::engine::{DEFAULT_STORE_TIMEOUT, Idem};
+    /// use idem_runtime::engine::Idem;
     /// let idem = Idem::new(idem_runtime::store::MemoryStore::new());
-    /// assert_eq!(idem.store_timeout(), DEFAULT_STORE_TIMEOUT);
+    /// assert_eq!(idem.store_timeout(), Idem::DEFAULT_STORE_TIMEOUT);
     /// ```
     pub fn store_timeout(&self) -> Duration {
         self.inner.store_timeout
@@ -385,12 +379,12 @@ impl Idem {
     }
 
     /// The default largest body stored whole: what [`Idem::with_max_snapshot_bytes`] set, or
-    /// [`DEFAULT_MAX_SNAPSHOT_BYTES`].
+    /// [`Idem::DEFAULT_MAX_SNAPSHOT_BYTES`].
     ///
     /// ```
-    /// use idem_runtime::engine::{DEFAULT_MAX_SNAPSHOT_BYTES, Idem};
+    /// use idem_runtime::engine::Idem;
     /// let idem = Idem::new(idem_runtime::store::MemoryStore::new());
-    /// assert_eq!(idem.max_snapshot_bytes(), DEFAULT_MAX_SNAPSHOT_BYTES);
+    /// assert_eq!(idem.max_snapshot_bytes(), Idem::DEFAULT_MAX_SNAPSHOT_BYTES);
     /// ```
     pub fn max_snapshot_bytes(&self) -> usize {
         self.inner.max_snapshot_bytes

@@ -224,7 +224,7 @@ impl HandlerConfig {
     }
 
     /// Largest response body stored whole; unless set, the [`Idem`](super::Idem) handle's
-    /// ([`DEFAULT_MAX_SNAPSHOT_BYTES`](super::DEFAULT_MAX_SNAPSHOT_BYTES) unless changed).
+    /// ([`Idem::DEFAULT_MAX_SNAPSHOT_BYTES`](super::Idem::DEFAULT_MAX_SNAPSHOT_BYTES) unless changed).
     #[must_use]
     pub const fn max_snapshot_bytes(mut self, bytes: usize) -> Self {
         self.max_snapshot_bytes = Some(bytes);

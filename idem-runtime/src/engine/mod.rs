@@ -70,7 +70,7 @@ pub use error::IdempotencyError;
 pub(crate) use flow::execute;
 #[cfg(any(feature = "axum", feature = "actix", feature = "tonic"))]
 pub(crate) use front::{ClaimSettings, Front, Settlement};
-pub use handle::{AsIdem, DEFAULT_MAX_SNAPSHOT_BYTES, DEFAULT_STORE_TIMEOUT, Idem};
+pub use handle::{AsIdem, Idem};
 pub use handler_config::{DEFAULT_LEASE, DEFAULT_TTL, HandlerConfig, default_timeout};
 pub use once::run_once;
 pub use operation::{OperationId, operation_id};
