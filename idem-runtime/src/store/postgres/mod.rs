@@ -4,11 +4,18 @@
 //! existing row too, so that a replay or an in-progress answer needs no second statement; a
 //! takeover or a replaced record adds one conditional `UPDATE .. RETURNING`.
 //!
+//! `statements` holds the SQL, `migrate` the schema, `replication` what the server says about
+//! its standbys ([`Replication`]).
+//!
 //! The rule: the database's clock decides. Every statement computes "now" itself
 //! (`statement_timestamp()`, or the test clock bound in its place), never the application.
 //!
 //! The SQL, the statements of every path and why not `ON CONFLICT DO UPDATE`:
 //! `docs/storage.md`, "PostgreSQL (S14)".
+
+mod migrate;
+mod replication;
+mod statements;
 
 use core::convert::identity;
 use core::ops::ControlFlow;
@@ -16,224 +23,23 @@ use core::time::Duration;
 use std::sync::Arc;
 
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions, PgRow};
-use sqlx::{Connection, Executor, Postgres, Row};
+use sqlx::{Postgres, Row};
 
+pub use self::replication::Replication;
+pub use self::statements::NOW_MS_SQL;
+use self::statements::{
+    ABANDON_SQL, CLAIM_SQL, COMPLETE_SQL, EXTEND_SQL, OWNER_SQL, PURGE_SQL, RELEASE_SQL,
+    SELECT_SQL, TAKEOVER_SQL,
+};
 use super::clock::{Clock, Timestamp};
 use super::error::StoreError;
 use super::error::classify_sqlx;
 use super::interface::{Claim, ClaimRequest, Completion, Lease, Record, new_operation_id};
-use super::migrate::{history, migrate_error, pending};
 use super::sql_store::ops::{self, CLAIM_ATTEMPTS, contended};
 use super::sql_store::{
     RawRecord, SqlBackend, SqlCore, Stored, impl_store, lease_statements, millis_param,
-    numbered_statements, ping_when_idle, record_columns,
+    numbered_statements, ping_when_idle,
 };
-
-static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/postgres");
-
-/// Checksums (SHA-384, hex) that idem 0.1.0 recorded for migration files whose text differs in
-/// this build, accepted as the files' own, so that a database it migrated still starts.
-///
-/// `20261130000001` holds `CREATE SCHEMA IF NOT EXISTS idem;`, so that the file stands alone for
-/// other tools (`psql -f`); 0.1.0's text of it lacked the statement, which is a no-op wherever
-/// the table exists (the runner creates the schema before its history table), so a database
-/// migrated with either text is the same. A version added instead could not make the file stand
-/// alone, and one before it would be applied out of order on existing databases.
-const EARLIER_CHECKSUMS: &[(i64, &str)] = &[(
-    20261130000001,
-    "bd1c0b9a7c6ddb60d8550db1413eb315db89f9da2d8020ab220d27fcdd4902d6a26c2f932e36d831cda498a124b3df3c",
-)];
-
-/// Key of the advisory lock that serializes concurrent `migrate()` calls ("idem" in ASCII).
-const MIGRATION_LOCK: i64 = 0x6964_656d;
-
-/// "Now" in milliseconds since the Unix epoch by the database's clock: `statement_timestamp()`,
-/// the start of the current statement, one value wherever the statement reads it (unlike
-/// `clock_timestamp()`), and the statement's own time inside a caller's transaction too (unlike
-/// `now()`, the transaction's start). Parameter `$n` is the store's clock override, `NULL`
-/// unless `with_clock` set one (tests).
-macro_rules! now {
-    ($n:literal) => {
-        concat!("COALESCE($", $n, "::bigint, ", db_now!(), ")")
-    };
-}
-
-macro_rules! db_now {
-    () => {
-        "floor(extract(epoch FROM statement_timestamp()) * 1000)::bigint"
-    };
-}
-
-/// The SQL expression the store reads the time from: milliseconds since the Unix epoch by the
-/// database's clock (`statement_timestamp()`), for tools that query the table beside the store.
-pub const NOW_MS_SQL: &str = db_now!();
-
-/// The claim (S13, S14): insert, or return the existing row from the statement's snapshot.
-/// `$5` is the clock override, `$6` the lease and `$7` the TTL in ms; every column that holds a
-/// time is computed here, from the database's clock. The last column is that "now".
-const CLAIM_SQL: &str = concat!(
-    "WITH claimed AS ( \
-       INSERT INTO idem.idempotency_records \
-         (key_hash, idem_key, request_hash, state, operation_id, fence, rev, locked_at, lease_until, expire_at, created_at, updated_at) \
-       VALUES ($1, $2, $3, 0, $4, 1, 1, ",
-    now!("5"),
-    ", ",
-    now!("5"),
-    " + $6::bigint, ",
-    now!("5"),
-    " + GREATEST($6::bigint, $7::bigint), ",
-    now!("5"),
-    ", ",
-    now!("5"),
-    ") \
-       ON CONFLICT (key_hash) DO NOTHING \
-       RETURNING ",
-    record_columns!(),
-    ", locked_at AS db_now \
-     ) \
-     SELECT TRUE AS claimed, ",
-    record_columns!(),
-    ", db_now FROM claimed \
-     UNION ALL \
-     SELECT FALSE AS claimed, ",
-    record_columns!(),
-    ", ",
-    now!("5"),
-    " FROM idem.idempotency_records \
-      WHERE key_hash = $1 AND NOT EXISTS (SELECT 1 FROM claimed)"
-);
-
-/// Replacing an expired record (S21: a new operation id) or taking over an expired lease of the
-/// same request (S23: same operation id), with the parameters of [`CLAIM_SQL`]. The condition
-/// is re-checked on the latest row version, so only one of concurrent takeovers returns a row.
-/// `SET` sees the old row.
-///
-/// The operation id changes only when the record has expired by the database's clock: it is
-/// logically absent (S21), so this is a new operation, and the old one's zombie (old id, lower
-/// fence) stays fenced out. An ended lease of the same request keeps its id: the operation goes
-/// on, and its effects may already exist under that id (S22, S23).
-const TAKEOVER_SQL: &str = concat!(
-    "UPDATE idem.idempotency_records AS r SET \
-       idem_key = $2, \
-       request_hash = $3, \
-       state = 0, \
-       operation_id = CASE WHEN r.expire_at <= ",
-    now!("5"),
-    " THEN $4 ELSE r.operation_id END, \
-       fence = r.fence + 1, \
-       rev = r.rev + 1, \
-       resp_status = NULL, resp_headers = NULL, resp_body = NULL, biz_no = NULL, completed_at = NULL, \
-       locked_at = ",
-    now!("5"),
-    ", \
-       lease_until = ",
-    now!("5"),
-    " + $6::bigint, \
-       expire_at = CASE WHEN r.expire_at <= ",
-    now!("5"),
-    " \
-         THEN ",
-    now!("5"),
-    " + GREATEST($6::bigint, $7::bigint) \
-         ELSE GREATEST(r.expire_at, ",
-    now!("5"),
-    " + $6::bigint) END, \
-       created_at = CASE WHEN r.expire_at <= ",
-    now!("5"),
-    " THEN ",
-    now!("5"),
-    " ELSE r.created_at END, \
-       updated_at = ",
-    now!("5"),
-    " \
-     WHERE r.key_hash = $1 \
-       AND (r.expire_at <= ",
-    now!("5"),
-    " \
-            OR (r.state = 0 AND r.lease_until <= ",
-    now!("5"),
-    " AND r.request_hash = $3)) \
-     RETURNING TRUE AS claimed, ",
-    record_columns!(),
-    ", ",
-    now!("5")
-);
-
-/// The row of a key and the database's "now" (`$2`: the clock override).
-const SELECT_SQL: &str = concat!(
-    "SELECT FALSE AS claimed, ",
-    record_columns!(),
-    ", ",
-    now!("2"),
-    " FROM idem.idempotency_records WHERE key_hash = $1"
-);
-
-/// Completion (S18): one short statement, only while the lease's fence and operation id are the
-/// record's and it is processing (S23). No expiry condition: a result nobody superseded is
-/// stored even when it comes after `expire_at`. `$8` is an absolute expiry for the snapshot (or
-/// `NULL`), `$9` the clock override.
-const COMPLETE_SQL: &str = concat!(
-    "UPDATE idem.idempotency_records SET \
-       state = $3, resp_status = $4, resp_headers = $5, resp_body = $6, biz_no = $7, \
-       expire_at = COALESCE($8, expire_at), updated_at = ",
-    now!("9"),
-    ", completed_at = ",
-    now!("9"),
-    ", \
-       rev = rev + 1 \
-     WHERE key_hash = $1 AND fence = $2 AND state = 0 AND operation_id = $10"
-);
-
-/// Who owns a record: read when a completion matched no row (see `completed_earlier`).
-const OWNER_SQL: &str =
-    "SELECT state, fence, operation_id FROM idem.idempotency_records WHERE key_hash = $1";
-
-const RELEASE_SQL: &str = "DELETE FROM idem.idempotency_records \
-    WHERE key_hash = $1 AND fence = $2 AND state = 0 AND operation_id = $3";
-
-/// Ends the lease at once, keeping the record and its operation id (`Store::abandon`).
-const ABANDON_SQL: &str = concat!(
-    "UPDATE idem.idempotency_records SET \
-       lease_until = LEAST(lease_until, ",
-    now!("4"),
-    "), updated_at = ",
-    now!("4"),
-    ", rev = rev + 1 \
-     WHERE key_hash = $1 AND fence = $2 AND state = 0 AND operation_id = $3"
-);
-
-/// Renews a lease for `$4` ms from now; the record lives at least as long.
-const EXTEND_SQL: &str = concat!(
-    "UPDATE idem.idempotency_records SET \
-       lease_until = ",
-    now!("5"),
-    " + $4::bigint, \
-       expire_at = GREATEST(expire_at, ",
-    now!("5"),
-    " + $4::bigint), \
-       updated_at = ",
-    now!("5"),
-    ", rev = rev + 1 \
-     WHERE key_hash = $1 AND fence = $2 AND state = 0 AND operation_id = $3 \
-     RETURNING lease_until, expire_at"
-);
-
-/// Purge along `idx_idem_expire_at`, bounded by `LIMIT`, in `(expire_at, key_hash)` order,
-/// skipping rows another transaction holds (S21). The batch is a materialized CTE: as
-/// `key_hash IN (SELECT .. LIMIT ..)` the planner may re-run the subquery and delete more than a
-/// batch. The outer condition is re-checked on the latest row version, so a record replaced by
-/// a concurrent claim is never deleted: only records logically absent (expired by the
-/// database's clock) are.
-const PURGE_SQL: &str = concat!(
-    "WITH batch AS MATERIALIZED ( \
-       SELECT key_hash FROM idem.idempotency_records WHERE expire_at <= ",
-    now!("1"),
-    " \
-       ORDER BY expire_at, key_hash LIMIT $2 FOR UPDATE SKIP LOCKED) \
-     DELETE FROM idem.idempotency_records r USING batch \
-     WHERE r.key_hash = batch.key_hash AND r.expire_at <= ",
-    now!("1")
-);
 
 /// The statements of this store, for the benchmark's hand-written baseline. Not a public API.
 #[doc(hidden)]
@@ -241,14 +47,14 @@ pub mod sql {
     /// The claim statement (with the read riding along): `$1` key hash, `$2` readable key, `$3`
     /// request hash, `$4` operation id, `$5` clock override (`NULL`), `$6` lease ms, `$7` TTL ms.
     pub fn claim() -> &'static str {
-        super::CLAIM_SQL
+        super::statements::CLAIM_SQL
     }
     /// The takeover of an expired record or lease, with the claim's parameters.
     pub fn takeover() -> &'static str {
-        super::TAKEOVER_SQL
+        super::statements::TAKEOVER_SQL
     }
     /// The completion update.
-    pub const COMPLETE: &str = super::COMPLETE_SQL;
+    pub const COMPLETE: &str = super::statements::COMPLETE_SQL;
 }
 
 /// A [`Store`](crate::store::Store) on PostgreSQL (10 or later; tested on 15).
@@ -442,130 +248,6 @@ fn inserted(
     })
 }
 
-/// Applies the pending migrations on `conn`, its own connection: the advisory lock is
-/// session-scoped and serializes concurrent migrations. Refuses a standby, and warns when the
-/// server streams to standbys without waiting for them (see [`Replication`]).
-async fn migrate_on(conn: &mut PgConnection) -> Result<(), StoreError> {
-    let replication = Replication::read(&mut *conn).await?;
-    if replication.standby {
-        return Err(StoreError::Config {
-            message: "this PostgreSQL server is a standby (`pg_is_in_recovery()`): point the store at the primary; a claim cannot be written here, and a replay read from a standby may miss the latest completion and answer wrongly".to_owned(),
-            source: None,
-        });
-    }
-    if replication.streaming_standbys > 0 && !replication.keeps_commits_through_failover() {
-        tracing::warn!(target: "idem",
-            standbys = replication.streaming_standbys,
-            synchronous_commit = %replication.synchronous_commit,
-            synchronous_standby_names = %replication.synchronous_standby_names,
-            "PostgreSQL acknowledges commits before a standby holds them: a failover to a standby can lose acknowledged claims, and a lost claim lets a retry run its operation again under a new operation id; set `synchronous_standby_names` (and `synchronous_commit = on`) on the primary (docs/storage.md, \"Replicated and sharded stores\")");
-    }
-    sqlx::query("SELECT pg_advisory_lock($1)")
-        .bind(MIGRATION_LOCK)
-        .execute(&mut *conn)
-        .await
-        .map_err(|e| migrate_error("cannot take the migration lock", e))?;
-    (&mut *conn)
-        .execute(sqlx::raw_sql(
-            "CREATE SCHEMA IF NOT EXISTS idem; \
-         CREATE TABLE IF NOT EXISTS idem._sqlx_migrations (\
-           version BIGINT PRIMARY KEY, description TEXT NOT NULL, \
-           installed_on TIMESTAMPTZ NOT NULL DEFAULT now(), success BOOLEAN NOT NULL, \
-           checksum BYTEA NOT NULL, execution_time BIGINT NOT NULL)",
-        ))
-        .await
-        .map_err(|e| migrate_error("cannot create schema `idem` and its history table", e))?;
-    let applied = history(
-        sqlx::query_as("SELECT version, checksum, success FROM idem._sqlx_migrations")
-            .fetch_all(&mut *conn)
-            .await,
-        "idem._sqlx_migrations",
-    )?;
-    for m in pending(&MIGRATOR, &applied, EARLIER_CHECKSUMS)? {
-        let started = std::time::Instant::now();
-        let mut tx = conn
-            .begin()
-            .await
-            .map_err(|e| migrate_error("cannot begin", e))?;
-        (&mut *tx)
-            .execute(sqlx::raw_sql(m.sql.clone()))
-            .await
-            .map_err(|e| migrate_error(&format!("migration {} failed", m.version), e))?;
-        sqlx::query(
-            "INSERT INTO idem._sqlx_migrations \
-             (version, description, success, checksum, execution_time) \
-             VALUES ($1, $2, TRUE, $3, $4)",
-        )
-        .bind(m.version)
-        .bind(&*m.description)
-        .bind(&*m.checksum)
-        .bind(i64::try_from(started.elapsed().as_nanos()).unwrap_or(i64::MAX))
-        .execute(&mut *tx)
-        .await
-        .map_err(|e| migrate_error("cannot record the migration", e))?;
-        tx.commit()
-            .await
-            .map_err(|e| migrate_error("cannot commit the migration", e))?;
-    }
-    sqlx::query("SELECT pg_advisory_unlock($1)")
-        .bind(MIGRATION_LOCK)
-        .execute(&mut *conn)
-        .await
-        .map_err(|e| migrate_error("cannot release the migration lock", e))?;
-    Ok(())
-}
-
-/// What a PostgreSQL server says about its replication, as the store's own sessions see it
-/// ([`PostgresStore::replication`]): whether a commit the store was told about survives a
-/// failover to a standby.
-///
-/// A commit waits for a standby only when the primary names one in
-/// `synchronous_standby_names` **and** the session's `synchronous_commit` is `on`,
-/// `remote_write` or `remote_apply`; with `off` or `local`, or no name, PostgreSQL replicates
-/// asynchronously, and a failover can lose the last acknowledged claims.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Replication {
-    /// The server is itself a standby (`pg_is_in_recovery()`): the store refuses it.
-    pub standby: bool,
-    /// The session's `synchronous_commit`.
-    pub synchronous_commit: String,
-    /// The server's `synchronous_standby_names` (empty: none).
-    pub synchronous_standby_names: String,
-    /// Standbys streaming from this server now (`pg_stat_replication`).
-    pub streaming_standbys: i64,
-}
-
-impl Replication {
-    async fn read(conn: &mut PgConnection) -> Result<Self, StoreError> {
-        let (standby, synchronous_commit, synchronous_standby_names, streaming_standbys) =
-            sqlx::query_as(
-                "SELECT pg_is_in_recovery(), current_setting('synchronous_commit'), \
-                 current_setting('synchronous_standby_names'), \
-                 (SELECT count(*) FROM pg_stat_replication)",
-            )
-            .fetch_one(&mut *conn)
-            .await
-            .map_err(classify)?;
-        Ok(Replication {
-            standby,
-            synchronous_commit,
-            synchronous_standby_names,
-            streaming_standbys,
-        })
-    }
-
-    /// `true` when every commit of the store's sessions waits until a standby holds it: a
-    /// failover to that standby keeps every claim and completion idem acknowledged.
-    pub fn keeps_commits_through_failover(&self) -> bool {
-        !self.synchronous_standby_names.trim().is_empty()
-            && matches!(
-                self.synchronous_commit.as_str(),
-                "on" | "remote_write" | "remote_apply"
-            )
-    }
-}
-
 /// Reads a row of `claimed, record_columns!(), now`.
 fn read(row: &PgRow) -> Result<RawRecord, sqlx::Error> {
     // `state` and `resp_status` are `SMALLINT`s.
@@ -704,7 +386,7 @@ impl SqlBackend for PostgresStore {
     }
 
     async fn migrate_on(conn: &mut PgConnection) -> Result<(), StoreError> {
-        migrate_on(conn).await
+        migrate::migrate_on(conn).await
     }
 
     fn classify(err: sqlx::Error) -> StoreError {

@@ -1,0 +1,194 @@
+//! The statements of [`PostgresStore`](super::PostgresStore).
+//!
+//! The rule: every statement computes "now" itself, from the database's clock
+//! (`statement_timestamp()`) or the test clock bound in its place, and binds only parameters.
+
+use crate::store::sql_store::record_columns;
+
+/// "Now" in milliseconds since the Unix epoch by the database's clock: `statement_timestamp()`,
+/// the start of the current statement, one value wherever the statement reads it (unlike
+/// `clock_timestamp()`), and the statement's own time inside a caller's transaction too (unlike
+/// `now()`, the transaction's start). Parameter `$n` is the store's clock override, `NULL`
+/// unless `with_clock` set one (tests).
+macro_rules! now {
+    ($n:literal) => {
+        concat!("COALESCE($", $n, "::bigint, ", db_now!(), ")")
+    };
+}
+
+macro_rules! db_now {
+    () => {
+        "floor(extract(epoch FROM statement_timestamp()) * 1000)::bigint"
+    };
+}
+
+/// The SQL expression the store reads the time from: milliseconds since the Unix epoch by the
+/// database's clock (`statement_timestamp()`), for tools that query the table beside the store.
+pub const NOW_MS_SQL: &str = db_now!();
+
+/// The claim (S13, S14): insert, or return the existing row from the statement's snapshot.
+/// `$5` is the clock override, `$6` the lease and `$7` the TTL in ms; every column that holds a
+/// time is computed here, from the database's clock. The last column is that "now".
+pub(super) const CLAIM_SQL: &str = concat!(
+    "WITH claimed AS ( \
+       INSERT INTO idem.idempotency_records \
+         (key_hash, idem_key, request_hash, state, operation_id, fence, rev, locked_at, lease_until, expire_at, created_at, updated_at) \
+       VALUES ($1, $2, $3, 0, $4, 1, 1, ",
+    now!("5"),
+    ", ",
+    now!("5"),
+    " + $6::bigint, ",
+    now!("5"),
+    " + GREATEST($6::bigint, $7::bigint), ",
+    now!("5"),
+    ", ",
+    now!("5"),
+    ") \
+       ON CONFLICT (key_hash) DO NOTHING \
+       RETURNING ",
+    record_columns!(),
+    ", locked_at AS db_now \
+     ) \
+     SELECT TRUE AS claimed, ",
+    record_columns!(),
+    ", db_now FROM claimed \
+     UNION ALL \
+     SELECT FALSE AS claimed, ",
+    record_columns!(),
+    ", ",
+    now!("5"),
+    " FROM idem.idempotency_records \
+      WHERE key_hash = $1 AND NOT EXISTS (SELECT 1 FROM claimed)"
+);
+
+/// Replacing an expired record (S21: a new operation id) or taking over an expired lease of the
+/// same request (S23: same operation id), with the parameters of [`CLAIM_SQL`]. The condition
+/// is re-checked on the latest row version, so only one of concurrent takeovers returns a row.
+/// `SET` sees the old row.
+///
+/// The operation id changes only when the record has expired by the database's clock: it is
+/// logically absent (S21), so this is a new operation, and the old one's zombie (old id, lower
+/// fence) stays fenced out. An ended lease of the same request keeps its id: the operation goes
+/// on, and its effects may already exist under that id (S22, S23).
+pub(super) const TAKEOVER_SQL: &str = concat!(
+    "UPDATE idem.idempotency_records AS r SET \
+       idem_key = $2, \
+       request_hash = $3, \
+       state = 0, \
+       operation_id = CASE WHEN r.expire_at <= ",
+    now!("5"),
+    " THEN $4 ELSE r.operation_id END, \
+       fence = r.fence + 1, \
+       rev = r.rev + 1, \
+       resp_status = NULL, resp_headers = NULL, resp_body = NULL, biz_no = NULL, completed_at = NULL, \
+       locked_at = ",
+    now!("5"),
+    ", \
+       lease_until = ",
+    now!("5"),
+    " + $6::bigint, \
+       expire_at = CASE WHEN r.expire_at <= ",
+    now!("5"),
+    " \
+         THEN ",
+    now!("5"),
+    " + GREATEST($6::bigint, $7::bigint) \
+         ELSE GREATEST(r.expire_at, ",
+    now!("5"),
+    " + $6::bigint) END, \
+       created_at = CASE WHEN r.expire_at <= ",
+    now!("5"),
+    " THEN ",
+    now!("5"),
+    " ELSE r.created_at END, \
+       updated_at = ",
+    now!("5"),
+    " \
+     WHERE r.key_hash = $1 \
+       AND (r.expire_at <= ",
+    now!("5"),
+    " \
+            OR (r.state = 0 AND r.lease_until <= ",
+    now!("5"),
+    " AND r.request_hash = $3)) \
+     RETURNING TRUE AS claimed, ",
+    record_columns!(),
+    ", ",
+    now!("5")
+);
+
+/// The row of a key and the database's "now" (`$2`: the clock override).
+pub(super) const SELECT_SQL: &str = concat!(
+    "SELECT FALSE AS claimed, ",
+    record_columns!(),
+    ", ",
+    now!("2"),
+    " FROM idem.idempotency_records WHERE key_hash = $1"
+);
+
+/// Completion (S18): one short statement, only while the lease's fence and operation id are the
+/// record's and it is processing (S23). No expiry condition: a result nobody superseded is
+/// stored even when it comes after `expire_at`. `$8` is an absolute expiry for the snapshot (or
+/// `NULL`), `$9` the clock override.
+pub(super) const COMPLETE_SQL: &str = concat!(
+    "UPDATE idem.idempotency_records SET \
+       state = $3, resp_status = $4, resp_headers = $5, resp_body = $6, biz_no = $7, \
+       expire_at = COALESCE($8, expire_at), updated_at = ",
+    now!("9"),
+    ", completed_at = ",
+    now!("9"),
+    ", \
+       rev = rev + 1 \
+     WHERE key_hash = $1 AND fence = $2 AND state = 0 AND operation_id = $10"
+);
+
+/// Who owns a record: read when a completion matched no row (see `completed_earlier`).
+pub(super) const OWNER_SQL: &str =
+    "SELECT state, fence, operation_id FROM idem.idempotency_records WHERE key_hash = $1";
+
+pub(super) const RELEASE_SQL: &str = "DELETE FROM idem.idempotency_records \
+    WHERE key_hash = $1 AND fence = $2 AND state = 0 AND operation_id = $3";
+
+/// Ends the lease at once, keeping the record and its operation id (`Store::abandon`).
+pub(super) const ABANDON_SQL: &str = concat!(
+    "UPDATE idem.idempotency_records SET \
+       lease_until = LEAST(lease_until, ",
+    now!("4"),
+    "), updated_at = ",
+    now!("4"),
+    ", rev = rev + 1 \
+     WHERE key_hash = $1 AND fence = $2 AND state = 0 AND operation_id = $3"
+);
+
+/// Renews a lease for `$4` ms from now; the record lives at least as long.
+pub(super) const EXTEND_SQL: &str = concat!(
+    "UPDATE idem.idempotency_records SET \
+       lease_until = ",
+    now!("5"),
+    " + $4::bigint, \
+       expire_at = GREATEST(expire_at, ",
+    now!("5"),
+    " + $4::bigint), \
+       updated_at = ",
+    now!("5"),
+    ", rev = rev + 1 \
+     WHERE key_hash = $1 AND fence = $2 AND state = 0 AND operation_id = $3 \
+     RETURNING lease_until, expire_at"
+);
+
+/// Purge along `idx_idem_expire_at`, bounded by `LIMIT`, in `(expire_at, key_hash)` order,
+/// skipping rows another transaction holds (S21). The batch is a materialized CTE: as
+/// `key_hash IN (SELECT .. LIMIT ..)` the planner may re-run the subquery and delete more than a
+/// batch. The outer condition is re-checked on the latest row version, so a record replaced by
+/// a concurrent claim is never deleted: only records logically absent (expired by the
+/// database's clock) are.
+pub(super) const PURGE_SQL: &str = concat!(
+    "WITH batch AS MATERIALIZED ( \
+       SELECT key_hash FROM idem.idempotency_records WHERE expire_at <= ",
+    now!("1"),
+    " \
+       ORDER BY expire_at, key_hash LIMIT $2 FOR UPDATE SKIP LOCKED) \
+     DELETE FROM idem.idempotency_records r USING batch \
+     WHERE r.key_hash = batch.key_hash AND r.expire_at <= ",
+    now!("1")
+);
