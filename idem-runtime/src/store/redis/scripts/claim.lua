@@ -1,0 +1,33 @@
+local now = clock(ARGV[4])
+local lease, ttl, margin = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+local lease_until = now + lease
+local r = redis.call('HMGET', KEYS[1], 'state', 'fence', 'operation_id', 'request_hash',
+  'lease_until', 'expire_at', 'created_at')
+local fence, op, created, expire_at, took = 1, ARGV[3], now, now + math.max(lease, ttl), 0
+if r[1] or r[2] or r[3] or r[6] then
+  local f, lu, ea, ca = tonumber(r[2]), tonumber(r[5]), tonumber(r[6]), tonumber(r[7])
+  if not (r[1] and f and lu and ea and ca and r[3] and r[4]) then
+    return {0, 'missing or malformed field'}
+  end
+  if ea > now then
+    if r[1] ~= '0' then
+      local rec = record(KEYS[1])
+      return {3, now, unpack(rec)}
+    end
+    if lu > now or r[4] ~= ARGV[2] then
+      return {2, r[4], math.max(lu - now, 0)}
+    end
+    -- An ended lease of the same request: take over, same operation (S23).
+    op, created, expire_at, took = r[3], ca, math.max(ea, lease_until), 1
+  end
+  -- Expired: logically absent, a new operation replaces it (S21); the fence still grows.
+  fence = f + 1
+  redis.call('HDEL', KEYS[1], 'resp_status', 'resp_headers', 'resp_body', 'biz_no', 'completed_at')
+end
+redis.call('HSET', KEYS[1], 'idem_key', ARGV[1], 'request_hash', ARGV[2], 'state', '0',
+  'operation_id', op, 'fence', int(fence), 'locked_at', int(now), 'lease_until', int(lease_until),
+  'expire_at', int(expire_at), 'created_at', int(created), 'updated_at', int(now))
+redis.call('HINCRBY', KEYS[1], 'rev', 1)
+keep(KEYS[1], expire_at, now, margin)
+if KEYS[2] then redis.call('ZADD', KEYS[2], int(expire_at), ARGV[8]) end
+return {1, fence, op, lease_until, expire_at, took, now}

@@ -1,0 +1,21 @@
+if not ours then return 0 end
+if not owned then
+  redis.call('HSET', KEYS[1], 'state', r[1])
+  return 1
+end
+local now = clock(ARGV[10])
+redis.call('HSET', KEYS[1], 'state', ARGV[3], 'resp_status', ARGV[4], 'resp_headers', ARGV[5],
+  'resp_body', ARGV[6], 'updated_at', int(now), 'completed_at', int(now))
+redis.call('HINCRBY', KEYS[1], 'rev', 1)
+if ARGV[7] == '1' then
+  redis.call('HSET', KEYS[1], 'biz_no', ARGV[8])
+else
+  redis.call('HDEL', KEYS[1], 'biz_no')
+end
+if ARGV[9] ~= '' then
+  local ea = tonumber(ARGV[9])
+  redis.call('HSET', KEYS[1], 'expire_at', ARGV[9])
+  if KEYS[2] then redis.call('ZADD', KEYS[2], ARGV[9], ARGV[12]) end
+  keep(KEYS[1], ea, now, tonumber(ARGV[11]))
+end
+return 2

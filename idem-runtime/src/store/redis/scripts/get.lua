@@ -1,0 +1,3 @@
+local now = clock(ARGV[1])
+local rec = record(KEYS[1])
+return {now, unpack(rec)}
