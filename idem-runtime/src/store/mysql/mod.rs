@@ -289,8 +289,8 @@ fn classify(err: sqlx::Error) -> StoreError {
 }
 
 /// A statement (or the purge's transaction) rolled back as a deadlock victim (1213) had no effect
-/// and is sent again (`sql_store::statements::send_retrying`). Not a lock wait timeout (1205): it already
-/// waited its full timeout.
+/// and is sent again (`sql_store::send::send_retrying`). Not a lock wait timeout (1205): it
+/// already waited its full timeout.
 fn retryable(err: &sqlx::Error) -> bool {
     error_number(err) == Some(1213)
 }

@@ -279,7 +279,7 @@ fn classify(err: sqlx::Error) -> StoreError {
 }
 
 /// A statement rolled back as a serialization failure (40001) or deadlock victim (40P01) had no
-/// effect and is sent again (`sql_store::statements::send_retrying`).
+/// effect and is sent again (`sql_store::send::send_retrying`).
 fn retryable(err: &sqlx::Error) -> bool {
     err.as_database_error()
         .and_then(|db| db.code())

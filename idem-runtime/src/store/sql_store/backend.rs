@@ -18,7 +18,7 @@ use std::sync::Arc;
 use sqlx::{Database, Pool};
 
 use super::row::{RawRecord, Stored};
-use super::statements::{StatementCounter, send_retrying};
+use super::send::{StatementCounter, send_retrying};
 use super::writer::{HeldWriter, WriteConn};
 use crate::key::ScopedKey;
 use crate::store::clock::{Clock, SystemClock};

@@ -4,7 +4,8 @@
 //!
 //! * `row`: the columns every backend reads, the checked conversion of a row into a
 //!   [`Record`](super::interface::Record), the integer parameters;
-//! * `statements`: counting and retrying the statements a store sends;
+//! * `send`: sending statements (each counted, and sent again when the database rolled it
+//!   back), beginning transactions that may be given up on, checking idle pooled connections;
 //! * `backend`: what a backend supplies ([`SqlBackend`]: its statements, row decoding and error
 //!   classification) and the state every SQL store holds ([`SqlCore`]);
 //! * `ops`: the [`Store`](super::interface::Store) operations performed alike over any backend;
@@ -13,14 +14,14 @@
 //! * `store`: the `Store` impl of every SQL store (`impl_store!`), over `ops` and the backend.
 //!
 //! Dependencies run one way: `ops` → `backend` → `row` → `store::headers`, and `backend` →
-//! `statements`; the backend modules (`store::postgres`, ...) use this module, never the other
+//! `send`; the backend modules (`store::postgres`, ...) use this module, never the other
 //! way round.
 
 mod backend;
 pub(crate) mod ops;
 mod row;
+mod send;
 mod shared;
-mod statements;
 mod store;
 mod writer;
 
@@ -28,10 +29,10 @@ pub(crate) use backend::{SqlBackend, SqlCore};
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 pub(crate) use row::Stored;
 pub(crate) use row::{RawRecord, millis_param, record_columns};
+pub use send::begin_cancel_safe;
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+pub(crate) use send::ping_when_idle;
 pub(crate) use shared::lease_statements;
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
 pub(crate) use shared::numbered_statements;
-pub use statements::begin_cancel_safe;
-#[cfg(any(feature = "postgres", feature = "mysql"))]
-pub(crate) use statements::ping_when_idle;
 pub(crate) use store::impl_store;
