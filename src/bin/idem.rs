@@ -2,16 +2,15 @@
 //! SQLite). `docs/operations.md`, "The `idem` CLI".
 //!
 //! What the `Store` trait offers (`migrate`, `purge_expired`) goes through it; what it lacks
-//! (reading a record by its key hash, statistics, operator actions) is static SQL here, one
-//! statement per backend, with bind parameters only. Every "now" is the database's clock, the
-//! stores' own expression (`NOW_MS_SQL`). Sealed responses are opened and sealed by
+//! (reading a record by its key hash, statistics, operator actions) is each store's operator
+//! statements (`idem::store::<backend>::sql`), with bind parameters only. Every "now" is the
+//! database's clock, the stores' own expression (`NOW_MS_SQL`). Sealed responses are opened and sealed by
 //! `idem::seal` (`KeyRing::open_stored`, `KeyRing::reseal_stored`), never here.
 
 use std::borrow::Cow;
 use std::fmt;
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
-use std::sync::LazyLock;
 
 use clap::{Arg, ArgAction, ArgMatches, Command};
 use idem::MySqlStore;
@@ -28,12 +27,12 @@ mod on_redis;
 
 type Error = Box<dyn std::error::Error>;
 
-/// The statements of one backend that read the database's clock, written with `{now}` where
-/// its "now" goes (ms since the Unix epoch).
-struct Templates {
+/// The operator statements of one backend (`idem::store::<backend>::sql`), with the store's own
+/// table names and "now".
+struct Statements {
     /// One record, every column cast to the same Rust types on the three backends.
     inspect: &'static str,
-    /// The records `purge` would delete now.
+    /// The number of records `purge` would delete now.
     expired: &'static str,
     /// The oldest live processing record: its key hash, when its lease was taken, and now.
     oldest: &'static str,
@@ -52,178 +51,38 @@ struct Templates {
     /// The response of a stored record replaced while its row version is still the one read
     /// (`rekey`).
     rewrite: &'static str,
+    /// Records by state (expired ones included: they hold rows until purged).
+    by_state: &'static str,
+    /// Table and index size in bytes (SQLite: the whole database file, and no index figure).
+    size: &'static str,
+    /// idem's migration history (the table may not exist yet).
+    history: &'static str,
 }
 
-/// [`Templates`] with the store's "now" in place, built once per backend.
-struct Statements {
-    inspect: String,
-    expired: String,
-    oldest: String,
-    expiring: String,
-    release: String,
-    expire: String,
-    stored: String,
-    page: String,
-    one: String,
-    rewrite: String,
-}
-
-impl Statements {
-    fn new(t: &Templates, now: &str) -> Statements {
-        let fill = |template: &str| template.replace("{now}", now);
+/// The [`Statements`] of `idem::store::$backend::sql`.
+macro_rules! statements {
+    ($backend:ident) => {
         Statements {
-            inspect: fill(t.inspect),
-            expired: fill(t.expired),
-            oldest: fill(t.oldest),
-            expiring: fill(t.expiring),
-            release: fill(t.release),
-            expire: fill(t.expire),
-            stored: fill(t.stored),
-            page: fill(t.page),
-            one: fill(t.one),
-            rewrite: fill(t.rewrite),
+            inspect: $backend::sql::INSPECT,
+            expired: $backend::sql::COUNT_EXPIRED,
+            oldest: $backend::sql::OLDEST_PROCESSING,
+            expiring: $backend::sql::EXPIRING,
+            release: $backend::sql::END_LEASE,
+            expire: $backend::sql::EXPIRE,
+            stored: $backend::sql::COUNT_STORED,
+            page: $backend::sql::STORED_PAGE,
+            one: $backend::sql::STORED_ONE,
+            rewrite: $backend::sql::REWRITE_RESPONSE,
+            by_state: $backend::sql::COUNT_BY_STATE,
+            size: $backend::sql::SIZE,
+            history: $backend::sql::MIGRATIONS,
         }
-    }
+    };
 }
 
-// `release` ends the lease of a processing record, like the engine's abandon: the record and its
-// operation id stay, `lease_until` becomes now, and the next request with the same body takes it
-// over (fence + 1, same operation id, S23), so a handler that did reach its side effects is
-// recognised downstream by that id. Deleting the record instead would be safe only when the
-// operator knows the handler did nothing: the next request would run under a new operation id.
-// The guard, operation id and fence, makes both statements touch the row only as the operator
-// saw it in `inspect`: the fence alone would not, since a record purged and claimed afresh starts
-// again at fence 1 (S25).
-//
-// `expire` makes the record logically absent now (S21), whatever its state: the key is free, and
-// the next claim replaces the record with a new operation id and fence + 1, which fences out a
-// handler still running under the old lease. Nothing is deleted (purge does that later), so the
-// row stays readable for the post-mortem until then.
-
-const PG: Templates = Templates {
-    inspect: "SELECT idem_key, state::bigint, fence, lease_until, expire_at, request_hash::text, \
-        resp_status::bigint, biz_no, operation_id::text, resp_body, created_at, updated_at, {now}, \
-        resp_headers FROM idem.idempotency_records WHERE key_hash = $1",
-    expired: "SELECT COUNT(*) FROM idem.idempotency_records WHERE expire_at <= {now}",
-    oldest: "SELECT encode(key_hash, 'hex'), locked_at, {now} FROM idem.idempotency_records \
-        WHERE state = 0 AND expire_at > {now} ORDER BY locked_at LIMIT 1",
-    expiring: "SELECT COUNT(*) FILTER (WHERE expire_at <= n + 3600000), COUNT(*) \
-        FROM idem.idempotency_records, (SELECT {now} AS n) AS t \
-        WHERE expire_at > n AND expire_at <= n + 86400000",
-    release: "UPDATE idem.idempotency_records SET lease_until = LEAST(lease_until, {now}), \
-        updated_at = {now}, rev = rev + 1 \
-        WHERE key_hash = $1 AND operation_id = $2 AND fence = $3 AND state = 0",
-    expire: "UPDATE idem.idempotency_records SET expire_at = LEAST(expire_at, {now}), \
-        updated_at = {now}, rev = rev + 1 \
-        WHERE key_hash = $1 AND operation_id = $2 AND fence = $3",
-    stored: "SELECT COUNT(*) FROM idem.idempotency_records \
-        WHERE state IN (1, 2) AND expire_at > {now}",
-    page: "SELECT key_hash, idem_key, operation_id, request_hash::text AS request_hash, \
-        resp_status::bigint AS resp_status, state::bigint AS state, rev, resp_headers, resp_body, biz_no \
-        FROM idem.idempotency_records WHERE key_hash > $1 AND state IN (1, 2) \
-        AND expire_at > {now} ORDER BY key_hash LIMIT $2",
-    one: "SELECT key_hash, idem_key, operation_id, request_hash::text AS request_hash, \
-        resp_status::bigint AS resp_status, state::bigint AS state, rev, resp_headers, resp_body, biz_no \
-        FROM idem.idempotency_records WHERE key_hash = $1 AND state IN (1, 2) \
-        AND expire_at > {now}",
-    rewrite: "UPDATE idem.idempotency_records SET idem_key = $1, resp_headers = $2, \
-        resp_body = $3, biz_no = $4, updated_at = {now}, rev = rev + 1 \
-        WHERE key_hash = $5 AND operation_id = $6 AND rev = $7 AND state IN (1, 2)",
-};
-
-const MY: Templates = Templates {
-    inspect: "SELECT idem_key, CAST(state AS SIGNED), fence, lease_until, expire_at, request_hash, \
-        CAST(resp_status AS SIGNED), biz_no, operation_id, resp_body, created_at, updated_at, \
-        {now}, resp_headers FROM idem_idempotency_records WHERE key_hash = ?",
-    expired: "SELECT COUNT(*) FROM idem_idempotency_records WHERE expire_at <= {now}",
-    oldest: "SELECT LOWER(HEX(key_hash)), locked_at, {now} FROM idem_idempotency_records \
-        WHERE state = 0 AND expire_at > {now} ORDER BY locked_at LIMIT 1",
-    expiring: "SELECT CAST(COALESCE(SUM(expire_at <= n + 3600000), 0) AS SIGNED), COUNT(*) \
-        FROM idem_idempotency_records, (SELECT {now} AS n) AS t \
-        WHERE expire_at > n AND expire_at <= n + 86400000",
-    release: "UPDATE idem_idempotency_records SET lease_until = LEAST(lease_until, {now}), \
-        updated_at = {now}, rev = rev + 1 \
-        WHERE key_hash = ? AND operation_id = ? AND fence = ? AND state = 0",
-    expire: "UPDATE idem_idempotency_records SET expire_at = LEAST(expire_at, {now}), \
-        updated_at = {now}, rev = rev + 1 \
-        WHERE key_hash = ? AND operation_id = ? AND fence = ?",
-    stored: "SELECT COUNT(*) FROM idem_idempotency_records \
-        WHERE state IN (1, 2) AND expire_at > {now}",
-    page: "SELECT key_hash, idem_key, operation_id, request_hash, \
-        CAST(resp_status AS SIGNED) AS resp_status, CAST(state AS SIGNED) AS state, rev, \
-        resp_headers, resp_body, biz_no \
-        FROM idem_idempotency_records WHERE key_hash > ? AND state IN (1, 2) \
-        AND expire_at > {now} ORDER BY key_hash LIMIT ?",
-    one: "SELECT key_hash, idem_key, operation_id, request_hash, \
-        CAST(resp_status AS SIGNED) AS resp_status, CAST(state AS SIGNED) AS state, rev, \
-        resp_headers, resp_body, biz_no \
-        FROM idem_idempotency_records WHERE key_hash = ? AND state IN (1, 2) \
-        AND expire_at > {now}",
-    rewrite: "UPDATE idem_idempotency_records SET idem_key = ?, resp_headers = ?, \
-        resp_body = ?, biz_no = ?, updated_at = {now}, rev = rev + 1 \
-        WHERE key_hash = ? AND operation_id = ? AND rev = ? AND state IN (1, 2)",
-};
-
-const LITE: Templates = Templates {
-    inspect: "SELECT idem_key, state, fence, lease_until, expire_at, request_hash, \
-        resp_status, biz_no, operation_id, resp_body, created_at, updated_at, {now}, \
-        resp_headers FROM idem_idempotency_records WHERE key_hash = ?1",
-    expired: "SELECT COUNT(*) FROM idem_idempotency_records WHERE expire_at <= {now}",
-    oldest: "SELECT lower(hex(key_hash)), locked_at, {now} FROM idem_idempotency_records \
-        WHERE state = 0 AND expire_at > {now} ORDER BY locked_at LIMIT 1",
-    expiring: "SELECT COALESCE(SUM(expire_at <= n + 3600000), 0), COUNT(*) \
-        FROM idem_idempotency_records, (SELECT {now} AS n) AS t \
-        WHERE expire_at > n AND expire_at <= n + 86400000",
-    release: "UPDATE idem_idempotency_records SET lease_until = min(lease_until, {now}), \
-        updated_at = {now}, rev = rev + 1 \
-        WHERE key_hash = ?1 AND operation_id = ?2 AND fence = ?3 AND state = 0",
-    expire: "UPDATE idem_idempotency_records SET expire_at = min(expire_at, {now}), \
-        updated_at = {now}, rev = rev + 1 \
-        WHERE key_hash = ?1 AND operation_id = ?2 AND fence = ?3",
-    stored: "SELECT COUNT(*) FROM idem_idempotency_records \
-        WHERE state IN (1, 2) AND expire_at > {now}",
-    page: "SELECT key_hash, idem_key, operation_id, request_hash, resp_status, state, rev, \
-        resp_headers, resp_body, biz_no \
-        FROM idem_idempotency_records WHERE key_hash > ?1 AND state IN (1, 2) \
-        AND expire_at > {now} ORDER BY key_hash LIMIT ?2",
-    one: "SELECT key_hash, idem_key, operation_id, request_hash, resp_status, state, rev, \
-        resp_headers, resp_body, biz_no \
-        FROM idem_idempotency_records WHERE key_hash = ?1 AND state IN (1, 2) \
-        AND expire_at > {now}",
-    rewrite: "UPDATE idem_idempotency_records SET idem_key = ?1, resp_headers = ?2, \
-        resp_body = ?3, biz_no = ?4, updated_at = {now}, rev = rev + 1 \
-        WHERE key_hash = ?5 AND operation_id = ?6 AND rev = ?7 AND state IN (1, 2)",
-};
-
-static PG_SQL: LazyLock<Statements> = LazyLock::new(|| Statements::new(&PG, postgres::NOW_MS_SQL));
-// Read as an `i64` like the other columns: a signed BIGINT, whatever type the server gives the
-// store's expression.
-static MY_SQL: LazyLock<Statements> =
-    LazyLock::new(|| Statements::new(&MY, &format!("CAST({} AS SIGNED)", mysql::NOW_MS_SQL)));
-static LITE_SQL: LazyLock<Statements> =
-    LazyLock::new(|| Statements::new(&LITE, sqlite::NOW_MS_SQL));
-
-/// Records by state (expired ones included: they hold rows until purged).
-const PG_BY_STATE: &str =
-    "SELECT state::bigint, COUNT(*) FROM idem.idempotency_records GROUP BY state ORDER BY state";
-const MY_BY_STATE: &str = "SELECT CAST(state AS SIGNED), COUNT(*) FROM idem_idempotency_records \
-     GROUP BY state ORDER BY state";
-const LITE_BY_STATE: &str =
-    "SELECT state, COUNT(*) FROM idem_idempotency_records GROUP BY state ORDER BY state";
-
-/// Table and index size in bytes (SQLite: the whole database file, and no index figure).
-const PG_SIZE: &str = "SELECT pg_table_size('idem.idempotency_records'), \
-     pg_indexes_size('idem.idempotency_records')";
-const MY_SIZE: &str = "SELECT CAST(data_length AS SIGNED), CAST(index_length AS SIGNED) \
-     FROM information_schema.tables \
-     WHERE table_schema = DATABASE() AND table_name = 'idem_idempotency_records'";
-const LITE_SIZE: &str =
-    "SELECT page_count * page_size, -1 FROM pragma_page_count(), pragma_page_size()";
-
-/// idem's migration history (the table may not exist yet).
-const PG_HISTORY: &str = "SELECT version, description FROM idem._sqlx_migrations ORDER BY version";
-const MY_HISTORY: &str = "SELECT version, description FROM idem_sqlx_migrations ORDER BY version";
-const LITE_HISTORY: &str = MY_HISTORY;
+const PG: Statements = statements!(postgres);
+const MY: Statements = statements!(mysql);
+const LITE: Statements = statements!(sqlite);
 
 /// A connected store and its pool.
 enum Db {
@@ -238,32 +97,21 @@ enum Db {
 const SQL_ONLY: &str = "this command reads the SQL stores only: on Redis, `migrate`, `purge` \
     and `rekey` work, and a record is the hash `<prefix>rec:<key hash>` (redis-cli HGETALL)";
 
-/// Runs `$body` with `$q` bound to the backend's statement and `$pool` to its pool; `.field`
-/// names a statement of [`Statements`].
+/// Runs `$body` with `$q` bound to the backend's statement `.field` of [`Statements`] and
+/// `$pool` to its pool.
 macro_rules! on {
     ($db:expr, .$field:ident, |$q:ident, $pool:ident| $body:expr) => {
-        on!(
-            $db,
-            [
-                PG_SQL.$field.as_str(),
-                MY_SQL.$field.as_str(),
-                LITE_SQL.$field.as_str()
-            ],
-            |$q, $pool| $body
-        )
-    };
-    ($db:expr, [$pg:expr, $my:expr, $lite:expr], |$q:ident, $pool:ident| $body:expr) => {
         match $db {
             Db::Pg(_, $pool) => {
-                let $q = $pg;
+                let $q = PG.$field;
                 $body
             }
             Db::My(_, $pool) => {
-                let $q = $my;
+                let $q = MY.$field;
                 $body
             }
             Db::Lite(_, $pool) => {
-                let $q = $lite;
+                let $q = LITE.$field;
                 $body
             }
             Db::Redis(_) => return Err(SQL_ONLY.into()),
@@ -318,10 +166,9 @@ impl Db {
 
     /// idem's migration history; empty before the first migration, and on Redis (no schema).
     async fn history(&self) -> Result<Vec<(i64, String)>, Error> {
-        let rows: Result<Vec<(i64, String)>, sqlx::Error> =
-            on!(self, [PG_HISTORY, MY_HISTORY, LITE_HISTORY], |q, pool| {
-                sqlx::query_as(q).fetch_all(pool).await
-            });
+        let rows: Result<Vec<(i64, String)>, sqlx::Error> = on!(self, .history, |q, pool| {
+            sqlx::query_as(q).fetch_all(pool).await
+        });
         // Absent before the first migration: nothing applied.
         Ok(rows.unwrap_or_default())
     }
@@ -447,11 +294,9 @@ impl Db {
     }
 
     async fn stats(&self) -> Result<Stats, Error> {
-        let by_state: Vec<(i64, i64)> = on!(
-            self,
-            [PG_BY_STATE, MY_BY_STATE, LITE_BY_STATE],
-            |q, pool| sqlx::query_as(q).fetch_all(pool).await?
-        );
+        let by_state: Vec<(i64, i64)> = on!(self, .by_state, |q, pool| {
+            sqlx::query_as(q).fetch_all(pool).await?
+        });
         let count = |state| {
             by_state
                 .iter()
@@ -464,11 +309,10 @@ impl Db {
         let (expiring_1h, expiring_1d): (i64, i64) = on!(self, .expiring, |q, pool| {
             sqlx::query_as(q).fetch_one(pool).await?
         });
-        let (table_bytes, index_bytes): (Option<i64>, Option<i64>) =
-            on!(self, [PG_SIZE, MY_SIZE, LITE_SIZE], |q, pool| {
-                sqlx::query_as(q).fetch_optional(pool).await?
-            })
-            .unwrap_or((None, None));
+        let (table_bytes, index_bytes): (Option<i64>, Option<i64>) = on!(self, .size, |q, pool| {
+            sqlx::query_as(q).fetch_optional(pool).await?
+        })
+        .unwrap_or((None, None));
         Ok(Stats {
             processing: count(0),
             completed: count(1),
@@ -710,10 +554,22 @@ struct Oldest {
     now: i64,
 }
 
-/// The operator's actions on one record, by its fence.
+/// The operator's actions on one record, guarded by its operation id and fence: both touch the
+/// row only as the operator saw it in `inspect`. The fence alone would not do, since a record
+/// purged and claimed afresh starts again at fence 1 (S25).
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Action {
+    /// Ends the lease of a processing record, like the engine's abandon: the record and its
+    /// operation id stay, `lease_until` becomes now, and the next request with the same body
+    /// takes it over (fence + 1, same operation id, S23), so a handler that did reach its side
+    /// effects is recognised downstream by that id. Deleting the record instead would be safe
+    /// only when the operator knows the handler did nothing: the next request would run under a
+    /// new operation id.
     Release,
+    /// Makes the record logically absent now (S21), whatever its state: the key is free, and the
+    /// next claim replaces the record with a new operation id and fence + 1, which fences out a
+    /// handler still running under the old lease. Nothing is deleted (purge does that later), so
+    /// the row stays readable for the post-mortem until then.
     Expire,
 }
 

@@ -1,51 +1,17 @@
 //! `idem rekey` on the Redis store: its records (`<prefix>rec:<key hash>`, one hash each) found
 //! with `SCAN` on the server, or on every primary of a cluster, and each read and rewritten by a
-//! script on its own key, so on a cluster on its slot's primary. The reads and rewrites follow
-//! the store's scripts (`idem::store::redis`): the record's state, expiry (by the server's
-//! clock) and row version `rev`, which every write of the store increments.
+//! script on its own key, so on a cluster on its slot's primary. The scripts are the store's own
+//! operator scripts (`idem::store::redis::scripts`): they follow its record's state, expiry (by
+//! the server's clock) and row version `rev`, which every write of the store increments.
 
 use idem::RedisStore;
 use idem::seal::StoredResponse;
+use idem::store::redis::scripts;
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::{FromRedisValue, Script, ScriptInvocation};
 
 use super::{Error, StoredRow};
-
-/// A live stored record's fields, or nothing. `KEYS`: the record. Answers `rev`, `idem_key`,
-/// `resp_headers`, `resp_body`, `biz_no` (absent: empty), `operation_id`, `request_hash`,
-/// `resp_status`, `state` when it is completed or failed-stored and not expired by the server's
-/// clock.
-const READ: &str = r"
-local f = redis.call('HMGET', KEYS[1], 'state', 'expire_at', 'rev', 'idem_key', 'resp_headers',
-  'resp_body', 'biz_no', 'operation_id', 'request_hash', 'resp_status')
-if f[1] ~= '1' and f[1] ~= '2' then return {} end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-if tonumber(f[2]) <= now then return {} end
-return {f[3], f[4], f[5] or '', f[6] or '', f[7] or '', f[8] or '', f[9] or '', f[10] or '',
-  f[1]}
-";
-
-/// The response of a stored record replaced while it is still operation `ARGV[5]` at `rev`
-/// `ARGV[1]`: 1, or 0 when the store wrote it since (a record purged and claimed afresh restarts
-/// `rev` at 1, under another operation id). `KEYS`: the record. `ARGV`: rev, idem_key, headers,
-/// body, operation id, business number (empty: none).
-const REWRITE: &str = r"
-local f = redis.call('HMGET', KEYS[1], 'rev', 'state', 'operation_id')
-if f[1] ~= ARGV[1] or (f[2] ~= '1' and f[2] ~= '2') or f[3] ~= ARGV[5] then return 0 end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-redis.call('HSET', KEYS[1], 'idem_key', ARGV[2], 'resp_headers', ARGV[3], 'resp_body', ARGV[4],
-  'updated_at', string.format('%d', now))
-if ARGV[6] == '' then
-  redis.call('HDEL', KEYS[1], 'biz_no')
-else
-  redis.call('HSET', KEYS[1], 'biz_no', ARGV[6])
-end
-redis.call('HINCRBY', KEYS[1], 'rev', 1)
-return 1
-";
 
 /// The connection `rekey` speaks on (cheap to clone: both multiplex).
 #[derive(Clone)]
@@ -87,8 +53,8 @@ impl RedisDb {
             store,
             conn,
             records: format!("{prefix}rec:"),
-            read: Script::new(READ),
-            rewrite: Script::new(REWRITE),
+            read: Script::new(scripts::READ_STORED),
+            rewrite: Script::new(scripts::REWRITE_STORED),
         })
     }
 

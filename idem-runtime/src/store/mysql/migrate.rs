@@ -3,6 +3,7 @@
 use sqlx::Executor;
 use sqlx::mysql::MySqlConnection;
 
+use super::statements::{MIGRATIONS_TABLE, migrations_table};
 use crate::store::clock::{Clock, SystemClock};
 use crate::store::error::StoreError;
 use crate::store::migrate::{history, migrate_error, pending};
@@ -23,29 +24,35 @@ pub(super) async fn migrate_on(conn: &mut MySqlConnection) -> Result<(), StoreEr
         });
     }
     (&mut *conn)
-        .execute(sqlx::raw_sql(
-            "CREATE TABLE IF NOT EXISTS idem_sqlx_migrations (\
-           version BIGINT PRIMARY KEY, description TEXT NOT NULL, \
-           installed_on BIGINT NOT NULL, success BOOLEAN NOT NULL, \
-           checksum BLOB NOT NULL, execution_time BIGINT NOT NULL)",
-        ))
+        .execute(sqlx::raw_sql(concat!(
+            "CREATE TABLE IF NOT EXISTS ",
+            migrations_table!(),
+            " (\
+               version BIGINT PRIMARY KEY, description TEXT NOT NULL, \
+               installed_on BIGINT NOT NULL, success BOOLEAN NOT NULL, \
+               checksum BLOB NOT NULL, execution_time BIGINT NOT NULL)",
+        )))
         .await
-        .map_err(|e| migrate_error("cannot create idem_sqlx_migrations", e))?;
+        .map_err(|e| migrate_error(concat!("cannot create ", migrations_table!()), e))?;
     let applied = history(
-        sqlx::query_as("SELECT version, checksum, success FROM idem_sqlx_migrations")
-            .fetch_all(&mut *conn)
-            .await,
-        "idem_sqlx_migrations",
+        sqlx::query_as(concat!(
+            "SELECT version, checksum, success FROM ",
+            migrations_table!()
+        ))
+        .fetch_all(&mut *conn)
+        .await,
+        MIGRATIONS_TABLE,
     )?;
     for m in pending(&MIGRATOR, &applied, &[])? {
         // DDL commits implicitly in MySQL: record the attempt first, mark it done after, so a
         // migration that died half-way is visible as `success = FALSE` (as sqlx does).
         let started = std::time::Instant::now();
-        sqlx::query(
-            "INSERT INTO idem_sqlx_migrations \
-             (version, description, installed_on, success, checksum, execution_time) \
+        sqlx::query(concat!(
+            "INSERT INTO ",
+            migrations_table!(),
+            " (version, description, installed_on, success, checksum, execution_time) \
              VALUES (?, ?, ?, FALSE, ?, -1)",
-        )
+        ))
         .bind(m.version)
         .bind(&*m.description)
         .bind(SystemClock.now().as_millis())
@@ -57,9 +64,11 @@ pub(super) async fn migrate_on(conn: &mut MySqlConnection) -> Result<(), StoreEr
             .execute(sqlx::raw_sql(m.sql.clone()))
             .await
             .map_err(|e| migrate_error(&format!("migration {} failed", m.version), e))?;
-        sqlx::query(
-            "UPDATE idem_sqlx_migrations SET success = TRUE, execution_time = ? WHERE version = ?",
-        )
+        sqlx::query(concat!(
+            "UPDATE ",
+            migrations_table!(),
+            " SET success = TRUE, execution_time = ? WHERE version = ?",
+        ))
         .bind(i64::try_from(started.elapsed().as_nanos()).unwrap_or(i64::MAX))
         .bind(m.version)
         .execute(&mut *conn)

@@ -40,9 +40,24 @@ use super::sql_store::{
 };
 use crate::key::ScopedKey;
 
-/// The statements of this store, for the benchmark's hand-written baseline. Not a public API.
+/// The statements of this store that other code sends by hand.
+///
+/// The claim path's are for the benchmark's hand-written baseline, not a public API. The
+/// operator statements are what the `idem` CLI sends, usable by other tools that query the table
+/// beside the store: reading a record ([`INSPECT`](sql::INSPECT)), counting records, ending a
+/// lease ([`END_LEASE`](sql::END_LEASE)), expiring a record ([`EXPIRE`](sql::EXPIRE)), rewriting
+/// a stored response ([`REWRITE_RESPONSE`](sql::REWRITE_RESPONSE)), reading the migration
+/// history; they name the tables through [`TABLE`](sql::TABLE) and
+/// [`MIGRATIONS_TABLE`](sql::MIGRATIONS_TABLE), and read the time from
+/// [`NOW_MS_SQL`].
 #[doc(hidden)]
 pub mod sql {
+    pub use super::statements::{
+        COUNT_BY_STATE, COUNT_EXPIRED, COUNT_STORED, END_LEASE, EXPIRE, EXPIRING, INSPECT,
+        MIGRATIONS, MIGRATIONS_TABLE, OLDEST_PROCESSING, REWRITE_RESPONSE, SIZE, STORED_ONE,
+        STORED_PAGE, TABLE,
+    };
+
     /// The claim insert (see the binds in its documentation in the source).
     pub const INSERT: &str = super::statements::INSERT_SQL;
     /// The completion update.

@@ -2,6 +2,27 @@
 
 use crate::store::sql_store::record_columns;
 
+/// The table of the records.
+macro_rules! table {
+    () => {
+        "idem_idempotency_records"
+    };
+}
+
+/// idem's migration history, its own table (never the application's `_sqlx_migrations`).
+macro_rules! migrations_table {
+    () => {
+        "idem_sqlx_migrations"
+    };
+}
+pub(super) use migrations_table;
+
+/// The table of the records.
+pub const TABLE: &str = table!();
+
+/// idem's migration history table.
+pub const MIGRATIONS_TABLE: &str = migrations_table!();
+
 /// "Now" in milliseconds since the Unix epoch by the database's clock: `UTC_TIMESTAMP(6)` is
 /// the statement's start, one value wherever the statement reads it, and the difference of two
 /// UTC `DATETIME`s does not depend on the session's time zone (unlike `UNIX_TIMESTAMP(NOW())`).
@@ -23,11 +44,19 @@ macro_rules! db_now {
 /// database's clock (`UTC_TIMESTAMP(6)`), for tools that query the table beside the store.
 pub const NOW_MS_SQL: &str = db_now!();
 
+/// [`NOW_MS_SQL`] read as a signed `BIGINT`, whatever type the server gives the expression: the
+/// "now" of the operator statements, which read it as every other integer.
+macro_rules! now_signed {
+    () => {
+        concat!("CAST(", db_now!(), " AS SIGNED)")
+    };
+}
+
 /// The text of [`INSERT_SQL`], which [`CLAIM_RETURNING_SQL`] begins with too.
 macro_rules! insert_claim {
     () => {
         concat!(
-            "INSERT INTO idem_idempotency_records \
+            "INSERT INTO ", table!(), " \
                (key_hash, idem_key, request_hash, state, operation_id, fence, rev, locked_at, lease_until, expire_at, created_at, updated_at) \
              VALUES (?, ?, ?, 0, ?, 1, 1, ",
             now!(),
@@ -74,7 +103,9 @@ pub(super) const CLAIM_RETURNING_KEY_HASH: usize = 17;
 /// hash, operation id, override, override, lease ms, override, lease-or-TTL ms, override,
 /// override, key hash, rev, override.
 pub(super) const REPLACE_SQL: &str = concat!(
-    "UPDATE idem_idempotency_records SET \
+    "UPDATE ",
+    table!(),
+    " SET \
        idem_key = ?, request_hash = ?, state = 0, operation_id = ?, fence = fence + 1, rev = rev + 1, \
        resp_status = NULL, resp_headers = NULL, resp_body = NULL, biz_no = NULL, completed_at = NULL, \
        locked_at = ",
@@ -100,7 +131,9 @@ pub(super) const REPLACE_SQL: &str = concat!(
 /// (`SIMULTANEOUS_ASSIGNMENT`). Binds: readable key, override, override, lease ms, override, lease ms,
 /// override, key hash, rev, override, override, request hash.
 pub(super) const TAKEOVER_SQL: &str = concat!(
-    "UPDATE idem_idempotency_records SET \
+    "UPDATE ",
+    table!(),
+    " SET \
        idem_key = ?, fence = fence + 1, rev = rev + 1, locked_at = ",
     now!(),
     ", lease_until = ",
@@ -127,14 +160,18 @@ pub(super) const SELECT_SQL: &str = concat!(
     record_columns!(),
     ", ",
     now!(),
-    " AS db_now FROM idem_idempotency_records WHERE key_hash = ?"
+    " AS db_now FROM ",
+    table!(),
+    " WHERE key_hash = ?"
 );
 
 /// Completion (S18): one short statement, only while the lease's fence and operation id are the
 /// record's and it is processing (S23). No expiry condition: a result nobody superseded is
 /// stored even when it comes after `expire_at`.
 pub(super) const COMPLETE_SQL: &str = concat!(
-    "UPDATE idem_idempotency_records SET \
+    "UPDATE ",
+    table!(),
+    " SET \
        state = ?, resp_status = ?, resp_headers = ?, resp_body = ?, biz_no = ?, \
        expire_at = COALESCE(?, expire_at), updated_at = ",
     now!(),
@@ -146,18 +183,27 @@ pub(super) const COMPLETE_SQL: &str = concat!(
 );
 
 /// Who owns a record: read when a completion matched no row (see `completed_earlier`).
-pub(super) const OWNER_SQL: &str =
-    "SELECT state, fence, operation_id FROM idem_idempotency_records WHERE key_hash = ?";
+pub(super) const OWNER_SQL: &str = concat!(
+    "SELECT state, fence, operation_id FROM ",
+    table!(),
+    " WHERE key_hash = ?"
+);
 
-pub(super) const RELEASE_SQL: &str = "DELETE FROM idem_idempotency_records \
-    WHERE key_hash = ? AND fence = ? AND state = 0 AND operation_id = ?";
+pub(super) const RELEASE_SQL: &str = concat!(
+    "DELETE FROM ",
+    table!(),
+    " \
+    WHERE key_hash = ? AND fence = ? AND state = 0 AND operation_id = ?"
+);
 
 /// Ends the lease at once, keeping the record and its operation id (`Store::abandon`). The
 /// parameters come in the order the other stores bind them (key hash, fence, operation id,
 /// override), named once by a derived table; each assignment reads only its own column's old
 /// value, so the order in which a multiple-table `UPDATE` assigns does not matter.
 pub(super) const ABANDON_SQL: &str = concat!(
-    "UPDATE idem_idempotency_records AS r \
+    "UPDATE ",
+    table!(),
+    " AS r \
      JOIN (SELECT ? AS k, ? AS f, ? AS op, ",
     now!(),
     " AS now) AS p ON r.key_hash = p.k \
@@ -169,7 +215,9 @@ pub(super) const ABANDON_SQL: &str = concat!(
 /// "now" comes back as `last_insert_id`. Binds: override, by, override, by, override, key hash,
 /// fence, operation id.
 pub(super) const EXTEND_SQL: &str = concat!(
-    "UPDATE idem_idempotency_records SET \
+    "UPDATE ",
+    table!(),
+    " SET \
        lease_until = ",
     now!(),
     " + ?, expire_at = GREATEST(expire_at, ",
@@ -188,7 +236,9 @@ pub(super) const EXTEND_SQL: &str = concat!(
 /// the index in the same order whatever the primary key (`docs/storage.md`, "The record"), and
 /// sweepers that skip each other's locks never wait for one another. Binds: override, batch.
 pub(super) const PURGE_SELECT_SQL: &str = concat!(
-    "SELECT key_hash FROM idem_idempotency_records WHERE expire_at <= ",
+    "SELECT key_hash FROM ",
+    table!(),
+    " WHERE expire_at <= ",
     now!(),
     " ORDER BY expire_at LIMIT ? FOR UPDATE SKIP LOCKED"
 );
@@ -196,7 +246,158 @@ pub(super) const PURGE_SELECT_SQL: &str = concat!(
 /// The purge's `DELETE` of the keys its `SELECT` locked, up to the `IN (` list, which the
 /// caller completes with one `?` per key and `)`. Binds: override, the keys.
 pub(super) const PURGE_DELETE_SQL: &str = concat!(
-    "DELETE FROM idem_idempotency_records WHERE expire_at <= ",
+    "DELETE FROM ",
+    table!(),
+    " WHERE expire_at <= ",
     now!(),
     " AND key_hash IN ("
+);
+
+// The operator statements: what the `idem` CLI sends, and what other tools may send beside the
+// store, to read a record, count records, end a lease, expire a record, rewrite a stored response
+// or read the migration history. Bind parameters only; "now" is the store's own expression; every
+// time is milliseconds since the Unix epoch, every integer a `BIGINT`.
+
+/// One record, by the key hash bound: `idem_key`, `state`, `fence`, `lease_until`, `expire_at`,
+/// `request_hash`, `resp_status`, `biz_no`, `operation_id`, `resp_body`, `created_at`,
+/// `updated_at`, the database's "now", `resp_headers`, in that order.
+pub const INSPECT: &str = concat!(
+    "SELECT idem_key, CAST(state AS SIGNED), fence, lease_until, expire_at, request_hash, \
+     CAST(resp_status AS SIGNED), biz_no, operation_id, resp_body, created_at, updated_at, ",
+    now_signed!(),
+    ", resp_headers FROM ",
+    table!(),
+    " WHERE key_hash = ?"
+);
+
+/// The number of expired records: those a purge would delete now.
+pub const COUNT_EXPIRED: &str = concat!(
+    "SELECT COUNT(*) FROM ",
+    table!(),
+    " WHERE expire_at <= ",
+    now_signed!()
+);
+
+/// The oldest live processing record: its key hash in hex, when its lease was taken and the
+/// database's "now"; no row when there is none.
+pub const OLDEST_PROCESSING: &str = concat!(
+    "SELECT LOWER(HEX(key_hash)), locked_at, ",
+    now_signed!(),
+    " FROM ",
+    table!(),
+    " WHERE state = 0 AND expire_at > ",
+    now_signed!(),
+    " ORDER BY locked_at LIMIT 1"
+);
+
+/// The number of live records expiring within the next hour, and within the next day.
+pub const EXPIRING: &str = concat!(
+    "SELECT CAST(COALESCE(SUM(expire_at <= n + 3600000), 0) AS SIGNED), COUNT(*) FROM ",
+    table!(),
+    ", (SELECT ",
+    now_signed!(),
+    " AS n) AS t WHERE expire_at > n AND expire_at <= n + 86400000"
+);
+
+/// Ends the lease of a processing record now, as `Store::abandon` does: the record and its
+/// operation id stay, and the next request with the same body takes it over under that id. Only
+/// while the record is still the operation at the fence given: a record purged and claimed afresh
+/// starts again at fence 1. Binds: key hash, operation id, fence. Changes one row, or none.
+pub const END_LEASE: &str = concat!(
+    "UPDATE ",
+    table!(),
+    " SET lease_until = LEAST(lease_until, ",
+    now_signed!(),
+    "), updated_at = ",
+    now_signed!(),
+    ", rev = rev + 1 WHERE key_hash = ? AND operation_id = ? AND fence = ? AND state = 0"
+);
+
+/// Expires a record now, whatever its state: the key is free, and the next claim replaces the
+/// record under a new operation id (fence + 1, which fences out a handler still running). The row
+/// stays until a purge. With the guard and binds of [`END_LEASE`]. Changes one row, or none.
+pub const EXPIRE: &str = concat!(
+    "UPDATE ",
+    table!(),
+    " SET expire_at = LEAST(expire_at, ",
+    now_signed!(),
+    "), updated_at = ",
+    now_signed!(),
+    ", rev = rev + 1 WHERE key_hash = ? AND operation_id = ? AND fence = ?"
+);
+
+/// The number of live stored records (completed, or failed and stored).
+pub const COUNT_STORED: &str = concat!(
+    "SELECT COUNT(*) FROM ",
+    table!(),
+    " WHERE state IN (1, 2) AND expire_at > ",
+    now_signed!()
+);
+
+/// The columns of a stored record as [`STORED_PAGE`] and [`STORED_ONE`] read it.
+macro_rules! stored_columns {
+    () => {
+        "key_hash, idem_key, operation_id, request_hash, CAST(resp_status AS SIGNED) AS \
+         resp_status, CAST(state AS SIGNED) AS state, rev, resp_headers, resp_body, biz_no"
+    };
+}
+
+/// Live stored records with a key hash above the one bound, in key-hash order, up to the limit
+/// bound: `key_hash`, `idem_key`, `operation_id`, `request_hash`, `resp_status`, `state`, `rev`,
+/// `resp_headers`, `resp_body`, `biz_no`, by those names. Binds: key hash, limit.
+pub const STORED_PAGE: &str = concat!(
+    "SELECT ",
+    stored_columns!(),
+    " FROM ",
+    table!(),
+    " WHERE key_hash > ? AND state IN (1, 2) AND expire_at > ",
+    now_signed!(),
+    " ORDER BY key_hash LIMIT ?"
+);
+
+/// The live stored record of a key hash, if it still is one, with the columns of [`STORED_PAGE`].
+/// Binds: key hash.
+pub const STORED_ONE: &str = concat!(
+    "SELECT ",
+    stored_columns!(),
+    " FROM ",
+    table!(),
+    " WHERE key_hash = ? AND state IN (1, 2) AND expire_at > ",
+    now_signed!()
+);
+
+/// Replaces the response of a stored record while it is still the operation at the row version
+/// given: never over what the store wrote since. Binds: `idem_key`, `resp_headers`, `resp_body`,
+/// `biz_no`, then key hash, operation id, row version (`rev`). Changes one row, or none.
+pub const REWRITE_RESPONSE: &str = concat!(
+    "UPDATE ",
+    table!(),
+    " SET idem_key = ?, resp_headers = ?, resp_body = ?, biz_no = ?, updated_at = ",
+    now_signed!(),
+    ", rev = rev + 1 WHERE key_hash = ? AND operation_id = ? AND rev = ? AND state IN (1, 2)"
+);
+
+/// The number of records in each state, expired ones included (they hold rows until purged):
+/// `(state, count)` rows in state order.
+pub const COUNT_BY_STATE: &str = concat!(
+    "SELECT CAST(state AS SIGNED), COUNT(*) FROM ",
+    table!(),
+    " GROUP BY state ORDER BY state"
+);
+
+/// The size of the table and of its indexes, in bytes, as `information_schema` has them; no row
+/// before the first migration.
+pub const SIZE: &str = concat!(
+    "SELECT CAST(data_length AS SIGNED), CAST(index_length AS SIGNED) FROM \
+     information_schema.tables WHERE table_schema = DATABASE() AND table_name = '",
+    table!(),
+    "'"
+);
+
+/// idem's migration history: `version` and `description` of each migration applied, in version
+/// order (no table before the first migration).
+pub const MIGRATIONS: &str = concat!(
+    "SELECT version, description FROM ",
+    migrations_table!(),
+    " ORDER BY version"
 );

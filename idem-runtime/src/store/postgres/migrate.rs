@@ -7,6 +7,7 @@ use sqlx::postgres::PgConnection;
 use sqlx::{Connection, Executor};
 
 use super::replication::Replication;
+use super::statements::{MIGRATIONS_TABLE, migrations_table};
 use crate::store::error::StoreError;
 use crate::store::migrate::{history, migrate_error, pending};
 
@@ -52,20 +53,25 @@ pub(super) async fn migrate_on(conn: &mut PgConnection) -> Result<(), StoreError
         .await
         .map_err(|e| migrate_error("cannot take the migration lock", e))?;
     (&mut *conn)
-        .execute(sqlx::raw_sql(
+        .execute(sqlx::raw_sql(concat!(
             "CREATE SCHEMA IF NOT EXISTS idem; \
-         CREATE TABLE IF NOT EXISTS idem._sqlx_migrations (\
-           version BIGINT PRIMARY KEY, description TEXT NOT NULL, \
-           installed_on TIMESTAMPTZ NOT NULL DEFAULT now(), success BOOLEAN NOT NULL, \
-           checksum BYTEA NOT NULL, execution_time BIGINT NOT NULL)",
-        ))
+             CREATE TABLE IF NOT EXISTS ",
+            migrations_table!(),
+            " (\
+               version BIGINT PRIMARY KEY, description TEXT NOT NULL, \
+               installed_on TIMESTAMPTZ NOT NULL DEFAULT now(), success BOOLEAN NOT NULL, \
+               checksum BYTEA NOT NULL, execution_time BIGINT NOT NULL)",
+        )))
         .await
         .map_err(|e| migrate_error("cannot create schema `idem` and its history table", e))?;
     let applied = history(
-        sqlx::query_as("SELECT version, checksum, success FROM idem._sqlx_migrations")
-            .fetch_all(&mut *conn)
-            .await,
-        "idem._sqlx_migrations",
+        sqlx::query_as(concat!(
+            "SELECT version, checksum, success FROM ",
+            migrations_table!()
+        ))
+        .fetch_all(&mut *conn)
+        .await,
+        MIGRATIONS_TABLE,
     )?;
     for m in pending(&MIGRATOR, &applied, EARLIER_CHECKSUMS)? {
         let started = std::time::Instant::now();
@@ -77,11 +83,12 @@ pub(super) async fn migrate_on(conn: &mut PgConnection) -> Result<(), StoreError
             .execute(sqlx::raw_sql(m.sql.clone()))
             .await
             .map_err(|e| migrate_error(&format!("migration {} failed", m.version), e))?;
-        sqlx::query(
-            "INSERT INTO idem._sqlx_migrations \
-             (version, description, success, checksum, execution_time) \
+        sqlx::query(concat!(
+            "INSERT INTO ",
+            migrations_table!(),
+            " (version, description, success, checksum, execution_time) \
              VALUES ($1, $2, TRUE, $3, $4)",
-        )
+        ))
         .bind(m.version)
         .bind(&*m.description)
         .bind(&*m.checksum)

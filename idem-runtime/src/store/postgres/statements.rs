@@ -5,6 +5,27 @@
 
 use crate::store::sql_store::record_columns;
 
+/// The table of the records, in idem's own schema.
+macro_rules! table {
+    () => {
+        "idem.idempotency_records"
+    };
+}
+
+/// idem's migration history, its own table (never the application's `_sqlx_migrations`).
+macro_rules! migrations_table {
+    () => {
+        "idem._sqlx_migrations"
+    };
+}
+pub(super) use migrations_table;
+
+/// The table of the records.
+pub const TABLE: &str = table!();
+
+/// idem's migration history table.
+pub const MIGRATIONS_TABLE: &str = migrations_table!();
+
 /// "Now" in milliseconds since the Unix epoch by the database's clock: `statement_timestamp()`,
 /// the start of the current statement, one value wherever the statement reads it (unlike
 /// `clock_timestamp()`), and the statement's own time inside a caller's transaction too (unlike
@@ -31,7 +52,9 @@ pub const NOW_MS_SQL: &str = db_now!();
 /// time is computed here, from the database's clock. The last column is that "now".
 pub(super) const CLAIM_SQL: &str = concat!(
     "WITH claimed AS ( \
-       INSERT INTO idem.idempotency_records \
+       INSERT INTO ",
+    table!(),
+    " \
          (key_hash, idem_key, request_hash, state, operation_id, fence, rev, locked_at, lease_until, expire_at, created_at, updated_at) \
        VALUES ($1, $2, $3, 0, $4, 1, 1, ",
     now!("5"),
@@ -57,7 +80,9 @@ pub(super) const CLAIM_SQL: &str = concat!(
     record_columns!(),
     ", ",
     now!("5"),
-    " FROM idem.idempotency_records \
+    " FROM ",
+    table!(),
+    " \
       WHERE key_hash = $1 AND NOT EXISTS (SELECT 1 FROM claimed)"
 );
 
@@ -71,7 +96,9 @@ pub(super) const CLAIM_SQL: &str = concat!(
 /// fence) stays fenced out. An ended lease of the same request keeps its id: the operation goes
 /// on, and its effects may already exist under that id (S22, S23).
 pub(super) const TAKEOVER_SQL: &str = concat!(
-    "UPDATE idem.idempotency_records AS r SET \
+    "UPDATE ",
+    table!(),
+    " AS r SET \
        idem_key = $2, \
        request_hash = $3, \
        state = 0, \
@@ -123,7 +150,9 @@ pub(super) const SELECT_SQL: &str = concat!(
     record_columns!(),
     ", ",
     now!("2"),
-    " FROM idem.idempotency_records WHERE key_hash = $1"
+    " FROM ",
+    table!(),
+    " WHERE key_hash = $1"
 );
 
 /// Completion (S18): one short statement, only while the lease's fence and operation id are the
@@ -131,7 +160,9 @@ pub(super) const SELECT_SQL: &str = concat!(
 /// stored even when it comes after `expire_at`. `$8` is an absolute expiry for the snapshot (or
 /// `NULL`), `$9` the clock override.
 pub(super) const COMPLETE_SQL: &str = concat!(
-    "UPDATE idem.idempotency_records SET \
+    "UPDATE ",
+    table!(),
+    " SET \
        state = $3, resp_status = $4, resp_headers = $5, resp_body = $6, biz_no = $7, \
        expire_at = COALESCE($8, expire_at), updated_at = ",
     now!("9"),
@@ -143,15 +174,24 @@ pub(super) const COMPLETE_SQL: &str = concat!(
 );
 
 /// Who owns a record: read when a completion matched no row (see `completed_earlier`).
-pub(super) const OWNER_SQL: &str =
-    "SELECT state, fence, operation_id FROM idem.idempotency_records WHERE key_hash = $1";
+pub(super) const OWNER_SQL: &str = concat!(
+    "SELECT state, fence, operation_id FROM ",
+    table!(),
+    " WHERE key_hash = $1"
+);
 
-pub(super) const RELEASE_SQL: &str = "DELETE FROM idem.idempotency_records \
-    WHERE key_hash = $1 AND fence = $2 AND state = 0 AND operation_id = $3";
+pub(super) const RELEASE_SQL: &str = concat!(
+    "DELETE FROM ",
+    table!(),
+    " \
+    WHERE key_hash = $1 AND fence = $2 AND state = 0 AND operation_id = $3"
+);
 
 /// Ends the lease at once, keeping the record and its operation id (`Store::abandon`).
 pub(super) const ABANDON_SQL: &str = concat!(
-    "UPDATE idem.idempotency_records SET \
+    "UPDATE ",
+    table!(),
+    " SET \
        lease_until = LEAST(lease_until, ",
     now!("4"),
     "), updated_at = ",
@@ -162,7 +202,9 @@ pub(super) const ABANDON_SQL: &str = concat!(
 
 /// Renews a lease for `$4` ms from now; the record lives at least as long.
 pub(super) const EXTEND_SQL: &str = concat!(
-    "UPDATE idem.idempotency_records SET \
+    "UPDATE ",
+    table!(),
+    " SET \
        lease_until = ",
     now!("5"),
     " + $4::bigint, \
@@ -184,11 +226,165 @@ pub(super) const EXTEND_SQL: &str = concat!(
 /// database's clock) are.
 pub(super) const PURGE_SQL: &str = concat!(
     "WITH batch AS MATERIALIZED ( \
-       SELECT key_hash FROM idem.idempotency_records WHERE expire_at <= ",
+       SELECT key_hash FROM ",
+    table!(),
+    " WHERE expire_at <= ",
     now!("1"),
     " \
        ORDER BY expire_at, key_hash LIMIT $2 FOR UPDATE SKIP LOCKED) \
-     DELETE FROM idem.idempotency_records r USING batch \
+     DELETE FROM ",
+    table!(),
+    " r USING batch \
      WHERE r.key_hash = batch.key_hash AND r.expire_at <= ",
     now!("1")
+);
+
+// The operator statements: what the `idem` CLI sends, and what other tools may send beside the
+// store, to read a record, count records, end a lease, expire a record, rewrite a stored response
+// or read the migration history. Bind parameters only; "now" is the store's own expression; every
+// time is milliseconds since the Unix epoch, every integer a `BIGINT`.
+
+/// One record, by key hash (`$1`): `idem_key`, `state`, `fence`, `lease_until`, `expire_at`,
+/// `request_hash`, `resp_status`, `biz_no`, `operation_id`, `resp_body`, `created_at`,
+/// `updated_at`, the database's "now", `resp_headers`, in that order.
+pub const INSPECT: &str = concat!(
+    "SELECT idem_key, state::bigint, fence, lease_until, expire_at, request_hash::text, \
+     resp_status::bigint, biz_no, operation_id::text, resp_body, created_at, updated_at, ",
+    db_now!(),
+    ", resp_headers FROM ",
+    table!(),
+    " WHERE key_hash = $1"
+);
+
+/// The number of expired records: those a purge would delete now.
+pub const COUNT_EXPIRED: &str = concat!(
+    "SELECT COUNT(*) FROM ",
+    table!(),
+    " WHERE expire_at <= ",
+    db_now!()
+);
+
+/// The oldest live processing record: its key hash in hex, when its lease was taken and the
+/// database's "now"; no row when there is none.
+pub const OLDEST_PROCESSING: &str = concat!(
+    "SELECT encode(key_hash, 'hex'), locked_at, ",
+    db_now!(),
+    " FROM ",
+    table!(),
+    " WHERE state = 0 AND expire_at > ",
+    db_now!(),
+    " ORDER BY locked_at LIMIT 1"
+);
+
+/// The number of live records expiring within the next hour, and within the next day.
+pub const EXPIRING: &str = concat!(
+    "SELECT COUNT(*) FILTER (WHERE expire_at <= n + 3600000), COUNT(*) FROM ",
+    table!(),
+    ", (SELECT ",
+    db_now!(),
+    " AS n) AS t WHERE expire_at > n AND expire_at <= n + 86400000"
+);
+
+/// Ends the lease of a processing record now, as `Store::abandon` does: the record and its
+/// operation id stay, and the next request with the same body takes it over under that id. Only
+/// while the record (key hash `$1`) is still operation `$2` at fence `$3`: a record purged and
+/// claimed afresh starts again at fence 1. Changes one row, or none.
+pub const END_LEASE: &str = concat!(
+    "UPDATE ",
+    table!(),
+    " SET lease_until = LEAST(lease_until, ",
+    db_now!(),
+    "), updated_at = ",
+    db_now!(),
+    ", rev = rev + 1 WHERE key_hash = $1 AND operation_id = $2 AND fence = $3 AND state = 0"
+);
+
+/// Expires a record now, whatever its state: the key is free, and the next claim replaces the
+/// record under a new operation id (fence + 1, which fences out a handler still running). The row
+/// stays until a purge. With the guard and binds of [`END_LEASE`]. Changes one row, or none.
+pub const EXPIRE: &str = concat!(
+    "UPDATE ",
+    table!(),
+    " SET expire_at = LEAST(expire_at, ",
+    db_now!(),
+    "), updated_at = ",
+    db_now!(),
+    ", rev = rev + 1 WHERE key_hash = $1 AND operation_id = $2 AND fence = $3"
+);
+
+/// The number of live stored records (completed, or failed and stored).
+pub const COUNT_STORED: &str = concat!(
+    "SELECT COUNT(*) FROM ",
+    table!(),
+    " WHERE state IN (1, 2) AND expire_at > ",
+    db_now!()
+);
+
+/// The columns of a stored record as [`STORED_PAGE`] and [`STORED_ONE`] read it.
+macro_rules! stored_columns {
+    () => {
+        "key_hash, idem_key, operation_id, request_hash::text AS request_hash, \
+         resp_status::bigint AS resp_status, state::bigint AS state, rev, resp_headers, \
+         resp_body, biz_no"
+    };
+}
+
+/// Up to `$2` live stored records with a key hash above `$1`, in key-hash order: `key_hash`,
+/// `idem_key`, `operation_id`, `request_hash`, `resp_status`, `state`, `rev`, `resp_headers`,
+/// `resp_body`, `biz_no`, by those names.
+pub const STORED_PAGE: &str = concat!(
+    "SELECT ",
+    stored_columns!(),
+    " FROM ",
+    table!(),
+    " WHERE key_hash > $1 AND state IN (1, 2) AND expire_at > ",
+    db_now!(),
+    " ORDER BY key_hash LIMIT $2"
+);
+
+/// The live stored record of key hash `$1`, if it still is one, with the columns of
+/// [`STORED_PAGE`].
+pub const STORED_ONE: &str = concat!(
+    "SELECT ",
+    stored_columns!(),
+    " FROM ",
+    table!(),
+    " WHERE key_hash = $1 AND state IN (1, 2) AND expire_at > ",
+    db_now!()
+);
+
+/// Replaces the response of a stored record (`$1` `idem_key`, `$2` `resp_headers`, `$3`
+/// `resp_body`, `$4` `biz_no`) while it (key hash `$5`) is still operation `$6` at row version
+/// `$7`: never over what the store wrote since. Changes one row, or none.
+pub const REWRITE_RESPONSE: &str = concat!(
+    "UPDATE ",
+    table!(),
+    " SET idem_key = $1, resp_headers = $2, resp_body = $3, biz_no = $4, updated_at = ",
+    db_now!(),
+    ", rev = rev + 1 WHERE key_hash = $5 AND operation_id = $6 AND rev = $7 AND state IN (1, 2)"
+);
+
+/// The number of records in each state, expired ones included (they hold rows until purged):
+/// `(state, count)` rows in state order.
+pub const COUNT_BY_STATE: &str = concat!(
+    "SELECT state::bigint, COUNT(*) FROM ",
+    table!(),
+    " GROUP BY state ORDER BY state"
+);
+
+/// The size of the table and of its indexes, in bytes.
+pub const SIZE: &str = concat!(
+    "SELECT pg_table_size('",
+    table!(),
+    "'), pg_indexes_size('",
+    table!(),
+    "')"
+);
+
+/// idem's migration history: `version` and `description` of each migration applied, in version
+/// order (no table before the first migration).
+pub const MIGRATIONS: &str = concat!(
+    "SELECT version, description FROM ",
+    migrations_table!(),
+    " ORDER BY version"
 );

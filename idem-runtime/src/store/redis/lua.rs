@@ -96,6 +96,23 @@ pub(super) const PURGE_LUA: &str = concat!(
     include_str!("scripts/purge.lua"),
 );
 
+// The operator scripts: what the `idem` CLI's `rekey` calls, and what other tools may call
+// beside the store. They follow the store's record: its state, its expiry by the server's clock,
+// and its row version `rev`, which every write of the store increments.
+
+/// A live stored record's fields, or nothing. `KEYS`: the record. Answers `rev`, `idem_key`,
+/// `resp_headers`, `resp_body`, `biz_no` (absent: empty), `operation_id`, `request_hash`,
+/// `resp_status`, `state` when it is completed or failed-stored and not expired by the server's
+/// clock, `{}` otherwise.
+pub(super) const READ_STORED_LUA: &str = concat!("\n", include_str!("scripts/read_stored.lua"));
+
+/// The response of a stored record replaced while it is still operation `ARGV[5]` at `rev`
+/// `ARGV[1]`: 1, or 0 when the store wrote it since (a record purged and claimed afresh restarts
+/// `rev` at 1, under another operation id). `KEYS`: the record. `ARGV`: rev, idem_key, headers,
+/// body, operation id, business number (empty: none).
+pub(super) const REWRITE_STORED_LUA: &str =
+    concat!("\n", include_str!("scripts/rewrite_stored.lua"));
+
 pub(super) static CLAIM: LazyLock<Script> = LazyLock::new(|| Script::new(CLAIM_LUA));
 pub(super) static COMPLETE: LazyLock<Script> = LazyLock::new(|| Script::new(COMPLETE_LUA));
 pub(super) static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(RELEASE_LUA));

@@ -40,7 +40,12 @@ use super::clock::{Clock, duration_millis};
 use super::error::StoreError;
 use crate::key::ScopedKey;
 
-/// The scripts of this store, for the benchmark's hand-written baseline. Not a public API.
+/// The scripts of this store that other code calls by hand.
+///
+/// The claim path's are for the benchmark's hand-written baseline, not a public API. The
+/// operator scripts are what the `idem` CLI's `rekey` calls, usable by other tools beside the
+/// store: reading a live stored record ([`READ_STORED`](scripts::READ_STORED)) and rewriting its
+/// response under its row version ([`REWRITE_STORED`](scripts::REWRITE_STORED)).
 #[doc(hidden)]
 pub mod scripts {
     /// The claim script: `KEYS` record, index; `ARGV` readable key, request hash, operation id,
@@ -50,6 +55,15 @@ pub mod scripts {
     /// headers blob, body, `'1'` with a business number, the business number, expire_at (`''`),
     /// now (`''`), expiry margin ms, key hash in hex.
     pub const COMPLETE: &str = super::lua::COMPLETE_LUA;
+    /// A live stored record's fields, or nothing: `KEYS` the record (`<prefix>rec:<key hash>`).
+    /// Answers `rev`, `idem_key`, `resp_headers`, `resp_body`, `biz_no` (absent: empty),
+    /// `operation_id`, `request_hash`, `resp_status`, `state` for a completed or failed-stored
+    /// record not expired by the server's clock, `{}` otherwise.
+    pub const READ_STORED: &str = super::lua::READ_STORED_LUA;
+    /// The response of a stored record replaced while it is still operation `ARGV[5]` at `rev`
+    /// `ARGV[1]`: `KEYS` the record; `ARGV` rev, idem_key, headers blob, body, operation id,
+    /// business number (empty: none). Answers 1, or 0 when the store wrote the record since.
+    pub const REWRITE_STORED: &str = super::lua::REWRITE_STORED_LUA;
 }
 
 /// The default key prefix.

@@ -3,6 +3,7 @@
 use sqlx::Executor;
 use sqlx::sqlite::SqliteConnection;
 
+use super::statements::{MIGRATIONS_TABLE, migrations_table};
 use crate::store::clock::{Clock, SystemClock};
 use crate::store::error::StoreError;
 use crate::store::migrate::{Applied, history, migrate_error, pending};
@@ -26,14 +27,16 @@ pub(super) async fn migrate_on(conn: &mut SqliteConnection) -> Result<(), StoreE
         .await
         .map_err(|e| migrate_error("cannot lock the database for migrations", e))?;
     (&mut *conn)
-        .execute(sqlx::raw_sql(
-            "CREATE TABLE IF NOT EXISTS idem_sqlx_migrations (\
-           version BIGINT PRIMARY KEY, description TEXT NOT NULL, \
-           installed_on INTEGER NOT NULL, success BOOLEAN NOT NULL, \
-           checksum BLOB NOT NULL, execution_time BIGINT NOT NULL)",
-        ))
+        .execute(sqlx::raw_sql(concat!(
+            "CREATE TABLE IF NOT EXISTS ",
+            migrations_table!(),
+            " (\
+               version BIGINT PRIMARY KEY, description TEXT NOT NULL, \
+               installed_on INTEGER NOT NULL, success BOOLEAN NOT NULL, \
+               checksum BLOB NOT NULL, execution_time BIGINT NOT NULL)",
+        )))
         .await
-        .map_err(|e| migrate_error("cannot create idem_sqlx_migrations", e))?;
+        .map_err(|e| migrate_error(concat!("cannot create ", migrations_table!()), e))?;
     let applied = read_history(conn).await?;
     for m in pending(&MIGRATOR, &applied, &[])? {
         let started = std::time::Instant::now();
@@ -41,11 +44,12 @@ pub(super) async fn migrate_on(conn: &mut SqliteConnection) -> Result<(), StoreE
             .execute(sqlx::raw_sql(m.sql.clone()))
             .await
             .map_err(|e| migrate_error(&format!("migration {} failed", m.version), e))?;
-        sqlx::query(
-            "INSERT INTO idem_sqlx_migrations \
-             (version, description, installed_on, success, checksum, execution_time) \
+        sqlx::query(concat!(
+            "INSERT INTO ",
+            migrations_table!(),
+            " (version, description, installed_on, success, checksum, execution_time) \
              VALUES (?1, ?2, ?3, TRUE, ?4, ?5)",
-        )
+        ))
         .bind(m.version)
         .bind(&*m.description)
         .bind(SystemClock.now().as_millis())
@@ -66,9 +70,11 @@ pub(super) async fn migrate_on(conn: &mut SqliteConnection) -> Result<(), StoreE
 /// lock. A history that records a failed or edited migration is the same error as under the
 /// lock.
 async fn up_to_date(conn: &mut SqliteConnection) -> Result<bool, StoreError> {
-    let history: Option<i64> = sqlx::query_scalar(
-        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'idem_sqlx_migrations'",
-    )
+    let history: Option<i64> = sqlx::query_scalar(concat!(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '",
+        migrations_table!(),
+        "'",
+    ))
     .fetch_optional(&mut *conn)
     .await
     .map_err(|e| migrate_error("cannot read the schema", e))?;
@@ -82,9 +88,12 @@ async fn up_to_date(conn: &mut SqliteConnection) -> Result<bool, StoreError> {
 /// idem's migration history.
 async fn read_history(conn: &mut SqliteConnection) -> Result<Vec<Applied>, StoreError> {
     history(
-        sqlx::query_as("SELECT version, checksum, success FROM idem_sqlx_migrations")
-            .fetch_all(conn)
-            .await,
-        "idem_sqlx_migrations",
+        sqlx::query_as(concat!(
+            "SELECT version, checksum, success FROM ",
+            migrations_table!()
+        ))
+        .fetch_all(conn)
+        .await,
+        MIGRATIONS_TABLE,
     )
 }

@@ -2,6 +2,27 @@
 
 use crate::store::sql_store::record_columns;
 
+/// The table of the records.
+macro_rules! table {
+    () => {
+        "idem_idempotency_records"
+    };
+}
+
+/// idem's migration history, its own table (never the application's `_sqlx_migrations`).
+macro_rules! migrations_table {
+    () => {
+        "idem_sqlx_migrations"
+    };
+}
+pub(super) use migrations_table;
+
+/// The table of the records.
+pub const TABLE: &str = table!();
+
+/// idem's migration history table.
+pub const MIGRATIONS_TABLE: &str = migrations_table!();
+
 /// "Now" in milliseconds since the Unix epoch by SQLite's clock (the operating system's, read
 /// by the library: with one file on one host, every process sees the same clock). SQLite keeps
 /// `'now'` fixed for one `sqlite3_step()`, and every statement here does its work in its first
@@ -28,7 +49,7 @@ pub const NOW_MS_SQL: &str = db_now!();
 macro_rules! claim_upsert {
     () => {
         concat!(
-            "INSERT INTO idem_idempotency_records \
+            "INSERT INTO ", table!(), " \
                (key_hash, idem_key, request_hash, state, operation_id, fence, rev, locked_at, lease_until, expire_at, created_at, updated_at) \
              VALUES (?1, ?2, ?3, 0, ?4, 1, 1, ",
             now!("5"),
@@ -103,7 +124,9 @@ pub(super) const CLAIM_AND_READ_SQL: &str = concat!(
     record_columns!(),
     ", ",
     now!("5"),
-    " FROM idem_idempotency_records WHERE key_hash = ?1 AND changes() = 0"
+    " FROM ",
+    table!(),
+    " WHERE key_hash = ?1 AND changes() = 0"
 );
 
 /// Completion (S18): one short statement, only while the lease's fence and operation id are the
@@ -111,7 +134,9 @@ pub(super) const CLAIM_AND_READ_SQL: &str = concat!(
 /// stored even when it comes after `expire_at`. `?8` is an absolute expiry for the snapshot (or
 /// `NULL`), `?9` the clock override.
 pub(super) const COMPLETE_SQL: &str = concat!(
-    "UPDATE idem_idempotency_records SET \
+    "UPDATE ",
+    table!(),
+    " SET \
        state = ?3, resp_status = ?4, resp_headers = ?5, resp_body = ?6, biz_no = ?7, \
        expire_at = COALESCE(?8, expire_at), updated_at = ",
     now!("9"),
@@ -123,15 +148,24 @@ pub(super) const COMPLETE_SQL: &str = concat!(
 );
 
 /// Who owns a record: read when a completion matched no row (see `completed_earlier`).
-pub(super) const OWNER_SQL: &str =
-    "SELECT state, fence, operation_id FROM idem_idempotency_records WHERE key_hash = ?1";
+pub(super) const OWNER_SQL: &str = concat!(
+    "SELECT state, fence, operation_id FROM ",
+    table!(),
+    " WHERE key_hash = ?1"
+);
 
-pub(super) const RELEASE_SQL: &str = "DELETE FROM idem_idempotency_records \
-    WHERE key_hash = ?1 AND fence = ?2 AND state = 0 AND operation_id = ?3";
+pub(super) const RELEASE_SQL: &str = concat!(
+    "DELETE FROM ",
+    table!(),
+    " \
+    WHERE key_hash = ?1 AND fence = ?2 AND state = 0 AND operation_id = ?3"
+);
 
 /// Ends the lease at once, keeping the record and its operation id (`Store::abandon`).
 pub(super) const ABANDON_SQL: &str = concat!(
-    "UPDATE idem_idempotency_records SET \
+    "UPDATE ",
+    table!(),
+    " SET \
        lease_until = min(lease_until, ",
     now!("4"),
     "), updated_at = ",
@@ -142,7 +176,9 @@ pub(super) const ABANDON_SQL: &str = concat!(
 
 /// Renews a lease for `?4` ms from now; the record lives at least as long.
 pub(super) const EXTEND_SQL: &str = concat!(
-    "UPDATE idem_idempotency_records SET \
+    "UPDATE ",
+    table!(),
+    " SET \
        lease_until = ",
     now!("5"),
     " + ?4, \
@@ -160,8 +196,12 @@ pub(super) const EXTEND_SQL: &str = concat!(
 /// (S21). One statement under SQLite's write lock: the records it deletes are exactly the ones
 /// its subquery found expired by the database's clock (logically absent already).
 pub(super) const PURGE_SQL: &str = concat!(
-    "DELETE FROM idem_idempotency_records WHERE key_hash IN \
-       (SELECT key_hash FROM idem_idempotency_records WHERE expire_at <= ",
+    "DELETE FROM ",
+    table!(),
+    " WHERE key_hash IN \
+       (SELECT key_hash FROM ",
+    table!(),
+    " WHERE expire_at <= ",
     now!("1"),
     " \
         ORDER BY expire_at, key_hash LIMIT ?2)"
@@ -173,8 +213,154 @@ pub(super) const SELECT_SQL: &str = concat!(
     record_columns!(),
     ", ",
     now!("2"),
-    " FROM idem_idempotency_records WHERE key_hash = ?1"
+    " FROM ",
+    table!(),
+    " WHERE key_hash = ?1"
 );
 
 /// The columns of the row [`CLAIM_SQL`] returns when it claimed.
 pub(super) const CLAIMED_COLUMNS: usize = 4;
+
+// The operator statements: what the `idem` CLI sends, and what other tools may send beside the
+// store, to read a record, count records, end a lease, expire a record, rewrite a stored response
+// or read the migration history. Bind parameters only; "now" is the store's own expression; every
+// time is milliseconds since the Unix epoch, every integer a `BIGINT`.
+
+/// One record, by key hash (`?1`): `idem_key`, `state`, `fence`, `lease_until`, `expire_at`,
+/// `request_hash`, `resp_status`, `biz_no`, `operation_id`, `resp_body`, `created_at`,
+/// `updated_at`, the database's "now", `resp_headers`, in that order.
+pub const INSPECT: &str = concat!(
+    "SELECT idem_key, state, fence, lease_until, expire_at, request_hash, resp_status, biz_no, \
+     operation_id, resp_body, created_at, updated_at, ",
+    db_now!(),
+    ", resp_headers FROM ",
+    table!(),
+    " WHERE key_hash = ?1"
+);
+
+/// The number of expired records: those a purge would delete now.
+pub const COUNT_EXPIRED: &str = concat!(
+    "SELECT COUNT(*) FROM ",
+    table!(),
+    " WHERE expire_at <= ",
+    db_now!()
+);
+
+/// The oldest live processing record: its key hash in hex, when its lease was taken and the
+/// database's "now"; no row when there is none.
+pub const OLDEST_PROCESSING: &str = concat!(
+    "SELECT lower(hex(key_hash)), locked_at, ",
+    db_now!(),
+    " FROM ",
+    table!(),
+    " WHERE state = 0 AND expire_at > ",
+    db_now!(),
+    " ORDER BY locked_at LIMIT 1"
+);
+
+/// The number of live records expiring within the next hour, and within the next day.
+pub const EXPIRING: &str = concat!(
+    "SELECT COALESCE(SUM(expire_at <= n + 3600000), 0), COUNT(*) FROM ",
+    table!(),
+    ", (SELECT ",
+    db_now!(),
+    " AS n) AS t WHERE expire_at > n AND expire_at <= n + 86400000"
+);
+
+/// Ends the lease of a processing record now, as `Store::abandon` does: the record and its
+/// operation id stay, and the next request with the same body takes it over under that id. Only
+/// while the record (key hash `?1`) is still operation `?2` at fence `?3`: a record purged and
+/// claimed afresh starts again at fence 1. Changes one row, or none.
+pub const END_LEASE: &str = concat!(
+    "UPDATE ",
+    table!(),
+    " SET lease_until = min(lease_until, ",
+    db_now!(),
+    "), updated_at = ",
+    db_now!(),
+    ", rev = rev + 1 WHERE key_hash = ?1 AND operation_id = ?2 AND fence = ?3 AND state = 0"
+);
+
+/// Expires a record now, whatever its state: the key is free, and the next claim replaces the
+/// record under a new operation id (fence + 1, which fences out a handler still running). The row
+/// stays until a purge. With the guard and binds of [`END_LEASE`]. Changes one row, or none.
+pub const EXPIRE: &str = concat!(
+    "UPDATE ",
+    table!(),
+    " SET expire_at = min(expire_at, ",
+    db_now!(),
+    "), updated_at = ",
+    db_now!(),
+    ", rev = rev + 1 WHERE key_hash = ?1 AND operation_id = ?2 AND fence = ?3"
+);
+
+/// The number of live stored records (completed, or failed and stored).
+pub const COUNT_STORED: &str = concat!(
+    "SELECT COUNT(*) FROM ",
+    table!(),
+    " WHERE state IN (1, 2) AND expire_at > ",
+    db_now!()
+);
+
+/// The columns of a stored record as [`STORED_PAGE`] and [`STORED_ONE`] read it.
+macro_rules! stored_columns {
+    () => {
+        "key_hash, idem_key, operation_id, request_hash, resp_status, state, rev, resp_headers, \
+         resp_body, biz_no"
+    };
+}
+
+/// Up to `?2` live stored records with a key hash above `?1`, in key-hash order: `key_hash`,
+/// `idem_key`, `operation_id`, `request_hash`, `resp_status`, `state`, `rev`, `resp_headers`,
+/// `resp_body`, `biz_no`, by those names.
+pub const STORED_PAGE: &str = concat!(
+    "SELECT ",
+    stored_columns!(),
+    " FROM ",
+    table!(),
+    " WHERE key_hash > ?1 AND state IN (1, 2) AND expire_at > ",
+    db_now!(),
+    " ORDER BY key_hash LIMIT ?2"
+);
+
+/// The live stored record of key hash `?1`, if it still is one, with the columns of
+/// [`STORED_PAGE`].
+pub const STORED_ONE: &str = concat!(
+    "SELECT ",
+    stored_columns!(),
+    " FROM ",
+    table!(),
+    " WHERE key_hash = ?1 AND state IN (1, 2) AND expire_at > ",
+    db_now!()
+);
+
+/// Replaces the response of a stored record (`?1` `idem_key`, `?2` `resp_headers`, `?3`
+/// `resp_body`, `?4` `biz_no`) while it (key hash `?5`) is still operation `?6` at row version
+/// `?7`: never over what the store wrote since. Changes one row, or none.
+pub const REWRITE_RESPONSE: &str = concat!(
+    "UPDATE ",
+    table!(),
+    " SET idem_key = ?1, resp_headers = ?2, resp_body = ?3, biz_no = ?4, updated_at = ",
+    db_now!(),
+    ", rev = rev + 1 WHERE key_hash = ?5 AND operation_id = ?6 AND rev = ?7 AND state IN (1, 2)"
+);
+
+/// The number of records in each state, expired ones included (they hold rows until purged):
+/// `(state, count)` rows in state order.
+pub const COUNT_BY_STATE: &str = concat!(
+    "SELECT state, COUNT(*) FROM ",
+    table!(),
+    " GROUP BY state ORDER BY state"
+);
+
+/// The size of the whole database file in bytes, and `-1`: SQLite has no figure for the indexes.
+pub const SIZE: &str =
+    "SELECT page_count * page_size, -1 FROM pragma_page_count(), pragma_page_size()";
+
+/// idem's migration history: `version` and `description` of each migration applied, in version
+/// order (no table before the first migration).
+pub const MIGRATIONS: &str = concat!(
+    "SELECT version, description FROM ",
+    migrations_table!(),
+    " ORDER BY version"
+);
