@@ -8,7 +8,6 @@
 //! `idem::seal` (`KeyRing::open_stored`, `KeyRing::reseal_stored`), never here.
 
 use std::borrow::Cow;
-use std::fmt;
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
@@ -18,7 +17,7 @@ use idem::PostgresStore;
 use idem::SqliteStore;
 use idem::key::ScopedKey;
 use idem::seal::{Binding, KeyRing, OpenedResponse, ResealError, SealError, StoredResponse};
-use idem::store::{RecordState, Store, mysql, postgres, sqlite};
+use idem::store::{Chain, RecordState, Store, mysql, postgres, sqlite};
 use serde::{Serialize, Serializer};
 use sqlx::{MySqlPool, PgPool, Row, SqlitePool};
 
@@ -1301,27 +1300,6 @@ async fn run(m: ArgMatches) -> Result<(), Error> {
     }
 }
 
-/// An error and its causes on one line, `error: cause: cause's cause`. A cause its error's
-/// message already ends with (the drivers' errors often repeat theirs) is written once.
-struct OneLine<'a>(&'a (dyn std::error::Error + 'static));
-
-impl fmt::Display for OneLine<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut text = self.0.to_string();
-        f.write_str(&text.replace('\n', " "))?;
-        let mut source = self.0.source();
-        while let Some(cause) = source {
-            let next = cause.to_string();
-            if !text.ends_with(&next) {
-                write!(f, ": {}", next.replace('\n', " "))?;
-            }
-            text = next;
-            source = cause.source();
-        }
-        Ok(())
-    }
-}
-
 fn main() -> ExitCode {
     let matches = cli().get_matches();
     let runtime = match tokio::runtime::Builder::new_current_thread()
@@ -1337,7 +1315,9 @@ fn main() -> ExitCode {
     match runtime.block_on(run(matches)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {}", OneLine(e.as_ref()));
+            // One line, whatever line breaks a driver's message holds.
+            let line = Chain(e.as_ref()).to_string().replace('\n', " ");
+            eprintln!("error: {line}");
             ExitCode::FAILURE
         }
     }

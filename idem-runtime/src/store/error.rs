@@ -1,6 +1,6 @@
 //! [`StoreError`]: what can go wrong in a store, split into "try again later" and everything
 //! else. A message says what happened and what to do; the driver's error is only its
-//! [`source`](std::error::Error::source), printed by the reporter (or `Chain`).
+//! [`source`](std::error::Error::source), printed by the reporter (or [`Chain`]).
 
 use core::fmt;
 use core::time::Duration;
@@ -156,7 +156,17 @@ impl StoreError {
 /// details: a message never repeats its cause, so whoever prints only `Display` loses it. A
 /// cause that its error's message already ends with (drivers' errors often repeat theirs:
 /// sqlx's `error returned from database: {0}`) is not written twice.
-pub(crate) struct Chain<'a>(pub(crate) &'a (dyn std::error::Error + 'static));
+///
+/// ```
+/// use idem_runtime::store::{Chain, StoreError};
+/// let refused = std::io::Error::other("connection refused");
+/// let e = StoreError::unavailable(refused);
+/// assert_eq!(
+///     Chain(&e).to_string(),
+///     "the idempotency store is unavailable for now: retry after 1s: connection refused"
+/// );
+/// ```
+pub struct Chain<'a>(pub &'a (dyn std::error::Error + 'static));
 
 impl fmt::Display for Chain<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -72,8 +72,8 @@ mod sweeper;
 )]
 pub use atomic::{AnySql, SqlTx, Tx, TxStore};
 pub use clock::{Clock, MAX_DURATION, ManualClock, SystemClock, Timestamp};
-pub use error::{BoxError, DEFAULT_RETRY_AFTER, StoreError};
-pub(crate) use error::{Chain, is_aborted_transaction};
+pub(crate) use error::is_aborted_transaction;
+pub use error::{BoxError, Chain, DEFAULT_RETRY_AFTER, StoreError};
 pub use interface::{
     BoxFuture, Claim, ClaimRequest, Completion, Lease, Outcome, Record, RecordState, Store,
 };
