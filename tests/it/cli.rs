@@ -1,4 +1,4 @@
-//! The `idem` CLI (`src/bin/idem.rs`), run as a process against a fresh database of each SQL
+//! The `idem` CLI (`src/bin/idem/`), run as a process against a fresh database of each SQL
 //! backend: migrate, inspect, stats, release, expire (fence-guarded), purge, and its errors.
 
 use std::process::Output;

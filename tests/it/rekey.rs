@@ -1,4 +1,4 @@
-//! Key rotation with `idem rekey` (`src/bin/idem.rs`) while a service serves the records it
+//! Key rotation with `idem rekey` (`src/bin/idem/`) while a service serves the records it
 //! rewrites, on every SQL store, Redis and a Redis Cluster; `idem inspect` with and without the
 //! key ring, on every SQL store.
 

@@ -11,7 +11,9 @@ use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::{FromRedisValue, Script, ScriptInvocation};
 
-use super::{Error, StoredRow};
+use crate::args::{hex, parse_hash};
+use crate::error::Error;
+use crate::record::StoredRow;
 
 /// The connection `rekey` speaks on (cheap to clone: both multiplex).
 #[derive(Clone)]
@@ -21,8 +23,8 @@ enum Conn {
 }
 
 /// A Redis store opened by the CLI.
-pub(super) struct RedisDb {
-    pub(super) store: RedisStore,
+pub(crate) struct RedisDb {
+    pub(crate) store: RedisStore,
     conn: Conn,
     /// `<prefix>rec:`.
     records: String,
@@ -32,7 +34,7 @@ pub(super) struct RedisDb {
 
 /// Where a `SCAN` of the records stands: the nodes still to scan (`None`: the one server) and
 /// the cursor on the first of them.
-pub(super) struct Scan {
+pub(crate) struct Scan {
     nodes: Vec<Option<(String, u16)>>,
     cursor: u64,
 }
@@ -40,7 +42,7 @@ pub(super) struct Scan {
 impl RedisDb {
     /// The store at `url` (a server, or a cluster's seed nodes, comma-separated) with its
     /// records under `prefix`.
-    pub(super) async fn connect(url: &str, prefix: &str) -> Result<RedisDb, Error> {
+    pub(crate) async fn connect(url: &str, prefix: &str) -> Result<RedisDb, Error> {
         let store = RedisStore::connect(url).await?.with_prefix(prefix);
         let conn = if store.is_cluster() {
             let nodes: Vec<&str> = url.split(',').map(str::trim).collect();
@@ -59,7 +61,7 @@ impl RedisDb {
     }
 
     /// A scan from the start: every primary of a cluster (`CLUSTER NODES`), or the server.
-    pub(super) async fn scan(&self) -> Result<Scan, Error> {
+    pub(crate) async fn scan(&self) -> Result<Scan, Error> {
         let nodes = match self.conn.clone() {
             Conn::Server(_) => vec![None],
             Conn::Cluster(mut c) => {
@@ -75,7 +77,7 @@ impl RedisDb {
 
     /// The next records of `scan`, about `count` keys' worth (`SCAN` may answer fewer or more);
     /// `None` once every node is scanned.
-    pub(super) async fn next_page(
+    pub(crate) async fn next_page(
         &self,
         scan: &mut Scan,
         count: u32,
@@ -112,8 +114,8 @@ impl RedisDb {
     }
 
     /// The live stored record of `key_hash`, if it still is one.
-    pub(super) async fn stored_row(&self, key_hash: &[u8]) -> Result<Option<StoredRow>, Error> {
-        let key = format!("{}{}", self.records, super::hex(key_hash));
+    pub(crate) async fn stored_row(&self, key_hash: &[u8]) -> Result<Option<StoredRow>, Error> {
+        let key = format!("{}{}", self.records, hex(key_hash));
         self.read(&key).await
     }
 
@@ -121,7 +123,7 @@ impl RedisDb {
         let Some(hash) = key.strip_prefix(&self.records) else {
             return Ok(None);
         };
-        let Ok(key_hash) = super::parse_hash(hash, "a record key") else {
+        let Ok(key_hash) = parse_hash(hash, "a record key") else {
             return Ok(None);
         };
         let mut invocation = self.read.key(key);
@@ -161,13 +163,13 @@ impl RedisDb {
 
     /// Writes `new` over the response of `row` if its `rev` is still the one read: whether it
     /// was.
-    pub(super) async fn rewrite(
+    pub(crate) async fn rewrite(
         &self,
         row: &StoredRow,
         idem_key: &str,
         new: &StoredResponse,
     ) -> Result<bool, Error> {
-        let key = format!("{}{}", self.records, super::hex(&row.key_hash));
+        let key = format!("{}{}", self.records, hex(&row.key_hash));
         let mut invocation = self.rewrite.key(key);
         invocation
             .arg(row.rev)
