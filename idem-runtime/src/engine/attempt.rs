@@ -315,7 +315,7 @@ impl Attempt {
         if let Err(e) = &begun {
             self.report("the handler's transaction did not begin", e);
             let abandoned = self.abandon().await;
-            let _ = self.note_failure("lease not ended", Settled::Abandoned, abandoned);
+            let _ = self.conclude("lease not ended", Settled::Abandoned, abandoned);
         }
         begun
     }
@@ -406,11 +406,11 @@ impl Attempt {
                 if let Some(cache) = &self.replay_cache {
                     cache.insert_completed(&self.lease, &completion, self.store.clock());
                 }
-                let _ = self.note_failure("result not stored", Settled::Stored, Ok(()));
+                let _ = self.conclude("result not stored", Settled::Stored, Ok(()));
                 answer
             }
             Err(e @ StoreError::FencedOut { .. }) => {
-                let _ = self.note_failure("result not stored", Settled::Stored, Err(e));
+                let _ = self.conclude("result not stored", Settled::Stored, Err(e));
                 drop(answer);
                 let own = front.reject(
                     IdempotencyError::Unavailable {
@@ -426,7 +426,7 @@ impl Attempt {
                     &e,
                 );
                 let abandoned = self.abandon().await;
-                let _ = self.note_failure("lease not ended", Settled::Abandoned, abandoned);
+                let _ = self.conclude("lease not ended", Settled::Abandoned, abandoned);
                 drop(answer);
                 front.reject(
                     IdempotencyError::Unavailable {
@@ -438,9 +438,10 @@ impl Attempt {
         }
     }
 
-    /// Disarms the attempt once its record is settled (or left for a takeover), counting it as
-    /// `done` when `result` is `Ok` and reporting a failure as `what`.
-    fn note_failure(
+    /// Concludes the attempt once its record is settled (or left for a takeover): disarms it,
+    /// counts the settlement (`done` when `result` is `Ok`, fenced out or failed otherwise), and
+    /// reports a failure as `what`.
+    fn conclude(
         &mut self,
         what: &str,
         done: Settled,
@@ -475,10 +476,10 @@ impl Attempt {
         stored: Result<(), StoreError>,
     ) -> Result<(), StoreError> {
         let Err(e) = &stored else {
-            return self.note_failure("result not stored", Settled::Stored, stored);
+            return self.conclude("result not stored", Settled::Stored, stored);
         };
         if matches!(e, StoreError::FencedOut { .. }) {
-            return self.note_failure("result not stored", Settled::Stored, stored);
+            return self.conclude("result not stored", Settled::Stored, stored);
         }
         self.armed = false;
         telemetry::settled(&self.lease.key, self.store.backend(), Settled::Failed);
@@ -539,7 +540,7 @@ impl Attempt {
             Settlement::Release => self.release_or_abandon().await,
             Settlement::Abandon => {
                 let abandoned = self.abandon().await;
-                self.note_failure("lease not ended", Settled::Abandoned, abandoned)
+                self.conclude("lease not ended", Settled::Abandoned, abandoned)
             }
         }
     }
@@ -621,7 +622,7 @@ impl Attempt {
         self.held.stop_renewing().await;
         if self.lease.took_over {
             let abandoned = self.abandon().await;
-            return self.note_failure("lease not ended", Settled::Abandoned, abandoned);
+            return self.conclude("lease not ended", Settled::Abandoned, abandoned);
         }
         let released = if self.fenced_out() {
             Err(self.fenced_error())
@@ -629,7 +630,7 @@ impl Attempt {
             let call = bounded(self.wait, self.store.release(&self.lease));
             telemetry::store_call(self.store.backend(), "release", call).await
         };
-        self.note_failure("record not released", Settled::Released, released)
+        self.conclude("record not released", Settled::Released, released)
     }
 
     /// Ends the lease, keeping the record and its operation id: the retry takes over at once.
@@ -655,7 +656,7 @@ impl Attempt {
              under the same operation id"
         );
         let abandoned = self.abandon().await;
-        let _ = self.note_failure("lease not ended", Settled::TimedOut, abandoned);
+        let _ = self.conclude("lease not ended", Settled::TimedOut, abandoned);
     }
 
     /// The answer of an attempt fenced out while it ran: what a retry of the same request sees
