@@ -38,7 +38,7 @@ use base64::Engine as _;
 use chacha20poly1305::aead::{Aead, KeyInit, Payload};
 use chacha20poly1305::{XChaCha20Poly1305, XNonce};
 
-use crate::RequestHash;
+use crate::fingerprint::RequestHash;
 use crate::store::{Completion, Outcome, Record, RecordState};
 
 /// The name of the header entry that marks a sealed record (it starts with a NUL byte, which
@@ -774,7 +774,7 @@ fn decode_plain(mut b: &[u8]) -> Option<Plain> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::RequestHash;
+    use crate::fingerprint::RequestHash;
     use crate::store::{Outcome, RecordState, Timestamp};
 
     const HASH: &str = "5f2b0c9e";

@@ -70,7 +70,7 @@ fn problem_documents() {
 fn fingerprint_problem_names_kind_and_path() {
     let err = crate::json::canonicalize_slice(
         br#"{"a":"1O0"}"#,
-        &crate::Spec::new().field("a", crate::ValueSpec::Decimal),
+        &crate::json::Spec::new().field("a", crate::json::ValueSpec::Decimal),
     )
     .unwrap_err();
     let e = IdempotencyError::from(err);

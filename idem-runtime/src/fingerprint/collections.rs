@@ -129,7 +129,7 @@ fn sorts_before(a: &[u8], b: &[u8]) -> bool {
 mod tests {
     use std::collections::BTreeMap;
 
-    use crate::{Canonical, CanonicalWriter};
+    use crate::fingerprint::{Canonical, CanonicalWriter};
 
     /// A key whose `Ord` is not the byte order of its text.
     #[derive(PartialEq, Eq, PartialOrd, Ord)]

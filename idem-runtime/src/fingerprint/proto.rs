@@ -257,7 +257,7 @@ mod tests {
     use std::collections::{BTreeMap, HashMap};
 
     use super::*;
-    use crate::Canonical;
+    use crate::fingerprint::Canonical;
 
     fn text(write: impl FnOnce(&mut CanonicalWriter<'_>)) -> String {
         let mut out = Vec::new();
