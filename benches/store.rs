@@ -14,13 +14,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use idem::MemoryStore;
 use idem::MySqlStore;
 use idem::PostgresStore;
 use idem::RedisStore;
 use idem::RequestHash;
 use idem::SqliteStore;
 use idem::key::ScopedKey;
-use idem::store::{Claim, ClaimRequest, Completion, MemoryStore, Outcome, Store};
+use idem::store::{Claim, ClaimRequest, Completion, Outcome, Store};
 use sha2::{Digest, Sha256};
 use sqlx::{MySqlPool, PgPool, Row, SqlitePool};
 

@@ -4,7 +4,8 @@
 #![doc = include_str!("../README.md")]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-pub use idem_runtime::{RequestHash, fingerprint, json};
+pub use idem_runtime::fingerprint::RequestHash;
+pub use idem_runtime::json;
 
 /// A request type whose identity is a whitelist of its fields (contract S3).
 ///
@@ -150,10 +151,8 @@ pub use idem_macros::Fingerprint;
 /// ```
 pub use idem_macros::fields;
 
-pub use idem_runtime::key;
 pub use idem_runtime::key::ScopePart;
 pub use idem_runtime::seal;
-pub use idem_runtime::store;
 pub use idem_runtime::store::MemoryStore;
 #[cfg(feature = "mysql")]
 #[cfg_attr(docsrs, doc(cfg(feature = "mysql")))]
@@ -173,6 +172,81 @@ pub use idem_runtime::store::sqlite::SqliteStore;
     doc(cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite")))
 )]
 pub use idem_runtime::store::{AnySql, SqlTx, Tx};
+
+/// The idempotency key: what a client may send ([`parse_header_key`](key::parse_header_key),
+/// [`validate_key`](key::validate_key), [`InvalidKey`](key::InvalidKey)) and the key a store
+/// claims ([`ScopedKey`](key::ScopedKey): the client key scoped by its caller and operation).
+///
+/// [`ScopePart`], what a value must be to scope a key, is at the root.
+pub mod key {
+    pub use idem_runtime::key::{
+        InvalidKey, MAX_CLIENT_KEY_CHARS, ScopedKey, parse_header_key, scoped_key, validate_key,
+        write_scope_part,
+    };
+}
+
+/// Implementing a fingerprint by hand: [`Canonical`](fingerprint::Canonical) values written by a
+/// [`CanonicalWriter`](fingerprint::CanonicalWriter), and the field masks of
+/// [`fields!`].
+///
+/// The [`Fingerprint`](trait@Fingerprint) trait and the [`RequestHash`] are at the root. The
+/// canonical form is specified in `docs/fingerprint.md`.
+pub mod fingerprint {
+    pub use idem_runtime::fingerprint::{
+        Canonical, CanonicalWriter, Env, FieldMask, FieldRef, Hashable, Hashed, NoFields,
+        ParseRequestHashError, Skipped, hashable,
+    };
+}
+
+/// Claim stores, for implementing or operating one: the [`Store`](store::Store) trait and its
+/// types, the [`Sweeper`](store::Sweeper) that purges expired records, clocks, and each backend's
+/// SQL text or scripts in its module.
+///
+/// The stores themselves ([`MemoryStore`] and the backends' stores) and the atomic mode's types
+/// are at the root.
+pub mod store {
+    pub use idem_runtime::store::{
+        BoxError, BoxFuture, Chain, Claim, ClaimRequest, Clock, Completion, DEFAULT_RETRY_AFTER,
+        Lease, MAX_DURATION, ManualClock, Outcome, Record, RecordState, Store, StoreError, Sweeper,
+        SweeperHandle, SystemClock, Timestamp,
+    };
+    #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+    #[cfg_attr(
+        docsrs,
+        doc(cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite")))
+    )]
+    pub use idem_runtime::store::{TxStore, begin_cancel_safe};
+
+    /// What [`PostgresStore`](crate::PostgresStore) says about its standbys
+    /// ([`Replication`](postgres::Replication)) and the SQL it runs.
+    #[cfg(feature = "postgres")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
+    pub mod postgres {
+        pub use idem_runtime::store::postgres::{NOW_MS_SQL, Replication, sql};
+    }
+
+    /// The SQL [`MySqlStore`](crate::MySqlStore) runs.
+    #[cfg(feature = "mysql")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "mysql")))]
+    pub mod mysql {
+        pub use idem_runtime::store::mysql::{NOW_MS_SQL, sql};
+    }
+
+    /// The SQL [`SqliteStore`](crate::SqliteStore) runs.
+    #[cfg(feature = "sqlite")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
+    pub mod sqlite {
+        pub use idem_runtime::store::sqlite::{NOW_MS_SQL, sql};
+    }
+
+    /// [`RedisStore`](crate::RedisStore)'s connection, what it reports of replicas that fell
+    /// behind, and its scripts.
+    #[cfg(feature = "redis")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+    pub mod redis {
+        pub use idem_runtime::store::redis::{RedisConnection, ReplicasBehind, scripts};
+    }
+}
 
 /// Makes an axum handler (or any `async fn .. -> Result<T, E>`) idempotent: the request is
 /// fingerprinted before the body runs, the key is claimed in the store, and the body runs until

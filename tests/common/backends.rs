@@ -8,7 +8,8 @@
 
 use std::sync::Arc;
 
-use idem::store::{Clock, ManualClock, MemoryStore, Store};
+use idem::MemoryStore;
+use idem::store::{Clock, ManualClock, Store};
 use idem::{MySqlStore, PostgresStore, RedisStore, SqliteStore};
 
 use crate::records::Records;

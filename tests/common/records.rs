@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
+use idem::MemoryStore;
 use idem::key::ScopedKey;
-use idem::store::MemoryStore;
 
 /// Direct access to the records of one store under test.
 #[derive(Clone)]

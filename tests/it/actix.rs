@@ -214,7 +214,7 @@ async fn middleware_missing_and_invalid_keys_are_400(fx: &Fixture) {
 #[tokio::test]
 async fn middleware_body_over_the_limit_is_413() {
     let hits = Arc::new(AtomicUsize::new(0));
-    let idem = Idem::new(idem::store::MemoryStore::new());
+    let idem = Idem::new(idem::MemoryStore::new());
     let s = layered(idem, hits.clone(), |m| m.body_limit(16));
     let answer = s
         .post(
@@ -260,7 +260,7 @@ async fn middleware_store_unavailable_is_503_or_unprotected() {
 /// panics, saying what to write.
 #[test]
 fn a_middleware_without_a_scope_does_not_build() {
-    let idem = Idem::new(idem::store::MemoryStore::new());
+    let idem = Idem::new(idem::MemoryStore::new());
     let panic = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         actix_web::rt::System::new().block_on(async {
             let mw = Idempotency::for_type::<CreatePayment>(idem);

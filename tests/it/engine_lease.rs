@@ -5,8 +5,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use idem::MemoryStore;
 use idem::SqliteStore;
-use idem::store::{ManualClock, MemoryStore, Store};
+use idem::store::{ManualClock, Store};
 use idem::{HandlerConfig, Idem, IdempotencyError, RequestHash, operation_id, run_once};
 
 #[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize)]

@@ -4,9 +4,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use idem::MemoryStore;
 use idem::SqliteStore;
 use idem::problem;
-use idem::store::{MemoryStore, Store};
+use idem::store::Store;
 use idem::{Contract, HandlerConfig, Idem, IdempotencyError, RequestHash, operation_id, run_once};
 
 #[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize)]

@@ -25,10 +25,11 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use http_body::Frame;
 use http_body_util::BodyExt;
+use idem::ScopePart;
 use idem::http::{IntoSnapshot, Json};
 use idem::json::Spec;
 use idem::key::ScopedKey;
-use idem::key::{ScopePart, scoped_key};
+use idem::key::scoped_key;
 use idem::{
     Fingerprint, HandlerConfig, Idem, IdempotencyError, IdempotencyLayer, Snapshot, idempotent,
     run_once,

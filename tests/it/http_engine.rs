@@ -20,10 +20,12 @@ use axum::routing::post;
 use axum::{Json as AxumJson, Router};
 use http_body_util::BodyExt;
 use idem::__private::{Call, Mode, run};
+use idem::MemoryStore;
+use idem::ScopePart;
 use idem::SqliteStore;
 use idem::http::{IdemContext, Json, KeySource};
-use idem::key::{ScopePart, scoped_key};
-use idem::store::{Claim, ClaimRequest, MemoryStore, Store};
+use idem::key::scoped_key;
+use idem::store::{Claim, ClaimRequest, Store};
 use idem::{Contract, Fingerprint, HandlerConfig, Idem, RequestHash, Snapshot, operation_id};
 use tower::ServiceExt;
 

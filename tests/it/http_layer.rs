@@ -11,11 +11,12 @@ use axum::http::header::CONTENT_TYPE;
 use axum::http::{Request, StatusCode};
 use axum::routing::post;
 use http_body_util::BodyExt;
+use idem::MemoryStore;
 use idem::SqliteStore;
 use idem::http::IdempotencyLayer;
 use idem::json::Spec;
 use idem::key::scoped_key;
-use idem::store::{MemoryStore, Store, Timestamp};
+use idem::store::{Store, Timestamp};
 use idem::{Contract, Fingerprint, HandlerConfig, Idem};
 use tower::ServiceExt;
 

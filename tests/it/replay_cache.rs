@@ -7,9 +7,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use idem::MemoryStore;
 use idem::SqliteStore;
 use idem::problem;
-use idem::store::{Clock, ManualClock, MemoryStore, Store};
+use idem::store::{Clock, ManualClock, Store};
 use idem::{HandlerConfig, Idem, IdempotencyError, ReplayCache, RequestHash, run_once};
 
 use crate::backends::{Backend, Fixture, backend_tests, on_clocked_store};
