@@ -28,7 +28,7 @@ use axum::routing::post;
 use cpu_time::ThreadTime;
 use http_body_util::BodyExt;
 use idem::MemoryStore;
-use idem::http::Json;
+use idem::axum::Json;
 use idem::seal::KeyRing;
 use idem::store::Store;
 use idem::{Fingerprint, Idem, Snapshot, SqliteStore, idempotent};

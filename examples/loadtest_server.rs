@@ -10,7 +10,7 @@
 //!
 //! | route | what runs |
 //! |---|---|
-//! | `POST /bare` | the handler alone: parse the JSON payment with `idem::http::Json`, answer `201` with a small JSON body |
+//! | `POST /bare` | the handler alone: parse the JSON payment with `idem::axum::Json`, answer `201` with a small JSON body |
 //! | `POST /floor` | the same + one `SELECT 1` on the store's pool (SQL stores; `PING` on the Redis store's connection): the one-statement floor |
 //! | `POST /floor2` | the same + two `SELECT 1` (or `PING`), one after the other: the two-statement floor |
 //! | `POST /idem` | the same handler under `#[idempotent(scope = global, contract = "exact_replay")]` |

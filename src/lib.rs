@@ -266,7 +266,7 @@ pub mod store {
 /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 /// use axum::{Router, body::Body, http::{Request, StatusCode, request::Parts}, routing::post};
 /// use axum::extract::FromRequestParts;
-/// use idem::{Fingerprint, Idem, Snapshot, http::Json, idempotent};
+/// use idem::{Fingerprint, Idem, Snapshot, axum::Json, idempotent};
 /// use tower::ServiceExt;
 ///
 /// /// The authenticated caller. (Here from a header, as behind a gateway that verified the token
@@ -389,7 +389,7 @@ pub mod store {
 /// (contract S5: every retry would be a conflict):
 ///
 /// ```compile_fail
-/// # use idem::{Fingerprint, Snapshot, http::Json, idempotent};
+/// # use idem::{Fingerprint, Snapshot, axum::Json, idempotent};
 /// # #[derive(Snapshot, serde::Serialize)]
 /// # struct Payment { #[snapshot(biz_no)] id: String }
 /// #[derive(Fingerprint, serde::Deserialize)]
@@ -434,7 +434,7 @@ pub use idem_runtime::engine::{
 };
 #[cfg(feature = "tonic")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tonic")))]
-pub use idem_runtime::grpc;
+pub use idem_runtime::tonic;
 /// The actix-web front (feature `actix`): `use idem::actix::idempotent;` for `#[idempotent]` on
 /// actix-web handlers, the [`IdemContext`](actix::IdemContext) it adds, the
 /// [`Idempotency`](actix::Idempotency) middleware; see `docs/guides/actix.md`.
@@ -444,12 +444,24 @@ pub mod actix {
     pub use idem_macros::idempotent_actix as idempotent;
     pub use idem_runtime::actix::*;
 }
+/// The axum front (feature `axum`): the [`IdemContext`](axum::IdemContext) `#[idempotent]` adds
+/// to a handler, the JSON extractor whose rejections are problem documents
+/// ([`Json`](axum::Json)), [`IntoSnapshot`](axum::IntoSnapshot), and the tower middleware
+/// ([`Idempotency`](axum::Idempotency), made by the [`IdempotencyLayer`] at the root); see
+/// `docs/http.md`.
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
+pub mod axum {
+    pub use idem_runtime::axum::{
+        IdemContext, Idempotency, IntoSnapshot, Json, JsonRejection, ResponseFuture, SnapshotBody,
+    };
+}
+#[cfg(feature = "axum")]
+#[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
+pub use idem_runtime::axum::IdempotencyLayer;
+#[cfg(any(feature = "axum", feature = "actix"))]
+#[cfg_attr(docsrs, doc(cfg(any(feature = "axum", feature = "actix"))))]
 pub use idem_runtime::http;
-#[cfg(feature = "axum")]
-#[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
-pub use idem_runtime::http::IdempotencyLayer;
 
 #[cfg(feature = "decimal")]
 #[cfg_attr(docsrs, doc(cfg(feature = "decimal")))]

@@ -11,7 +11,7 @@ use axum::Router;
 use axum::extract::{FromRef, State};
 use axum::http::StatusCode;
 use axum::routing::{get, post};
-use idem::http::Json;
+use idem::axum::Json;
 use idem::store::Store;
 use idem::{Fingerprint, Idem, ReplayCache, Snapshot, idempotent};
 use rust_decimal::Decimal;

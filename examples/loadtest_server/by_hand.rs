@@ -20,7 +20,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use idem::Fingerprint;
-use idem::http::Json;
+use idem::axum::Json;
 use idem::key::ScopedKey;
 use sqlx::Row;
 

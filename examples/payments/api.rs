@@ -3,7 +3,7 @@
 use axum::extract::{FromRef, Path, State};
 use axum::http::header::LOCATION;
 use axum::http::{HeaderName, StatusCode};
-use idem::http::Json;
+use idem::axum::Json;
 use idem::problem::Problem;
 use idem::{AnySql, Idem, Tx, idempotent};
 

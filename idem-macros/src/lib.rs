@@ -124,10 +124,10 @@ pub fn fields(input: TokenStream) -> TokenStream {
 ///
 /// # Forms
 ///
-/// - **axum handler** (no `store`): the handler gains an `idem::http::IdemContext` as its first
+/// - **axum handler** (no `store`): the handler gains an `idem::axum::IdemContext` as its first
 ///   argument (the `Idem` handle comes from the router state, `Idem: FromRef<S>`) and returns
 ///   an `axum::response::Response`. Its declared return type must implement
-///   `idem::http::IntoSnapshot`: the response carries the business number (S11).
+///   `idem::axum::IntoSnapshot`: the response carries the business number (S11).
 /// - **framework-free** (`store = expr`): any `async fn .. -> Result<T, E>` whose `T` and `E`
 ///   are serde types and `E: From<IdempotencyError>`; the signature is unchanged, and a retry
 ///   returns the stored `Result`. A method needs `operation`.
@@ -158,7 +158,6 @@ pub fn idempotent(args: TokenStream, item: TokenStream) -> TokenStream {
 /// The handler gains an `idem::actix::IdemContext` as its first argument (the `Idem` handle
 /// comes from the `web::Data<Idem>` app data) and returns an `actix_web::HttpResponse`; its
 /// declared return type implements `idem::actix::IntoSnapshot`.
-#[doc(hidden)]
 #[proc_macro_attribute]
 pub fn idempotent_actix(args: TokenStream, item: TokenStream) -> TokenStream {
     idempotent::expand_actix(args.into(), item.into()).into()

@@ -83,24 +83,24 @@ pub fn canonical_text(write: impl FnOnce(&mut CanonicalWriter<'_>)) -> String {
     String::from_utf8(out).unwrap_or_default()
 }
 
+#[cfg(feature = "axum")]
+pub use crate::axum::run::{Replayer, run};
+#[cfg(feature = "axum")]
+pub use crate::axum::{IdemContext, IntoSnapshot};
 #[cfg(any(feature = "axum", feature = "actix", feature = "tonic"))]
 pub use crate::engine::call::{Call, Latest, Mode, Stored};
 pub use crate::engine::{
     AsIdem, Contract, HandlerConfig, Idem, IdempotencyError, Snapshot, run_once,
 };
-#[cfg(feature = "tonic")]
-pub use crate::grpc::run::{GrpcReplayer, run as grpc_run};
-#[cfg(feature = "tonic")]
-pub use crate::grpc::{GrpcContext, KeySource as GrpcKeySource, status as grpc_status};
-#[cfg(feature = "axum")]
-pub use crate::http::run::{Replayer, run};
-#[cfg(feature = "axum")]
-pub use crate::http::{IdemContext, IntoSnapshot};
+#[cfg(any(feature = "axum", feature = "actix"))]
+pub use crate::http::KeySource;
 pub use crate::key::{ScopePart, write_scope_part};
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 pub use crate::store::atomic::{AtomicMode, TxParam, TxSlot, take_tx, tx_slot};
-#[cfg(any(feature = "axum", feature = "actix"))]
-pub use crate::web::headers::KeySource;
+#[cfg(feature = "tonic")]
+pub use crate::tonic::run::{GrpcReplayer, run as grpc_run};
+#[cfg(feature = "tonic")]
+pub use crate::tonic::{GrpcContext, KeySource as GrpcKeySource, status as grpc_status};
 #[cfg(feature = "axum")]
 pub use axum;
 #[cfg(feature = "axum")]
@@ -111,7 +111,7 @@ pub use tonic;
 /// Nothing at run time: `M` is a response message `#[idempotent]` can store (reported at the
 /// user's type when it is not).
 #[cfg(feature = "tonic")]
-pub fn grpc_message<M: crate::grpc::GrpcMessage>() {}
+pub fn grpc_message<M: crate::tonic::GrpcMessage>() {}
 
 pub use serde_json;
 

@@ -1,7 +1,8 @@
 //! Runtime of [idem](https://docs.rs/idem): canonical request fingerprints, the claim/replay
-//! engine ([`engine`], framework-free), its HTTP front ([`http`]: axum handlers, problem+json,
-//! the tower layer; feature `axum`), its actix-web front ([`actix`], feature `actix`), its gRPC
-//! front ([`grpc`]: tonic methods; feature `tonic`) and its stores.
+//! engine ([`engine`], framework-free), its stores, and one front per framework, each named
+//! after its feature: [`axum`] (axum handlers, the tower layer), [`actix`] (actix-web handlers
+//! and middleware) and [`tonic`] (gRPC methods). [`http`] is what the two HTTP fronts share:
+//! header names, problem+json, snapshots.
 //!
 //! Applications depend on the `idem` facade crate, which re-exports this crate together with the
 //! procedural macros; the paths documented there are the stable ones.
@@ -10,25 +11,26 @@
 #[cfg(feature = "actix")]
 #[cfg_attr(docsrs, doc(cfg(feature = "actix")))]
 pub mod actix;
+#[cfg(feature = "axum")]
+#[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
+pub mod axum;
 #[cfg(feature = "decimal")]
 #[cfg_attr(docsrs, doc(cfg(feature = "decimal")))]
 pub mod deserialize;
 mod encode;
 pub mod engine;
 pub mod fingerprint;
-#[cfg(feature = "tonic")]
-#[cfg_attr(docsrs, doc(cfg(feature = "tonic")))]
-pub mod grpc;
-#[cfg(feature = "axum")]
-#[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
+#[cfg(any(feature = "axum", feature = "actix"))]
+#[cfg_attr(docsrs, doc(cfg(any(feature = "axum", feature = "actix"))))]
 pub mod http;
 pub mod json;
 pub mod key;
 pub mod seal;
 pub mod store;
 pub(crate) mod telemetry;
-#[cfg(any(feature = "axum", feature = "actix"))]
-mod web;
+#[cfg(feature = "tonic")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tonic")))]
+pub mod tonic;
 
 pub use engine::{
     AsIdem, Contract, HandlerConfig, Idem, IdempotencyError, OperationId, Snapshot, operation_id,

@@ -17,7 +17,7 @@ use axum::http::header::{CONTENT_TYPE, RETRY_AFTER};
 use axum::http::{Request, StatusCode};
 use axum::routing::post;
 use http_body_util::BodyExt;
-use idem::http::Json;
+use idem::axum::Json;
 use idem::store::Store;
 use idem::{Fingerprint, Idem, Snapshot, idempotent};
 use tokio::sync::Barrier;

@@ -15,7 +15,7 @@ use axum::http::header::{CONTENT_TYPE, RETRY_AFTER};
 use axum::http::{Request, StatusCode};
 use axum::routing::post;
 use http_body_util::BodyExt;
-use idem::http::Json;
+use idem::axum::Json;
 use idem::key::ScopedKey;
 use idem::seal::{KeyRing, SEALED};
 use idem::store::Store;

@@ -206,7 +206,7 @@ fn assert_condition(status: &Status, code: Code, reason: &str) {
         .get_details_error_info()
         .unwrap_or_else(|| panic!("no ErrorInfo in {status:?}"));
     assert_eq!(info.reason, reason);
-    assert_eq!(info.domain, idem::grpc::ERROR_DOMAIN);
+    assert_eq!(info.domain, idem::tonic::ERROR_DOMAIN);
 }
 
 // ---------------------------------------------------------------- scenarios
@@ -461,7 +461,7 @@ async fn concurrent_duplicate_is_aborted_with_retry_info(s: &Server) {
 /// Through idem-client's layer, a duplicate that meets the first call in flight waits for
 /// `RetryInfo`'s delay and retries with the same key: it gets the first call's payment, replayed.
 async fn the_client_layer_waits_out_an_aborted_call(s: &Server) {
-    use idem_client::grpc::GrpcIdempotencyLayer;
+    use idem_client::tonic::GrpcIdempotencyLayer;
     use idem_client::{Delivery, RetryPolicy};
 
     let key = unique("grpc_layer");

@@ -26,7 +26,7 @@ use axum::routing::post;
 use http_body::Frame;
 use http_body_util::BodyExt;
 use idem::ScopePart;
-use idem::http::{IntoSnapshot, Json};
+use idem::axum::{IntoSnapshot, Json};
 use idem::json::Spec;
 use idem::key::ScopedKey;
 use idem::key::scoped_key;
@@ -563,7 +563,7 @@ async fn separators_in_scope_parts_never_merge_tenants(fx: &Fixture) {
 
 /// JSON nested 10,000 deep is refused before anything runs wherever it is read: the layer's
 /// canonicalizer checks every member against its depth limit (64), also one the spec drops;
-/// `idem::http::Json` stops at serde_json's recursion limit (128). No stack overflow, no record.
+/// `idem::axum::Json` stops at serde_json's recursion limit (128). No stack overflow, no record.
 /// (A struct body skips an unknown member without recursing, so there the nesting is harmless
 /// and ignored: neither hashed nor seen by the handler.)
 async fn deep_nesting_is_400_and_stores_nothing(fx: &Fixture) {
@@ -611,7 +611,7 @@ async fn deep_nesting_is_400_and_stores_nothing(fx: &Fixture) {
     assert_eq!(again, first);
 }
 
-/// A 10 MiB body: `413` from the layer (1 MiB by default) and from `idem::http::Json` (axum's
+/// A 10 MiB body: `413` from the layer (1 MiB by default) and from `idem::axum::Json` (axum's
 /// 2 MB default), each having read no more of the stream than its limit and one chunk.
 async fn ten_mib_bodies_are_413_and_read_no_further_than_the_limit(fx: &Fixture) {
     let m = unique("big");

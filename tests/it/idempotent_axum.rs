@@ -796,14 +796,14 @@ struct Thing {
 
 #[idempotent(scope = global)]
 async fn create_thing(
-    idem::http::Json(req): idem::http::Json<CreatePayment>,
+    idem::axum::Json(req): idem::axum::Json<CreatePayment>,
 ) -> (StatusCode, Json<Thing>) {
     let id = format!("thing-{}", req.amount);
     (StatusCode::CREATED, Json(Thing { id }))
 }
 
 /// A service that documents its errors itself sets its problem base once on the handle: every
-/// problem document of its idempotent routes uses it, `idem::http::Json`'s rejections included.
+/// problem document of its idempotent routes uses it, `idem::axum::Json`'s rejections included.
 #[tokio::test]
 async fn the_handles_problem_base_types_every_problem() {
     const BASE: &str = "https://api.example.com/problems/";

@@ -183,7 +183,7 @@ pub(crate) enum NotBound {
     Type,
 }
 
-/// `T` of `Json<T>` (also `axum::Json<T>`, `idem::http::Json<T>`): the type of a JSON body.
+/// `T` of `Json<T>` (also `axum::Json<T>`, `idem::axum::Json<T>`): the type of a JSON body.
 pub(crate) fn json_inner(ty: &syn::Type) -> Option<&syn::Type> {
     let syn::Type::Path(path) = ty else {
         return None;

@@ -7,7 +7,7 @@ use actix_web::{FromRequest, HttpRequest, ResponseError, web};
 use http::HeaderValue;
 
 use crate::engine::{Idem, IdempotencyError};
-use crate::web::RequestHead;
+use crate::http::RequestHead;
 
 /// What an idempotent actix-web handler needs from its request besides its own arguments: the
 /// [`Idem`] handle (from the `web::Data<Idem>` app data), the request head (headers, method,

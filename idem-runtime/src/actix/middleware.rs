@@ -19,9 +19,9 @@ use actix_web::{HttpMessage as _, HttpResponse, ResponseError};
 use super::context::parts_of;
 use super::respond::{exact_replay, mark_unprotected, settle, suppressed_replay};
 use crate::engine::{ClaimSettings, Contract, Front, IdempotencyError, Settlement, execute};
+use crate::http::invalid_body;
+use crate::http::layer::{LayerConfig, is_safe, middleware_builder};
 use crate::store::Record;
-use crate::web::invalid_body;
-use crate::web::layer::{LayerConfig, is_safe, middleware_builder};
 
 /// Makes every unsafe request (`POST`, `PUT`, `PATCH`, `DELETE`, ...) through the wrapped
 /// service idempotent, for actix-web handlers that are not annotated with `#[idempotent]`;

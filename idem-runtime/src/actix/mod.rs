@@ -4,7 +4,7 @@
 //! ([`IntoSnapshot`]), problem+json responses, a [`json_config`] whose rejections are problem
 //! documents, and the [`Idempotency`] middleware for handlers that are not annotated.
 //!
-//! The same engine as the axum front ([`http`](crate::http)): the same keys, status codes,
+//! The same engine as the axum front ([`axum`](crate::axum)): the same keys, status codes,
 //! problem types, headers and snapshots (`docs/http.md`, "actix-web"). actix-web's handlers and
 //! responses are `!Send` and run on the worker thread that accepted the request; so do these.
 //!
@@ -28,10 +28,6 @@ mod respond;
 pub(crate) mod run;
 mod snapshot;
 
-pub use crate::web::DEFAULT_BODY_LIMIT;
-pub use crate::web::headers::{
-    IDEMPOTENCY_KEY, IDEMPOTENCY_STATUS, IDEMPOTENT_REPLAYED, IDEMPOTENT_SNAPSHOT, KeySource,
-};
 pub use context::IdemContext;
 pub use middleware::{Idempotency, IdempotencyMiddleware};
 pub use respond::{json_config, json_error};

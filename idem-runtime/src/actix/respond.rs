@@ -11,12 +11,12 @@ use bytes::Bytes;
 use super::body::{Captured, capture, read_rest, rejoin};
 use crate::engine::problem::{self, Problem};
 use crate::engine::{Disposition, Idem, IdempotencyError, Settlement, biz_no_body};
-use crate::store::{Record, RecordState};
-use crate::web::headers::{IDEMPOTENCY_STATUS, IDEMPOTENT_REPLAYED};
-use crate::web::invalid_body;
-use crate::web::snapshot::{
+use crate::http::invalid_body;
+use crate::http::snapshot::{
     SnapshotRules, Snapshotting, never_stored, snapshot_headers, storable, typed_biz_no,
 };
+use crate::http::{IDEMPOTENCY_STATUS, IDEMPOTENT_REPLAYED};
+use crate::store::{Record, RecordState};
 
 /// `application/problem+json` with the problem's status; a numeric `retry_after` member is also
 /// sent as the `Retry-After` header. A `Problem` is an actix error: `Result<T, Problem>` is a

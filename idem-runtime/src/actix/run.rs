@@ -18,10 +18,10 @@ use crate::engine::call::{Call, Latest, Mode, Stored};
 use crate::engine::{
     ClaimSettings, Contract, Front, HandlerConfig, IdempotencyError, Settlement, execute,
 };
+use crate::http::KeySource;
+use crate::http::snapshot::SnapshotRules;
 use crate::store::atomic::Atomic;
 use crate::store::{Record, RecordState};
-use crate::web::headers::KeySource;
-use crate::web::snapshot::SnapshotRules;
 
 /// Runs a handler for a key (and scope) until one result is stored, and answers every later
 /// request with the key as `mode` says (as the axum front's `run`). The future is `!Send`, like

@@ -202,7 +202,7 @@ impl Idem {
     /// documentation of each type.
     ///
     /// It applies to the attribute's handlers, the tower layer, and the rejections of
-    /// `idem::http::Json` on the routes of either (the handle puts the base into the request's
+    /// `idem::axum::Json` on the routes of either (the handle puts the base into the request's
     /// extensions before the body is read).
     ///
     /// ```
@@ -294,7 +294,7 @@ impl Idem {
     }
 
     /// Sets the router-wide default scope: the scope of every handler that says `scope = default`
-    /// (`#[idempotent]`) and of every [`IdempotencyLayer`](crate::http::IdempotencyLayer) without
+    /// (`#[idempotent]`) and of every [`IdempotencyLayer`](crate::axum::IdempotencyLayer) without
     /// a scope of its own, computed from the request's head — typically the identity an
     /// authentication middleware put into the request's extensions. A request for which it
     /// returns `None` (no identity) is refused with `401 unscoped`, never run under a key shared

@@ -57,7 +57,7 @@
 //! spec; `path` and `error` name the offending value. Fix the body; the key may be reused.
 //!
 //! ### invalid-body
-//! `400`, `415` or `413`: (`idem::http::Json`) the body does not deserialize, is not JSON, or is
+//! `400`, `415` or `413`: (`idem::axum::Json`) the body does not deserialize, is not JSON, or is
 //! too large. Fix the body; nothing ran.
 //!
 //! ### body-too-large
@@ -126,7 +126,7 @@ pub const SNAPSHOT_UNREADABLE: &str = problem_type!("snapshot-unreadable");
 /// `503`: the stored response is sealed under a key the handle does not hold, or was altered
 /// (`Idem::with_encryption`); neither replayed nor run again.
 pub const RECORD_SEALED: &str = problem_type!("record-sealed");
-/// `400` / `415` / `413`: the `idem::http::Json` extractor could not read the body. A `400`, not
+/// `400` / `415` / `413`: the `idem::axum::Json` extractor could not read the body. A `400`, not
 /// axum's `422`, so that `422` always means "key reused".
 pub const INVALID_BODY: &str = problem_type!("invalid-body");
 

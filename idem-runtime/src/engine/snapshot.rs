@@ -101,7 +101,7 @@ impl<T: Snapshot + ?Sized> Snapshot for std::sync::Arc<T> {
 }
 
 /// The minimal JSON object `{"<field>": <biz_no>}` of a `suppress_only` replay, the business
-/// number with the JSON type of the first answer (see `web::snapshot::typed_biz_no`).
+/// number with the JSON type of the first answer (see `http::snapshot::typed_biz_no`).
 #[cfg(any(feature = "axum", feature = "actix"))]
 pub(crate) fn biz_no_body(field: &str, biz_no: serde_json::Value) -> Vec<u8> {
     key_fields_body(field, biz_no, &[])

@@ -103,7 +103,7 @@ pub trait Canonical {
 
     /// The run-time [`ValueSpec`] under which [`crate::json`] canonicalizes
     /// `serde_json::to_value(self)` to the same bytes as [`Canonical::write_canonical`]: what
-    /// [`IdempotencyLayer::for_type`](crate::http::IdempotencyLayer::for_type) (feature `axum`)
+    /// [`IdempotencyLayer::for_type`](crate::axum::IdempotencyLayer::for_type) (feature `axum`)
     /// hashes a raw body with. The derive and idem's impls give the exact spec (`Decimal` for a
     /// decimal, an object's whitelist, ...). The default, [`ValueSpec::Any`], fits a value whose
     /// serde JSON is its canonical text up to the general rules (key order, number form, `null`

@@ -1,24 +1,38 @@
-//! The HTTP front of the engine (feature `axum`): what `#[idempotent]` generates for an axum
-//! handler (its [`IdemContext`] extractor and [`KeySource`]; the body it generates calls the
-//! engine through `__private`, not a public API: the attribute is), problem+json responses, a
-//! JSON extractor whose rejections are `400` ([`Json`]), and the tower [`IdempotencyLayer`] for
-//! handlers that are not annotated.
+//! What the HTTP fronts ([`axum`](crate::axum) and [`actix`](crate::actix)) share and no
+//! framework decides: the header names, where a handler's key comes from ([`KeySource`]), the
+//! body limit of the middlewares, the request head a key is read and scoped from
+//! (`RequestHead`), and the rules of a snapshot (which response headers are stored, the
+//! business number a store can keep, a body over the size limit).
 //!
-//! The status codes and problem types are documented in `docs/http.md`.
+//! The rule: nothing here names axum or actix-web; a front converts its framework's request and
+//! response to and from these types.
 
-mod body;
-mod context;
-mod json;
-mod layer;
-mod respond;
-pub(crate) mod run;
-mod snapshot;
+use crate::engine::problem::{INVALID_BODY, Problem};
 
-pub use crate::web::DEFAULT_BODY_LIMIT;
-pub use crate::web::headers::{
+mod head;
+mod headers;
+pub(crate) mod layer;
+pub(crate) mod snapshot;
+
+pub(crate) use head::{RequestHead, header_key};
+pub use headers::{
     IDEMPOTENCY_KEY, IDEMPOTENCY_STATUS, IDEMPOTENT_REPLAYED, IDEMPOTENT_SNAPSHOT, KeySource,
 };
-pub use context::IdemContext;
-pub use json::{Json, JsonRejection};
-pub use layer::{Idempotency, IdempotencyLayer, ResponseFuture};
-pub use snapshot::{IntoSnapshot, SnapshotBody};
+
+/// Default largest request body the middlewares read (the tower `IdempotencyLayer`, the actix
+/// `Idempotency`): 1 MiB.
+pub const DEFAULT_BODY_LIMIT: usize = 1024 * 1024;
+
+/// The problem of a request body its JSON extractor refused (`status` 400, 413 or 415): nothing
+/// ran, so the same key may be sent again with a corrected body.
+pub(crate) fn invalid_body(status: u16, detail: &str, base: Option<&str>) -> Problem {
+    let title = match status {
+        415 => "Request body is not JSON",
+        413 => "Request body too large",
+        _ => "Invalid request body",
+    };
+    let detail = format!(
+        "{detail}: fix the body and send it again (the same idempotency key may be reused: nothing was executed)"
+    );
+    Problem::new(INVALID_BODY, title, status, detail).rebase_onto(base)
+}

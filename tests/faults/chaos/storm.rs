@@ -16,7 +16,7 @@ use axum::Router;
 use axum::extract::{FromRef, State};
 use axum::http::StatusCode;
 use axum::routing::post;
-use idem::http::Json;
+use idem::axum::Json;
 use idem::{Fingerprint, Idem, Snapshot, idempotent};
 use serde_json::json;
 use tokio::net::TcpStream;

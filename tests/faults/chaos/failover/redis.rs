@@ -158,7 +158,7 @@ mod ledger {
 
     use axum::extract::{FromRef, State};
     use axum::http::StatusCode;
-    use idem::http::Json;
+    use idem::axum::Json;
     use idem::{Fingerprint, Idem, Snapshot, idempotent};
 
     /// Per order, the payments made and their operation ids.

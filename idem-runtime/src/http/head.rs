@@ -4,8 +4,8 @@
 use http::{HeaderMap, HeaderValue, Method, Uri};
 
 use crate::engine::{Idem, IdempotencyError};
+use crate::http::KeySource;
 use crate::key::{InvalidKey, ScopePart, ScopedKey, parse_header_key, scoped_key, validate_key};
-use crate::web::headers::KeySource;
 
 /// The head of a request as the fronts' contexts keep it.
 #[derive(Debug, Clone)]

@@ -11,7 +11,7 @@ use crate::key::{InvalidKey, ScopePart, ScopedKey, parse_header_key, scoped_key,
 ///
 /// ```
 /// use idem_runtime::engine::Idem;
-/// use idem_runtime::grpc::GrpcContext;
+/// use idem_runtime::tonic::GrpcContext;
 ///
 /// let mut request = tonic::Request::new(());
 /// request.metadata_mut().insert("idempotency-key", "k-1".parse().unwrap());
@@ -64,7 +64,7 @@ impl GrpcContext {
     /// not visible ASCII.
     ///
     /// ```
-    /// # use idem_runtime::{engine::Idem, grpc::GrpcContext};
+    /// # use idem_runtime::{engine::Idem, tonic::GrpcContext};
     /// let mut request = tonic::Request::new(());
     /// request.metadata_mut().insert("x-tenant-id", "acme".parse().unwrap());
     /// let cx = GrpcContext::new(&Idem::new(idem_runtime::store::MemoryStore::new()), &request);
@@ -161,7 +161,7 @@ impl GrpcContext {
 /// Where the client key of a tonic method comes from.
 ///
 /// ```
-/// use idem_runtime::grpc::KeySource;
+/// use idem_runtime::tonic::KeySource;
 /// let from_metadata = KeySource::Metadata("idempotency-key");
 /// let request_id = String::from("6f1c..");
 /// let from_message = KeySource::Value(&request_id);

@@ -8,7 +8,7 @@ use http::StatusCode;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::web::invalid_body;
+use crate::http::invalid_body;
 
 /// A JSON request body (extractor) or response body, like `axum::Json`, except that a body that
 /// does not deserialize is rejected with **`400`** `application/problem+json` (type
@@ -27,7 +27,7 @@ use crate::web::invalid_body;
 /// ```
 /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
 /// use axum::{Router, routing::post, body::Body, http::Request};
-/// use idem_runtime::http::Json;
+/// use idem_runtime::axum::Json;
 /// use tower::ServiceExt;
 ///
 /// #[derive(serde::Deserialize, serde::Serialize)]
@@ -106,7 +106,7 @@ impl<T: Serialize> IntoResponse for Json<T> {
 /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
 /// use axum::extract::FromRequest;
 /// let req = axum::http::Request::post("/").body(axum::body::Body::from("{}")).unwrap();
-/// let rejection = idem_runtime::http::Json::<u8>::from_request(req, &()).await.unwrap_err();
+/// let rejection = idem_runtime::axum::Json::<u8>::from_request(req, &()).await.unwrap_err();
 /// assert_eq!(rejection.status(), 415); // no content type
 /// assert_eq!(rejection.into_response().headers()["content-type"], "application/problem+json");
 /// # });
@@ -128,7 +128,7 @@ impl JsonRejection {
     /// use axum::extract::FromRequest;
     /// let req = axum::http::Request::post("/").header("content-type", "application/json")
     ///     .body(axum::body::Body::from("{")).unwrap();
-    /// let rejection = idem_runtime::http::Json::<u8>::from_request(req, &()).await.unwrap_err();
+    /// let rejection = idem_runtime::axum::Json::<u8>::from_request(req, &()).await.unwrap_err();
     /// assert_eq!(rejection.status(), 400);
     /// # });
     /// ```
@@ -143,7 +143,7 @@ impl JsonRejection {
     /// use axum::extract::FromRequest;
     /// let req = axum::http::Request::post("/").header("content-type", "application/json")
     ///     .body(axum::body::Body::from("true")).unwrap();
-    /// let rejection = idem_runtime::http::Json::<u8>::from_request(req, &()).await.unwrap_err();
+    /// let rejection = idem_runtime::axum::Json::<u8>::from_request(req, &()).await.unwrap_err();
     /// assert!(!rejection.detail().is_empty());
     /// # });
     /// ```

@@ -17,8 +17,8 @@ use crate::engine::call::{Call, Latest, Mode, Stored};
 use crate::engine::{
     ClaimSettings, Contract, Front, HandlerConfig, Idem, IdempotencyError, Settlement, execute,
 };
+use crate::http::KeySource;
 use crate::store::{Record, RecordState};
-use crate::web::headers::KeySource;
 
 /// Runs a handler for a key (and scope) until one result is stored, and answers every later
 /// request with the key as `mode` says: the stored response ([`Mode::stored`]: exactly, or the

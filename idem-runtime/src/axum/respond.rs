@@ -10,10 +10,10 @@ use http::{HeaderName, HeaderValue, StatusCode};
 use super::body::{Captured, capture, concat, read_rest, rejoin};
 use crate::engine::problem::{self, Problem};
 use crate::engine::{Disposition, IdempotencyError, Settlement, biz_no_body};
+pub(crate) use crate::http::snapshot::SnapshotRules;
+use crate::http::snapshot::{Snapshotting, never_stored, snapshot_headers, storable, typed_biz_no};
+use crate::http::{IDEMPOTENCY_STATUS, IDEMPOTENT_REPLAYED};
 use crate::store::{Record, RecordState};
-use crate::web::headers::{IDEMPOTENCY_STATUS, IDEMPOTENT_REPLAYED};
-pub(crate) use crate::web::snapshot::SnapshotRules;
-use crate::web::snapshot::{Snapshotting, never_stored, snapshot_headers, storable, typed_biz_no};
 
 /// `application/problem+json` with the problem's status; a numeric `retry_after` member (whole
 /// seconds) is also sent as the `Retry-After` header, so a client or proxy that reads only

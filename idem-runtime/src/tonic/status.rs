@@ -34,7 +34,7 @@ pub const ERROR_DOMAIN: &str = "idem.rs";
 /// use idem_runtime::engine::IdempotencyError;
 /// use tonic_types::StatusExt;
 ///
-/// let s = idem_runtime::grpc::status(
+/// let s = idem_runtime::tonic::status(
 ///     &IdempotencyError::InProgress { retry_after: Duration::from_millis(1500) },
 ///     Some("k-1"),
 /// );
@@ -97,7 +97,7 @@ pub fn status(error: &IdempotencyError, client_key: Option<&str>) -> tonic::Stat
 /// its record stores.
 ///
 /// ```
-/// use idem_runtime::grpc::http_status_of_code;
+/// use idem_runtime::tonic::http_status_of_code;
 /// assert_eq!(http_status_of_code(tonic::Code::Ok), 200);
 /// assert_eq!(http_status_of_code(tonic::Code::InvalidArgument), 400);
 /// assert_eq!(http_status_of_code(tonic::Code::Unavailable), 503);
@@ -122,7 +122,7 @@ pub const fn http_status_of_code(code: Code) -> u16 {
 /// The gRPC code of an HTTP status, for the codes [`status`] does not name itself.
 ///
 /// ```
-/// use idem_runtime::grpc::code_of_status;
+/// use idem_runtime::tonic::code_of_status;
 /// assert_eq!(code_of_status(422), tonic::Code::FailedPrecondition);
 /// assert_eq!(code_of_status(503), tonic::Code::Unavailable);
 /// ```

@@ -7,7 +7,7 @@ use http::request::Parts;
 use http::{HeaderValue, Method};
 
 use crate::engine::{Idem, IdempotencyError};
-use crate::web::RequestHead;
+use crate::http::RequestHead;
 
 /// What an idempotent axum handler needs from its request besides its own arguments: the
 /// [`Idem`] handle (from the router state, through `FromRef`), the request headers, method and
@@ -19,7 +19,7 @@ use crate::web::RequestHead;
 /// ```
 /// use axum::extract::FromRef;
 /// use idem_runtime::engine::Idem;
-/// use idem_runtime::http::IdemContext;
+/// use idem_runtime::axum::IdemContext;
 ///
 /// #[derive(Clone)]
 /// struct AppState { idem: Idem, /* db pool, ... */ }
@@ -46,7 +46,7 @@ impl IdemContext {
     ///
     /// ```
     /// use idem_runtime::engine::Idem;
-    /// use idem_runtime::http::IdemContext;
+    /// use idem_runtime::axum::IdemContext;
     /// let (parts, ()) = http::Request::post("/payments").header("idempotency-key", "k").body(()).unwrap().into_parts();
     /// let cx = IdemContext::new(Idem::new(idem_runtime::store::MemoryStore::new()), &parts);
     /// assert_eq!(cx.path(), "/payments");
@@ -61,7 +61,7 @@ impl IdemContext {
     /// A request header (case-insensitive name).
     ///
     /// ```
-    /// # use idem_runtime::{engine::Idem, http::IdemContext};
+    /// # use idem_runtime::{engine::Idem, axum::IdemContext};
     /// let (parts, ()) = http::Request::post("/").header("x-tenant", "acme").body(()).unwrap().into_parts();
     /// let cx = IdemContext::new(Idem::new(idem_runtime::store::MemoryStore::new()), &parts);
     /// assert_eq!(cx.header("X-Tenant").unwrap(), "acme");
@@ -74,7 +74,7 @@ impl IdemContext {
     /// The [`Idem`] handle.
     ///
     /// ```
-    /// # use idem_runtime::{engine::Idem, http::IdemContext};
+    /// # use idem_runtime::{engine::Idem, axum::IdemContext};
     /// # let (parts, ()) = http::Request::post("/").body(()).unwrap().into_parts();
     /// let cx = IdemContext::new(Idem::new(idem_runtime::store::MemoryStore::new()), &parts);
     /// assert_eq!(cx.idem().max_snapshot_bytes(), 256 * 1024);
@@ -86,7 +86,7 @@ impl IdemContext {
     /// The request method.
     ///
     /// ```
-    /// # use idem_runtime::{engine::Idem, http::IdemContext};
+    /// # use idem_runtime::{engine::Idem, axum::IdemContext};
     /// # let (parts, ()) = http::Request::post("/").body(()).unwrap().into_parts();
     /// let cx = IdemContext::new(Idem::new(idem_runtime::store::MemoryStore::new()), &parts);
     /// assert_eq!(cx.method(), http::Method::POST);
@@ -98,7 +98,7 @@ impl IdemContext {
     /// The request path.
     ///
     /// ```
-    /// # use idem_runtime::{engine::Idem, http::IdemContext};
+    /// # use idem_runtime::{engine::Idem, axum::IdemContext};
     /// # let (parts, ()) = http::Request::post("/a/b?c=d").body(()).unwrap().into_parts();
     /// let cx = IdemContext::new(Idem::new(idem_runtime::store::MemoryStore::new()), &parts);
     /// assert_eq!(cx.path(), "/a/b");
@@ -111,7 +111,7 @@ impl IdemContext {
     /// by an axum `Router`.
     ///
     /// ```
-    /// # use idem_runtime::{engine::Idem, http::IdemContext};
+    /// # use idem_runtime::{engine::Idem, axum::IdemContext};
     /// let (parts, ()) = http::Request::post("/a").body(()).unwrap().into_parts();
     /// let cx = IdemContext::new(Idem::new(idem_runtime::store::MemoryStore::new()), &parts);
     /// assert_eq!(cx.route(), None); // not routed
@@ -125,7 +125,7 @@ impl IdemContext {
     /// handler; outside an axum `Router`, the method and the request path.
     ///
     /// ```
-    /// # use idem_runtime::{engine::Idem, http::IdemContext};
+    /// # use idem_runtime::{engine::Idem, axum::IdemContext};
     /// let (parts, ()) = http::Request::post("/a/b?c=d").body(()).unwrap().into_parts();
     /// let cx = IdemContext::new(Idem::new(idem_runtime::store::MemoryStore::new()), &parts);
     /// assert_eq!(cx.route_operation(), "POST /a/b");
@@ -143,7 +143,7 @@ impl IdemContext {
     /// scope.
     ///
     /// ```
-    /// # use idem_runtime::{engine::Idem, http::IdemContext};
+    /// # use idem_runtime::{engine::Idem, axum::IdemContext};
     /// let idem = Idem::new(idem_runtime::store::MemoryStore::new())
     ///     .with_default_scope(|parts| parts.headers.get("x-gateway-tenant")?.to_str().ok().map(|t| vec![t.to_owned()]));
     /// let (parts, ()) = http::Request::post("/").header("x-gateway-tenant", "acme").body(()).unwrap().into_parts();
