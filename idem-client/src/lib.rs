@@ -11,7 +11,7 @@
 //! - [`RetryPolicy`]: the budget and the backoff; [`classify`]: the classification table;
 //! - [`SendIdempotent`]: `send_idempotent()`, the final answer as [`Sent`] or a typed [`Error`]
 //!   with the parsed [`Problem`];
-//! - `grpc::GrpcIdempotencyLayer` (feature `tonic`): the same for tonic clients, as a tower
+//! - `tonic::GrpcIdempotencyLayer` (feature `tonic`): the same for tonic clients, as a tower
 //!   layer on the channel, with the same [`RetryPolicy`].
 //!
 //! ```no_run
@@ -38,7 +38,7 @@
 //! `docs/guides/clients.md` explains what is retried and why.
 
 #[cfg(feature = "tonic")]
-pub mod grpc;
+pub mod tonic;
 
 mod error;
 mod middleware;

@@ -40,7 +40,7 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 ///
 /// ```no_run
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-/// use idem_client::{RetryPolicy, grpc::GrpcIdempotencyLayer};
+/// use idem_client::{RetryPolicy, tonic::GrpcIdempotencyLayer};
 ///
 /// let channel = tonic::transport::Channel::from_static("http://127.0.0.1:50051").connect().await?;
 /// let channel = tower::ServiceBuilder::new()
