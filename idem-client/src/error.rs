@@ -105,6 +105,10 @@ pub enum Error {
     /// The retries ran out — on a retryable answer (`409`, `429`, `5xx`) or a transport error
     /// — or the request could not be sent again (a streaming body): the operation's outcome is
     /// unknown; a later retry **with the same key** learns it.
+    ///
+    /// A request whose method is outside the middleware's set (a `GET`, by default) passes
+    /// through with no key and no retry; a retryable answer to it (`409`, `429`, `5xx`) is a
+    /// `GaveUp` too, after 1 attempt and with [`key`](GaveUp::key) `None`.
     #[error(transparent)]
     GaveUp(GaveUp),
     /// A transport error that is not retried (an invalid URL, another middleware's refusal)

@@ -357,10 +357,11 @@ async fn other_methods_pass_through_without_a_key_or_retries() {
         .send_idempotent()
         .await
         .unwrap_err();
-    assert!(
-        matches!(err, Error::GaveUp(_) | Error::Refused(_)),
-        "{err:?}"
-    );
+    let Error::GaveUp(gave_up) = &err else {
+        panic!("{err:?}")
+    };
+    assert_eq!((gave_up.attempts, gave_up.key.as_deref()), (1, None));
+    assert!(matches!(gave_up.last, LastAttempt::Answered(_)), "{err:?}");
     assert_eq!(keys(&seen), vec![None]);
     // A configured set: PUT gets a key too.
     let (url, seen) = serve(vec![Step::Answer(200, &[], "")]).await;
