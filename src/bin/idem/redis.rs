@@ -52,9 +52,9 @@ impl RedisDb {
             Conn::Server(store.connection().clone())
         };
         Ok(RedisDb {
+            records: store.records_prefix().to_owned(),
             store,
             conn,
-            records: format!("{prefix}rec:"),
             read: Script::new(scripts::READ_STORED),
             rewrite: Script::new(scripts::REWRITE_STORED),
         })

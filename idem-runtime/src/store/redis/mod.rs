@@ -284,6 +284,12 @@ impl RedisStore {
         self
     }
 
+    /// The beginning of every record's key, `<prefix>rec:` (a record is
+    /// `<prefix>rec:<key hash in hex>`): what a tool that scans the records matches.
+    pub fn records_prefix(&self) -> &str {
+        &self.records
+    }
+
     /// How long Redis keeps a record past its `expire_at` before deleting it by itself (5
     /// minutes by default). On one server, longer than the sweeper's interval, so that the
     /// sweeper normally deletes it first; on a cluster, Redis's expiry is the purge, and the
