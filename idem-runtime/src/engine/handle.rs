@@ -391,6 +391,72 @@ impl Idem {
     }
 }
 
+/// What takes a default scope (`scope = default`), in the report of a handle without one: an
+/// HTTP handler or a gRPC method.
+#[cfg(any(feature = "axum", feature = "actix", feature = "tonic"))]
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ScopeTaker {
+    /// `handler`, `method`.
+    word: &'static str,
+    /// What the caller is answered.
+    answer: &'static str,
+    /// The message of [`IdempotencyError::Misconfigured`].
+    misconfigured: &'static str,
+}
+
+#[cfg(any(feature = "axum", feature = "actix", feature = "tonic"))]
+impl ScopeTaker {
+    /// An axum or actix-web handler.
+    #[cfg(any(feature = "axum", feature = "actix"))]
+    pub(crate) const HANDLER: ScopeTaker = ScopeTaker {
+        word: "handler",
+        answer: "500",
+        misconfigured: "the handler takes the default scope (`scope = default`) and the `Idem` handle has none: set one with `Idem::with_default_scope`",
+    };
+    /// A tonic method.
+    #[cfg(feature = "tonic")]
+    pub(crate) const METHOD: ScopeTaker = ScopeTaker {
+        word: "method",
+        answer: "INTERNAL",
+        misconfigured: "the method takes the default scope (`scope = default`) and the `Idem` handle has none: set one with `Idem::with_default_scope`",
+    };
+}
+
+/// The parts of a request's default scope, from what [`Idem::default_scope_of`] found for it
+/// (`found`), for a `taker` that says `scope = default`.
+///
+/// # Errors
+/// [`IdempotencyError::Unscoped`] when the request carries no identity;
+/// [`IdempotencyError::Misconfigured`] when the handle has no default scope, a mistake of the
+/// server's setup, reported as an error with the request's `method` (and `path`, if apart).
+#[cfg(any(feature = "axum", feature = "actix", feature = "tonic"))]
+pub(crate) fn default_scope_parts(
+    found: &Option<Option<Vec<String>>>,
+    taker: ScopeTaker,
+    method: &str,
+    path: Option<&str>,
+) -> Result<Vec<String>, IdempotencyError> {
+    match found {
+        Some(Some(parts)) => Ok(parts.clone()),
+        Some(None) => Err(IdempotencyError::Unscoped),
+        None => {
+            tracing::error!(
+                target: "idem",
+                method = %method,
+                path,
+                "a {kind} with `scope = default` runs on an `Idem` handle without a default \
+                 scope: set one with `Idem::with_default_scope`, or give the {kind} its own \
+                 `scope = [..]`; answering {answer}",
+                kind = taker.word,
+                answer = taker.answer,
+            );
+            Err(IdempotencyError::Misconfigured {
+                message: taker.misconfigured,
+            })
+        }
+    }
+}
+
 /// Anything that yields the [`Idem`] handle, for `#[idempotent(store = expr)]` and
 /// [`run_once`](super::run_once)-style code: implemented for `Idem`, references to it, `Arc<Idem>`
 /// and `Box<Idem>`.

@@ -71,6 +71,8 @@ pub(crate) use flow::execute;
 #[cfg(any(feature = "axum", feature = "actix", feature = "tonic"))]
 pub(crate) use front::{ClaimSettings, Front, Settlement};
 pub use handle::{AsIdem, Idem};
+#[cfg(any(feature = "axum", feature = "actix", feature = "tonic"))]
+pub(crate) use handle::{ScopeTaker, default_scope_parts};
 pub use handler_config::{DEFAULT_LEASE, DEFAULT_TTL, HandlerConfig, default_timeout};
 pub use once::run_once;
 pub use operation::{OperationId, operation_id};

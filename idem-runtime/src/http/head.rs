@@ -3,7 +3,7 @@
 
 use http::{HeaderMap, HeaderValue, Method, Uri};
 
-use crate::engine::{Idem, IdempotencyError};
+use crate::engine::{Idem, IdempotencyError, ScopeTaker, default_scope_parts};
 use crate::http::KeySource;
 use crate::key::{InvalidKey, ScopePart, ScopedKey, parse_header_key, scoped_key, validate_key};
 
@@ -71,23 +71,8 @@ impl RequestHead {
 
     /// The parts of the handle's default scope for this request.
     pub(crate) fn default_scope(&self) -> Result<Vec<String>, IdempotencyError> {
-        match &self.default_scope {
-            Some(Some(parts)) => Ok(parts.clone()),
-            Some(None) => Err(IdempotencyError::Unscoped),
-            None => {
-                tracing::error!(
-                    target: "idem",
-                    method = %self.method,
-                    path = %self.path(),
-                    "a handler with `scope = default` runs on an `Idem` handle without a default \
-                     scope: set one with `Idem::with_default_scope`, or give the handler its own \
-                     `scope = [..]`; answering 500"
-                );
-                Err(IdempotencyError::Misconfigured {
-                    message: "the handler takes the default scope (`scope = default`) and the `Idem` handle has none: set one with `Idem::with_default_scope`",
-                })
-            }
-        }
+        let (method, path) = (self.method.as_str(), Some(self.path()));
+        default_scope_parts(&self.default_scope, ScopeTaker::HANDLER, method, path)
     }
 
     /// The client key of `source` and its scoped form; `operation` `None` names it after the

@@ -3,7 +3,7 @@
 
 use tonic::metadata::MetadataMap;
 
-use crate::engine::{Idem, IdempotencyError};
+use crate::engine::{Idem, IdempotencyError, ScopeTaker, default_scope_parts};
 use crate::key::{InvalidKey, ScopePart, ScopedKey, parse_header_key, scoped_key, validate_key};
 
 /// What an idempotent tonic method needs from its request besides the message: the [`Idem`]
@@ -91,22 +91,8 @@ impl GrpcContext {
     /// [`IdempotencyError::Unscoped`] when the request carries no identity;
     /// [`IdempotencyError::Misconfigured`] when the handle has no default scope.
     pub fn default_scope(&self) -> Result<Vec<String>, IdempotencyError> {
-        match &self.default_scope {
-            Some(Some(parts)) => Ok(parts.clone()),
-            Some(None) => Err(IdempotencyError::Unscoped),
-            None => {
-                tracing::error!(
-                    target: "idem",
-                    method = self.method.as_deref().unwrap_or("?"),
-                    "a method with `scope = default` runs on an `Idem` handle without a default \
-                     scope: set one with `Idem::with_default_scope`, or give the method its own \
-                     `scope = [..]`"
-                );
-                Err(IdempotencyError::Misconfigured {
-                    message: "the method takes the default scope (`scope = default`) and the `Idem` handle has none: set one with `Idem::with_default_scope`",
-                })
-            }
-        }
+        let method = self.method.as_deref().unwrap_or("?");
+        default_scope_parts(&self.default_scope, ScopeTaker::METHOD, method, None)
     }
 
     /// The client key of `source` and its scoped form; `operation` `None` names it after the
