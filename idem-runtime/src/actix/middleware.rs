@@ -17,10 +17,11 @@ use actix_web::web::{Bytes, BytesMut};
 use actix_web::{HttpMessage as _, HttpResponse, ResponseError};
 
 use super::context::parts_of;
-use super::respond::{exact_replay, mark_unprotected, settle, suppressed_replay};
+use super::respond::{mark_unprotected, settle};
 use crate::engine::{ClaimSettings, Contract, Front, IdempotencyError, Settlement, execute};
 use crate::http::invalid_body;
 use crate::http::layer::{LayerConfig, is_safe, middleware_builder};
+use crate::http::replay::{exact_replay, suppressed_replay};
 use crate::store::Record;
 
 /// Makes every unsafe request (`POST`, `PUT`, `PATCH`, `DELETE`, ...) through the wrapped

@@ -1,22 +1,19 @@
-//! actix-web responses: problem documents, replays of every contract, the snapshot of a fresh
-//! response, and the JSON extractor's rejections as problems.
+//! actix-web responses: problem documents, the responses of replays (which `http::replay` builds),
+//! the snapshot of a fresh response, and the JSON extractor's rejections as problems.
 
 use actix_web::body::BoxBody;
 use actix_web::error::JsonPayloadError;
 use actix_web::http::StatusCode;
 use actix_web::http::header::{CONTENT_TYPE, HeaderName, HeaderValue, RETRY_AFTER};
 use actix_web::{HttpRequest, HttpResponse, ResponseError, web};
-use bytes::Bytes;
 
 use super::body::{Captured, capture, read_rest, rejoin};
 use crate::engine::problem::{self, Problem};
-use crate::engine::{Disposition, Idem, IdempotencyError, Settlement, biz_no_body};
+use crate::engine::{Disposition, Idem, IdempotencyError, Settlement};
 use crate::http::invalid_body;
-use crate::http::snapshot::{
-    SnapshotRules, Snapshotting, never_stored, snapshot_headers, storable, typed_biz_no,
-};
+use crate::http::replay::ReplayResponse;
+use crate::http::snapshot::{SnapshotRules, Snapshotting, snapshot_headers, storable};
 use crate::http::{IDEMPOTENCY_STATUS, IDEMPOTENT_REPLAYED};
-use crate::store::{Record, RecordState};
 
 /// `application/problem+json` with the problem's status; a numeric `retry_after` member is also
 /// sent as the `Retry-After` header. A `Problem` is an actix error: `Result<T, Problem>` is a
@@ -126,13 +123,6 @@ pub fn json_error(error: JsonPayloadError, req: &HttpRequest) -> actix_web::Erro
     invalid_body(status, &error.to_string(), base.as_deref()).into()
 }
 
-pub(crate) fn mark_replayed(resp: &mut HttpResponse) {
-    resp.headers_mut().insert(
-        HeaderName::from_static(IDEMPOTENT_REPLAYED),
-        HeaderValue::from_static("true"),
-    );
-}
-
 pub(crate) fn mark_unprotected(resp: &mut HttpResponse) {
     resp.headers_mut().insert(
         HeaderName::from_static(IDEMPOTENCY_STATUS),
@@ -140,44 +130,32 @@ pub(crate) fn mark_unprotected(resp: &mut HttpResponse) {
     );
 }
 
-/// The stored status, headers and body (`exact_replay`, and every stored failure).
-pub(crate) fn exact_replay(record: Record) -> HttpResponse {
-    let status = record
-        .status
-        .and_then(|s| StatusCode::from_u16(s).ok())
-        .unwrap_or(StatusCode::OK);
-    let mut resp = HttpResponse::with_body(status, BoxBody::new(record.body));
-    for (name, value) in record.headers {
-        if never_stored(&name) {
-            continue;
-        }
-        // The stored value becomes the header's without a copy.
-        if let (Ok(name), Ok(value)) = (
-            HeaderName::from_bytes(name.as_bytes()),
-            HeaderValue::from_maybe_shared(Bytes::from(value)),
-        ) {
-            resp.headers_mut().append(name, value);
-        }
-    }
-    mark_replayed(&mut resp);
-    resp
-}
+/// The actix-web response of a replay.
+impl ReplayResponse for HttpResponse {
+    type Name = HeaderName;
+    type Value = HeaderValue;
 
-/// `200` + `{"<field>": "<biz_no>"}` (`suppress_only`); a record without a business number (a
-/// stored failure) is replayed exactly.
-pub(crate) fn suppressed_replay(record: Record, field: &str) -> HttpResponse {
-    match (&record.state, &record.biz_no) {
-        (RecordState::Completed, Some(biz_no)) => {
-            let mut resp = HttpResponse::Ok()
-                .content_type("application/json")
-                .body(biz_no_body(
-                    field,
-                    typed_biz_no(&record.body, field, biz_no),
-                ));
-            mark_replayed(&mut resp);
-            resp
-        }
-        _ => exact_replay(record),
+    fn stored(status: Option<u16>, body: Vec<u8>) -> Self {
+        let status = status
+            .and_then(|s| StatusCode::from_u16(s).ok())
+            .unwrap_or(StatusCode::OK);
+        HttpResponse::with_body(status, BoxBody::new(body))
+    }
+
+    fn json(body: Vec<u8>) -> Self {
+        HttpResponse::Ok()
+            .content_type("application/json")
+            .body(body)
+    }
+
+    fn append(&mut self, name: HeaderName, value: HeaderValue) {
+        self.headers_mut().append(name, value);
+    }
+
+    fn mark_replayed(&mut self) {
+        let name = HeaderName::from_static(IDEMPOTENT_REPLAYED);
+        self.headers_mut()
+            .insert(name, HeaderValue::from_static("true"));
     }
 }
 

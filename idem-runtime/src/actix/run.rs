@@ -10,15 +10,14 @@ use actix_web::http::StatusCode;
 use actix_web::{HttpResponse, Responder};
 
 use super::context::IdemContext;
-use super::respond::{
-    exact_replay, mark_replayed, mark_unprotected, problem_response, settle, suppressed_replay,
-};
+use super::respond::{mark_unprotected, problem_response, settle};
 use super::snapshot::IntoSnapshot;
 use crate::engine::call::{Call, Latest, Mode, Stored};
 use crate::engine::{
     ClaimSettings, Contract, Front, HandlerConfig, IdempotencyError, Settlement, execute,
 };
 use crate::http::KeySource;
+use crate::http::replay::{ReplayResponse, exact_replay, suppressed_replay};
 use crate::http::snapshot::SnapshotRules;
 use crate::store::atomic::Atomic;
 use crate::store::{Record, RecordState};
@@ -102,7 +101,7 @@ where
         if resp.status().is_success() {
             *resp.status_mut() = StatusCode::OK;
         }
-        mark_replayed(&mut resp);
+        resp.mark_replayed();
         resp
     }
 }

@@ -18,11 +18,12 @@ use http::Request;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use tower::{Layer, Service};
 
-use super::respond::{exact_replay, mark_unprotected, settle, suppressed_replay};
+use super::respond::{mark_unprotected, settle};
 use crate::engine::problem::INVALID_BODY;
 use crate::engine::problem::Problem;
 use crate::engine::{ClaimSettings, Contract, Front, IdempotencyError, Settlement, execute};
 use crate::http::layer::{LayerConfig, is_safe, middleware_builder};
+use crate::http::replay::{exact_replay, suppressed_replay};
 use crate::store::{BoxError, Record};
 
 /// Makes every unsafe request (`POST`, `PUT`, `PATCH`, `DELETE`, ...) through the wrapped service

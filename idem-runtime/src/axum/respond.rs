@@ -1,19 +1,18 @@
-//! Building responses: problem documents, replays of every contract, and the snapshot of a fresh
-//! response (header whitelist, size limit, outcome).
+//! Building responses: problem documents, the responses of replays (which `http::replay` builds),
+//! and the snapshot of a fresh response (header whitelist, size limit, outcome).
 
 use axum::body::Body;
 use axum::response::{IntoResponse, Response};
-use bytes::Bytes;
 use http::header::{CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderName, HeaderValue, StatusCode};
 
 use super::body::{Captured, capture, concat, read_rest, rejoin};
 use crate::engine::problem::{self, Problem};
-use crate::engine::{Disposition, IdempotencyError, Settlement, biz_no_body};
+use crate::engine::{Disposition, IdempotencyError, Settlement};
+use crate::http::replay::ReplayResponse;
 pub(crate) use crate::http::snapshot::SnapshotRules;
-use crate::http::snapshot::{Snapshotting, never_stored, snapshot_headers, storable, typed_biz_no};
+use crate::http::snapshot::{Snapshotting, snapshot_headers, storable};
 use crate::http::{IDEMPOTENCY_STATUS, IDEMPOTENT_REPLAYED};
-use crate::store::{Record, RecordState};
 
 /// `application/problem+json` with the problem's status; a numeric `retry_after` member (whole
 /// seconds) is also sent as the `Retry-After` header, so a client or proxy that reads only
@@ -69,54 +68,36 @@ impl IntoResponse for IdempotencyError {
     }
 }
 
-pub(crate) fn mark_replayed(resp: &mut Response) {
-    resp.headers_mut()
-        .insert(IDEMPOTENT_REPLAYED, HeaderValue::from_static("true"));
-}
-
 pub(crate) fn mark_unprotected(resp: &mut Response) {
     resp.headers_mut()
         .insert(IDEMPOTENCY_STATUS, HeaderValue::from_static("unprotected"));
 }
 
-/// The stored status, headers and body (`exact_replay`, and every stored failure).
-pub(crate) fn exact_replay(record: Record) -> Response {
-    let status = record
-        .status
-        .and_then(|s| StatusCode::from_u16(s).ok())
-        .unwrap_or(StatusCode::OK);
-    let mut resp = Response::new(Body::from(record.body));
-    *resp.status_mut() = status;
-    for (name, value) in record.headers {
-        if never_stored(&name) {
-            continue;
-        }
-        // The stored value becomes the header's without a copy.
-        if let (Ok(name), Ok(value)) = (
-            HeaderName::from_bytes(name.as_bytes()),
-            HeaderValue::from_maybe_shared(Bytes::from(value)),
-        ) {
-            resp.headers_mut().append(name, value);
-        }
-    }
-    mark_replayed(&mut resp);
-    resp
-}
+/// The axum response of a replay.
+impl ReplayResponse for Response {
+    type Name = HeaderName;
+    type Value = HeaderValue;
 
-/// `200` + `{"<field>": "<biz_no>"}` (`suppress_only`); a record without a business number (a
-/// stored failure) is replayed exactly.
-pub(crate) fn suppressed_replay(record: Record, field: &str) -> Response {
-    match (&record.state, &record.biz_no) {
-        (RecordState::Completed, Some(biz_no)) => {
-            let mut resp = (
-                [(CONTENT_TYPE, HeaderValue::from_static("application/json"))],
-                biz_no_body(field, typed_biz_no(&record.body, field, biz_no)),
-            )
-                .into_response();
-            mark_replayed(&mut resp);
-            resp
-        }
-        _ => exact_replay(record),
+    fn stored(status: Option<u16>, body: Vec<u8>) -> Self {
+        let mut resp = Response::new(Body::from(body));
+        *resp.status_mut() = status
+            .and_then(|s| StatusCode::from_u16(s).ok())
+            .unwrap_or(StatusCode::OK);
+        resp
+    }
+
+    fn json(body: Vec<u8>) -> Self {
+        let content_type = HeaderValue::from_static("application/json");
+        ([(CONTENT_TYPE, content_type)], body).into_response()
+    }
+
+    fn append(&mut self, name: HeaderName, value: HeaderValue) {
+        self.headers_mut().append(name, value);
+    }
+
+    fn mark_replayed(&mut self) {
+        self.headers_mut()
+            .insert(IDEMPOTENT_REPLAYED, HeaderValue::from_static("true"));
     }
 }
 

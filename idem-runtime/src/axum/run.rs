@@ -9,15 +9,14 @@ use axum::response::{IntoResponse, Response};
 use http::StatusCode;
 
 use super::context::IdemContext;
-use super::respond::{
-    SnapshotRules, exact_replay, mark_replayed, mark_unprotected, settle, suppressed_replay,
-};
+use super::respond::{SnapshotRules, mark_unprotected, settle};
 use super::snapshot::IntoSnapshot;
 use crate::engine::call::{Call, Latest, Mode, Stored};
 use crate::engine::{
     ClaimSettings, Contract, Front, HandlerConfig, Idem, IdempotencyError, Settlement, execute,
 };
 use crate::http::KeySource;
+use crate::http::replay::{ReplayResponse, exact_replay, suppressed_replay};
 use crate::store::{Record, RecordState};
 
 /// Runs a handler for a key (and scope) until one result is stored, and answers every later
@@ -89,7 +88,7 @@ where
         if resp.status().is_success() {
             *resp.status_mut() = StatusCode::OK;
         }
-        mark_replayed(&mut resp);
+        resp.mark_replayed();
         resp
     }
 }

@@ -1,8 +1,9 @@
 //! What the HTTP fronts ([`axum`](crate::axum) and [`actix`](crate::actix)) share and no
 //! framework decides: the header names, where a handler's key comes from ([`KeySource`]), the
 //! body limit of the middlewares, the request head a key is read and scoped from
-//! (`RequestHead`), and the rules of a snapshot (which response headers are stored, the
-//! business number a store can keep, a body over the size limit).
+//! (`RequestHead`), the rules of a snapshot (which response headers are stored, the business
+//! number a store can keep, a body over the size limit), and the exact replay of a stored
+//! record.
 //!
 //! The rule: nothing here names axum or actix-web; a front converts its framework's request and
 //! response to and from these types.
@@ -12,6 +13,7 @@ use crate::engine::problem::{INVALID_BODY, Problem};
 mod head;
 mod headers;
 pub(crate) mod layer;
+pub(crate) mod replay;
 pub(crate) mod snapshot;
 
 pub(crate) use head::{RequestHead, header_key};
