@@ -300,10 +300,7 @@ impl Attempt {
                 never = &mut keeper => match never {},
             },
         };
-        match stored {
-            Err(StoreError::FencedOut { .. }) => self.superseded(front, answer, client_key).await,
-            _ => answer,
-        }
+        self.answer_settled(stored, front, answer, client_key).await
     }
 
     /// Begins the atomic mode's transaction, before the handler's first poll. When it cannot
@@ -347,15 +344,13 @@ impl Attempt {
             Settlement::Store(completion) => completion,
             other => {
                 atomic.rollback().await;
-                return match self.carry_out(other).await {
-                    // Superseded while it ran (its error may come from that: a row of the
-                    // operation the takeover committed): what a retry sees, as in the
-                    // two-commit mode.
-                    Err(StoreError::FencedOut { .. }) => {
-                        self.superseded(front, answer, client_key).await
-                    }
-                    _ => answer,
-                };
+                // Superseded while it ran, its answer is what a retry sees (its error may come
+                // from that: a row of the operation the takeover committed), as in the
+                // two-commit mode.
+                let settled = self.carry_out(other).await;
+                return self
+                    .answer_settled(settled, front, answer, client_key)
+                    .await;
             }
         };
         let committed = if self.fenced_out() {
@@ -657,6 +652,22 @@ impl Attempt {
         );
         let abandoned = self.abandon().await;
         let _ = self.conclude("lease not ended", Settled::TimedOut, abandoned);
+    }
+
+    /// The caller's answer once the record is settled (`settled`, what the store said): the
+    /// attempt's own `answer`, or, when it was fenced out (superseded while it ran), what a retry
+    /// of the same request sees now ([`Attempt::superseded`]).
+    async fn answer_settled<Fr: Front>(
+        &self,
+        settled: Result<(), StoreError>,
+        front: Fr,
+        answer: Fr::Answer,
+        client_key: &str,
+    ) -> Fr::Answer {
+        match settled {
+            Err(StoreError::FencedOut { .. }) => self.superseded(front, answer, client_key).await,
+            _ => answer,
+        }
     }
 
     /// The answer of an attempt fenced out while it ran: what a retry of the same request sees
