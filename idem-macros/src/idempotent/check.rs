@@ -11,7 +11,9 @@ use super::attr::{Args, Contract, Scope, Source};
 use crate::ctxt::Ctxt;
 
 /// Checks `args` against `item`; the plan, if every part needed to build one is valid (errors
-/// may have been recorded all the same: `cx.check()` decides).
+/// may have been recorded all the same: `cx.check()` decides). A key given with an invalid value
+/// (`Some(None)`, its error recorded) is planned as if absent: with an error in `cx`, no plan is
+/// expanded.
 ///
 /// `actix`: the function is an actix-web handler (`idem::actix::idempotent`).
 pub(crate) fn plan<'a>(
@@ -90,19 +92,6 @@ pub(crate) fn plan<'a>(
         Some(None) => return None,
         None => None,
     };
-    if args.operation.get().is_some_and(Option::is_none)
-        || args.headers.get().is_some_and(Option::is_none)
-        || args.fail_open.get().is_some_and(Option::is_none)
-        || args.max_snapshot_bytes.get().is_some_and(Option::is_none)
-        || args.krate.get().is_some_and(Option::is_none)
-        || args.contract.get().is_some_and(Option::is_none)
-        || args.ttl.get().is_some_and(Option::is_none)
-        || args.lease.get().is_some_and(Option::is_none)
-        || args.timeout.get().is_some_and(Option::is_none)
-        || args.transaction.get().is_some_and(Option::is_none)
-    {
-        return None;
-    }
     let tonic_transaction = match &form {
         Form::Tonic(_) => args.transaction.valid(),
         _ => None,
