@@ -28,17 +28,52 @@ use super::front::{Answer, ClaimSettings, Front, answer, bounded_from, unopened}
 use super::handle::Idem;
 use super::operation::{fresh_operation_id, with_operation};
 use crate::fingerprint::RequestHash;
-use crate::key::ScopedKey;
+use crate::key::{InvalidKey, ScopePart, ScopedKey, scoped_key};
 use crate::seal;
 use crate::store::{Chain, Claim, ClaimRequest, DEFAULT_RETRY_AFTER, Record};
 use crate::telemetry::{self, Outcome};
 
-/// Runs one request through the flow: `key` is the scoped key and the client's key (or why they
-/// are invalid), `hash` the request's fingerprint, computed before the handler runs.
+/// The keys of one request: the key its client sent, and that key scoped by the caller and the
+/// operation. The record is claimed, read and written under the scoped key alone; the client's
+/// key is only what the answers to this client name (a problem document's `idempotency_key`).
+/// Made by [`RequestKey::new`] only, so that the scoped key is always the client key's.
+#[derive(Debug)]
+pub(crate) struct RequestKey {
+    scoped: ScopedKey,
+    client: String,
+}
+
+impl RequestKey {
+    /// `client`, and its scoped key for `operation` under `scope` ([`scoped_key`]).
+    ///
+    /// # Errors
+    /// [`InvalidKey`] when `client` is not a valid key.
+    pub(crate) fn new(
+        operation: &str,
+        scope: &[&dyn ScopePart],
+        client: String,
+    ) -> Result<Self, InvalidKey> {
+        let scoped = scoped_key(operation, scope, &client)?;
+        Ok(RequestKey { scoped, client })
+    }
+
+    /// The key the record is kept under.
+    pub(crate) fn scoped(&self) -> &ScopedKey {
+        &self.scoped
+    }
+
+    /// The key as the client sent it.
+    pub(crate) fn client(&self) -> &str {
+        &self.client
+    }
+}
+
+/// Runs one request through the flow: `key` is the request's key (or why it is invalid), `hash`
+/// the request's fingerprint, computed before the handler runs.
 pub(crate) async fn execute<Fr, H>(
     idem: &Idem,
     settings: ClaimSettings,
-    key: Result<(ScopedKey, String), IdempotencyError>,
+    key: Result<RequestKey, IdempotencyError>,
     hash: RequestHash,
     front: Fr,
     handler: H,
@@ -47,17 +82,18 @@ where
     Fr: Front,
     H: Future<Output = Fr::Out>,
 {
-    let (scoped, client_key) = match key {
+    let key = match key {
         Ok(key) => key,
         Err(e) => return front.reject(e, None),
     };
-    match admit(idem, &scoped, &client_key, hash, settings).await {
+    let (scoped, client_key) = (key.scoped(), key.client());
+    match admit(idem, scoped, client_key, hash, settings).await {
         // Boxed: the attempt's state (lease keeper, handler, settlement, completion) is most
         // of this future's size, and without the box every replay and rejection would carry
         // it and copy it at each level of nesting (the whole handler future shrinks by half).
-        Admission::Run(attempt) => Box::pin(attempt.drive(front, handler, &client_key)).await,
+        Admission::Run(attempt) => Box::pin(attempt.drive(front, handler, client_key)).await,
         Admission::Replay(record) => {
-            telemetry::request(&scoped, idem.store().backend(), Outcome::Replay);
+            telemetry::request(scoped, idem.store().backend(), Outcome::Replay);
             tracing::debug!(
                 target: "idem",
                 operation = scoped.operation(),
@@ -71,7 +107,7 @@ where
             let backend = idem.store().backend();
             match &e {
                 IdempotencyError::InProgress { retry_after } => {
-                    telemetry::request(&scoped, backend, Outcome::InProgress);
+                    telemetry::request(scoped, backend, Outcome::InProgress);
                     tracing::debug!(
                         target: "idem",
                         operation = scoped.operation(),
@@ -81,7 +117,7 @@ where
                     );
                 }
                 IdempotencyError::KeyReused { .. } => {
-                    telemetry::request(&scoped, backend, Outcome::KeyReused);
+                    telemetry::request(scoped, backend, Outcome::KeyReused);
                     tracing::debug!(
                         target: "idem",
                         operation = scoped.operation(),
@@ -90,14 +126,14 @@ where
                     );
                 }
                 IdempotencyError::Unavailable { .. } => {
-                    telemetry::request(&scoped, backend, Outcome::Unavailable);
+                    telemetry::request(scoped, backend, Outcome::Unavailable);
                 }
                 _ => {}
             }
-            front.reject(e, Some(&client_key))
+            front.reject(e, Some(client_key))
         }
         Admission::Unprotected => {
-            telemetry::request(&scoped, idem.store().backend(), Outcome::Unprotected);
+            telemetry::request(scoped, idem.store().backend(), Outcome::Unprotected);
             let out = with_operation(fresh_operation_id(), handler).await;
             front.unprotected(out)
         }

@@ -67,7 +67,7 @@ mod snapshot;
 pub use contract::Contract;
 pub use error::IdempotencyError;
 #[cfg(any(feature = "axum", feature = "actix", feature = "tonic"))]
-pub(crate) use flow::execute;
+pub(crate) use flow::{RequestKey, execute};
 #[cfg(any(feature = "axum", feature = "actix", feature = "tonic"))]
 pub(crate) use front::{ClaimSettings, Front, Settlement};
 pub use handle::{AsIdem, Idem};

@@ -7,12 +7,12 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::error::IdempotencyError;
-use super::flow::execute;
+use super::flow::{RequestKey, execute};
 use super::front::{ClaimSettings, Front, Settlement};
 use super::handle::Idem;
 use super::handler_config::HandlerConfig;
 use crate::fingerprint::RequestHash;
-use crate::key::{ScopePart, scoped_key};
+use crate::key::ScopePart;
 use crate::store::{Completion, Record};
 
 /// Runs `f` for a key (and scope) until one result is stored; every later call with the same key
@@ -96,9 +96,9 @@ where
     E: Serialize + DeserializeOwned + From<IdempotencyError> + Send,
 {
     let key = match cfg.operation {
-        Some(operation) => scoped_key(operation, scope, key)
-            .map(|scoped| (scoped, key.to_owned()))
-            .map_err(IdempotencyError::from),
+        Some(operation) => {
+            RequestKey::new(operation, scope, key.to_owned()).map_err(IdempotencyError::from)
+        }
         None => Err(IdempotencyError::Misconfigured {
             message: "`run_once` has no route to name its operation after: build its `HandlerConfig` with `HandlerConfig::new(\"<operation>\")`",
         }),

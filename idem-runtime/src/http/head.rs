@@ -3,9 +3,9 @@
 
 use http::{HeaderMap, HeaderValue, Method, Uri};
 
-use crate::engine::{Idem, IdempotencyError, ScopeTaker, default_scope_parts};
+use crate::engine::{Idem, IdempotencyError, RequestKey, ScopeTaker, default_scope_parts};
 use crate::http::KeySource;
-use crate::key::{InvalidKey, ScopePart, ScopedKey, parse_header_key, scoped_key, validate_key};
+use crate::key::{InvalidKey, ScopePart, parse_header_key, validate_key};
 
 /// The head of a request as the fronts' contexts keep it.
 #[derive(Debug, Clone)]
@@ -82,7 +82,7 @@ impl RequestHead {
         source: KeySource<'_>,
         operation: Option<&str>,
         scope: &[&dyn ScopePart],
-    ) -> Result<(ScopedKey, String), IdempotencyError> {
+    ) -> Result<RequestKey, IdempotencyError> {
         let client = match source {
             KeySource::Header(name) => header_key(&self.headers, name)?,
             KeySource::Value(value) => {
@@ -90,11 +90,10 @@ impl RequestHead {
                 value.to_owned()
             }
         };
-        let scoped = match operation {
-            Some(op) => scoped_key(op, scope, &client)?,
-            None => scoped_key(&self.route_operation(), scope, &client)?,
-        };
-        Ok((scoped, client))
+        Ok(match operation {
+            Some(op) => RequestKey::new(op, scope, client)?,
+            None => RequestKey::new(&self.route_operation(), scope, client)?,
+        })
     }
 }
 

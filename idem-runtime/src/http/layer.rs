@@ -12,15 +12,15 @@ use http::request::Parts;
 use super::headers::IDEMPOTENCY_KEY;
 use super::snapshot::SnapshotRules;
 use super::{DEFAULT_BODY_LIMIT, header_key};
-use crate::engine::{HandlerConfig, Idem, IdempotencyError};
+use crate::engine::{HandlerConfig, Idem, IdempotencyError, RequestKey};
 use crate::fingerprint::RequestHash;
 use crate::json::{Canonicalizer, Spec};
-use crate::key::{ScopePart, ScopedKey, scoped_key};
+use crate::key::ScopePart;
 
 type ScopeFn = dyn Fn(&Parts) -> Option<Vec<String>> + Send + Sync;
 
-/// The scoped key and the client key of a request, or why it cannot be scoped.
-pub(crate) type KeyOf = Result<(ScopedKey, String), IdempotencyError>;
+/// The key of a request, or why it cannot be scoped.
+pub(crate) type KeyOf = Result<RequestKey, IdempotencyError>;
 
 /// A middleware's configuration.
 #[derive(Clone)]
@@ -137,9 +137,7 @@ impl LayerConfig {
             Some(scope) => {
                 let scope: Vec<&dyn ScopePart> =
                     scope.iter().map(|s| s as &dyn ScopePart).collect();
-                scoped_key(&operation, &scope, &client_key)
-                    .map(|scoped| (scoped, client_key))
-                    .map_err(IdempotencyError::from)
+                RequestKey::new(&operation, &scope, client_key).map_err(IdempotencyError::from)
             }
             None => Err(IdempotencyError::Unscoped),
         };

@@ -3,8 +3,8 @@
 
 use tonic::metadata::MetadataMap;
 
-use crate::engine::{Idem, IdempotencyError, ScopeTaker, default_scope_parts};
-use crate::key::{InvalidKey, ScopePart, ScopedKey, parse_header_key, scoped_key, validate_key};
+use crate::engine::{Idem, IdempotencyError, RequestKey, ScopeTaker, default_scope_parts};
+use crate::key::{InvalidKey, ScopePart, parse_header_key, validate_key};
 
 /// What an idempotent tonic method needs from its request besides the message: the [`Idem`]
 /// handle, the request metadata, the gRPC method path and the default scope.
@@ -102,7 +102,7 @@ impl GrpcContext {
         source: KeySource<'_>,
         operation: Option<&str>,
         scope: &[&dyn ScopePart],
-    ) -> Result<(ScopedKey, String), IdempotencyError> {
+    ) -> Result<RequestKey, IdempotencyError> {
         let client = match source {
             KeySource::Metadata(name) => self.metadata_key(name)?,
             KeySource::Value(value) => {
@@ -126,7 +126,7 @@ impl GrpcContext {
                 });
             }
         };
-        Ok((scoped_key(operation, scope, &client)?, client))
+        Ok(RequestKey::new(operation, scope, client)?)
     }
 
     /// The key in metadata `name`: missing -> `MissingKey`; repeated, binary, or neither an
@@ -183,7 +183,7 @@ mod tests {
     ) -> Result<String, IdempotencyError> {
         let cx = GrpcContext::new(&Idem::new(MemoryStore::new()), request);
         cx.key(KeySource::Metadata("idempotency-key"), operation, &[])
-            .map(|(scoped, _)| scoped.operation().to_owned())
+            .map(|key| key.scoped().operation().to_owned())
     }
 
     /// The operation is the one named, else the request's method path; without either the call
