@@ -44,8 +44,10 @@ pub enum InvalidKey {
     )]
     Repeated,
     /// A bare key with a character outside visible ASCII, or with `"` / `\` / whitespace.
+    /// The message names the character's class, never the character: a key may be a secret.
     #[error(
-        "the bare `Idempotency-Key` value has the character {found:?} at byte {index}: a bare key is visible ASCII without spaces, `\"` or `\\`; quote it as an sf-string (`\"...\"`) or send e.g. a UUID"
+        "the bare `Idempotency-Key` value has {} at byte {index}: a bare key is visible ASCII without spaces, `\"` or `\\`; quote it as an sf-string (`\"...\"`) or send e.g. a UUID",
+        char_class(*found)
     )]
     NotAToken {
         /// The offending character (`U+FFFD` for a byte that is not UTF-8).
@@ -53,6 +55,18 @@ pub enum InvalidKey {
         /// Byte offset in the header value.
         index: usize,
     },
+}
+
+/// What a refused character of a bare key is, for messages: its class, not itself.
+fn char_class(c: char) -> &'static str {
+    match c {
+        ' ' => "a space",
+        '"' => "a double quote",
+        '\\' => "a backslash",
+        c if c.is_ascii_control() => "a control character",
+        c if !c.is_ascii() => "a byte outside ASCII",
+        _ => "a character outside a bare key's",
+    }
 }
 
 /// Validates a client key taken from the request itself (`key = msg.id`, `KeySource::Value`),

@@ -215,3 +215,21 @@ fn validation_reads_ascii_and_other_keys_alike() {
         })
     );
 }
+
+/// A refused key is never echoed, not even the character at fault: its class and position.
+#[test]
+fn key_errors_do_not_echo_the_key() {
+    for (value, says) in [
+        (&b"sk_live_51Hx secret"[..], "a space at byte 12"),
+        (b"sk_live_51Hx\"secret", "a double quote at byte 12"),
+        (
+            b"sk_live_51Hx\xc3\xa9secret",
+            "a byte outside ASCII at byte 12",
+        ),
+    ] {
+        let e = parse_header_key(value).unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.contains(says), "{msg}");
+        assert!(!msg.contains("sk_live") && !msg.contains('\''), "{msg}");
+    }
+}
