@@ -12,6 +12,7 @@
 //! | `PAYMENTS_DELAY_MS` | `0` | processing time added inside payment creation |
 //! | `PAYMENTS_SETTLE_MS` | `500` | how long a refund stays `pending` |
 //! | `PAYMENTS_STORE_TIMEOUT_MS` | `2000` | the longest idem waits for one answer of the store |
+//! | `PAYMENTS_ENCRYPTION_KEYS` | unset | `ID:BASE64,ID:BASE64,..`: 32-byte keys that encrypt every stored response (`Idem::with_encryption`), the first the primary, the others only to read records sealed before a rotation; unset: stored in the clear; malformed: the process stops at start with one line saying why |
 //! | `PAYMENTS_LOG` | `warn` | the most detailed level printed to stderr |
 //!
 //! The service is `payments.v1.Payments` of `examples/proto/payments.proto`; the Rust code in
