@@ -113,6 +113,52 @@ impl SqliteStore {
         Self::connect_with(Self::options(path)).await
     }
 
+    /// Opens the database a SQLite URL names, in the forms sqlx's
+    /// `SqliteConnectOptions::from_str` reads: `sqlite://path`, `sqlite:path`, a bare path,
+    /// with sqlx's query parameters (`?mode=rwc`, `mode=ro`, `cache=..`). The store's settings of
+    /// [`SqliteStore::options`] apply on top; the file is created if missing unless the URL names
+    /// a `mode`. An in-memory database (`sqlite::memory:`, `mode=memory`) is refused: it would end
+    /// with the connection that opened it ([`MemoryStore`](super::memory::MemoryStore) keeps
+    /// records in memory).
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), idem_runtime::store::StoreError> {
+    /// use idem_runtime::store::sqlite::SqliteStore;
+    /// let store = SqliteStore::connect("sqlite://data/idem.db?mode=rwc").await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`StoreError::Config`] for a URL sqlx does not read (an unknown parameter, say); as
+    /// [`SqliteStore::open`] otherwise.
+    pub async fn connect(url: &str) -> Result<Self, StoreError> {
+        let parsed: SqliteConnectOptions = url.parse().map_err(classify)?;
+        let (database, params) = split_url(url);
+        let names_mode = params.is_some_and(|p| p.split('&').any(|kv| kv.starts_with("mode=")));
+        // The URL's `mode` as sqlx reads it; without one, the file is created as `open` does.
+        let parsed = if names_mode {
+            parsed
+        } else {
+            parsed.create_if_missing(true)
+        };
+        let options = parsed
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Normal)
+            .busy_timeout(Duration::from_secs(5));
+        let in_memory = database == ":memory:"
+            || params.is_some_and(|p| p.split('&').any(|kv| kv == "mode=memory"));
+        if in_memory {
+            return Err(StoreError::Config {
+                message: "an in-memory SQLite database ends with the connection that opened it, \
+                          and the store's connections come and go: give a file \
+                          (`sqlite://path?mode=rwc`), or use `MemoryStore` for records in memory"
+                    .to_owned(),
+                source: None,
+            });
+        }
+        Self::connect_with(options).await
+    }
+
     /// The pool options [`open`](Self::open) and [`connect_with`](Self::connect_with) use: up to
     /// 8 connections; acquiring one gives up after 10 s; no check before a connection is used
     /// (sqlx's default `test_before_acquire` sends a `ping` to the connection's thread before
@@ -208,6 +254,18 @@ impl SqliteStore {
     ) -> Result<(), StoreError> {
         let completed = ops::complete_in(self, conn, lease, completion).await;
         self.written(completed)
+    }
+}
+
+/// A SQLite URL's database and its query parameters, as `SqliteConnectOptions::from_str` splits
+/// them.
+fn split_url(url: &str) -> (&str, Option<&str>) {
+    let rest = url
+        .trim_start_matches("sqlite://")
+        .trim_start_matches("sqlite:");
+    match rest.split_once('?') {
+        Some((database, params)) => (database, Some(params)),
+        None => (rest, None),
     }
 }
 
@@ -363,3 +421,57 @@ impl SqlBackend for SqliteStore {
 }
 
 impl_store!(SqliteStore);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Store;
+
+    /// sqlx's URL forms name the file they name: `?mode=rwc` is a parameter, not part of the name.
+    #[tokio::test]
+    async fn a_url_opens_the_file_it_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = |name: &str| dir.path().join(name).display().to_string();
+        for (url, file) in [
+            (format!("sqlite://{}?mode=rwc", path("a.db")), "a.db"),
+            (format!("sqlite:{}", path("b.db")), "b.db"),
+            (format!("sqlite://{}", path("c.db")), "c.db"),
+            (path("d.db"), "d.db"),
+        ] {
+            let store = SqliteStore::connect(&url).await.unwrap();
+            store.migrate().await.unwrap();
+            assert!(dir.path().join(file).exists(), "{url}");
+        }
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert!(!names.iter().any(|n| n.contains('?')), "{names:?}");
+        // `mode=rw` names a mode: the missing file is not created.
+        let absent = format!("sqlite://{}?mode=rw", path("absent.db"));
+        assert!(SqliteStore::connect(&absent).await.is_err());
+        assert!(!dir.path().join("absent.db").exists());
+        let unknown = format!("sqlite://{}?color=blue", path("e.db"));
+        assert!(matches!(
+            SqliteStore::connect(&unknown).await,
+            Err(StoreError::Config { .. })
+        ));
+    }
+
+    /// `sqlite::memory:` is refused with what to use instead, not opened as a file named so.
+    #[tokio::test]
+    async fn an_in_memory_url_says_to_give_a_file() {
+        for url in [
+            "sqlite::memory:",
+            "sqlite://:memory:",
+            "sqlite://x.db?mode=memory",
+        ] {
+            match SqliteStore::connect(url).await {
+                Err(StoreError::Config { message, .. }) => {
+                    assert!(message.contains("give a file"), "{message}")
+                }
+                other => panic!("{url}: {other:?}"),
+            }
+        }
+    }
+}
