@@ -206,9 +206,9 @@ pub mod fingerprint {
 /// are at the root.
 pub mod store {
     pub use idem_runtime::store::{
-        BoxError, BoxFuture, Chain, Claim, ClaimRequest, Clock, Completion, DEFAULT_RETRY_AFTER,
-        Lease, MAX_DURATION, ManualClock, Outcome, Record, RecordState, Store, StoreError, Sweeper,
-        SweeperHandle, SystemClock, Timestamp,
+        BoxError, BoxFuture, Chain, Claim, ClaimRequest, Clock, Completion, ConnectCause,
+        DEFAULT_RETRY_AFTER, Lease, MAX_DURATION, ManualClock, Outcome, Record, RecordState, Store,
+        StoreError, Sweeper, SweeperHandle, SystemClock, Timestamp, Unreachable, masked_url,
     };
     #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
     #[cfg_attr(

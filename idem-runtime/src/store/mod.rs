@@ -43,6 +43,7 @@
 
 pub(crate) mod atomic;
 mod clock;
+mod connect;
 mod error;
 pub(crate) mod headers;
 mod interface;
@@ -72,6 +73,7 @@ mod sweeper;
 )]
 pub use atomic::{AnySql, SqlTx, Tx, TxStore};
 pub use clock::{Clock, MAX_DURATION, ManualClock, SystemClock, Timestamp};
+pub use connect::{ConnectCause, Unreachable, masked_url};
 pub(crate) use error::is_aborted_transaction;
 pub use error::{BoxError, Chain, DEFAULT_RETRY_AFTER, StoreError};
 pub use interface::{

@@ -36,7 +36,7 @@ use super::error::classify_sqlx;
 use super::interface::{Claim, ClaimRequest, Completion, Lease, RecordState};
 use super::sql_store::ops::{self, fenced_unless_one};
 use super::sql_store::{
-    RawRecord, SqlBackend, SqlCore, impl_store, lease_statements, ping_when_idle,
+    RawRecord, SqlBackend, SqlCore, connect_pool, impl_store, lease_statements, ping_when_idle,
 };
 use crate::key::ScopedKey;
 
@@ -133,7 +133,10 @@ impl MySqlStore {
         Self::connect_with_pool(Self::pool_options(), options).await
     }
 
-    /// Connects a pool configured by `pool_options` (size, timeouts, hooks) with `options`.
+    /// Connects a pool configured by `pool_options` (size, timeouts, hooks) with `options`. A
+    /// first connection is opened before the pool's, so that a refused one fails at once with
+    /// its cause ([`ConnectCause`](crate::store::ConnectCause)) rather than after the acquire
+    /// timeout as a bare pool timeout.
     ///
     /// # Errors
     /// [`StoreError::Unavailable`] when the server cannot be reached.
@@ -141,7 +144,9 @@ impl MySqlStore {
         pool_options: MySqlPoolOptions,
         options: MySqlConnectOptions,
     ) -> Result<Self, StoreError> {
-        let pool = pool_options.connect_with(options).await.map_err(classify)?;
+        let pool = connect_pool(pool_options, options)
+            .await
+            .map_err(classify)?;
         Ok(Self::from_pool(pool))
     }
 

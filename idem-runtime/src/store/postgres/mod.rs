@@ -37,8 +37,8 @@ use super::error::classify_sqlx;
 use super::interface::{Claim, ClaimRequest, Completion, Lease, Record, new_operation_id};
 use super::sql_store::ops::{self, CLAIM_ATTEMPTS, contended};
 use super::sql_store::{
-    RawRecord, SqlBackend, SqlCore, Stored, impl_store, lease_statements, millis_param,
-    numbered_statements, ping_when_idle,
+    RawRecord, SqlBackend, SqlCore, Stored, connect_pool, impl_store, lease_statements,
+    millis_param, numbered_statements, ping_when_idle,
 };
 
 /// The statements of this store that other code sends by hand.
@@ -132,7 +132,10 @@ impl PostgresStore {
         Self::connect_with_pool(Self::pool_options(), options).await
     }
 
-    /// Connects a pool configured by `pool_options` (size, timeouts, hooks) with `options`.
+    /// Connects a pool configured by `pool_options` (size, timeouts, hooks) with `options`. A
+    /// first connection is opened before the pool's, so that a refused one fails at once with
+    /// its cause ([`ConnectCause`](crate::store::ConnectCause)) rather than after the acquire
+    /// timeout as a bare pool timeout.
     ///
     /// # Errors
     /// [`StoreError::Unavailable`] when the server cannot be reached.
@@ -140,7 +143,9 @@ impl PostgresStore {
         pool_options: PgPoolOptions,
         options: PgConnectOptions,
     ) -> Result<Self, StoreError> {
-        let pool = pool_options.connect_with(options).await.map_err(classify)?;
+        let pool = connect_pool(pool_options, options)
+            .await
+            .map_err(classify)?;
         Ok(Self::from_pool(pool))
     }
 

@@ -31,7 +31,7 @@ pub(crate) use row::Stored;
 pub(crate) use row::{RawRecord, millis_param, record_columns};
 pub use send::begin_cancel_safe;
 #[cfg(any(feature = "postgres", feature = "mysql"))]
-pub(crate) use send::ping_when_idle;
+pub(crate) use send::{connect_pool, ping_when_idle};
 pub(crate) use shared::lease_statements;
 #[cfg(any(feature = "postgres", feature = "sqlite"))]
 pub(crate) use shared::numbered_statements;

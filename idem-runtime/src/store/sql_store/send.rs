@@ -105,6 +105,26 @@ pub(crate) fn ping_when_idle<DB: sqlx::Database>(
         })
 }
 
+/// Connects `pool_options`' pool after one connection opened directly, whose error comes back
+/// at once: the pool retries a refused connection until its acquire timeout and then reports
+/// only `PoolTimedOut`, without the cause (a server that is not running, a wrong port). A
+/// server that answers "starting up" is left to the pool's retries.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+pub(crate) async fn connect_pool<DB: sqlx::Database>(
+    pool_options: sqlx::pool::PoolOptions<DB>,
+    options: <DB::Connection as sqlx::Connection>::Options,
+) -> Result<sqlx::Pool<DB>, sqlx::Error> {
+    use sqlx::ConnectOptions;
+    let wait = pool_options.get_acquire_timeout();
+    match tokio::time::timeout(wait, options.connect()).await {
+        Err(_) => return Err(sqlx::Error::PoolTimedOut),
+        Ok(Ok(first)) => sqlx::Connection::close(first).await?,
+        Ok(Err(sqlx::Error::Database(e))) if e.is_transient_in_connect_phase() => {}
+        Ok(Err(e)) => return Err(e),
+    }
+    pool_options.connect_with(options).await
+}
+
 /// Sends a statement (`send` builds and sends it anew on every call) and counts it. When the
 /// database rolled it back as a deadlock victim or serialization failure (`retryable`), it is
 /// sent again after a short, jittered backoff, up to [`STATEMENT_ATTEMPTS`] times; the last
