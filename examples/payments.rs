@@ -8,7 +8,7 @@
 //! | variable | default | |
 //! |---|---|---|
 //! | `PAYMENTS_ADDR` | `127.0.0.1:3000` | the listening address |
-//! | `DATABASE_URL` | `payments.db` | a SQLite file (created if missing; `sqlite://path` too), or `postgres://..` / `mysql://..` (build with `--features postgres` / `mysql`) |
+//! | `DATABASE_URL` | `payments.db` | a SQLite file (created if missing; `sqlite://path` and sqlx's other SQLite URLs too, `?mode=rwc` included), or `postgres://..` / `mysql://..` (build with `--features postgres` / `mysql`) |
 //! | `PAYMENTS_DELAY_MS` | `0` | processing time added inside payment creation |
 //! | `PAYMENTS_SETTLE_MS` | `500` | how long a refund stays `pending` |
 //! | `PAYMENTS_STORE_TIMEOUT_MS` | `2000` | the longest idem waits for one answer of the store, pool wait included (`Idem::store_timeout`) |
@@ -92,7 +92,7 @@ mod service;
 
 pub use service::{BoxError, Config};
 
-/// Opens the store named by `database_url` (a SQLite file path or `sqlite://path`,
+/// Opens the store named by `database_url` (a SQLite file path or one of sqlx's SQLite URLs,
 /// `postgres://..`, `mysql://..`), runs its migrations, creates the business tables in the same
 /// database, and returns the API.
 pub async fn app(database_url: &str, config: Config) -> Result<Router, BoxError> {
@@ -108,10 +108,17 @@ pub async fn app(database_url: &str, config: Config) -> Result<Router, BoxError>
 }
 
 #[tokio::main]
-async fn main() -> Result<(), BoxError> {
+async fn main() -> std::process::ExitCode {
+    service::exit_code(serve().await)
+}
+
+/// Reads the environment, opens the store, listens and serves; a start-up failure is one line.
+async fn serve() -> Result<(), BoxError> {
     let (addr, url, config) = service::from_env("127.0.0.1:3000")?;
     let router = app(&url, config).await?;
-    let listener = tokio::net::TcpListener::bind(&addr).await?;
+    let listener = tokio::net::TcpListener::bind(&addr)
+        .await
+        .map_err(|e| service::cannot_listen(&addr, &e))?;
     eprintln!(
         "payments: listening on http://{} (store: {})",
         listener.local_addr()?,

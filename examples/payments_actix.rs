@@ -42,11 +42,18 @@ pub fn configure(state: model::App) -> impl Fn(&mut web::ServiceConfig) + Clone 
 }
 
 #[actix_web::main]
-async fn main() -> Result<(), BoxError> {
+async fn main() -> std::process::ExitCode {
+    service::exit_code(serve().await)
+}
+
+/// Reads the environment, opens the store, listens and serves; a start-up failure is one line.
+async fn serve() -> Result<(), BoxError> {
     let (addr, url, config) = service::from_env("127.0.0.1:3000")?;
     let state = state(&url, config).await?;
     let app = configure(state);
-    let server = HttpServer::new(move || App::new().configure(app.clone())).bind(&addr)?;
+    let server = HttpServer::new(move || App::new().configure(app.clone()))
+        .bind(&addr)
+        .map_err(|e| service::cannot_listen(&addr, &e))?;
     for bound in server.addrs() {
         eprintln!(
             "payments: listening on http://{bound} (store: {})",

@@ -8,7 +8,7 @@
 //! | variable | default | |
 //! |---|---|---|
 //! | `PAYMENTS_ADDR` | `127.0.0.1:50051` | the listening address |
-//! | `DATABASE_URL` | `payments.db` | a SQLite file (created if missing; `sqlite://path` too), or `postgres://..` / `mysql://..` (build with `--features postgres` / `mysql`) |
+//! | `DATABASE_URL` | `payments.db` | a SQLite file (created if missing; `sqlite://path` and sqlx's other SQLite URLs too, `?mode=rwc` included), or `postgres://..` / `mysql://..` (build with `--features postgres` / `mysql`) |
 //! | `PAYMENTS_DELAY_MS` | `0` | processing time added inside payment creation |
 //! | `PAYMENTS_SETTLE_MS` | `500` | how long a refund stays `pending` |
 //! | `PAYMENTS_STORE_TIMEOUT_MS` | `2000` | the longest idem waits for one answer of the store |
@@ -321,10 +321,17 @@ pub async fn serve(
 }
 
 #[tokio::main]
-async fn main() -> Result<(), BoxError> {
+async fn main() -> std::process::ExitCode {
+    service::exit_code(run().await)
+}
+
+/// Reads the environment, opens the store, listens and serves; a start-up failure is one line.
+async fn run() -> Result<(), BoxError> {
     let (addr, url, config) = service::from_env("127.0.0.1:50051")?;
     let service = service(&url, config).await?;
-    let listener = tokio::net::TcpListener::bind(&addr).await?;
+    let listener = tokio::net::TcpListener::bind(&addr)
+        .await
+        .map_err(|e| service::cannot_listen(&addr, &e))?;
     eprintln!(
         "payments_grpc: serving payments.v1.Payments on {} (store: {})",
         listener.local_addr()?,

@@ -3,11 +3,13 @@
 //! the store and business tables named by `DATABASE_URL`.
 
 use std::error::Error;
+use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
 use idem::seal::KeyRing;
-use idem::{Contract, DefaultPolicy, Disposition, Idem, OutcomePolicy, store::Store};
+use idem::store::{Chain, Store, StoreError, Unreachable, masked_url};
+use idem::{Contract, DefaultPolicy, Disposition, Idem, OutcomePolicy};
 
 use super::db::Db;
 use super::model::{self, App};
@@ -97,8 +99,8 @@ impl OutcomePolicy for RetryDatabaseErrors {
     }
 }
 
-/// Opens the store named by `database_url` (a SQLite file path or `sqlite://path`,
-/// `postgres://..`, `mysql://..`), runs its migrations, creates the business tables in the same
+/// Opens the store named by `database_url` (a SQLite file path or one of sqlx's SQLite URLs,
+/// `sqlite://path?mode=rwc` say, `postgres://..`, `mysql://..`), runs its migrations, creates the business tables in the same
 /// database, and returns the application's state.
 pub async fn open(database_url: &str, config: Config) -> Result<App, BoxError> {
     let (store, db): (Arc<dyn Store>, Db) = if is_url(database_url, &["postgres", "postgresql"]) {
@@ -106,16 +108,23 @@ pub async fn open(database_url: &str, config: Config) -> Result<App, BoxError> {
     } else if is_url(database_url, &["mysql", "mariadb"]) {
         mysql(database_url).await?
     } else {
-        let path = database_url
-            .strip_prefix("sqlite://")
-            .or_else(|| database_url.strip_prefix("sqlite:"))
-            .unwrap_or(database_url);
-        let store = idem::SqliteStore::open(path).await?;
+        // A path, or any of sqlx's SQLite URLs (`sqlite://path?mode=rwc`, `sqlite::memory:`).
+        let store = idem::SqliteStore::connect(database_url)
+            .await
+            .map_err(unreachable(database_url))?;
         let db = Db::Sqlite(store.pool().clone());
         (Arc::new(store), db)
     };
-    store.migrate().await?;
-    db.create_tables().await?;
+    let setting_up = |e: &(dyn Error + 'static)| {
+        format!(
+            "cannot create the tables in the database at {}: {} (check that DATABASE_URL's \
+             user may create tables)",
+            masked_url(database_url),
+            one_line(e)
+        )
+    };
+    store.migrate().await.map_err(|e| setting_up(&e))?;
+    db.create_tables().await.map_err(|e| setting_up(&e))?;
     // idem's problem documents under the service's own base, next to its own errors.
     let mut idem = Idem::from_arc(store)
         .with_policy(RetryDatabaseErrors)
@@ -127,6 +136,57 @@ pub async fn open(database_url: &str, config: Config) -> Result<App, BoxError> {
         idem = idem.with_encryption(ring);
     }
     Ok(App { idem, db, config })
+}
+
+/// The one line of a connection that failed at start-up: what, why, and what to check.
+fn unreachable(url: &str) -> impl FnOnce(StoreError) -> BoxError + '_ {
+    move |e| {
+        Unreachable {
+            url,
+            error: &e,
+            setting: "DATABASE_URL",
+        }
+        .to_string()
+        .into()
+    }
+}
+
+/// `e` and its causes on one line.
+fn one_line(e: &(dyn Error + 'static)) -> String {
+    Chain(e).to_string().replace('\n', " ")
+}
+
+/// The one line of an address the server cannot listen on: why, and what to do.
+pub fn cannot_listen(addr: &str, e: &std::io::Error) -> BoxError {
+    use std::io::ErrorKind;
+    let (cause, hint) = match e.kind() {
+        ErrorKind::AddrInUse => (
+            "address in use".to_owned(),
+            "stop the other server or set PAYMENTS_ADDR=host:port",
+        ),
+        ErrorKind::AddrNotAvailable => (
+            "no such address on this machine".to_owned(),
+            "set PAYMENTS_ADDR to one of its addresses, e.g. 127.0.0.1:PORT",
+        ),
+        ErrorKind::PermissionDenied => (
+            "permission denied".to_owned(),
+            "take a port above 1023 in PAYMENTS_ADDR",
+        ),
+        _ => (e.to_string(), "set PAYMENTS_ADDR=host:port"),
+    };
+    format!("cannot listen on {addr}: {cause} ({hint})").into()
+}
+
+/// What `main` returns: success, or the start-up failure `result` holds printed as one line on
+/// standard error (`error: ...`) and exit code 1.
+pub fn exit_code(result: Result<(), BoxError>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {}", one_line(&*e));
+            ExitCode::FAILURE
+        }
+    }
 }
 
 /// `PAYMENTS_ADDR` (default `default_addr`: `127.0.0.1:3000` for HTTP) and `DATABASE_URL`
@@ -166,7 +226,9 @@ fn is_url(url: &str, schemes: &[&str]) -> bool {
 
 #[cfg(feature = "postgres")]
 async fn postgres(url: &str) -> Result<(Arc<dyn Store>, Db), BoxError> {
-    let store = idem::PostgresStore::connect(url).await?;
+    let store = idem::PostgresStore::connect(url)
+        .await
+        .map_err(unreachable(url))?;
     let db = Db::Postgres(store.pool().clone());
     Ok((Arc::new(store), db))
 }
@@ -178,7 +240,9 @@ async fn postgres(_: &str) -> Result<(Arc<dyn Store>, Db), BoxError> {
 
 #[cfg(feature = "mysql")]
 async fn mysql(url: &str) -> Result<(Arc<dyn Store>, Db), BoxError> {
-    let store = idem::MySqlStore::connect(url).await?;
+    let store = idem::MySqlStore::connect(url)
+        .await
+        .map_err(unreachable(url))?;
     let db = Db::MySql(store.pool().clone());
     Ok((Arc::new(store), db))
 }

@@ -736,11 +736,16 @@ async fn stats_count_business_rows(s: &Server) {
 #[tokio::test]
 async fn app_creates_the_sqlite_file() {
     let dir = tempfile::tempdir().unwrap();
-    for url in [
-        dir.path().join("plain.db").display().to_string(),
-        format!("sqlite://{}", dir.path().join("scheme.db").display()),
+    let path = |name: &str| dir.path().join(name).display().to_string();
+    for (url, path) in [
+        (path("plain.db"), path("plain.db")),
+        (format!("sqlite://{}", path("scheme.db")), path("scheme.db")),
+        // sqlx's own form: the parameter is not part of the file's name.
+        (
+            format!("sqlite://{}?mode=rwc", path("rwc.db")),
+            path("rwc.db"),
+        ),
     ] {
-        let path = url.trim_start_matches("sqlite://").to_owned();
         assert!(!std::path::Path::new(&path).exists());
         let router = payments::app(&url, Config::default()).await.unwrap();
         assert!(std::path::Path::new(&path).exists(), "{path}");
@@ -789,51 +794,116 @@ async fn instances_start_at_once(db: &Database) {
 
 backend_tests!(4, on_database, [postgres, mysql], instances_start_at_once,);
 
-/// `PAYMENTS_ENCRYPTION_KEYS` malformed: the example stops at start with one line naming the
-/// variable and what is wrong, and echoes no key material. (The binary `cargo test` builds next
-/// to this one, `target/<profile>/examples/payments`.)
-#[test]
-fn malformed_encryption_keys_stop_the_example_at_start() {
+/// Runs the example binary `name` (built by `cargo test` next to this one,
+/// `target/<profile>/examples/<name>`) with `env`, until it exits: its status, its standard
+/// error and how long it ran. One that serves instead of stopping is killed after 30 s.
+fn run_example(name: &str, env: &[(&str, &str)]) -> (std::process::ExitStatus, String, Duration) {
     let exe = std::env::current_exe().unwrap();
     let bin = exe
         .parent()
         .and_then(|deps| deps.parent())
         .unwrap()
-        .join("examples/payments");
+        .join("examples")
+        .join(name);
+    let mut child = std::process::Command::new(&bin)
+        .env_remove("DATABASE_URL")
+        .envs(env.iter().copied())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{}: {e}", bin.display()));
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > Duration::from_secs(30) {
+            let _ = child.kill();
+            panic!(
+                "{} still runs with {env:?}: it does not stop at start, or was built before (`cargo build --all-features --examples`)",
+                bin.display()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    (status, stderr, started.elapsed())
+}
+
+/// `PAYMENTS_ENCRYPTION_KEYS` malformed: the example stops at start with one line naming the
+/// variable and what is wrong, and echoes no key material.
+#[test]
+fn malformed_encryption_keys_stop_the_example_at_start() {
     let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("payments.db").display().to_string();
     let short = "k1:c2VjcmV0LWtleS1tYXRlcmlhbA==";
     for (value, says) in [(short, "32 bytes"), ("c2VjcmV0LWtleQ==", "ID:BASE64")] {
-        let mut child = std::process::Command::new(&bin)
-            .env("PAYMENTS_ENCRYPTION_KEYS", value)
-            .env("DATABASE_URL", dir.path().join("payments.db"))
-            .env("PAYMENTS_ADDR", "127.0.0.1:0")
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("{}: {e}", bin.display()));
-        // An example that serves instead of stopping would never exit: give it 30 s.
-        let started = std::time::Instant::now();
-        let status = loop {
-            if let Some(status) = child.try_wait().unwrap() {
-                break status;
-            }
-            if started.elapsed() > Duration::from_secs(30) {
-                let _ = child.kill();
-                panic!(
-                    "{} still runs with PAYMENTS_ENCRYPTION_KEYS={value:?}: it ignores the variable, or was built before it read it (`cargo build --all-features --examples`)",
-                    bin.display()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        };
+        let (status, stderr, _) = run_example(
+            "payments",
+            &[
+                ("PAYMENTS_ENCRYPTION_KEYS", value),
+                ("DATABASE_URL", &db),
+                ("PAYMENTS_ADDR", "127.0.0.1:0"),
+            ],
+        );
         assert!(!status.success());
-        let mut stderr = String::new();
-        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
         assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
         assert!(
             stderr.contains("PAYMENTS_ENCRYPTION_KEYS") && stderr.contains(says),
             "{stderr}"
         );
         assert!(!stderr.contains("c2VjcmV0LWtleS1tYXRlcmlhbA"), "{stderr}");
+    }
+}
+
+/// The serving examples, as their binaries are named.
+fn serving_examples() -> Vec<&'static str> {
+    let mut names = vec!["payments"];
+    #[cfg(feature = "actix")]
+    names.push("payments_actix");
+    #[cfg(feature = "tonic")]
+    names.push("payments_grpc");
+    names
+}
+
+/// A start-up failure is one line on standard error saying what failed, why and what to do,
+/// with exit code 1: a database that refuses the connection (at once, not after the pool's
+/// timeout; the password masked), an address in use.
+#[cfg(feature = "postgres")]
+#[test]
+fn startup_failures_are_one_line_saying_what_to_do() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("payments.db").display().to_string();
+    for name in serving_examples() {
+        let (status, stderr, took) = run_example(
+            name,
+            &[
+                ("DATABASE_URL", "postgres://app:secret@127.0.0.1:1/x"),
+                ("PAYMENTS_ADDR", "127.0.0.1:0"),
+            ],
+        );
+        assert_eq!(status.code(), Some(1), "{name}: {stderr}");
+        assert_eq!(
+            stderr,
+            "error: cannot reach the database at postgres://app:***@127.0.0.1:1/x: connection \
+             refused (is the server running? check DATABASE_URL)\n",
+            "{name}"
+        );
+        assert!(took < Duration::from_secs(4), "{name} took {took:?}");
+
+        let (status, stderr, _) =
+            run_example(name, &[("DATABASE_URL", &db), ("PAYMENTS_ADDR", &addr)]);
+        assert_eq!(status.code(), Some(1), "{name}: {stderr}");
+        assert_eq!(
+            stderr,
+            format!(
+                "error: cannot listen on {addr}: address in use (stop the other server or set \
+                 PAYMENTS_ADDR=host:port)\n"
+            ),
+            "{name}"
+        );
     }
 }
