@@ -14,6 +14,10 @@
 //! | `--concurrency C` | `8` | payments in flight at once |
 //! | `--timeout-ms T` | `10000` | the timeout of one attempt, answer included |
 //!
+//! A server that refuses the connection at start (not running, another port) is one line on
+//! standard error and exit code 1 at once; once payments are under way, a refused connection is
+//! retried (a restart of the service).
+//!
 //! It prints one JSON line: `sent` (N), `succeeded` and `failed` (payments), `attempts` (HTTP
 //! requests sent in all), `replayed` (payments whose final answer was the stored one, after a
 //! lost answer) and `payment_ids` (distinct `payment_id`s received). It exits with 0 only if
@@ -26,8 +30,22 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use idem::store::{Chain, ConnectCause};
 use idem_client::{Idempotency, RetryPolicy, SendIdempotent};
 use tokio::sync::Mutex;
+
+/// What `--help` prints.
+const USAGE: &str = "\
+usage: pay_client [--url URL] [--payments N] [--concurrency C] [--timeout-ms T]
+
+Creates N payments at the payments example's POST /v1/payments, one idempotency key each, kept
+for every retry, and prints one JSON line of what happened.
+
+  --url URL          the service (default http://127.0.0.1:3000)
+  --payments N       distinct payments to create (default 100)
+  --concurrency C    payments in flight at once (default 8)
+  --timeout-ms T     the timeout of one attempt, answer included (default 10000)
+  --help             this text";
 
 struct Args {
     url: String,
@@ -51,14 +69,15 @@ fn args() -> Result<Args, String> {
                 .map_err(|_| format!("{flag} takes a whole number, not {v:?}"))
         };
         match flag.as_str() {
+            "--help" | "-h" => return Err(String::new()),
             "--url" => args.url = value()?.trim_end_matches('/').to_owned(),
             "--payments" => args.payments = number(value()?)? as usize,
             "--concurrency" => args.concurrency = number(value()?)?.max(1) as usize,
             "--timeout-ms" => args.timeout = Duration::from_millis(number(value()?)?),
             _ => {
                 return Err(format!(
-                    "unknown flag {flag:?}; usage: pay_client --url URL --payments N \
-                     --concurrency C [--timeout-ms T]"
+                    "unknown flag {flag:?}: see `pay_client --help` (--url URL --payments N \
+                     --concurrency C [--timeout-ms T])"
                 ));
             }
         }
@@ -79,6 +98,10 @@ struct Tally {
 async fn main() -> ExitCode {
     let args = match args() {
         Ok(args) => args,
+        Err(e) if e.is_empty() => {
+            println!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
         Err(e) => {
             eprintln!("pay_client: {e}");
             return ExitCode::from(2);
@@ -88,6 +111,10 @@ async fn main() -> ExitCode {
         .timeout(args.timeout)
         .build()
         .expect("a client without TLS builds");
+    if let Err(e) = reachable(&http, &args.url).await {
+        eprintln!("pay_client: {e}");
+        return ExitCode::FAILURE;
+    }
     // A patient budget: a payment is worth waiting for through a restart of the service.
     let policy = RetryPolicy::default()
         .max_attempts(60)
@@ -156,7 +183,7 @@ async fn main() -> ExitCode {
                         }
                         Err(e) => {
                             if t.failed < 10 {
-                                eprintln!("pay_client: payment {i}: {e}");
+                                eprintln!("pay_client: payment {i}: {}", one_line(&e));
                             }
                             t.failed += 1;
                             t.attempts += u64::from(e.attempts());
@@ -185,6 +212,26 @@ async fn main() -> ExitCode {
     } else {
         ExitCode::FAILURE
     }
+}
+
+/// Whether the service answers at all, asked once before the payments: a refused connection
+/// would otherwise be retried for the whole patient budget of every payment.
+async fn reachable(http: &reqwest::Client, url: &str) -> Result<(), String> {
+    let Err(e) = http.get(format!("{url}/v1/stats")).send().await else {
+        return Ok(());
+    };
+    Err(match ConnectCause::of(&e) {
+        ConnectCause::Refused => format!(
+            "the server at {url} refused the connection: is it running? start it with `cargo \
+             run --example payments`, or pass --url"
+        ),
+        cause => format!("cannot reach the server at {url}: {cause} (check --url)"),
+    })
+}
+
+/// `e` and its causes on one line: what gave up, and the last transport error under it.
+fn one_line(e: &(dyn std::error::Error + 'static)) -> String {
+    Chain(e).to_string().replace('\n', " ")
 }
 
 /// 16 hex digits from the operating system's generator (through a fresh key's randomness).

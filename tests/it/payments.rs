@@ -907,3 +907,36 @@ fn startup_failures_are_one_line_saying_what_to_do() {
         );
     }
 }
+
+/// `pay_client` against no server: one line at once saying the server refused the connection,
+/// not the retry budget of every payment; `--help` prints its usage.
+#[test]
+fn pay_client_says_a_refused_connection_at_once() {
+    let exe = std::env::current_exe().unwrap();
+    let bin = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .unwrap()
+        .join("examples/pay_client");
+    let started = std::time::Instant::now();
+    let o = std::process::Command::new(&bin)
+        .args(["--url", "http://127.0.0.1:1", "--payments", "1"])
+        .output()
+        .unwrap_or_else(|e| panic!("{}: {e}", bin.display()));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{stderr}");
+    assert!(started.elapsed() < Duration::from_secs(5), "{stderr}");
+    assert_eq!(
+        stderr,
+        "pay_client: the server at http://127.0.0.1:1 refused the connection: is it running? \
+         start it with `cargo run --example payments`, or pass --url\n"
+    );
+    let help = std::process::Command::new(&bin)
+        .arg("--help")
+        .output()
+        .unwrap();
+    assert!(help.status.success());
+    let usage = String::from_utf8_lossy(&help.stdout);
+    assert!(usage.starts_with("usage: pay_client"), "{usage}");
+    assert!(usage.contains("--concurrency C"), "{usage}");
+}
