@@ -127,10 +127,32 @@ async fn commands_on_a_fresh_database(db: &Database) {
         field(&by_hash, "expire at").contains("Z (in 29m"),
         "{by_hash}"
     );
-    let missing = fails(url, &["inspect", "--operation", "pay", "--key", "other"]);
-    assert!(missing.contains("no record"), "{missing}");
+    // A miss says what the key hash was computed from, and how to pass absent scope parts.
+    let missing = fails(url, &["inspect", "--operation", "pay", "--key", "k-1"]);
+    assert!(
+        missing.contains("computed from operation \"pay\" and 0 scope parts:"),
+        "{missing}"
+    );
+    assert!(missing.contains("--scope \"\" for each part"), "{missing}");
+    let one = fails(
+        url,
+        &[
+            "inspect",
+            "--scope",
+            "acme",
+            "--operation",
+            "pay",
+            "--key",
+            "k-1",
+        ],
+    );
+    assert!(one.contains("and 1 scope part [\"acme\"]"), "{one}");
 
     let stats = ok(url, &["stats"]);
+    assert!(
+        stats.starts_with("records by state, expired ones included until purged:\n"),
+        "{stats}"
+    );
     assert!(stats.contains("processing    1"), "{stats}");
     assert!(
         stats.contains(&format!("oldest processing  {hash}")),
@@ -216,10 +238,10 @@ async fn commands_on_a_fresh_database(db: &Database) {
     assert!(field(&expired, "state").contains("(expired)"), "{expired}");
 
     let dry = ok(url, &["purge", "--dry-run"]);
-    assert!(dry.contains("1 expired records would be purged"), "{dry}");
+    assert!(dry.contains("1 expired record would be purged"), "{dry}");
     assert!(ok(url, &["inspect", "--key-hash", &hash]).contains("fence"));
     let purged = ok(url, &["purge", "--batch", "10"]);
-    assert!(purged.contains("purged 1 expired records"), "{purged}");
+    assert!(purged.contains("purged 1 expired record\n"), "{purged}");
     fails(url, &["inspect", "--key-hash", &hash]);
 
     // The key is claimed afresh: fence 1 again, another operation. An operator's command of the
@@ -260,23 +282,40 @@ backend_tests!(
 
 #[test]
 fn cli_errors_are_one_line() {
+    // At once, with the cause: not a pool timeout after 5 s, nor "retry after 1s".
+    let started = std::time::Instant::now();
     let unreachable = fails("postgres://idem:secret@127.0.0.1:1/idem", &["stats"]);
-    assert!(!unreachable.contains("secret"), "{unreachable}");
+    assert_eq!(
+        unreachable,
+        "error: cannot reach the database at postgres://idem:***@127.0.0.1:1/idem: connection \
+         refused (is the server running? check --database-url or DATABASE_URL)\n"
+    );
+    assert!(started.elapsed() < Duration::from_secs(4), "{unreachable}");
     let unknown = fails("oracle://x:secret@host/db", &["stats"]);
     assert!(unknown.contains("unsupported database URL"), "{unknown}");
     assert!(!unknown.contains("secret"), "{unknown}");
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}", dir.path().join("absent.db").display());
-    let unmigrated = fails(&url, &["inspect", "--key-hash", &"ab".repeat(32)]);
-    assert!(
-        unmigrated.contains("idem_idempotency_records"),
-        "{unmigrated}"
-    );
-    assert_eq!(
-        unmigrated.matches("no such table").count(),
-        1,
-        "{unmigrated}"
-    );
+    for command in [
+        &["inspect", "--key-hash", &"ab".repeat(32)][..],
+        &["stats"],
+        &["purge"],
+    ] {
+        let unmigrated = fails(&url, command);
+        assert!(
+            unmigrated.contains("idem_idempotency_records"),
+            "{unmigrated}"
+        );
+        assert!(
+            unmigrated.contains("run `idem migrate` first"),
+            "{unmigrated}"
+        );
+        assert_eq!(
+            unmigrated.matches("no such table").count(),
+            1,
+            "{unmigrated}"
+        );
+    }
     let bad_hash = fails(&url, &["inspect", "--key-hash", "xyz"]);
     assert!(bad_hash.contains("64 hex digits"), "{bad_hash}");
 }
@@ -284,4 +323,67 @@ fn cli_errors_are_one_line() {
 /// `args` as the `&[&str]` that `ok` and `fails` take.
 fn args(args: &[String]) -> Vec<&str> {
     args.iter().map(String::as_str).collect()
+}
+
+/// A SQLite database as the payments example takes it: a bare path (after the command, or in
+/// `--database-url`) or one of sqlx's URLs, whose `?mode=rwc` is a parameter, not part of the
+/// file's name.
+#[test]
+fn sqlite_paths_and_urls_name_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("payments.db");
+    let path = file.display().to_string();
+    let with_params = format!("sqlite://{path}?mode=rwc");
+    ok(&with_params, &["migrate"]);
+    let names: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert!(names.contains(&"payments.db".to_owned()), "{names:?}");
+    assert!(!names.iter().any(|n| n.contains('?')), "{names:?}");
+    for url in [path.as_str(), &format!("sqlite:{path}"), &with_params] {
+        ok(url, &["stats"]);
+    }
+    // The path after the command, without --database-url.
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_idem"))
+        .args(["stats", &path])
+        .env_remove("DATABASE_URL")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("processing"), "{}", stdout(&o));
+}
+
+/// A usage error is one line with exit code 1, as `docs/operations.md` says, with clap's
+/// did-you-mean tip and where the usage is; `--json` is an option of `inspect` and `stats` only.
+#[test]
+fn usage_errors_are_one_line_with_a_hint() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = dir.path().join("idem.db").display().to_string();
+    let typo = fails(&url, &["stat"]);
+    assert_eq!(
+        typo,
+        "error: unrecognized subcommand 'stat'; a similar subcommand exists: 'stats' (see \
+         `idem --help`)\n"
+    );
+    assert_eq!(idem(&url, &["stat"]).status.code(), Some(1));
+    let flag = fails(&url, &["purge", "--dry-rn"]);
+    assert!(
+        flag.starts_with("error: unexpected argument '--dry-rn'"),
+        "{flag}"
+    );
+    assert!(flag.contains("'--dry-run'"), "{flag}");
+    assert!(flag.ends_with("(see `idem purge --help`)\n"), "{flag}");
+    let json = fails(&url, &["migrate", "--json"]);
+    assert!(json.contains("'--json'"), "{json}");
+    for command in ["migrate", "purge", "rekey", "release", "expire"] {
+        let help = ok(&url, &[command, "--help"]);
+        assert!(!help.contains("--json"), "{command}: {help}");
+    }
+    for command in ["inspect", "stats"] {
+        assert!(
+            ok(&url, &[command, "--help"]).contains("--json"),
+            "{command}"
+        );
+    }
 }

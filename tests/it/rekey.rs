@@ -157,7 +157,7 @@ async fn rotation_under_traffic(store: &Arc<dyn Store>, cli: &Cli) -> Rotated {
     assert_eq!(line.lines().count(), 1, "{line}");
     let stranger_hash = scoped(&stranger).hash_hex().to_string();
     assert!(
-        line.contains("1 records do not open") && line.contains(&stranger_hash),
+        line.contains("1 record does not open") && line.contains(&stranger_hash),
         "{line}"
     );
     assert_eq!(pay(&other, &stranger).await.body, first.body);

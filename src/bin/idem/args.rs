@@ -27,6 +27,42 @@ pub(crate) fn key_hash(m: &ArgMatches) -> Result<Vec<u8>, Error> {
     Ok(ScopedKey::new(&scope, op, key)?.hash().to_vec())
 }
 
+/// Why no record was found under `hash`: what it was computed from, and how to name the
+/// record otherwise. A scope part absent from the request (a header not sent) is an empty part,
+/// which the key hash includes: the payments example's `POST /v1/payments` has two parts.
+pub(crate) fn no_record(m: &ArgMatches, hash: &[u8]) -> String {
+    let hash = hex(hash);
+    let Some(op) = m.get_one::<String>("operation") else {
+        return format!("no record with key hash {hash}: check the hash (idem's logs carry it)");
+    };
+    let scope: Vec<String> = m
+        .get_many::<String>("scope")
+        .map(|parts| parts.map(|p| format!("{p:?}")).collect())
+        .unwrap_or_default();
+    format!(
+        "no record with key hash {hash}, computed from operation {op:?} and {}{}: pass one \
+         --scope per part of the handler's scope, in order, and --scope \"\" for each part the \
+         request did not send (the payments example's `POST /v1/payments` has 2: X-Tenant-Id, \
+         X-User-Id), or pass --key-hash from idem's logs",
+        plural(scope.len(), "scope part"),
+        if scope.is_empty() {
+            String::new()
+        } else {
+            format!(" [{}]", scope.join(", "))
+        }
+    )
+}
+
+/// `n thing` or `n things`.
+pub(crate) fn plural(n: impl std::fmt::Display, thing: &str) -> String {
+    let n = n.to_string();
+    if n == "1" {
+        format!("1 {thing}")
+    } else {
+        format!("{n} {thing}s")
+    }
+}
+
 /// A key hash given as 64 hex digits to the option `option`.
 pub(crate) fn parse_hash(hex: &str, option: &str) -> Result<Vec<u8>, Error> {
     let hex = hex.trim();

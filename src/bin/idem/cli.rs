@@ -18,31 +18,42 @@ pub(crate) fn cli() -> Command {
         .subcommand_required(true)
         .arg_required_else_help(true)
         .args(global_args())
-        .subcommands([
-            migrate(),
-            purge(),
-            inspect(),
-            rekey(),
-            stats(),
-            release(),
-            expire(),
-        ])
+        .subcommands(
+            [
+                migrate(),
+                purge(),
+                inspect(),
+                rekey(),
+                stats(),
+                release(),
+                expire(),
+            ]
+            .map(database_arg),
+        )
 }
 
-/// The options every subcommand takes: the database, `--json`, the Redis prefix, the key ring.
-fn global_args() -> [Arg; 4] {
+/// The database as the subcommand's positional argument, beside `--database-url`:
+/// `idem stats ./payments.db`.
+fn database_arg(cmd: Command) -> Command {
+    cmd.arg(
+        Arg::new("database")
+            .value_name("DATABASE_URL")
+            .help("The database, instead of --database-url: a URL, or a SQLite file's path"),
+    )
+}
+
+/// The options every subcommand takes: the database, the Redis prefix, the key ring.
+fn global_args() -> [Arg; 3] {
     [
         Arg::new("database-url")
             .long("database-url")
             .env("DATABASE_URL")
             .value_name("URL")
             .global(true)
-            .help("postgres://..., mysql://... (MariaDB too) or sqlite://path"),
-        Arg::new("json")
-            .long("json")
-            .global(true)
-            .action(ArgAction::SetTrue)
-            .help("inspect and stats: one JSON object instead of lines"),
+            .help(
+                "postgres://..., mysql://... (MariaDB too), redis://..., or SQLite: a file's \
+                 path or sqlite://path (sqlx's forms, ?mode=rwc too)",
+            ),
         Arg::new("redis-prefix")
             .long("redis-prefix")
             .value_name("PREFIX")
@@ -94,6 +105,7 @@ fn inspect() -> Command {
             .action(ArgAction::SetTrue)
             .help("Also print the stored response body"),
     )
+    .arg(json_arg())
 }
 
 fn rekey() -> Command {
@@ -146,6 +158,15 @@ fn rekey() -> Command {
 fn stats() -> Command {
     Command::new("stats")
         .about("Records by state, the oldest processing record, expiries ahead, table size")
+        .arg(json_arg())
+}
+
+/// `--json`, on the commands that print a record or figures: `inspect` and `stats`.
+fn json_arg() -> Arg {
+    Arg::new("json")
+        .long("json")
+        .action(ArgAction::SetTrue)
+        .help("One JSON object instead of lines")
 }
 
 fn release() -> Command {

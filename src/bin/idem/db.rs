@@ -6,7 +6,7 @@
 //! where `redis` does the same with the store's scripts.
 
 use idem::seal::StoredResponse;
-use idem::store::{Store, mysql, postgres, sqlite};
+use idem::store::{Store, Unreachable, masked_url, mysql, postgres, sqlite};
 use idem::{MySqlStore, PostgresStore, SqliteStore};
 use sqlx::{MySqlPool, PgPool, Row, SqlitePool};
 
@@ -107,7 +107,24 @@ macro_rules! on {
 }
 
 impl Db {
+    /// The store `url` names, connected; a first connection that fails says what the URL
+    /// reaches and why, as one line ([`Unreachable`]).
     pub(crate) async fn connect(url: &str, prefix: &str) -> Result<Db, Error> {
+        Self::connect_to(url, prefix).await.map_err(|e| {
+            if e.is::<UnsupportedUrl>() {
+                return e;
+            }
+            Unreachable {
+                url,
+                error: e.as_ref(),
+                setting: "--database-url or DATABASE_URL",
+            }
+            .to_string()
+            .into()
+        })
+    }
+
+    async fn connect_to(url: &str, prefix: &str) -> Result<Db, Error> {
         if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             let s = PostgresStore::connect(url).await?;
             let p = s.pool().clone();
@@ -117,25 +134,29 @@ impl Db {
             let s = MySqlStore::connect(&url).await?;
             let p = s.pool().clone();
             Ok(Db::My(s, p))
-        } else if let Some(path) = url
-            .strip_prefix("sqlite://")
-            .or_else(|| url.strip_prefix("sqlite:"))
-        {
-            let path = path.split('?').next().unwrap_or_default();
-            if path.is_empty() || path == ":memory:" {
-                return Err("a SQLite database URL needs a file: sqlite://path/to/file.db".into());
-            }
-            let s = SqliteStore::open(path).await?;
-            let p = s.pool().clone();
-            Ok(Db::Lite(s, p))
         } else if url.starts_with("redis://") || url.starts_with("rediss://") {
             Ok(Db::Redis(Box::new(RedisDb::connect(url, prefix).await?)))
+        } else if url.starts_with("sqlite:") || !url.contains("://") {
+            // A path, or any of sqlx's SQLite URLs, as the stores' applications take them.
+            let database = url
+                .trim_start_matches("sqlite://")
+                .trim_start_matches("sqlite:");
+            let database = database.split('?').next().unwrap_or_default();
+            if database.is_empty() || database == ":memory:" || url.contains("mode=memory") {
+                return Err(UnsupportedUrl(
+                    "a SQLite database URL needs a file: sqlite://path/to/file.db".to_owned(),
+                )
+                .into());
+            }
+            let s = SqliteStore::connect(url).await?;
+            let p = s.pool().clone();
+            Ok(Db::Lite(s, p))
         } else {
-            Err(format!(
+            Err(UnsupportedUrl(format!(
                 "unsupported database URL `{}`: use postgres://, mysql:// (MariaDB too), sqlite:// \
-                 or redis://",
-                redact(url)
-            )
+                 (or a SQLite file's path) or redis://",
+                masked_url(url)
+            ))
             .into())
         }
     }
@@ -336,16 +357,14 @@ pub(crate) enum Action {
     Expire,
 }
 
-/// The URL without its password, for error messages.
-fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(s), Some(at)) if at > s => {
-            let creds = &url[s + 3..at];
-            match creds.split_once(':') {
-                Some((user, _)) => format!("{}{user}:***{}", &url[..s + 3], &url[at..]),
-                None => url.to_owned(),
-            }
-        }
-        _ => url.to_owned(),
+/// A URL `idem` does not connect to at all: said as it is, not as an unreachable database.
+#[derive(Debug)]
+struct UnsupportedUrl(String);
+
+impl std::fmt::Display for UnsupportedUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
     }
 }
+
+impl std::error::Error for UnsupportedUrl {}

@@ -8,7 +8,7 @@ use std::io::Write;
 use clap::ArgMatches;
 use idem::seal::KeyRing;
 
-use crate::args::{hex, key_hash};
+use crate::args::{hex, key_hash, no_record};
 use crate::db::Db;
 use crate::error::Error;
 use crate::record::{View, state_name};
@@ -25,7 +25,7 @@ pub(crate) async fn inspect(
     let hash = key_hash(m)?;
     let key_hash = hex(&hash);
     let Some(r) = db.inspect(&hash).await? else {
-        return Err(format!("no record with key hash {key_hash}").into());
+        return Err(no_record(m, &hash).into());
     };
     let with_body = m.get_flag("body");
     let view = View::of(&r, &hash, ring);

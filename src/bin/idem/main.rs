@@ -30,36 +30,61 @@ mod time;
 use std::process::ExitCode;
 
 use clap::ArgMatches;
+use clap::error::ErrorKind;
 
 use crate::db::{Action, Db};
-use crate::error::{Error, one_line};
+use crate::error::{Error, one_line, unmigrated, usage_error};
 
 /// Connects the store `--database-url` names and runs the subcommand on it.
 async fn run(m: ArgMatches) -> Result<(), Error> {
-    let Some(url) = m.get_one::<String>("database-url") else {
-        return Err("no database: pass --database-url or set DATABASE_URL".into());
+    let positional = m
+        .subcommand()
+        .and_then(|(_, sub)| sub.get_one::<String>("database"));
+    let Some(url) = positional.or_else(|| m.get_one::<String>("database-url")) else {
+        return Err(
+            "no database: pass --database-url URL (or the URL after the command) or set \
+             DATABASE_URL"
+                .into(),
+        );
     };
     let ring = args::key_ring(&m)?;
     let prefix = m
         .get_one::<String>("redis-prefix")
         .map_or("idem:", String::as_str);
     let db = Db::connect(url, prefix).await?;
-    let json = m.get_flag("json");
     let out = &mut std::io::stdout().lock();
-    match m.subcommand() {
+    let done = match m.subcommand() {
         Some(("migrate", _)) => migrate::migrate(&db, out).await,
         Some(("purge", sub)) => purge::purge(&db, sub, out).await,
-        Some(("inspect", sub)) => inspect::inspect(&db, sub, ring.as_ref(), json, out).await,
+        Some(("inspect", sub)) => {
+            let json = sub.get_flag("json");
+            inspect::inspect(&db, sub, ring.as_ref(), json, out).await
+        }
         Some(("rekey", sub)) => rekey::rekey(&db, sub, ring.as_ref(), out).await,
-        Some(("stats", _)) => stats::stats(&db, json, out).await,
+        Some(("stats", sub)) => stats::stats(&db, sub.get_flag("json"), out).await,
         Some(("release", sub)) => operate::operate(&db, sub, Action::Release, out).await,
         Some(("expire", sub)) => operate::operate(&db, sub, Action::Expire, out).await,
         _ => unreachable!("clap requires a subcommand"),
-    }
+    };
+    done.map_err(unmigrated)
 }
 
 fn main() -> ExitCode {
-    let matches = cli::cli().get_matches();
+    let matches = match cli::cli().try_get_matches() {
+        Ok(m) => m,
+        Err(e) if e.kind() == ErrorKind::DisplayHelp || e.kind() == ErrorKind::DisplayVersion => {
+            e.exit()
+        }
+        // `idem` alone: the help, and the exit code of an error.
+        Err(e) if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let _ = e.print();
+            return ExitCode::FAILURE;
+        }
+        Err(e) => {
+            eprintln!("{}", usage_error(&e));
+            return ExitCode::FAILURE;
+        }
+    };
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -7,7 +7,7 @@ use std::io::Write;
 
 use clap::ArgMatches;
 
-use crate::args::{hex, key_hash};
+use crate::args::{hex, key_hash, no_record};
 use crate::db::{Action, Db};
 use crate::error::Error;
 use crate::record::state_name;
@@ -35,7 +35,7 @@ pub(crate) async fn operate(
         return Ok(());
     }
     Err(match db.inspect(&hash).await? {
-        None => format!("no record with key hash {}", hex(&hash)),
+        None => no_record(m, &hash),
         Some(r) if r.operation_id != operation_id => format!(
             "the record is another operation since you inspected it (operation id now {}): \
              the one you saw is gone; inspect it again",

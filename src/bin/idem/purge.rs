@@ -7,6 +7,7 @@ use std::io::{IsTerminal, Write};
 
 use clap::ArgMatches;
 
+use crate::args::plural;
 use crate::db::Db;
 use crate::error::Error;
 
@@ -14,7 +15,11 @@ use crate::error::Error;
 pub(crate) async fn purge(db: &Db, m: &ArgMatches, out: &mut impl Write) -> Result<(), Error> {
     let expired = db.count_expired().await?;
     if m.get_flag("dry-run") {
-        writeln!(out, "{expired} expired records would be purged (dry run)")?;
+        writeln!(
+            out,
+            "{} would be purged (dry run)",
+            plural(expired, "expired record")
+        )?;
         return Ok(());
     }
     let batch = *m.get_one::<u32>("batch").unwrap_or(&1000);
@@ -36,6 +41,6 @@ pub(crate) async fn purge(db: &Db, m: &ArgMatches, out: &mut impl Write) -> Resu
     if tty {
         writeln!(out)?;
     }
-    writeln!(out, "purged {total} expired records")?;
+    writeln!(out, "purged {}", plural(total, "expired record"))?;
     Ok(())
 }

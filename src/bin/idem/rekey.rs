@@ -12,7 +12,7 @@ use clap::ArgMatches;
 use idem::key::ScopedKey;
 use idem::seal::{KeyRing, ResealError, SealError, StoredResponse};
 
-use crate::args::{hex, parse_hash};
+use crate::args::{hex, parse_hash, plural};
 use crate::db::Db;
 use crate::error::Error;
 use crate::record::{StoredRow, UNBOUND, binding};
@@ -196,10 +196,10 @@ fn report(
     if ring.seals() {
         writeln!(
             out,
-            "{verb} {} of {} stored records under key `{}` ({} of them plaintext); {} already \
+            "{verb} {} of {} under key `{}` ({} of them plaintext); {} already \
              were",
             done.resealed,
-            done.scanned,
+            plural(done.scanned, "stored record"),
             ring.primary(),
             done.from_plaintext,
             done.current
@@ -208,23 +208,33 @@ fn report(
         let verb = if dry_run { "would open" } else { "opened" };
         writeln!(
             out,
-            "{verb} {} of {} stored records back to plaintext; {} already were",
-            done.resealed, done.scanned, done.current
+            "{verb} {} of {} back to plaintext; {} already were",
+            done.resealed,
+            plural(done.scanned, "stored record"),
+            done.current
         )?;
     }
     if done.busy > 0 {
         writeln!(
             out,
-            "{} records changed at each attempt and were left to the service, which seals what \
-             it writes: run rekey again to check",
-            done.busy
+            "{} changed at each attempt and were left to the service, which seals what it \
+             writes: run rekey again to check",
+            plural(done.busy, "record")
         )?;
     }
     if let Some((hash, why)) = done.first_unopened.first() {
         return Err(format!(
-            "{} records do not open and were left as they are (first: {hash}: {why}); see them \
-             with `idem inspect --key-hash`",
-            done.unopened
+            "{} {} not open and {} left as {} (first: {hash}: {why}); see {} with \
+             `idem inspect --key-hash`",
+            plural(done.unopened, "record"),
+            if done.unopened == 1 { "does" } else { "do" },
+            if done.unopened == 1 { "was" } else { "were" },
+            if done.unopened == 1 {
+                "it is"
+            } else {
+                "they are"
+            },
+            if done.unopened == 1 { "it" } else { "them" }
         )
         .into());
     }

@@ -1,4 +1,5 @@
-//! `idem stats`: records by state, the oldest processing record, expiries ahead, sizes.
+//! `idem stats`: records by state (expired ones included until purged, and counted apart too),
+//! the oldest processing record, expiries ahead, sizes.
 //!
 //! The rule: every figure is the database's, read when the command runs; `--json` prints
 //! [`Stats`](crate::record::Stats) as it is.
@@ -18,10 +19,15 @@ pub(crate) async fn stats(db: &Db, json: bool, out: &mut impl Write) -> Result<(
         writeln!(out)?;
         return Ok(());
     }
+    writeln!(out, "records by state, expired ones included until purged:")?;
     for (state, n) in [(0, s.processing), (1, s.completed), (2, s.failed_stored)] {
         writeln!(out, "{:<14}{n}", state_name(state))?;
     }
-    writeln!(out, "{:<14}{}", "expired", s.expired)?;
+    writeln!(
+        out,
+        "{:<14}{} (of the above, logically absent; `idem purge` deletes them)",
+        "expired", s.expired
+    )?;
     match s.oldest_processing {
         Some(o) => writeln!(
             out,
