@@ -386,4 +386,25 @@ fn usage_errors_are_one_line_with_a_hint() {
             "{command}"
         );
     }
+    // `--keys-file` where responses are opened, `--redis-prefix` where Redis is served.
+    for (option, on) in [
+        ("--keys-file", ["inspect", "rekey"].as_slice()),
+        ("--redis-prefix", ["migrate", "purge", "rekey"].as_slice()),
+    ] {
+        for command in [
+            "migrate", "purge", "inspect", "rekey", "stats", "release", "expire",
+        ] {
+            let help = ok(&url, &[command, "--help"]);
+            assert_eq!(
+                help.contains(option),
+                on.contains(&command),
+                "{command}: {help}"
+            );
+        }
+    }
+    let keys = fails(&url, &["stats", "--keys-file", "keys.txt"]);
+    assert!(
+        keys.starts_with("error: unexpected argument '--keys-file'"),
+        "{keys}"
+    );
 }

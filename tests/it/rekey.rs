@@ -27,11 +27,12 @@ struct Cli {
 
 impl Cli {
     fn args<'a>(&'a self, args: &[&'a str]) -> Vec<&'a str> {
-        let mut all: Vec<&str> = match &self.prefix {
-            Some(p) => vec!["--redis-prefix", p],
-            None => Vec::new(),
-        };
-        all.extend_from_slice(args);
+        // `--redis-prefix` is an option of the subcommand, the first argument.
+        let mut all: Vec<&str> = args[..1].to_vec();
+        if let Some(p) = &self.prefix {
+            all.extend(["--redis-prefix", p]);
+        }
+        all.extend_from_slice(&args[1..]);
         all
     }
 

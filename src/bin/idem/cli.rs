@@ -42,42 +42,48 @@ fn database_arg(cmd: Command) -> Command {
     )
 }
 
-/// The options every subcommand takes: the database, the Redis prefix, the key ring.
-fn global_args() -> [Arg; 3] {
-    [
-        Arg::new("database-url")
-            .long("database-url")
-            .env("DATABASE_URL")
-            .value_name("URL")
-            .global(true)
-            .help(
-                "postgres://..., mysql://... (MariaDB too), redis://..., or SQLite: a file's \
-                 path or sqlite://path (sqlx's forms, ?mode=rwc too)",
-            ),
-        Arg::new("redis-prefix")
-            .long("redis-prefix")
-            .value_name("PREFIX")
-            .global(true)
-            .help("Redis: the store's key prefix (`RedisStore::with_prefix`), idem: unless set"),
-        Arg::new("keys-file")
-            .long("keys-file")
-            .value_name("PATH")
-            .global(true)
-            .help(
-                "inspect and rekey: a file holding the key ring, ID:BASE64,... with the \
-                 primary first (or set IDEM_ENCRYPTION_KEYS)",
-            ),
-    ]
+/// The option every subcommand takes: the database.
+fn global_args() -> [Arg; 1] {
+    [Arg::new("database-url")
+        .long("database-url")
+        .env("DATABASE_URL")
+        .value_name("URL")
+        .global(true)
+        .help(
+            "postgres://..., mysql://... (MariaDB too), redis://..., or SQLite: a file's \
+             path or sqlite://path (sqlx's forms, ?mode=rwc too)",
+        )]
+}
+
+/// `--redis-prefix`, on the commands that run on Redis: `migrate`, `purge` and `rekey`.
+fn redis_prefix_arg() -> Arg {
+    Arg::new("redis-prefix")
+        .long("redis-prefix")
+        .value_name("PREFIX")
+        .help("Redis: the store's key prefix (`RedisStore::with_prefix`), idem: unless set")
+}
+
+/// `--keys-file`, on the commands that open stored responses: `inspect` and `rekey`.
+fn keys_file_arg() -> Arg {
+    Arg::new("keys-file")
+        .long("keys-file")
+        .value_name("PATH")
+        .help(
+            "A file holding the key ring, ID:BASE64,... with the primary first (or set \
+             IDEM_ENCRYPTION_KEYS)",
+        )
 }
 
 fn migrate() -> Command {
     Command::new("migrate")
         .about("Apply idem's own migrations (idempotent) and print what was applied")
+        .arg(redis_prefix_arg())
 }
 
 fn purge() -> Command {
     Command::new("purge")
         .about("Delete expired records in batches")
+        .arg(redis_prefix_arg())
         .arg(
             Arg::new("batch")
                 .long("batch")
@@ -106,6 +112,7 @@ fn inspect() -> Command {
             .help("Also print the stored response body"),
     )
     .arg(json_arg())
+    .arg(keys_file_arg())
 }
 
 fn rekey() -> Command {
@@ -114,6 +121,8 @@ fn rekey() -> Command {
             "Seal every stored response under the key ring's primary key (plaintext \
              ones too), in batches; safe while the service runs, resumable",
         )
+        .arg(redis_prefix_arg())
+        .arg(keys_file_arg())
         .arg(
             Arg::new("batch")
                 .long("batch")

@@ -47,9 +47,9 @@ async fn run(m: ArgMatches) -> Result<(), Error> {
                 .into(),
         );
     };
-    let ring = args::key_ring(&m)?;
     let prefix = m
-        .get_one::<String>("redis-prefix")
+        .subcommand()
+        .and_then(|(_, sub)| sub.try_get_one::<String>("redis-prefix").ok().flatten())
         .map_or("idem:", String::as_str);
     let db = Db::connect(url, prefix).await?;
     let out = &mut std::io::stdout().lock();
@@ -57,10 +57,10 @@ async fn run(m: ArgMatches) -> Result<(), Error> {
         Some(("migrate", _)) => migrate::migrate(&db, out).await,
         Some(("purge", sub)) => purge::purge(&db, sub, out).await,
         Some(("inspect", sub)) => {
-            let json = sub.get_flag("json");
+            let (ring, json) = (args::key_ring(sub)?, sub.get_flag("json"));
             inspect::inspect(&db, sub, ring.as_ref(), json, out).await
         }
-        Some(("rekey", sub)) => rekey::rekey(&db, sub, ring.as_ref(), out).await,
+        Some(("rekey", sub)) => rekey::rekey(&db, sub, args::key_ring(sub)?.as_ref(), out).await,
         Some(("stats", sub)) => stats::stats(&db, sub.get_flag("json"), out).await,
         Some(("release", sub)) => operate::operate(&db, sub, Action::Release, out).await,
         Some(("expire", sub)) => operate::operate(&db, sub, Action::Expire, out).await,
