@@ -462,6 +462,9 @@ pub use idem_runtime::axum::IdempotencyLayer;
 #[cfg(any(feature = "axum", feature = "actix"))]
 #[cfg_attr(docsrs, doc(cfg(any(feature = "axum", feature = "actix"))))]
 pub use idem_runtime::http;
+#[cfg(feature = "openapi")]
+#[cfg_attr(docsrs, doc(cfg(feature = "openapi")))]
+pub use idem_runtime::openapi;
 
 #[cfg(feature = "decimal")]
 #[cfg_attr(docsrs, doc(cfg(feature = "decimal")))]

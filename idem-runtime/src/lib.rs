@@ -25,6 +25,9 @@ pub mod fingerprint;
 pub mod http;
 pub mod json;
 pub mod key;
+#[cfg(feature = "openapi")]
+#[cfg_attr(docsrs, doc(cfg(feature = "openapi")))]
+pub mod openapi;
 pub mod seal;
 pub mod store;
 pub(crate) mod telemetry;

@@ -1,0 +1,475 @@
+//! What an idempotent operation adds to its API description (feature `openapi`): the key's
+//! header parameter, the `400`/`409`/`422`/`503` problem answers with `Retry-After`, the
+//! `Idempotent-Replayed` header of successes, and an `x-idempotency` member with the contract,
+//! the TTL, the key and the scope (`docs/design/openapi.md`).
+//!
+//! The rule: everything here works on OpenAPI 3 objects as JSON (`serde_json::Value`), so that
+//! one implementation serves every OpenAPI crate; an adapter converts its crate's types to JSON
+//! and back. What a user declared is kept: idem adds what is missing and never removes.
+
+use core::time::Duration;
+
+use serde_json::{Map, Value, json};
+
+use crate::engine::Contract;
+use crate::key::MAX_CLIENT_KEY_CHARS;
+
+/// The name of the problem documents' schema in `components.schemas`.
+pub const PROBLEM_SCHEMA: &str = "IdempotencyProblem";
+
+/// An idempotent handler as its API description needs it: what `#[idempotent]` says of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HandlerDoc {
+    /// The function's name: the `operationId` utoipa gives its operation by default.
+    pub function: &'static str,
+    /// The function's module (`module_path!()`): tells two functions of one name apart.
+    pub module: &'static str,
+    /// The operation named with `operation = ".."`, if any.
+    pub operation: Option<&'static str>,
+    /// The replay contract.
+    pub contract: Contract,
+    /// How long a key is remembered.
+    pub ttl: Duration,
+    /// Where the key comes from.
+    pub key: KeyDoc,
+    /// The scope parts as written in the attribute (`caller.tenant_id`, `header("X-Tenant")`);
+    /// empty for `scope = global`, `["default"]` for the handle's default scope.
+    pub scope: &'static [&'static str],
+}
+
+/// Where an operation's client key comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyDoc {
+    /// A request header (`Idempotency-Key` by default).
+    Header(&'static str),
+    /// A value of the request itself (`key = msg.id`): no parameter to describe.
+    Value,
+}
+
+impl HandlerDoc {
+    /// The `x-idempotency` member of this handler's operation.
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use idem_runtime::engine::Contract;
+    /// use idem_runtime::openapi::{HandlerDoc, KeyDoc};
+    ///
+    /// let doc = HandlerDoc {
+    ///     function: "create_payment",
+    ///     module: "payments::api",
+    ///     operation: None,
+    ///     contract: Contract::ExactReplay,
+    ///     ttl: Duration::from_secs(7 * 86_400),
+    ///     key: KeyDoc::Header("Idempotency-Key"),
+    ///     scope: &["caller.tenant_id"],
+    /// };
+    /// assert_eq!(
+    ///     doc.extension(),
+    ///     serde_json::json!({
+    ///         "contract": "exact_replay",
+    ///         "ttl": "P7D",
+    ///         "ttl_seconds": 604800,
+    ///         "key": { "in": "header", "name": "Idempotency-Key" },
+    ///         "scope": ["caller.tenant_id"],
+    ///     }),
+    /// );
+    /// ```
+    pub fn extension(&self) -> Value {
+        let key = match self.key {
+            KeyDoc::Header(name) => json!({ "in": "header", "name": name }),
+            KeyDoc::Value => json!({ "in": "request" }),
+        };
+        json!({
+            "contract": self.contract.as_str(),
+            "ttl": iso_duration(self.ttl),
+            "ttl_seconds": self.ttl.as_secs(),
+            "key": key,
+            "scope": self.scope,
+        })
+    }
+
+    /// Adds this handler's idempotency to `operation`, an OpenAPI 3 Operation object: the key's
+    /// header parameter (unless one of that name is declared), the problem answers, the replay
+    /// header on every `2xx` answer declared, `x-idempotency` and Fern's `x-fern-idempotent`.
+    /// The answers refer to [`PROBLEM_SCHEMA`]: add [`problem_schema`] to the document's
+    /// components ([`describe_document`] does).
+    ///
+    /// ```
+    /// # use core::time::Duration;
+    /// # use idem_runtime::engine::Contract;
+    /// # use idem_runtime::openapi::{HandlerDoc, KeyDoc};
+    /// # let doc = HandlerDoc { function: "create_payment", module: "api", operation: None,
+    /// #     contract: Contract::ExactReplay, ttl: Duration::from_secs(86_400),
+    /// #     key: KeyDoc::Header("Idempotency-Key"), scope: &[] };
+    /// let mut operation = serde_json::json!({
+    ///     "responses": { "201": { "description": "Created" } }
+    /// });
+    /// doc.describe(&mut operation);
+    /// assert_eq!(operation["parameters"][0]["name"], "Idempotency-Key");
+    /// assert_eq!(operation["parameters"][0]["required"], true);
+    /// assert!(operation["responses"]["201"]["headers"]["Idempotent-Replayed"].is_object());
+    /// assert!(operation["responses"]["409"]["headers"]["Retry-After"].is_object());
+    /// assert_eq!(operation["x-fern-idempotent"], true);
+    /// ```
+    pub fn describe(&self, operation: &mut Value) {
+        let Some(op) = operation.as_object_mut() else {
+            return;
+        };
+        if let KeyDoc::Header(name) = self.key {
+            let parameters = array(op, "parameters");
+            let declared = parameters.iter().any(|p| {
+                p["in"] == "header"
+                    && p["name"]
+                        .as_str()
+                        .is_some_and(|n| n.eq_ignore_ascii_case(name))
+            });
+            if !declared {
+                parameters.push(key_parameter(name, self.ttl));
+            }
+        }
+        let responses = object(op, "responses");
+        for (_, response) in responses
+            .iter_mut()
+            .filter(|(code, _)| code.starts_with('2'))
+        {
+            if let Some(response) = response.as_object_mut() {
+                object(response, "headers")
+                    .entry("Idempotent-Replayed")
+                    .or_insert_with(replayed_header);
+            }
+        }
+        for (status, description) in PROBLEMS {
+            let response = responses
+                .entry(status.to_string())
+                .or_insert_with(|| json!({ "description": description }));
+            let Some(response) = response.as_object_mut() else {
+                continue;
+            };
+            object(response, "content")
+                .entry("application/problem+json")
+                .or_insert_with(|| {
+                    json!({ "schema": { "$ref": format!("#/components/schemas/{PROBLEM_SCHEMA}") } })
+                });
+            if matches!(status, 409 | 503) {
+                object(response, "headers")
+                    .entry("Retry-After")
+                    .or_insert_with(retry_after_header);
+            }
+        }
+        op.insert("x-idempotency".into(), self.extension());
+        op.insert("x-fern-idempotent".into(), Value::Bool(true));
+    }
+}
+
+/// The answers idem gives for an idempotency condition, each a problem document.
+const PROBLEMS: [(u16, &str); 4] = [
+    (
+        400,
+        "The idempotency key is missing or malformed, or the request has no canonical form: \
+         nothing ran; fix the request and send it again with the same key",
+    ),
+    (
+        409,
+        "A request with this key is still running: retry after `Retry-After` seconds with the \
+         same key and the same request",
+    ),
+    (
+        422,
+        "The key was used with another request: a changed request is another operation and \
+         needs a new key",
+    ),
+    (
+        503,
+        "The idempotency store is unavailable, or the attempt ran out of time: retry after \
+         `Retry-After` seconds with the same key and the same request",
+    ),
+];
+
+/// The problem documents' schema: RFC 9457's members and idem's extension members.
+///
+/// ```
+/// let schema = idem_runtime::openapi::problem_schema();
+/// assert_eq!(schema["properties"]["status"]["type"], "integer");
+/// assert!(schema["properties"]["retry_after"].is_object());
+/// ```
+pub fn problem_schema() -> Value {
+    json!({
+        "type": "object",
+        "description": "A problem document (RFC 9457) of an idempotency condition.",
+        "required": ["type", "title", "status"],
+        "properties": {
+            "type": { "type": "string", "format": "uri-reference", "description": "The problem type: `key-reused`, `in-progress`, `missing-key`, ... under the service's problem base." },
+            "title": { "type": "string" },
+            "status": { "type": "integer", "format": "int32" },
+            "detail": { "type": "string", "description": "What happened and what to do." },
+            "instance": { "type": "string", "format": "uri-reference" },
+            "retry_after": { "type": "integer", "format": "int64", "minimum": 0, "description": "Seconds to wait before retrying with the same key (409, 503); also the `Retry-After` header." },
+            "idempotency_key": { "type": "string", "description": "The key of the request." },
+            "path": { "type": "string", "description": "The JSON path of a value that has no canonical form (400)." },
+        },
+    })
+}
+
+/// Describes every operation of `document` (an OpenAPI 3 document as JSON) that one of
+/// `handlers` serves, matched by `operationId`: a handler's function name, or its named
+/// operation. Adds [`problem_schema`] to the components when an operation was described.
+/// Returns the names that two handlers share (left undescribed: give one an `operationId`).
+///
+/// ```
+/// # use core::time::Duration;
+/// # use idem_runtime::engine::Contract;
+/// use idem_runtime::openapi::{HandlerDoc, KeyDoc, describe_document};
+/// # let create = HandlerDoc { function: "create_payment", module: "api", operation: None,
+/// #     contract: Contract::ExactReplay, ttl: Duration::from_secs(86_400),
+/// #     key: KeyDoc::Header("Idempotency-Key"), scope: &[] };
+/// let mut document = serde_json::json!({
+///     "openapi": "3.1.0",
+///     "paths": {
+///         "/payments": { "post": { "operationId": "create_payment", "responses": {} } },
+///         "/health": { "get": { "operationId": "health", "responses": {} } },
+///     },
+/// });
+/// assert!(describe_document(&mut document, &[&create]).is_empty());
+/// assert!(document["paths"]["/payments"]["post"]["x-idempotency"].is_object());
+/// assert!(document["paths"]["/health"]["get"].get("x-idempotency").is_none());
+/// assert!(document["components"]["schemas"]["IdempotencyProblem"].is_object());
+/// ```
+pub fn describe_document(document: &mut Value, handlers: &[&HandlerDoc]) -> Vec<String> {
+    let mut ambiguous = Vec::new();
+    let mut described = false;
+    let Some(paths) = document.get_mut("paths").and_then(Value::as_object_mut) else {
+        return ambiguous;
+    };
+    for item in paths.values_mut().filter_map(Value::as_object_mut) {
+        for (method, operation) in item.iter_mut() {
+            if !METHODS.contains(&method.as_str()) {
+                continue;
+            }
+            let Some(id) = operation.get("operationId").and_then(Value::as_str) else {
+                continue;
+            };
+            let mut found = handlers
+                .iter()
+                .filter(|h| h.operation == Some(id) || (h.operation.is_none() && h.function == id));
+            match (found.next(), found.next()) {
+                (Some(handler), None) => {
+                    handler.describe(operation);
+                    described = true;
+                }
+                (Some(_), Some(_)) => ambiguous.push(id.to_owned()),
+                _ => {}
+            }
+        }
+    }
+    if described {
+        let components = object(document.as_object_mut().expect("has paths"), "components");
+        object(components, "schemas")
+            .entry(PROBLEM_SCHEMA)
+            .or_insert_with(problem_schema);
+    }
+    ambiguous
+}
+
+/// The methods of an OpenAPI Path Item object.
+const METHODS: [&str; 8] = [
+    "get", "put", "post", "delete", "options", "head", "patch", "trace",
+];
+
+fn key_parameter(name: &str, ttl: Duration) -> Value {
+    json!({
+        "name": name,
+        "in": "header",
+        "required": true,
+        "description": format!(
+            "Names one operation: send a new key (a UUID) for each operation, and the same key \
+             with the same request on every retry of it; the first answer is replayed for {}. \
+             1 to {MAX_CLIENT_KEY_CHARS} characters, as a structured-field string (`\"...\"`, \
+             RFC 8941) or bare.",
+            human_duration(ttl),
+        ),
+        "schema": { "type": "string", "minLength": 1, "maxLength": MAX_CLIENT_KEY_CHARS + 2 },
+    })
+}
+
+fn replayed_header() -> Value {
+    json!({
+        "description": "`true` when this answer is the stored answer of an earlier request with the same key.",
+        "schema": { "type": "string", "enum": ["true"] },
+    })
+}
+
+fn retry_after_header() -> Value {
+    json!({
+        "description": "Seconds to wait before retrying with the same key.",
+        "schema": { "type": "integer", "minimum": 0 },
+    })
+}
+
+/// The member `key` of `object` as an object, created empty (or replacing a non-object).
+fn object<'a>(object: &'a mut Map<String, Value>, key: &str) -> &'a mut Map<String, Value> {
+    let value = object
+        .entry(key)
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !value.is_object() {
+        *value = Value::Object(Map::new());
+    }
+    value.as_object_mut().expect("an object")
+}
+
+/// The member `key` of `object` as an array, created empty (or replacing a non-array).
+fn array<'a>(object: &'a mut Map<String, Value>, key: &str) -> &'a mut Vec<Value> {
+    let value = object
+        .entry(key)
+        .or_insert_with(|| Value::Array(Vec::new()));
+    if !value.is_array() {
+        *value = Value::Array(Vec::new());
+    }
+    value.as_array_mut().expect("an array")
+}
+
+/// An ISO 8601 duration of whole seconds: `P7D`, `PT36H` is `P1DT12H`, `PT0S`.
+fn iso_duration(d: Duration) -> String {
+    let s = d.as_secs();
+    let (days, hours, minutes, seconds) = (s / 86_400, s / 3_600 % 24, s / 60 % 60, s % 60);
+    let mut out = String::from("P");
+    if days > 0 {
+        out += &format!("{days}D");
+    }
+    if hours + minutes + seconds > 0 || days == 0 {
+        out.push('T');
+        for (n, unit) in [(hours, 'H'), (minutes, 'M'), (seconds, 'S')] {
+            if n > 0 {
+                out += &format!("{n}{unit}");
+            }
+        }
+        if out.ends_with('T') {
+            out += "0S";
+        }
+    }
+    out
+}
+
+/// `7 days`, `1 hour`, `90 seconds`: the largest unit that divides the duration.
+fn human_duration(d: Duration) -> String {
+    let s = d.as_secs();
+    let (n, unit) = [(86_400, "day"), (3_600, "hour"), (60, "minute")]
+        .into_iter()
+        .find(|(unit, _)| s >= *unit && s.is_multiple_of(*unit))
+        .map_or((s, "second"), |(u, name)| (s / u, name));
+    format!("{n} {unit}{}", if n == 1 { "" } else { "s" })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn doc(function: &'static str, operation: Option<&'static str>) -> HandlerDoc {
+        HandlerDoc {
+            function,
+            module: "api",
+            operation,
+            contract: Contract::LatestState,
+            ttl: Duration::from_secs(36 * 3_600),
+            key: KeyDoc::Header("Idempotency-Key"),
+            scope: &["default"],
+        }
+    }
+
+    #[test]
+    fn durations_read_as_iso_8601_and_as_words() {
+        let cases = [
+            (0, "PT0S", "0 seconds"),
+            (1, "PT1S", "1 second"),
+            (90, "PT1M30S", "90 seconds"),
+            (3_600, "PT1H", "1 hour"),
+            (129_600, "P1DT12H", "36 hours"),
+            (604_800, "P7D", "7 days"),
+        ];
+        for (secs, iso, words) in cases {
+            let d = Duration::from_secs(secs);
+            assert_eq!(
+                (iso_duration(d).as_str(), human_duration(d).as_str()),
+                (iso, words)
+            );
+        }
+    }
+
+    #[test]
+    fn what_the_user_declared_is_kept() {
+        let mut operation = json!({
+            "parameters": [{ "name": "idempotency-key", "in": "header", "required": false }],
+            "responses": {
+                "201": { "description": "Created", "headers": { "Location": {} } },
+                "409": { "description": "Mine", "content": { "application/json": {} } },
+                "404": { "description": "Not found" },
+            },
+        });
+        doc("create", None).describe(&mut operation);
+        // The hand-written key parameter stays, alone.
+        assert_eq!(operation["parameters"].as_array().unwrap().len(), 1);
+        assert_eq!(operation["parameters"][0]["required"], false);
+        let responses = &operation["responses"];
+        assert_eq!(responses["409"]["description"], "Mine");
+        assert!(responses["409"]["content"]["application/json"].is_object());
+        assert!(responses["409"]["content"]["application/problem+json"].is_object());
+        assert!(responses["201"]["headers"]["Location"].is_object());
+        assert!(responses["201"]["headers"]["Idempotent-Replayed"].is_object());
+        // Not a success: no replay header.
+        assert!(responses["404"].get("headers").is_none());
+        for status in ["400", "422", "503"] {
+            assert!(responses[status]["content"]["application/problem+json"].is_object());
+        }
+        assert!(responses["503"]["headers"]["Retry-After"].is_object());
+        assert!(responses["422"].get("headers").is_none());
+        assert_eq!(operation["x-idempotency"]["ttl"], "P1DT12H");
+        assert_eq!(operation["x-idempotency"]["contract"], "latest_state");
+    }
+
+    #[test]
+    fn a_key_from_the_request_adds_no_parameter() {
+        let mut operation = json!({ "responses": {} });
+        HandlerDoc {
+            key: KeyDoc::Value,
+            ..doc("consume", None)
+        }
+        .describe(&mut operation);
+        assert!(operation.get("parameters").is_none());
+        assert_eq!(
+            operation["x-idempotency"]["key"],
+            json!({ "in": "request" })
+        );
+    }
+
+    #[test]
+    fn operations_match_by_name_and_two_handlers_of_one_name_by_none() {
+        let mut document = json!({ "paths": {
+            "/a": { "post": { "operationId": "create", "responses": {} },
+                    "parameters": [] },
+            "/b": { "post": { "operationId": "refunds.issue", "responses": {} } },
+            "/c": { "post": { "operationId": "twice", "responses": {} } },
+        }});
+        let (a, b) = (doc("create", None), doc("issue", Some("refunds.issue")));
+        let (c1, c2) = (
+            doc("twice", None),
+            HandlerDoc {
+                module: "other",
+                ..doc("twice", None)
+            },
+        );
+        let ambiguous = describe_document(&mut document, &[&a, &b, &c1, &c2]);
+        assert_eq!(ambiguous, ["twice"]);
+        let paths = &document["paths"];
+        assert!(paths["/a"]["post"]["x-idempotency"].is_object());
+        assert!(paths["/b"]["post"]["x-idempotency"].is_object());
+        assert!(paths["/c"]["post"].get("x-idempotency").is_none());
+        assert!(document["components"]["schemas"][PROBLEM_SCHEMA].is_object());
+    }
+
+    #[test]
+    fn a_document_without_idempotent_operations_is_unchanged() {
+        let mut document = json!({ "paths": { "/h": { "get": { "operationId": "health" } } } });
+        let before = document.clone();
+        assert!(describe_document(&mut document, &[&doc("create", None)]).is_empty());
+        assert_eq!(document, before);
+    }
+}
