@@ -115,6 +115,37 @@ pub fn grpc_message<M: crate::tonic::GrpcMessage>() {}
 
 pub use serde_json;
 
+#[cfg(feature = "openapi")]
+pub use crate::engine::DEFAULT_TTL;
+#[cfg(feature = "openapi")]
+pub use crate::openapi::KeyDoc;
+#[cfg(feature = "openapi")]
+pub use inventory;
+
+/// The description of an `#[idempotent]` HTTP handler, registered for [`crate::openapi`] when
+/// the feature `openapi` is on and dropped otherwise: the attribute's expansion is the same
+/// either way (the macros cannot see the runtime's features).
+#[cfg(feature = "openapi")]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __idem_handler_doc {
+    ($($field:tt)*) => {
+        $crate::__private::inventory::submit! {
+            $crate::openapi::HandlerDoc { $($field)* }
+        }
+    };
+}
+
+/// Without the feature `openapi`: nothing.
+#[cfg(not(feature = "openapi"))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __idem_handler_doc {
+    ($($field:tt)*) => {};
+}
+
+pub use crate::__idem_handler_doc as handler_doc;
+
 /// What `#[idempotent]` calls for an actix-web handler (written `use idem::actix::idempotent;`).
 #[cfg(feature = "actix")]
 pub mod actix {

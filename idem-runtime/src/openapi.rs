@@ -5,7 +5,11 @@
 //!
 //! The rule: everything here works on OpenAPI 3 objects as JSON (`serde_json::Value`), so that
 //! one implementation serves every OpenAPI crate; an adapter converts its crate's types to JSON
-//! and back. What a user declared is kept: idem adds what is missing and never removes.
+//! and back ([`Idempotency`] for utoipa, feature `utoipa`). What a user declared is kept: idem
+//! adds what is missing and never removes.
+//!
+//! Every `#[idempotent]` axum or actix-web handler registers its [`HandlerDoc`] at link time
+//! ([`handlers`]), so that nothing the attribute says is written again for the description.
 
 use core::time::Duration;
 
@@ -35,6 +39,57 @@ pub struct HandlerDoc {
     /// The scope parts as written in the attribute (`caller.tenant_id`, `header("X-Tenant")`);
     /// empty for `scope = global`, `["default"]` for the handle's default scope.
     pub scope: &'static [&'static str],
+}
+
+inventory::collect!(HandlerDoc);
+
+/// The descriptions every `#[idempotent]` axum and actix-web handler of the program registered,
+/// in no particular order.
+pub fn handlers() -> Vec<&'static HandlerDoc> {
+    inventory::iter::<HandlerDoc>.into_iter().collect()
+}
+
+/// [`describe_document`] with the registered [`handlers`]; a name two handlers share is
+/// logged (a warning) and left undescribed.
+pub fn describe_registered(document: &mut Value) {
+    for name in describe_document(document, &handlers()) {
+        tracing::warn!(
+            target: "idem",
+            operation_id = %name,
+            "two #[idempotent] handlers are named `{name}`: their operation is not described; \
+             give one an `operation_id` in its OpenAPI attribute, or an `operation = \"..\"`"
+        );
+    }
+}
+
+/// A `utoipa::Modify` that describes a utoipa document's idempotent operations:
+/// `use idem::openapi::Idempotency;` then `#[openapi(paths(..), modifiers(&Idempotency))]`.
+/// Operations are matched to the registered [`handlers`] by `operationId`, which utoipa sets to
+/// the function's name.
+#[cfg(feature = "utoipa")]
+#[cfg_attr(docsrs, doc(cfg(feature = "utoipa")))]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Idempotency;
+
+#[cfg(feature = "utoipa")]
+impl utoipa::Modify for Idempotency {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let mut document = match serde_json::to_value(&*openapi) {
+            Ok(document) => document,
+            Err(e) => {
+                tracing::error!(target: "idem", "the OpenAPI document does not serialize: {e}");
+                return;
+            }
+        };
+        describe_registered(&mut document);
+        match serde_json::from_value(document) {
+            Ok(described) => *openapi = described,
+            Err(e) => tracing::error!(
+                target: "idem",
+                "the described OpenAPI document does not read back: {e}; left as it was"
+            ),
+        }
+    }
 }
 
 /// Where an operation's client key comes from.

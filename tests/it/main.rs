@@ -28,6 +28,8 @@ mod http_layer;
 mod idempotent_axum;
 mod idempotent_consumer;
 mod model;
+#[cfg(feature = "utoipa")]
+mod openapi;
 mod payments;
 #[cfg(feature = "cli")]
 mod rekey;

@@ -18,6 +18,7 @@ use syn::spanned::Spanned;
 
 use super::ast::{Form, Key, Plan, Tonic};
 use super::attr::{Contract, Scope, Source};
+use crate::attr::tokens_text;
 use crate::respan::{first_last, respan, spanned_ref};
 
 pub(crate) fn expand(plan: &Plan<'_>) -> TokenStream {
@@ -37,6 +38,7 @@ pub(crate) fn expand(plan: &Plan<'_>) -> TokenStream {
     let ret_span = return_span(&item.sig);
 
     let config = config(plan, &pv);
+    let doc = handler_doc(plan, &pv);
     let hash = hash(plan, &pv);
     let (key_prelude, key_arg) = key(plan, &pv);
     let (scope_prelude, scope_arg) = scope(plan, &pv);
@@ -114,6 +116,7 @@ pub(crate) fn expand(plan: &Plan<'_>) -> TokenStream {
         #(#attrs)*
         #vis #sig {
             #config
+            #doc
             #hash
             #key_prelude
             #scope_prelude
@@ -421,6 +424,55 @@ fn config(plan: &Plan<'_>, pv: &TokenStream) -> TokenStream {
             #max;
         #check
         static __IDEM_CONFIG: #pv::HandlerConfig = __IDEM_CONFIG_VALUE;
+    }
+}
+
+/// The handler's description for its API document (`idem::openapi::HandlerDoc`), registered
+/// when the runtime's feature `openapi` is on: axum and actix-web handlers, whose operations an
+/// OpenAPI document describes.
+fn handler_doc(plan: &Plan<'_>, pv: &TokenStream) -> TokenStream {
+    if !matches!(plan.form, Form::Axum | Form::Actix) {
+        return quote!();
+    }
+    let function = plan.item.sig.ident.unraw().to_string();
+    let operation = match plan.operation {
+        Some(lit) => quote!(::core::option::Option::Some(#lit)),
+        None => quote!(::core::option::Option::None),
+    };
+    let contract = match plan.contract {
+        Contract::ExactReplay => quote!(ExactReplay),
+        Contract::LatestState => quote!(LatestState),
+        Contract::SuppressOnly => quote!(SuppressOnly),
+    };
+    let ttl = plan
+        .ttl
+        .map_or_else(|| quote!(#pv::DEFAULT_TTL), |t| t.value.to_tokens(pv));
+    let key = match plan.key {
+        Key::DefaultHeader => quote!(#pv::KeyDoc::Header("Idempotency-Key")),
+        Key::Source(Source::Header { name, .. }) => quote!(#pv::KeyDoc::Header(#name)),
+        Key::Source(Source::Expr(_)) => quote!(#pv::KeyDoc::Value),
+    };
+    let scope: Vec<String> = match &plan.scope {
+        Scope::Global => Vec::new(),
+        Scope::Default(_) => vec!["default".to_owned()],
+        Scope::Parts(parts) => parts
+            .iter()
+            .map(|part| match part {
+                Source::Header { name, .. } => format!("header({:?})", name.value()),
+                Source::Expr(expr) => tokens_text(expr),
+            })
+            .collect(),
+    };
+    quote! {
+        #pv::handler_doc! {
+            function: #function,
+            module: ::core::module_path!(),
+            operation: #operation,
+            contract: #pv::Contract::#contract,
+            ttl: #ttl,
+            key: #key,
+            scope: &[#(#scope),*],
+        }
     }
 }
 
