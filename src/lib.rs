@@ -471,9 +471,9 @@ pub use idem_runtime::openapi;
 pub use idem_runtime::deserialize;
 
 /// Guides for adopters (also in `docs/guides/` of the repository): choosing a contract, a TTL
-/// and a lease, passing the operation id downstream, adding idem to a service, running several
-/// instances, coming from other idempotency implementations, and writing clients that retry
-/// with `idem-client`.
+/// and a lease, passing the operation id downstream, adding idem to an axum, actix-web or tonic
+/// service, running several instances, coming from other idempotency implementations, and
+/// writing clients that retry with `idem-client`.
 pub mod guide {
     #[doc = include_str!("../docs/guides/contracts.md")]
     pub mod contracts {}
@@ -489,6 +489,14 @@ pub mod guide {
     pub mod coming_from_stripe_and_powertools {}
     #[doc = include_str!("../docs/guides/clients.md")]
     pub mod clients {}
+    #[doc = include_str!("../docs/guides/actix.md")]
+    #[cfg(feature = "actix")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "actix")))]
+    pub mod actix {}
+    #[doc = include_str!("../docs/guides/tonic.md")]
+    #[cfg(feature = "tonic")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tonic")))]
+    pub mod tonic {}
 }
 
 #[doc(hidden)]
