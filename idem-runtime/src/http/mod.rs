@@ -1,5 +1,6 @@
 //! What the HTTP fronts ([`axum`](crate::axum) and [`actix`](crate::actix)) share and no
-//! framework decides: the header names, where a handler's key comes from ([`KeySource`]), the
+//! framework decides: the header names (and those a browser's cross-origin requests need
+//! allowed and exposed), where a handler's key comes from ([`KeySource`]), the
 //! body limit of the middlewares, the request head a key is read and scoped from
 //! (`RequestHead`), the rules of a snapshot (which response headers are stored, the business
 //! number a store can keep, a body over the size limit), and the exact replay of a stored
@@ -18,7 +19,8 @@ pub(crate) mod snapshot;
 
 pub(crate) use head::{RequestHead, header_key};
 pub use headers::{
-    IDEMPOTENCY_KEY, IDEMPOTENCY_STATUS, IDEMPOTENT_REPLAYED, IDEMPOTENT_SNAPSHOT, KeySource,
+    CORS_ALLOW_HEADERS, CORS_EXPOSE_HEADERS, IDEMPOTENCY_KEY, IDEMPOTENCY_STATUS,
+    IDEMPOTENT_REPLAYED, IDEMPOTENT_SNAPSHOT, KeySource,
 };
 
 /// Default largest request body the middlewares read (the tower `IdempotencyLayer`, the actix
