@@ -13,6 +13,7 @@
 //! | `PAYMENTS_SETTLE_MS` | `500` | how long a refund stays `pending` |
 //! | `PAYMENTS_STORE_TIMEOUT_MS` | `2000` | the longest idem waits for one answer of the store, pool wait included (`Idem::store_timeout`) |
 //! | `PAYMENTS_ENCRYPTION_KEYS` | unset | `ID:BASE64,ID:BASE64,..`: 32-byte keys that encrypt every stored response (`Idem::with_encryption`), the first the primary, the others only to read records sealed before a rotation; unset: stored in the clear; malformed: the process stops at start with one line saying why |
+//! | `PAYMENTS_CORS_ORIGINS` | unset | `https://shop.example,https://admin.example`: the origins whose scripts may call the API from a browser (CORS: `Idempotency-Key`, `Content-Type`, `X-Tenant-Id`, `X-User-Id` allowed, `Idempotent-Replayed`, `Retry-After`, `Idempotency-Status`, `Idempotent-Snapshot`, `Location` exposed; `docs/http.md`, "Browsers (CORS)"); unset: no CORS middleware, browsers refuse cross-origin calls; malformed: the process stops at start with one line saying why |
 //! | `PAYMENTS_LOG` | `warn` | the most detailed level printed to stderr (`error`, `warn`, `info`, `debug`, `trace`): idem warns when a lease is lost, a result cannot be stored or the store is unavailable |
 //!
 //! The idempotency records and the business tables (`payments`, `refunds`, `events`, each with a
@@ -79,7 +80,9 @@
 //! unknown).
 
 use axum::Router;
+use axum::http::{HeaderName, HeaderValue, Method};
 use axum::routing::{get, post};
+use tower_http::cors::{AllowOrigin, CorsLayer};
 
 #[path = "payments/api.rs"]
 mod api;
@@ -87,6 +90,8 @@ mod api;
 mod db;
 #[path = "payments/model.rs"]
 mod model;
+#[path = "payments/ops.rs"]
+mod ops;
 #[path = "payments/service.rs"]
 mod service;
 
@@ -94,17 +99,42 @@ pub use service::{BoxError, Config};
 
 /// Opens the store named by `database_url` (a SQLite file path or one of sqlx's SQLite URLs,
 /// `postgres://..`, `mysql://..`), runs its migrations, creates the business tables in the same
-/// database, and returns the API.
+/// database, and returns the API, behind a CORS layer when `config.cors_origins` names origins.
 pub async fn app(database_url: &str, config: Config) -> Result<Router, BoxError> {
+    let cors = cors(&config.cors_origins);
     let state = service::open(database_url, config).await?;
-    Ok(Router::new()
+    let router = Router::new()
         .route("/v1/payments", post(api::create_payment))
         .route("/v1/payments/{id}", get(api::get_payment))
         .route("/v1/payments/{id}/refunds", post(api::create_refund))
         .route("/v1/refunds/{id}", get(api::get_refund))
         .route("/v1/events", post(api::track_event))
         .route("/v1/stats", get(api::stats))
-        .with_state(state))
+        .with_state(state);
+    Ok(match cors {
+        Some(cors) => router.layer(cors),
+        None => router,
+    })
+}
+
+/// The CORS layer of `origins` (none: no layer): it answers preflights and exposes idem's
+/// headers to the scripts of those origins (`idem::http::CORS_EXPOSE_HEADERS`).
+fn cors(origins: &[String]) -> Option<CorsLayer> {
+    if origins.is_empty() {
+        return None;
+    }
+    let origins = origins.iter().filter_map(|o| HeaderValue::from_str(o).ok());
+    Some(
+        CorsLayer::new()
+            .allow_origin(AllowOrigin::list(origins))
+            .allow_methods([Method::GET, Method::POST])
+            .allow_headers(
+                ops::allowed_headers()
+                    .map(HeaderName::from_static)
+                    .collect::<Vec<_>>(),
+            )
+            .expose_headers(ops::CORS_EXPOSE_HEADERS.map(HeaderName::from_static)),
+    )
 }
 
 #[tokio::main]

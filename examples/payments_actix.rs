@@ -7,10 +7,13 @@
 //! ```
 //!
 //! The variables (`PAYMENTS_ADDR`, `DATABASE_URL`, `PAYMENTS_DELAY_MS`, `PAYMENTS_SETTLE_MS`,
-//! `PAYMENTS_STORE_TIMEOUT_MS`, `PAYMENTS_ENCRYPTION_KEYS`, `PAYMENTS_LOG`) and the walk-through
-//! are those of `examples/payments.rs`; the business logic (`payments/model.rs`) and the
+//! `PAYMENTS_STORE_TIMEOUT_MS`, `PAYMENTS_ENCRYPTION_KEYS`, `PAYMENTS_CORS_ORIGINS`,
+//! `PAYMENTS_LOG`) and the walk-through are those of `examples/payments.rs` (CORS through
+//! actix-cors); the business logic (`payments/model.rs`) and the
 //! database (`payments/db.rs`) are the same files.
 
+use actix_cors::Cors;
+use actix_web::middleware::Condition;
 use actix_web::{App, HttpServer, web};
 
 #[path = "payments/api_actix.rs"]
@@ -19,6 +22,8 @@ mod api;
 mod db;
 #[path = "payments/model.rs"]
 mod model;
+#[path = "payments/ops.rs"]
+mod ops;
 #[path = "payments/service.rs"]
 mod service;
 
@@ -31,14 +36,31 @@ pub async fn state(database_url: &str, config: Config) -> Result<model::App, Box
 }
 
 /// The application of `state`: its handle and state as app data, JSON rejections as problems,
-/// the routes. Give it to `App::configure` in the `HttpServer` factory.
+/// the routes, behind a CORS middleware when `state.config.cors_origins` names origins. Give it
+/// to `App::configure` in the `HttpServer` factory.
 pub fn configure(state: model::App) -> impl Fn(&mut web::ServiceConfig) + Clone {
     move |cfg| {
+        let origins = &state.config.cors_origins;
         cfg.app_data(web::Data::new(state.idem.clone()))
             .app_data(web::Data::new(state.clone()))
             .app_data(idem::actix::json_config())
-            .configure(api::routes);
+            .service(
+                web::scope("")
+                    .wrap(Condition::new(!origins.is_empty(), cors(origins)))
+                    .configure(api::routes),
+            );
     }
+}
+
+/// The CORS middleware of `origins`: it answers preflights and exposes idem's headers to the
+/// scripts of those origins (`idem::http::CORS_EXPOSE_HEADERS`).
+fn cors(origins: &[String]) -> Cors {
+    origins
+        .iter()
+        .fold(Cors::default(), |cors, origin| cors.allowed_origin(origin))
+        .allowed_methods(["GET", "POST"])
+        .allowed_headers(ops::allowed_headers())
+        .expose_headers(ops::CORS_EXPOSE_HEADERS)
 }
 
 #[actix_web::main]

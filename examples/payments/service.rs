@@ -1,6 +1,6 @@
-//! What both payments servers (axum's `examples/payments.rs`, actix-web's
-//! `examples/payments_actix.rs`) read and open alike: the timing knobs, the outcome policy, and
-//! the store and business tables named by `DATABASE_URL`.
+//! What the payments servers (axum's `examples/payments.rs`, actix-web's
+//! `examples/payments_actix.rs`, tonic's `examples/payments_grpc.rs`) read and open alike: the
+//! timing knobs, the outcome policy, and the store and business tables named by `DATABASE_URL`.
 
 use std::error::Error;
 use std::process::ExitCode;
@@ -30,6 +30,10 @@ pub struct Config {
     /// The keys that encrypt stored responses (`PAYMENTS_ENCRYPTION_KEYS`: `ID:BASE64,..`, the
     /// first the primary); `None`: stored in the clear.
     pub encryption: Option<KeyRing>,
+    /// The origins whose scripts may call the HTTP API from a browser (`PAYMENTS_CORS_ORIGINS`,
+    /// comma-separated, each `scheme://host[:port]`); empty: no CORS middleware, and browsers
+    /// refuse cross-origin calls. The gRPC server has no use for it.
+    pub cors_origins: Vec<String>,
 }
 
 impl Default for Config {
@@ -39,13 +43,15 @@ impl Default for Config {
             settle: Duration::from_millis(500),
             store_timeout: None,
             encryption: None,
+            cors_origins: Vec::new(),
         }
     }
 }
 
 impl Config {
     /// Reads `PAYMENTS_DELAY_MS`, `PAYMENTS_SETTLE_MS`, `PAYMENTS_STORE_TIMEOUT_MS` (defaults:
-    /// 0, 500 and idem's) and `PAYMENTS_ENCRYPTION_KEYS` (default: none).
+    /// 0, 500 and idem's), `PAYMENTS_ENCRYPTION_KEYS` and `PAYMENTS_CORS_ORIGINS` (default:
+    /// none).
     pub fn from_env() -> Result<Self, BoxError> {
         let ms = |name: &str, default: Duration| -> Result<Duration, BoxError> {
             match std::env::var(name) {
@@ -73,12 +79,41 @@ impl Config {
                 }
                 _ => None,
             },
+            cors_origins: match std::env::var("PAYMENTS_CORS_ORIGINS") {
+                Ok(v) => origins(&v).map_err(|e| format!("PAYMENTS_CORS_ORIGINS: {e}"))?,
+                Err(_) => Vec::new(),
+            },
         })
     }
 
     pub(crate) fn settle_ms(&self) -> i64 {
         i64::try_from(self.settle.as_millis()).unwrap_or(i64::MAX)
     }
+}
+
+/// The origins of a comma-separated list, each `scheme://host[:port]` as a browser sends it in
+/// `Origin` (no path, no trailing slash); blanks between commas are skipped.
+fn origins(list: &str) -> Result<Vec<String>, String> {
+    let mut out = Vec::new();
+    for origin in list.split(',').map(str::trim).filter(|o| !o.is_empty()) {
+        let well_formed = origin.split_once("://").is_some_and(|(scheme, host)| {
+            !scheme.is_empty()
+                && scheme
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"+-.".contains(&b))
+                && !host.is_empty()
+                && host
+                    .bytes()
+                    .all(|b| b.is_ascii_graphic() && !b"/?#@,".contains(&b))
+        });
+        if !well_formed {
+            return Err(format!(
+                "{origin:?} is not an origin (scheme://host[:port], e.g. https://shop.example)"
+            ));
+        }
+        out.push(origin.to_owned());
+    }
+    Ok(out)
 }
 
 /// The default policy, except that a `503` (our own database failed) is never final: the record

@@ -106,6 +106,7 @@ async fn serve_with(
                 settle: config.settle,
                 store_timeout: config.store_timeout,
                 encryption: config.encryption.clone(),
+                cors_origins: config.cors_origins.clone(),
             };
             let state = payments_actix::state(&db.url, config).await.unwrap();
             let app = payments_actix::configure(state);
@@ -144,6 +145,17 @@ fn slow_settling() -> Config {
     }
 }
 
+/// The origin of the browser's scripts in the CORS scenario.
+const ORIGIN: &str = "https://shop.example";
+
+/// CORS for [`ORIGIN`] (and one more), with the slow handler: a duplicate meets it in progress.
+fn cors_slow_handler() -> Config {
+    Config {
+        cors_origins: vec![ORIGIN.to_owned(), "http://localhost:8080".to_owned()],
+        ..slow_handler()
+    }
+}
+
 /// The runners of `backend_tests!` for one front: `serve`, `serve_slow_handler`,
 /// `serve_slow_settling` over `$front`, and the scenarios run by each.
 macro_rules! front_tests {
@@ -160,6 +172,10 @@ macro_rules! front_tests {
 
         async fn serve_slow_settling(backend: Backend, scenario: impl AsyncFnOnce(&Server)) {
             serve_with(Front::$front, backend, slow_settling(), scenario).await;
+        }
+
+        async fn serve_cors(backend: Backend, scenario: impl AsyncFnOnce(&Server)) {
+            serve_with(Front::$front, backend, cors_slow_handler(), scenario).await;
         }
 
         backend_tests!(
@@ -195,6 +211,8 @@ macro_rules! front_tests {
             [sqlite, postgres, mysql],
             refund_latest_state,
         );
+        // What a browser sees does not depend on the store.
+        backend_tests!(2, serve_cors, [sqlite], cors_preflight_and_exposed_headers);
     };
 }
 
@@ -500,6 +518,91 @@ async fn concurrent_duplicate_is_409(s: &Server) {
     assert_eq!((retry.status, retry.replayed()), (201, true));
     assert_eq!(retry.body, first.body);
     assert_eq!(stats(s).await["payments"], 1);
+}
+
+/// The names a comma-separated header lists, lowercase.
+fn listed(r: &Response, header: &str) -> Vec<String> {
+    r.header(header)
+        .unwrap_or_else(|| panic!("no {header}: {:?}", r.headers))
+        .split(',')
+        .map(|n| n.trim().to_ascii_lowercase())
+        .collect()
+}
+
+/// A browser's preflight from `origin` of a `POST` with an idempotency key and a JSON body.
+async fn preflight(s: &Server, origin: &str) -> Response {
+    let headers = [
+        ("Origin", origin),
+        ("Access-Control-Request-Method", "POST"),
+        (
+            "Access-Control-Request-Headers",
+            "idempotency-key, content-type",
+        ),
+    ];
+    send(s.addr, "OPTIONS", "/v1/payments", &headers, None).await
+}
+
+/// A browser's script on another origin: the preflight of a `POST` with an idempotency key is
+/// allowed, and the cross-origin answers expose idem's headers to it (`Idempotent-Replayed` on
+/// the replay, `Retry-After` on the `409`, `Location` on both `201`s). An origin not configured
+/// is allowed nothing.
+async fn cors_preflight_and_exposed_headers(s: &Server) {
+    let allowed = preflight(s, ORIGIN).await;
+    assert!(matches!(allowed.status, 200 | 204), "{}", allowed.status);
+    assert_eq!(allowed.header("access-control-allow-origin"), Some(ORIGIN));
+    let headers = listed(&allowed, "access-control-allow-headers");
+    for name in idem::http::CORS_ALLOW_HEADERS
+        .into_iter()
+        .chain(["x-tenant-id"])
+    {
+        assert!(
+            headers.iter().any(|h| h == name),
+            "{name} not in {headers:?}"
+        );
+    }
+    assert!(listed(&allowed, "access-control-allow-methods").contains(&"post".to_owned()));
+    let refused = preflight(s, "https://elsewhere.example").await;
+    assert_eq!(refused.header("access-control-allow-origin"), None);
+
+    // The first request runs 1.5 s; a duplicate meets it in progress.
+    let key = unique("cors");
+    let cross_origin = |key: &str| {
+        let body = payment_body(json!("100.00")).to_string();
+        let (addr, key) = (s.addr, key.to_owned());
+        async move {
+            let headers = [("Origin", ORIGIN), ("Idempotency-Key", &*key)];
+            send(addr, "POST", "/v1/payments", &headers, Some(&body)).await
+        }
+    };
+    let first = tokio::spawn(cross_origin(&key));
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let busy = cross_origin(&key).await;
+    busy.assert_problem(409, "in-progress");
+    assert!(busy.header("retry-after").is_some());
+    assert_eq!(busy.header("access-control-allow-origin"), Some(ORIGIN));
+    let exposed = listed(&busy, "access-control-expose-headers");
+    for name in idem::http::CORS_EXPOSE_HEADERS {
+        assert!(
+            exposed.iter().any(|h| h == name),
+            "{name} not in {exposed:?}"
+        );
+    }
+
+    let first = first.await.unwrap();
+    assert_eq!(first.status, 201, "{}", first.text());
+    assert_eq!(first.header("access-control-allow-origin"), Some(ORIGIN));
+    assert!(listed(&first, "access-control-expose-headers").contains(&"location".to_owned()));
+    let replay = cross_origin(&key).await;
+    assert_eq!((replay.status, replay.replayed()), (201, true));
+    assert_eq!(replay.header("access-control-allow-origin"), Some(ORIGIN));
+    let exposed = listed(&replay, "access-control-expose-headers");
+    for name in ["idempotent-replayed", "retry-after", "location"] {
+        assert!(
+            exposed.iter().any(|h| h == name),
+            "{name} not in {exposed:?}"
+        );
+    }
+    assert_eq!(replay.header("location"), first.header("location"));
 }
 
 async fn invalid_request_then_corrected_retry(s: &Server) {
@@ -854,6 +957,45 @@ fn malformed_encryption_keys_stop_the_example_at_start() {
             "{stderr}"
         );
         assert!(!stderr.contains("c2VjcmV0LWtleS1tYXRlcmlhbA"), "{stderr}");
+    }
+}
+
+/// `PAYMENTS_CORS_ORIGINS` malformed: each HTTP example stops at start with one line naming
+/// the variable and the origin it cannot read.
+#[test]
+fn malformed_cors_origins_stop_the_example_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("payments.db").display().to_string();
+    let mut names = vec!["payments"];
+    #[cfg(feature = "actix")]
+    names.push("payments_actix");
+    for name in names {
+        for origin in [
+            "shop.example",
+            "https://shop.example/",
+            "https://shop.example/pay",
+        ] {
+            let (status, stderr, _) = run_example(
+                name,
+                &[
+                    (
+                        "PAYMENTS_CORS_ORIGINS",
+                        &format!("https://ok.example, {origin}"),
+                    ),
+                    ("DATABASE_URL", &db),
+                    ("PAYMENTS_ADDR", "127.0.0.1:0"),
+                ],
+            );
+            assert_eq!(status.code(), Some(1), "{name}: {stderr}");
+            assert_eq!(
+                stderr,
+                format!(
+                    "error: PAYMENTS_CORS_ORIGINS: {origin:?} is not an origin \
+                     (scheme://host[:port], e.g. https://shop.example)\n"
+                ),
+                "{name}"
+            );
+        }
     }
 }
 
