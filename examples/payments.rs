@@ -78,10 +78,33 @@
 //!
 //! `GET /v1/payments/{id}` and `GET /v1/refunds/{id}` read them back (`404` problem+json when
 //! unknown).
+//!
+//! # Metrics
+//!
+//! `GET /metrics` answers what the process records, in Prometheus' text format
+//! (`metrics-exporter-prometheus`, installed as the process's recorder by the first app built):
+//! idem's series (`idem_requests_total`, `idem_settlements_total`, `idem_handler_seconds`,
+//! `idem_store_seconds`, `idem_in_flight`, ..., labelled by `operation="POST /v1/payments"` and
+//! `backend`; `docs/operations.md`), the `_seconds` histograms with buckets, and the example's
+//! own `payments_http_requests_total{method, route, status}`: every HTTP answer by method,
+//! route template and status, replays, `409`s and `422`s included.
+//!
+//! ```sh
+//! curl -s localhost:3000/metrics | grep '^idem_requests_total'
+//! # idem_requests_total{operation="POST /v1/payments",backend="sqlite",outcome="fresh"} 1
+//! ```
+//!
+//! `docs/operations.md` has the queries and alert rules that matter, and
+//! `docs/grafana-dashboard.json` a dashboard of them.
 
 use axum::Router;
+use axum::extract::{MatchedPath, Request};
+use axum::http::header::CONTENT_TYPE;
 use axum::http::{HeaderName, HeaderValue, Method};
+use axum::middleware::{self, Next};
+use axum::response::Response;
 use axum::routing::{get, post};
+use metrics_exporter_prometheus::PrometheusHandle;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 
 #[path = "payments/api.rs"]
@@ -95,13 +118,16 @@ mod ops;
 #[path = "payments/service.rs"]
 mod service;
 
+pub use ops::prometheus;
 pub use service::{BoxError, Config};
 
 /// Opens the store named by `database_url` (a SQLite file path or one of sqlx's SQLite URLs,
 /// `postgres://..`, `mysql://..`), runs its migrations, creates the business tables in the same
-/// database, and returns the API, behind a CORS layer when `config.cors_origins` names origins.
+/// database, and returns the API and `GET /metrics` (every answer counted), behind a CORS layer
+/// when `config.cors_origins` names origins.
 pub async fn app(database_url: &str, config: Config) -> Result<Router, BoxError> {
     let cors = cors(&config.cors_origins);
+    let metrics = ops::metrics_handle(config.metrics.as_ref());
     let state = service::open(database_url, config).await?;
     let router = Router::new()
         .route("/v1/payments", post(api::create_payment))
@@ -110,11 +136,34 @@ pub async fn app(database_url: &str, config: Config) -> Result<Router, BoxError>
         .route("/v1/refunds/{id}", get(api::get_refund))
         .route("/v1/events", post(api::track_event))
         .route("/v1/stats", get(api::stats))
+        .route("/metrics", get(move || render(metrics)))
+        .layer(middleware::from_fn(count))
         .with_state(state);
     Ok(match cors {
         Some(cors) => router.layer(cors),
         None => router,
     })
+}
+
+/// `GET /metrics`: the recorder's series in Prometheus' text format.
+async fn render(metrics: PrometheusHandle) -> ([(HeaderName, &'static str); 1], String) {
+    (
+        [(CONTENT_TYPE, ops::METRICS_CONTENT_TYPE)],
+        metrics.render(),
+    )
+}
+
+/// Counts each answer in `payments_http_requests_total` by method, route template and status.
+async fn count(req: Request, next: Next) -> Response {
+    let method = req.method().clone();
+    let route = req.extensions().get::<MatchedPath>().cloned();
+    let response = next.run(req).await;
+    ops::count_request(
+        method.as_str(),
+        route.as_ref().map(MatchedPath::as_str),
+        response.status().as_u16(),
+    );
+    response
 }
 
 /// The CORS layer of `origins` (none: no layer): it answers preflights and exposes idem's

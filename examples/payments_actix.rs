@@ -9,12 +9,14 @@
 //! The variables (`PAYMENTS_ADDR`, `DATABASE_URL`, `PAYMENTS_DELAY_MS`, `PAYMENTS_SETTLE_MS`,
 //! `PAYMENTS_STORE_TIMEOUT_MS`, `PAYMENTS_ENCRYPTION_KEYS`, `PAYMENTS_CORS_ORIGINS`,
 //! `PAYMENTS_LOG`) and the walk-through are those of `examples/payments.rs` (CORS through
-//! actix-cors); the business logic (`payments/model.rs`) and the
+//! actix-cors), and so is `GET /metrics`, with the same series; the business logic (`payments/model.rs`) and the
 //! database (`payments/db.rs`) are the same files.
 
 use actix_cors::Cors;
+use actix_web::dev::Service;
 use actix_web::middleware::Condition;
-use actix_web::{App, HttpServer, web};
+use actix_web::{App, HttpResponse, HttpServer, web};
+use metrics_exporter_prometheus::PrometheusHandle;
 
 #[path = "payments/api_actix.rs"]
 mod api;
@@ -36,20 +38,51 @@ pub async fn state(database_url: &str, config: Config) -> Result<model::App, Box
 }
 
 /// The application of `state`: its handle and state as app data, JSON rejections as problems,
-/// the routes, behind a CORS middleware when `state.config.cors_origins` names origins. Give it
-/// to `App::configure` in the `HttpServer` factory.
+/// the routes and `GET /metrics` (every answer counted), behind a CORS middleware when
+/// `state.config.cors_origins` names origins. Give it to `App::configure` in the `HttpServer`
+/// factory.
 pub fn configure(state: model::App) -> impl Fn(&mut web::ServiceConfig) + Clone {
+    let metrics = ops::metrics_handle(state.config.metrics.as_ref());
     move |cfg| {
         let origins = &state.config.cors_origins;
+        let metrics = metrics.clone();
         cfg.app_data(web::Data::new(state.idem.clone()))
             .app_data(web::Data::new(state.clone()))
             .app_data(idem::actix::json_config())
             .service(
                 web::scope("")
                     .wrap(Condition::new(!origins.is_empty(), cors(origins)))
-                    .configure(api::routes),
+                    .wrap_fn(|req, service| {
+                        let method = req.method().clone();
+                        let answer = service.call(req);
+                        async move {
+                            let answer = answer.await;
+                            match &answer {
+                                Ok(res) => ops::count_request(
+                                    method.as_str(),
+                                    res.request().match_pattern().as_deref(),
+                                    res.status().as_u16(),
+                                ),
+                                Err(e) => ops::count_request(
+                                    method.as_str(),
+                                    None,
+                                    e.as_response_error().status_code().as_u16(),
+                                ),
+                            }
+                            answer
+                        }
+                    })
+                    .configure(api::routes)
+                    .route("/metrics", web::get().to(move || render(metrics.clone()))),
             );
     }
+}
+
+/// `GET /metrics`: the recorder's series in Prometheus' text format.
+async fn render(metrics: PrometheusHandle) -> HttpResponse {
+    HttpResponse::Ok()
+        .content_type(ops::METRICS_CONTENT_TYPE)
+        .body(metrics.render())
 }
 
 /// The CORS middleware of `origins`: it answers preflights and exposes idem's headers to the

@@ -10,6 +10,7 @@ use std::time::Duration;
 use idem::seal::KeyRing;
 use idem::store::{Chain, Store, StoreError, Unreachable, masked_url};
 use idem::{Contract, DefaultPolicy, Disposition, Idem, OutcomePolicy};
+use metrics_exporter_prometheus::PrometheusHandle;
 
 use super::db::Db;
 use super::model::{self, App};
@@ -34,6 +35,10 @@ pub struct Config {
     /// comma-separated, each `scheme://host[:port]`); empty: no CORS middleware, and browsers
     /// refuse cross-origin calls. The gRPC server has no use for it.
     pub cors_origins: Vec<String>,
+    /// The Prometheus recorder whose series the HTTP servers' `GET /metrics` renders; `None`:
+    /// the first app of the process installs one as the process's recorder, and every app
+    /// shares it. A process with a recorder of its own passes the handle of the Prometheus one.
+    pub metrics: Option<PrometheusHandle>,
 }
 
 impl Default for Config {
@@ -44,6 +49,7 @@ impl Default for Config {
             store_timeout: None,
             encryption: None,
             cors_origins: Vec::new(),
+            metrics: None,
         }
     }
 }
@@ -83,6 +89,7 @@ impl Config {
                 Ok(v) => origins(&v).map_err(|e| format!("PAYMENTS_CORS_ORIGINS: {e}"))?,
                 Err(_) => Vec::new(),
             },
+            metrics: None,
         })
     }
 

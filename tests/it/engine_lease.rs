@@ -952,24 +952,15 @@ async fn logs_carry_the_operation_and_the_key_hash_never_the_key() {
 /// gauge, the sweeper's purges. Labels are the operation and the backend, never the key.
 mod metered {
     use std::collections::HashMap;
-    use std::sync::OnceLock;
 
     use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 
     use super::*;
 
-    /// The process's recorder (installed once; other tests of this binary record into it too,
-    /// so every assertion below is about this test's own operation).
+    /// The process's debugging recorder (`crate::recorder`; other tests of this binary record
+    /// into it too, so every assertion below is about this test's own operation).
     fn snapshotter() -> &'static Snapshotter {
-        static SNAPSHOTTER: OnceLock<Snapshotter> = OnceLock::new();
-        SNAPSHOTTER.get_or_init(|| {
-            let recorder = DebuggingRecorder::new();
-            let snapshotter = recorder.snapshotter();
-            recorder
-                .install()
-                .expect("no other recorder in this binary");
-            snapshotter
-        })
+        &crate::recorder::installed().snapshotter
     }
 
     /// `name{label=value,..}` (labels sorted) -> counter or gauge value, or histogram count,

@@ -31,6 +31,7 @@ mod model;
 #[cfg(feature = "utoipa")]
 mod openapi;
 mod payments;
+mod recorder;
 #[cfg(feature = "cli")]
 mod rekey;
 mod replay_cache;

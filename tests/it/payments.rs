@@ -15,7 +15,7 @@ use tokio::net::{TcpListener, TcpStream};
 #[path = "../../examples/payments.rs"]
 #[allow(dead_code, clippy::duplicate_mod)]
 #[allow(clippy::module_inception)] // `payments::payments`: the example, in the module of its tests
-mod payments;
+pub(crate) mod payments;
 
 // Each example is a crate of its own; here both are modules of this one, and load the files
 // they share (db.rs, model.rs, service.rs) once each.
@@ -107,6 +107,7 @@ async fn serve_with(
                 store_timeout: config.store_timeout,
                 encryption: config.encryption.clone(),
                 cors_origins: config.cors_origins.clone(),
+                metrics: config.metrics.clone(),
             };
             let state = payments_actix::state(&db.url, config).await.unwrap();
             let app = payments_actix::configure(state);
@@ -124,16 +125,20 @@ async fn serve_with(
     scenario(&Server { addr, db }).await;
 }
 
-/// The default configuration.
-fn default_config() -> Config {
-    Config::default()
+/// The default configuration, with the binary's Prometheus recorder for `GET /metrics` (the
+/// example would install its own as the process's recorder: `crate::recorder` has).
+pub(crate) fn default_config() -> Config {
+    Config {
+        metrics: Some(crate::recorder::installed().prometheus.clone()),
+        ..Config::default()
+    }
 }
 
 /// A handler that takes 1.5 s, so that a duplicate meets it in progress.
 fn slow_handler() -> Config {
     Config {
         delay: Duration::from_millis(1500),
-        ..Config::default()
+        ..default_config()
     }
 }
 
@@ -141,7 +146,7 @@ fn slow_handler() -> Config {
 fn slow_settling() -> Config {
     Config {
         settle: Duration::from_millis(1000),
-        ..Config::default()
+        ..default_config()
     }
 }
 
@@ -198,6 +203,7 @@ macro_rules! front_tests {
             non_utf8_bytes_in_the_key_are_400,
             non_utf8_bodies_are_400_and_store_nothing,
             unknown_fields_are_not_hashed,
+            metrics_are_served,
         );
         backend_tests!(
             2,
@@ -605,6 +611,121 @@ async fn cors_preflight_and_exposed_headers(s: &Server) {
     assert_eq!(replay.header("location"), first.header("location"));
 }
 
+/// One sample of Prometheus' text format: its name, its labels, its value.
+struct Sample {
+    name: String,
+    labels: Vec<(String, String)>,
+    value: f64,
+}
+
+/// The samples of a scrape (label values without escapes, as idem's and the example's are).
+fn samples(text: &str) -> Vec<Sample> {
+    text.lines()
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(|line| {
+            let (series, value) = line.rsplit_once(' ').unwrap();
+            let (name, labels) = match series.split_once('{') {
+                Some((name, rest)) => (name, rest.strip_suffix('}').unwrap()),
+                None => (series, ""),
+            };
+            let labels = labels
+                .split("\",")
+                .filter(|l| !l.is_empty())
+                .map(|l| {
+                    let (k, v) = l.split_once("=\"").unwrap();
+                    (k.to_owned(), v.trim_end_matches('"').to_owned())
+                })
+                .collect();
+            Sample {
+                name: name.to_owned(),
+                labels,
+                value: value.parse().unwrap_or_else(|e| panic!("{line}: {e}")),
+            }
+        })
+        .collect()
+}
+
+/// The sum of the samples of `name` that carry every label of `labels`.
+fn total(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> f64 {
+    samples
+        .iter()
+        .filter(|s| s.name == name)
+        .filter(|s| {
+            labels
+                .iter()
+                .all(|(k, v)| s.labels.iter().any(|(sk, sv)| sk == k && sv == v))
+        })
+        .map(|s| s.value)
+        .sum()
+}
+
+/// `GET /metrics` in Prometheus' text format.
+async fn scrape(s: &Server) -> Vec<Sample> {
+    let resp = get(s, "/metrics").await;
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    assert_eq!(
+        resp.header("content-type"),
+        Some("text/plain; version=0.0.4; charset=utf-8")
+    );
+    samples(&resp.text())
+}
+
+/// `GET /metrics` after a fresh request, its replay and a `422`: idem's series of each, by
+/// operation and backend, and the example's own count of HTTP answers. (Other tests of the
+/// binary record into the same recorder: each figure is compared with the scrape before.)
+async fn metrics_are_served(s: &Server) {
+    let before = scrape(s).await;
+    let key = unique("metrics");
+    assert_eq!(create_payment(s, &key, json!("100.00")).await.status, 201);
+    assert!(create_payment(s, &key, json!("100.00")).await.replayed());
+    create_payment(s, &key, json!("7.00"))
+        .await
+        .assert_problem(422, "key-reused");
+    let after = scrape(s).await;
+
+    let backend = s.db.backend.name();
+    let op = ("operation", "POST /v1/payments");
+    let grew = |name: &str, labels: &[(&str, &str)]| {
+        let grown = total(&after, name, labels) - total(&before, name, labels);
+        assert!(grown >= 1.0, "{name}{labels:?} grew by {grown}");
+    };
+    for outcome in ["fresh", "replay", "key_reused"] {
+        grew(
+            "idem_requests_total",
+            &[op, ("backend", backend), ("outcome", outcome)],
+        );
+    }
+    grew(
+        "idem_settlements_total",
+        &[op, ("backend", backend), ("settlement", "stored")],
+    );
+    grew("idem_handler_seconds_count", &[op, ("backend", backend)]);
+    grew(
+        "idem_handler_seconds_bucket",
+        &[op, ("backend", backend), ("le", "+Inf")],
+    );
+    grew(
+        "idem_store_seconds_count",
+        &[("backend", backend), ("statement", "claim")],
+    );
+    assert!(
+        after
+            .iter()
+            .any(|s| s.name == "idem_in_flight" && s.labels.contains(&(op.0.into(), op.1.into()))),
+        "no idem_in_flight of the operation"
+    );
+    for status in ["201", "422"] {
+        grew(
+            "payments_http_requests_total",
+            &[
+                ("method", "POST"),
+                ("route", "/v1/payments"),
+                ("status", status),
+            ],
+        );
+    }
+}
+
 async fn invalid_request_then_corrected_retry(s: &Server) {
     let key = unique("invalid");
     for (amount, currency) in [
@@ -850,10 +971,10 @@ async fn app_creates_the_sqlite_file() {
         ),
     ] {
         assert!(!std::path::Path::new(&path).exists());
-        let router = payments::app(&url, Config::default()).await.unwrap();
+        let router = payments::app(&url, default_config()).await.unwrap();
         assert!(std::path::Path::new(&path).exists(), "{path}");
         // Starting again over the same file is fine (CREATE TABLE IF NOT EXISTS, migrations).
-        let _again = payments::app(&url, Config::default()).await.unwrap();
+        let _again = payments::app(&url, default_config()).await.unwrap();
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
@@ -885,7 +1006,7 @@ async fn instances_start_at_once(db: &Database) {
     let starts: Vec<_> = (0..8)
         .map(|_| {
             let url = url.clone();
-            tokio::spawn(async move { payments::app(&url, Config::default()).await.map(drop) })
+            tokio::spawn(async move { payments::app(&url, default_config()).await.map(drop) })
         })
         .collect();
     for start in starts {

@@ -189,7 +189,7 @@ const RING: &str = "audit:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
 async fn nothing_readable_at_rest(backend: Backend) {
     let sealing = Config {
         encryption: Some(KeyRing::parse(RING).unwrap()),
-        ..Config::default()
+        ..super::default_config()
     };
     serve_with(super::Front::Axum, backend, sealing, async |s| {
         let markers = vec![pay(s).await, pay(s).await, pay(s).await];
@@ -213,17 +213,22 @@ async fn nothing_readable_at_rest(backend: Backend) {
     })
     .await;
 
-    serve_with(super::Front::Axum, backend, Config::default(), async |s| {
-        let markers = vec![pay(s).await, pay(s).await, pay(s).await];
-        let bytes = settled(s, |b| {
-            markers
-                .iter()
-                .flat_map(|m| &m.0)
-                .all(|m| find(b, m.as_bytes()).is_some())
-        })
-        .await;
-        all_readable(&markers, &bytes);
-    })
+    serve_with(
+        super::Front::Axum,
+        backend,
+        super::default_config(),
+        async |s| {
+            let markers = vec![pay(s).await, pay(s).await, pay(s).await];
+            let bytes = settled(s, |b| {
+                markers
+                    .iter()
+                    .flat_map(|m| &m.0)
+                    .all(|m| find(b, m.as_bytes()).is_some())
+            })
+            .await;
+            all_readable(&markers, &bytes);
+        },
+    )
     .await;
 }
 
