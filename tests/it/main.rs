@@ -14,6 +14,7 @@ mod atomic;
 #[cfg(feature = "cli")]
 mod cli;
 mod contention;
+mod dashboard;
 mod derive;
 mod derive_prost;
 mod encryption;
