@@ -301,6 +301,11 @@ async fn on_redis(url: &str) {
         prefix: Some(prefix),
     };
     rotation_under_traffic(&store, &cli).await;
-    let sql_only = cli.run(&["stats"], &[]);
-    assert!(stderr(&sql_only).contains("SQL stores only"));
+    // `stats` takes no `--redis-prefix`: it reads SQL only.
+    let sql_only = idem_with(url, &["stats"], &[]);
+    assert!(
+        stderr(&sql_only).contains("SQL stores only"),
+        "{}",
+        stderr(&sql_only)
+    );
 }
