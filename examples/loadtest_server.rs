@@ -93,7 +93,18 @@ fn args() -> Result<Args, BoxError> {
     Ok(args)
 }
 
-fn main() -> Result<(), BoxError> {
+/// Runs the server; a failure (a flag, the store, the address) is one line and exit code 1.
+fn main() -> std::process::ExitCode {
+    match run() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("loadtest_server: {}", idem::store::Chain(&*e));
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> Result<(), BoxError> {
     let args = args()?;
     let threads = args.threads.unwrap_or_else(|| {
         std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
