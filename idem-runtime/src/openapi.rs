@@ -266,8 +266,8 @@ pub fn problem_schema() -> Value {
 }
 
 /// Describes every operation of `document` (an OpenAPI 3 document as JSON) that one of
-/// `handlers` serves, matched by `operationId`: a handler's function name, or its named
-/// operation. Adds [`problem_schema`] to the components when an operation was described.
+/// `handlers` serves, matched by `operationId`: a handler's function name (utoipa's default),
+/// or its named operation. Adds [`problem_schema`] to the components when an operation was described.
 /// Returns the names that two handlers share (left undescribed: give one an `operationId`).
 ///
 /// ```
@@ -305,7 +305,7 @@ pub fn describe_document(document: &mut Value, handlers: &[&HandlerDoc]) -> Vec<
             };
             let mut found = handlers
                 .iter()
-                .filter(|h| h.operation == Some(id) || (h.operation.is_none() && h.function == id));
+                .filter(|h| h.function == id || h.operation == Some(id));
             match (found.next(), found.next()) {
                 (Some(handler), None) => {
                     handler.describe(operation);
@@ -503,6 +503,9 @@ mod tests {
             "/b": { "post": { "operationId": "refunds.issue", "responses": {} } },
             "/c": { "post": { "operationId": "twice", "responses": {} } },
         }});
+        // A named operation matches by that name, and by its function's name (utoipa's
+        // default `operationId`) too.
+        document["paths"]["/d"] = json!({ "post": { "operationId": "issue", "responses": {} } });
         let (a, b) = (doc("create", None), doc("issue", Some("refunds.issue")));
         let (c1, c2) = (
             doc("twice", None),
@@ -516,6 +519,7 @@ mod tests {
         let paths = &document["paths"];
         assert!(paths["/a"]["post"]["x-idempotency"].is_object());
         assert!(paths["/b"]["post"]["x-idempotency"].is_object());
+        assert!(paths["/d"]["post"]["x-idempotency"].is_object());
         assert!(paths["/c"]["post"].get("x-idempotency").is_none());
         assert!(document["components"]["schemas"][PROBLEM_SCHEMA].is_object());
     }

@@ -118,7 +118,10 @@ pub(crate) async fn connect_pool<DB: sqlx::Database>(
     let wait = pool_options.get_acquire_timeout();
     match tokio::time::timeout(wait, options.connect()).await {
         Err(_) => return Err(sqlx::Error::PoolTimedOut),
-        Ok(Ok(first)) => sqlx::Connection::close(first).await?,
+        // Only its opening mattered: a failed goodbye is not a failed start.
+        Ok(Ok(first)) => {
+            let _ = sqlx::Connection::close(first).await;
+        }
         Ok(Err(sqlx::Error::Database(e))) if e.is_transient_in_connect_phase() => {}
         Ok(Err(e)) => return Err(e),
     }
