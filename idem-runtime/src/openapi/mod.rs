@@ -18,6 +18,11 @@ use serde_json::{Map, Value, json};
 use crate::engine::Contract;
 use crate::key::MAX_CLIENT_KEY_CHARS;
 
+#[cfg(feature = "utoipa")]
+mod utoipa;
+#[cfg(feature = "utoipa")]
+pub use self::utoipa::Idempotency;
+
 /// The name of the problem documents' schema in `components.schemas`.
 pub const PROBLEM_SCHEMA: &str = "IdempotencyProblem";
 
@@ -59,36 +64,6 @@ pub fn describe_registered(document: &mut Value) {
             "two #[idempotent] handlers are named `{name}`: their operation is not described; \
              give one an `operation_id` in its OpenAPI attribute, or an `operation = \"..\"`"
         );
-    }
-}
-
-/// A `utoipa::Modify` that describes a utoipa document's idempotent operations:
-/// `use idem::openapi::Idempotency;` then `#[openapi(paths(..), modifiers(&Idempotency))]`.
-/// Operations are matched to the registered [`handlers`] by `operationId`, which utoipa sets to
-/// the function's name.
-#[cfg(feature = "utoipa")]
-#[cfg_attr(docsrs, doc(cfg(feature = "utoipa")))]
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Idempotency;
-
-#[cfg(feature = "utoipa")]
-impl utoipa::Modify for Idempotency {
-    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
-        let mut document = match serde_json::to_value(&*openapi) {
-            Ok(document) => document,
-            Err(e) => {
-                tracing::error!(target: "idem", "the OpenAPI document does not serialize: {e}");
-                return;
-            }
-        };
-        describe_registered(&mut document);
-        match serde_json::from_value(document) {
-            Ok(described) => *openapi = described,
-            Err(e) => tracing::error!(
-                target: "idem",
-                "the described OpenAPI document does not read back: {e}; left as it was"
-            ),
-        }
     }
 }
 
