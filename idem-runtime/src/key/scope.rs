@@ -152,6 +152,16 @@ impl ScopePart for http::HeaderValue {
     }
 }
 
+/// An actix-web path segment (`payment_id: web::Path<String>`): its value, as axum's
+/// destructured `Path(payment_id)` gives it.
+#[cfg(feature = "actix")]
+#[cfg_attr(docsrs, doc(cfg(feature = "actix")))]
+impl<T: ScopePart> ScopePart for actix_web::web::Path<T> {
+    fn write_scope_part(&self, out: &mut String) {
+        (**self).write_scope_part(out);
+    }
+}
+
 /// The [`ScopedKey`] of `client_key` for `operation` under `scope`: each part rendered by its
 /// [`ScopePart`] impl, then hashed length-prefixed with the number of parts first
 /// ([`ScopedKey::new`]), so the mapping is injective for any number and content of parts:
