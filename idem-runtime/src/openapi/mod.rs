@@ -61,7 +61,7 @@ pub fn describe_registered(document: &mut Value) {
         tracing::warn!(
             target: "idem",
             operation_id = %name,
-            "two #[idempotent] handlers are named `{name}`: their operation is not described; \
+            "two #[idempotent] handlers are named `{name}` and differ: their operation is not described; \
              give one an `operation_id` in its OpenAPI attribute, or an `operation = \"..\"`"
         );
     }
@@ -116,6 +116,13 @@ impl HandlerDoc {
             "key": key,
             "scope": self.scope,
         })
+    }
+
+    /// Whether `other` describes its operation as this one does: everything but where the
+    /// function is.
+    fn says_the_same(&self, other: &HandlerDoc) -> bool {
+        (self.contract, self.ttl, self.key, self.scope)
+            == (other.contract, other.ttl, other.key, other.scope)
     }
 
     /// Adds this handler's idempotency to `operation`, an OpenAPI 3 Operation object: the key's
@@ -243,7 +250,8 @@ pub fn problem_schema() -> Value {
 /// Describes every operation of `document` (an OpenAPI 3 document as JSON) that one of
 /// `handlers` serves, matched by `operationId`: a handler's function name (utoipa's default),
 /// or its named operation. Adds [`problem_schema`] to the components when an operation was described.
-/// Returns the names that two handlers share (left undescribed: give one an `operationId`).
+/// Returns the names that two handlers share with different descriptions (left undescribed:
+/// give one an `operationId`); handlers that differ only in their module describe alike.
 ///
 /// ```
 /// # use core::time::Duration;
@@ -281,13 +289,16 @@ pub fn describe_document(document: &mut Value, handlers: &[&HandlerDoc]) -> Vec<
             let mut found = handlers
                 .iter()
                 .filter(|h| h.function == id || h.operation == Some(id));
-            match (found.next(), found.next()) {
-                (Some(handler), None) => {
-                    handler.describe(operation);
-                    described = true;
-                }
-                (Some(_), Some(_)) => ambiguous.push(id.to_owned()),
-                _ => {}
+            let Some(handler) = found.next() else {
+                continue;
+            };
+            // Two handlers of one name that say the same (one API on two frameworks, linked
+            // into one program) describe the operation alike: no ambiguity.
+            if found.all(|other| other.says_the_same(handler)) {
+                handler.describe(operation);
+                described = true;
+            } else {
+                ambiguous.push(id.to_owned());
             }
         }
     }
@@ -486,15 +497,26 @@ mod tests {
             doc("twice", None),
             HandlerDoc {
                 module: "other",
+                contract: Contract::ExactReplay,
                 ..doc("twice", None)
             },
         );
-        let ambiguous = describe_document(&mut document, &[&a, &b, &c1, &c2]);
+        // The same handler in two modules (one API on two frameworks) is no ambiguity.
+        document["paths"]["/e"] = json!({ "post": { "operationId": "alike", "responses": {} } });
+        let (e1, e2) = (
+            doc("alike", None),
+            HandlerDoc {
+                module: "other",
+                ..doc("alike", None)
+            },
+        );
+        let ambiguous = describe_document(&mut document, &[&a, &b, &c1, &c2, &e1, &e2]);
         assert_eq!(ambiguous, ["twice"]);
         let paths = &document["paths"];
         assert!(paths["/a"]["post"]["x-idempotency"].is_object());
         assert!(paths["/b"]["post"]["x-idempotency"].is_object());
         assert!(paths["/d"]["post"]["x-idempotency"].is_object());
+        assert!(paths["/e"]["post"]["x-idempotency"].is_object());
         assert!(paths["/c"]["post"].get("x-idempotency").is_none());
         assert!(document["components"]["schemas"][PROBLEM_SCHEMA].is_object());
     }
