@@ -79,6 +79,21 @@
 //! `GET /v1/payments/{id}` and `GET /v1/refunds/{id}` read them back (`404` problem+json when
 //! unknown).
 //!
+//! # API description
+//!
+//! Built with `--features utoipa`, `GET /openapi.json` answers the API's OpenAPI 3.1 document:
+//! every route, each handler described by its `#[utoipa::path]` (`payments/api.rs`, the shared
+//! answers in `payments/openapi.rs`), and on the three POSTs what idem adds from their
+//! `#[idempotent]`: the required `Idempotency-Key` parameter, the `400`/`409`/`422`/`503`
+//! problems, `Retry-After`, `Idempotent-Replayed` on the successes, and `x-idempotency` with
+//! the contract, the TTL and the scope. Without the feature the route is absent.
+//!
+//! ```sh
+//! cargo run --example payments --features utoipa
+//! curl -s localhost:3000/openapi.json | jq '.paths."/v1/payments".post."x-idempotency"'
+//! # {"contract":"exact_replay","key":{"in":"header","name":"Idempotency-Key"},"scope":[..],"ttl":"P90D",..}
+//! ```
+//!
 //! # Metrics
 //!
 //! `GET /metrics` answers what the process records, in Prometheus' text format
@@ -113,6 +128,8 @@ mod api;
 mod db;
 #[path = "payments/model.rs"]
 mod model;
+#[path = "payments/openapi.rs"]
+mod openapi;
 #[path = "payments/ops.rs"]
 mod ops;
 #[path = "payments/service.rs"]
@@ -136,9 +153,12 @@ pub async fn app(database_url: &str, config: Config) -> Result<Router, BoxError>
         .route("/v1/refunds/{id}", get(api::get_refund))
         .route("/v1/events", post(api::track_event))
         .route("/v1/stats", get(api::stats))
-        .route("/metrics", get(move || render(metrics)))
-        .layer(middleware::from_fn(count))
-        .with_state(state);
+        .route("/metrics", get(move || render(metrics)));
+    let router = match description() {
+        Some(document) => router.route("/openapi.json", get(move || serve_description(document))),
+        None => router,
+    };
+    let router = router.layer(middleware::from_fn(count)).with_state(state);
     Ok(match cors {
         Some(cors) => router.layer(cors),
         None => router,
@@ -146,11 +166,47 @@ pub async fn app(database_url: &str, config: Config) -> Result<Router, BoxError>
 }
 
 /// `GET /metrics`: the recorder's series in Prometheus' text format.
+#[utoipa::path(
+    get,
+    path = "/metrics",
+    tag = "operations",
+    responses(openapi::Metrics)
+)]
 async fn render(metrics: PrometheusHandle) -> ([(HeaderName, &'static str); 1], String) {
     (
         [(CONTENT_TYPE, ops::METRICS_CONTENT_TYPE)],
         metrics.render(),
     )
+}
+
+/// This server's API description (`payments/openapi.rs`), as JSON; `None` without
+/// `--features utoipa`.
+fn description() -> Option<String> {
+    #[derive(utoipa::OpenApi)]
+    #[openapi(paths(
+        api::create_payment,
+        api::get_payment,
+        api::create_refund,
+        api::get_refund,
+        api::track_event,
+        api::stats,
+        render,
+        serve_description,
+    ))]
+    struct Paths;
+
+    openapi::json(<Paths as utoipa::OpenApi>::openapi())
+}
+
+/// `GET /openapi.json`: [`description`].
+#[utoipa::path(
+    get,
+    path = "/openapi.json",
+    tag = "operations",
+    responses(openapi::Description)
+)]
+async fn serve_description(document: String) -> ([(HeaderName, &'static str); 1], String) {
+    ([(CONTENT_TYPE, "application/json")], document)
 }
 
 /// Counts each answer in `payments_http_requests_total` by method, route template and status.

@@ -24,6 +24,8 @@ mod api;
 mod db;
 #[path = "payments/model.rs"]
 mod model;
+#[path = "payments/openapi.rs"]
+mod openapi;
 #[path = "payments/ops.rs"]
 mod ops;
 #[path = "payments/service.rs"]
@@ -43,6 +45,7 @@ pub async fn state(database_url: &str, config: Config) -> Result<model::App, Box
 /// factory.
 pub fn configure(state: model::App) -> impl Fn(&mut web::ServiceConfig) + Clone {
     let metrics = ops::metrics_handle(state.config.metrics.as_ref());
+    let document = description();
     move |cfg| {
         let origins = &state.config.cors_origins;
         let metrics = metrics.clone();
@@ -73,16 +76,63 @@ pub fn configure(state: model::App) -> impl Fn(&mut web::ServiceConfig) + Clone 
                         }
                     })
                     .configure(api::routes)
-                    .route("/metrics", web::get().to(move || render(metrics.clone()))),
+                    .route("/metrics", web::get().to(move || render(metrics.clone())))
+                    .configure(|cfg| {
+                        if let Some(document) = &document {
+                            let document = document.clone();
+                            cfg.route(
+                                "/openapi.json",
+                                web::get().to(move || serve_description(document.clone())),
+                            );
+                        }
+                    }),
             );
     }
 }
 
 /// `GET /metrics`: the recorder's series in Prometheus' text format.
+#[utoipa::path(
+    get,
+    path = "/metrics",
+    tag = "operations",
+    responses(openapi::Metrics)
+)]
 async fn render(metrics: PrometheusHandle) -> HttpResponse {
     HttpResponse::Ok()
         .content_type(ops::METRICS_CONTENT_TYPE)
         .body(metrics.render())
+}
+
+/// This server's API description (`payments/openapi.rs`), as JSON; `None` without
+/// `--features utoipa`.
+fn description() -> Option<String> {
+    #[derive(utoipa::OpenApi)]
+    #[openapi(paths(
+        api::create_payment,
+        api::get_payment,
+        api::create_refund,
+        api::get_refund,
+        api::track_event,
+        api::stats,
+        render,
+        serve_description,
+    ))]
+    struct Paths;
+
+    openapi::json(<Paths as utoipa::OpenApi>::openapi())
+}
+
+/// `GET /openapi.json`: [`description`].
+#[utoipa::path(
+    get,
+    path = "/openapi.json",
+    tag = "operations",
+    responses(openapi::Description)
+)]
+async fn serve_description(document: String) -> HttpResponse {
+    HttpResponse::Ok()
+        .content_type("application/json")
+        .body(document)
 }
 
 /// The CORS middleware of `origins`: it answers preflights and exposes idem's headers to the

@@ -10,6 +10,9 @@ use idem::{AnySql, Idem, Tx, idempotent};
 use super::model::{
     self, App, CreatePayment, CreateRefund, Event, Payment, Refund, Stats, TrackEvent,
 };
+use super::openapi::{
+    Counted, CreatedPayment, CreatedRefund, FoundPayment, FoundRefund, ScopeHeaders, TrackedEvent,
+};
 
 impl FromRef<App> for Idem {
     fn from_ref(app: &App) -> Idem {
@@ -21,6 +24,16 @@ type Created<T> = Result<(StatusCode, [(HeaderName, String); 1], Json<T>), Probl
 
 /// `POST /v1/payments`, in idem's atomic mode (`transaction = tx`): the payment row is written
 /// in `tx`, and idem commits it together with the stored response, or neither.
+#[utoipa::path(
+    post,
+    path = "/v1/payments",
+    summary = "Create a payment",
+    description = "Charges once per key: a retry with the same key and request gets the first answer again.",
+    tag = "payments",
+    params(ScopeHeaders),
+    request_body = CreatePayment,
+    responses(CreatedPayment)
+)]
 #[idempotent(
     scope = [header("X-Tenant-Id"), header("X-User-Id")],
     contract = "exact_replay",
@@ -39,6 +52,14 @@ pub async fn create_payment(
 }
 
 /// `GET /v1/payments/{id}`.
+#[utoipa::path(
+    get,
+    path = "/v1/payments/{id}",
+    summary = "Read a payment",
+    tag = "payments",
+    params(("id" = String, Path, description = "The payment's id.")),
+    responses(FoundPayment)
+)]
 pub async fn get_payment(
     State(app): State<App>,
     Path(id): Path<String>,
@@ -52,6 +73,16 @@ async fn find_refund(app: App, id: String) -> Result<Json<Refund>, Problem> {
 
 /// `POST /v1/payments/{id}/refunds`. The payment id is part of the scope: the same key on two
 /// payments names two refunds.
+#[utoipa::path(
+    post,
+    path = "/v1/payments/{id}/refunds",
+    summary = "Refund a payment",
+    description = "Refunds once per key and payment: a retry answers the refund's current state.",
+    tag = "refunds",
+    params(("id" = String, Path, description = "The payment's id."), ScopeHeaders),
+    request_body = CreateRefund,
+    responses(CreatedRefund)
+)]
 #[idempotent(
     scope = [header("X-Tenant-Id"), header("X-User-Id"), payment_id],
     contract = "latest_state",
@@ -71,6 +102,14 @@ pub async fn create_refund(
 }
 
 /// `GET /v1/refunds/{id}`.
+#[utoipa::path(
+    get,
+    path = "/v1/refunds/{id}",
+    summary = "Read a refund",
+    tag = "refunds",
+    params(("id" = String, Path, description = "The refund's id.")),
+    responses(FoundRefund)
+)]
 pub async fn get_refund(
     State(app): State<App>,
     Path(id): Path<String>,
@@ -79,6 +118,16 @@ pub async fn get_refund(
 }
 
 /// `POST /v1/events`. A duplicate is suppressed: `200 {"event_id": ..}`, nothing recorded.
+#[utoipa::path(
+    post,
+    path = "/v1/events",
+    summary = "Track an event",
+    description = "Records an event once per key: a duplicate is suppressed.",
+    tag = "events",
+    params(ScopeHeaders),
+    request_body = TrackEvent,
+    responses(TrackedEvent)
+)]
 #[idempotent(
     scope = [header("X-Tenant-Id"), header("X-User-Id")],
     contract = "suppress_only",
@@ -93,6 +142,13 @@ pub async fn track_event(
 }
 
 /// `GET /v1/stats`: rows in the business tables.
+#[utoipa::path(
+    get,
+    path = "/v1/stats",
+    summary = "Count the business rows",
+    tag = "operations",
+    responses(Counted)
+)]
 pub async fn stats(State(app): State<App>) -> Result<Json<Stats>, Problem> {
     model::stats(&app).await.map(Json)
 }

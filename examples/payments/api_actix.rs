@@ -11,6 +11,9 @@ use idem::{AnySql, Tx};
 use super::model::{
     self, App, CreatePayment, CreateRefund, Event, Payment, Refund, Stats, TrackEvent,
 };
+use super::openapi::{
+    Counted, CreatedPayment, CreatedRefund, FoundPayment, FoundRefund, ScopeHeaders, TrackedEvent,
+};
 
 /// The routes, for `App::configure`.
 pub fn routes(cfg: &mut web::ServiceConfig) {
@@ -33,6 +36,16 @@ type Created<T> = Result<
 
 /// `POST /v1/payments`, in idem's atomic mode (`transaction = tx`): the payment row is written
 /// in `tx`, and idem commits it together with the stored response, or neither.
+#[utoipa::path(
+    post,
+    path = "/v1/payments",
+    summary = "Create a payment",
+    description = "Charges once per key: a retry with the same key and request gets the first answer again.",
+    tag = "payments",
+    params(ScopeHeaders),
+    request_body = CreatePayment,
+    responses(CreatedPayment)
+)]
 #[idempotent(
     scope = [header("X-Tenant-Id"), header("X-User-Id")],
     contract = "exact_replay",
@@ -55,6 +68,14 @@ async fn create_payment(
 }
 
 /// `GET /v1/payments/{id}`.
+#[utoipa::path(
+    get,
+    path = "/v1/payments/{id}",
+    summary = "Read a payment",
+    tag = "payments",
+    params(("id" = String, Path, description = "The payment's id.")),
+    responses(FoundPayment)
+)]
 async fn get_payment(
     app: web::Data<App>,
     id: web::Path<String>,
@@ -68,8 +89,18 @@ async fn find_refund(app: App, id: String) -> Result<web::Json<Refund>, Problem>
 
 /// `POST /v1/payments/{id}/refunds`. The payment id is part of the scope: the same key on two
 /// payments names two refunds.
+#[utoipa::path(
+    post,
+    path = "/v1/payments/{id}/refunds",
+    summary = "Refund a payment",
+    description = "Refunds once per key and payment: a retry answers the refund's current state.",
+    tag = "refunds",
+    params(("id" = String, Path, description = "The payment's id."), ScopeHeaders),
+    request_body = CreateRefund,
+    responses(CreatedRefund)
+)]
 #[idempotent(
-    scope = [header("X-Tenant-Id"), header("X-User-Id"), payment_id.as_str()],
+    scope = [header("X-Tenant-Id"), header("X-User-Id"), payment_id],
     contract = "latest_state",
     lookup = {
         let app = App::clone(&app);
@@ -87,6 +118,14 @@ async fn create_refund(
 }
 
 /// `GET /v1/refunds/{id}`.
+#[utoipa::path(
+    get,
+    path = "/v1/refunds/{id}",
+    summary = "Read a refund",
+    tag = "refunds",
+    params(("id" = String, Path, description = "The refund's id.")),
+    responses(FoundRefund)
+)]
 async fn get_refund(
     app: web::Data<App>,
     id: web::Path<String>,
@@ -95,6 +134,16 @@ async fn get_refund(
 }
 
 /// `POST /v1/events`. A duplicate is suppressed: `200 {"event_id": ..}`, nothing recorded.
+#[utoipa::path(
+    post,
+    path = "/v1/events",
+    summary = "Track an event",
+    description = "Records an event once per key: a duplicate is suppressed.",
+    tag = "events",
+    params(ScopeHeaders),
+    request_body = TrackEvent,
+    responses(TrackedEvent)
+)]
 #[idempotent(
     scope = [header("X-Tenant-Id"), header("X-User-Id")],
     contract = "suppress_only",
@@ -109,6 +158,13 @@ async fn track_event(
 }
 
 /// `GET /v1/stats`: rows in the business tables.
+#[utoipa::path(
+    get,
+    path = "/v1/stats",
+    summary = "Count the business rows",
+    tag = "operations",
+    responses(Counted)
+)]
 async fn stats(app: web::Data<App>) -> Result<web::Json<Stats>, Problem> {
     model::stats(&app).await.map(web::Json)
 }

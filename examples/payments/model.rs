@@ -9,6 +9,7 @@ use idem::{AnySql, Fingerprint, Idem, Snapshot, Tx};
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use utoipa::ToSchema;
 
 use super::Config;
 use super::db::{Db, EventRow, PaymentRow, RefundRow, insert_payment, now_ms};
@@ -63,6 +64,29 @@ fn business_id(prefix: &str) -> Result<(String, String), Problem> {
     Ok((format!("{prefix}_{}", op.replace('-', "")), op))
 }
 
+/// An amount as requests send it: a decimal string or a JSON number.
+fn amount_in() -> utoipa::openapi::Schema {
+    utoipa::openapi::schema::OneOfBuilder::new()
+        .item(amount_out())
+        .item(
+            utoipa::openapi::ObjectBuilder::new()
+                .schema_type(utoipa::openapi::Type::Number)
+                .exclusive_minimum(Some(0.0)),
+        )
+        .examples(["100.00"])
+        .build()
+        .into()
+}
+
+/// An amount as answers give it: a decimal string with the scale it was sent with.
+fn amount_out() -> utoipa::openapi::Object {
+    utoipa::openapi::ObjectBuilder::new()
+        .schema_type(utoipa::openapi::Type::String)
+        .pattern(Some(r"^[0-9]+(\.[0-9]+)?$"))
+        .examples(["100.00"])
+        .build()
+}
+
 fn amount_of(text: &str) -> Decimal {
     Decimal::from_str(text).unwrap_or_default()
 }
@@ -72,35 +96,49 @@ fn amount_of(text: &str) -> Decimal {
 /// `POST /v1/payments`. The fingerprint is amount, currency, customer_id, order_id and metadata;
 /// `100`, `"100"` and `100.00` are the same amount. `client_ip`, `timestamp` and `signature`
 /// differ on every retry: accepted, never hashed (and unused here).
-#[derive(Fingerprint, Deserialize)]
+#[derive(Fingerprint, Deserialize, ToSchema)]
 #[allow(dead_code)]
 pub struct CreatePayment {
+    /// Greater than zero; a decimal string or a JSON number (`"100.00"`, `100`: one amount).
     #[serde(deserialize_with = "idem::deserialize::decimal")]
+    #[schema(schema_with = amount_in)]
     pub amount: Decimal,
+    /// An ISO 4217 code; `XXX` simulates a processor failure (`500`, stored and replayed).
+    #[schema(example = "EUR", pattern = "^[A-Z]{3}$")]
     pub currency: String,
+    #[schema(example = "cus_1")]
     pub customer_id: String,
+    #[schema(example = "ord_42")]
     pub order_id: String,
     #[serde(default)]
+    #[schema(value_type = Option<Object>)]
     pub metadata: Option<Map<String, Value>>,
+    /// Not part of the request's identity: a retry may send another.
     #[fingerprint(env)]
     #[serde(default)]
     pub client_ip: Option<String>,
+    /// Not part of the request's identity: a retry may send another.
     #[fingerprint(env)]
     #[serde(default)]
+    #[schema(value_type = Option<String>)]
     pub timestamp: Option<Value>,
+    /// Not part of the request's identity: a retry may send another.
     #[fingerprint(env)]
     #[serde(default)]
     pub signature: Option<String>,
 }
 
 /// A payment; `amount` is a decimal string with the scale it was sent with (`"100.00"`).
-#[derive(Snapshot, Serialize)]
+#[derive(Snapshot, Serialize, ToSchema)]
 pub struct Payment {
     #[snapshot(biz_no)]
+    #[schema(example = "pay_0193c1d2e3f47a8b9c0d1e2f3a4b5c6d")]
     pub payment_id: String,
     #[snapshot(key)]
+    #[schema(value_type = String, example = "succeeded")]
     pub status: &'static str,
     #[snapshot(key)]
+    #[schema(schema_with = amount_out)]
     pub amount: Decimal,
     #[snapshot(key)]
     pub currency: String,
@@ -180,19 +218,24 @@ pub async fn get_payment(app: &App, id: &str) -> Result<Payment, Problem> {
 // ---------------------------------------------------------------- refunds
 
 /// `POST /v1/payments/{id}/refunds`.
-#[derive(Fingerprint, Deserialize)]
+#[derive(Fingerprint, Deserialize, ToSchema)]
 pub struct CreateRefund {
+    /// Greater than zero and at most the payment's amount; a decimal string or a JSON number.
     #[serde(deserialize_with = "idem::deserialize::decimal")]
+    #[schema(schema_with = amount_in)]
     pub amount: Decimal,
 }
 
 /// A refund: `pending` for `PAYMENTS_SETTLE_MS` after its creation, then `succeeded`.
-#[derive(Snapshot, Serialize)]
+#[derive(Snapshot, Serialize, ToSchema)]
 pub struct Refund {
     #[snapshot(biz_no)]
     pub refund_id: String,
     pub payment_id: String,
+    #[schema(schema_with = amount_out)]
     pub amount: Decimal,
+    /// `pending`, then `succeeded`.
+    #[schema(value_type = String, example = "pending")]
     pub status: &'static str,
 }
 
@@ -253,15 +296,17 @@ pub async fn create_refund(
 // ---------------------------------------------------------------- events
 
 /// `POST /v1/events`.
-#[derive(Fingerprint, Deserialize)]
+#[derive(Fingerprint, Deserialize, ToSchema)]
 pub struct TrackEvent {
+    #[schema(example = "checkout.viewed")]
     pub name: String,
     #[serde(default)]
+    #[schema(value_type = Option<Object>)]
     pub properties: Option<Map<String, Value>>,
 }
 
 /// An accepted event.
-#[derive(Snapshot, Serialize)]
+#[derive(Snapshot, Serialize, ToSchema)]
 pub struct Event {
     #[snapshot(biz_no)]
     pub event_id: String,
@@ -285,7 +330,7 @@ pub async fn track_event(app: &App, req: TrackEvent) -> Result<Event, Problem> {
 // ---------------------------------------------------------------- stats
 
 /// `GET /v1/stats`: rows in the business tables.
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 pub struct Stats {
     pub payments: i64,
     pub refunds: i64,
