@@ -32,6 +32,7 @@ pub(crate) const KEY: Symbol = Symbol("key");
 pub(crate) const SCOPE: Symbol = Symbol("scope");
 pub(crate) const TTL: Symbol = Symbol("ttl");
 pub(crate) const LEASE: Symbol = Symbol("lease");
+pub(crate) const WAIT: Symbol = Symbol("wait");
 pub(crate) const TIMEOUT: Symbol = Symbol("timeout");
 pub(crate) const CONTRACT: Symbol = Symbol("contract");
 pub(crate) const LOOKUP: Symbol = Symbol("lookup");

@@ -39,6 +39,7 @@ mod replay_cache;
 mod snapshot;
 mod vectors;
 mod vectors_derive;
+mod wait;
 
 // `backends()` serves tests/faults only.
 #[allow(dead_code)]

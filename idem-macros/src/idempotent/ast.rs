@@ -161,6 +161,8 @@ pub(crate) struct Plan<'a> {
     pub(crate) lease: Option<&'a Lit<Millis>>,
     /// `timeout = ".."`; `None` takes the runtime's default (derived from the lease).
     pub(crate) timeout: Option<&'a Lit<Millis>>,
+    /// `wait = ".."`: how long a duplicate waits for the attempt in flight; `None`: not at all.
+    pub(crate) wait: Option<&'a Lit<Millis>>,
     pub(crate) operation: Option<&'a syn::LitStr>,
     pub(crate) headers: &'a [String],
     pub(crate) fail_open: bool,

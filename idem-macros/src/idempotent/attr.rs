@@ -24,6 +24,7 @@ const KEYS: &[(Symbol, &str)] = &[
     (TTL, "ttl = \"7d\""),
     (LEASE, "lease = \"30s\""),
     (TIMEOUT, "timeout = \"2m\""),
+    (WAIT, "wait = \"2s\""),
     (CONTRACT, "contract = \"exact_replay\""),
     (LOOKUP, "lookup = find_payment"),
     (STORE, "store = self.idem"),
@@ -99,6 +100,7 @@ pub(crate) struct Args {
     pub(crate) ttl: Attr<Option<Lit<Millis>>>,
     pub(crate) lease: Attr<Option<Lit<Millis>>>,
     pub(crate) timeout: Attr<Option<Lit<Millis>>>,
+    pub(crate) wait: Attr<Option<Lit<Millis>>>,
     pub(crate) contract: Attr<Option<Lit<Contract>>>,
     pub(crate) lookup: Attr<Option<syn::Expr>>,
     pub(crate) store: Attr<Option<syn::Expr>>,
@@ -125,6 +127,7 @@ impl Args {
             ttl: Attr::none(WHAT, TTL),
             lease: Attr::none(WHAT, LEASE),
             timeout: Attr::none(WHAT, TIMEOUT),
+            wait: Attr::none(WHAT, WAIT),
             contract: Attr::none(WHAT, CONTRACT),
             lookup: Attr::none(WHAT, LOOKUP),
             store: Attr::none(WHAT, STORE),
@@ -219,12 +222,14 @@ impl Args {
                 let value = parse_scope(cx, input)?;
                 self.scope.set(cx, key, value);
             }
-            s if s == TTL || s == LEASE || s == TIMEOUT => {
+            s if s == TTL || s == LEASE || s == TIMEOUT || s == WAIT => {
                 let value = parse_duration(cx, symbol, input)?;
                 let attr = if s == TTL {
                     &mut self.ttl
                 } else if s == LEASE {
                     &mut self.lease
+                } else if s == WAIT {
+                    &mut self.wait
                 } else {
                     &mut self.timeout
                 };

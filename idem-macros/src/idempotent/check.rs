@@ -108,6 +108,7 @@ pub(crate) fn plan<'a>(
         ttl: args.ttl.valid(),
         lease: args.lease.valid(),
         timeout: args.timeout.valid(),
+        wait: args.wait.valid(),
         operation: args.operation.valid(),
         headers: args.headers.valid().map_or(&[], Vec::as_slice),
         fail_open: args.fail_open.valid().copied().unwrap_or(false),

@@ -52,6 +52,7 @@ impl DurationError {
                         "a zero lease would let every retry take over a handler that is still running"
                     }
                     "timeout" => "a zero timeout would stop every handler before it starts",
+                    "wait" => "leave `wait` out not to wait",
                     _ => {
                         "a zero ttl would forget every key at once, so no retry would ever be recognized"
                     }

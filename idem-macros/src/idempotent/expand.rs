@@ -395,6 +395,10 @@ fn config(plan: &Plan<'_>, pv: &TokenStream) -> TokenStream {
         let value = t.value.to_tokens(pv);
         quote!(.timeout(#value))
     });
+    let wait = plan.wait.map(|w| {
+        let value = w.value.to_tokens(pv);
+        quote!(.wait(#value))
+    });
     let contract = match plan.contract {
         Contract::ExactReplay => quote!(ExactReplay),
         Contract::LatestState => quote!(LatestState),
@@ -418,6 +422,7 @@ fn config(plan: &Plan<'_>, pv: &TokenStream) -> TokenStream {
             #ttl
             #lease
             #timeout
+            #wait
             .contract(#pv::Contract::#contract)
             .replay_headers(&[#(#headers),*])
             .fail_open(#fail_open)

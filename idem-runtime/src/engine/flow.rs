@@ -27,6 +27,7 @@ use super::error::IdempotencyError;
 use super::front::{Answer, ClaimSettings, Front, answer, bounded_from, unopened};
 use super::handle::Idem;
 use super::operation::{fresh_operation_id, with_operation};
+use super::wait::FIRST_POLL;
 use crate::fingerprint::RequestHash;
 use crate::key::{InvalidKey, ScopePart, ScopedKey, scoped_key};
 use crate::seal;
@@ -164,6 +165,9 @@ pub(crate) enum Admission {
 ///
 /// With a replay cache ([`Idem::with_replay_cache`]), a cached record of the same request is
 /// replayed without a claim, and a completed record a claim finds is cached.
+///
+/// With a wait ([`HandlerConfig::wait`](super::HandlerConfig::wait)), an `InProgress` of the
+/// same request waits for the attempt in flight ([`wait_for_first`]).
 pub(crate) async fn admit(
     idem: &Idem,
     key: &ScopedKey,
@@ -180,11 +184,81 @@ pub(crate) async fn admit(
         }
         _ => key,
     };
-    let cache = idem.replay_cache();
-    if let Some(record) = cache.and_then(|c| c.get(key, &hash, idem.store().clock())) {
+    if let Some(record) = idem
+        .replay_cache()
+        .and_then(|c| c.get(key, &hash, idem.store().clock()))
+    {
         telemetry::replay_cache_hit(key, idem.store().backend());
         return Admission::Replay(record);
     }
+    match claim(idem, key, client_key, hash, settings).await {
+        first @ Admission::Reject(IdempotencyError::InProgress { .. })
+            if !settings.wait.is_zero() =>
+        {
+            wait_for_first(idem, key, client_key, hash, settings, first).await
+        }
+        admission => admission,
+    }
+}
+
+/// A duplicate that found the attempt of its request in flight (`first`, an `InProgress`) waits
+/// for it, up to `settings.wait`, and is then admitted as a retry would be: claimed again each
+/// time the attempt settles in this process ([`Waiters::wake`]), and on a backed-off schedule
+/// for an attempt of another process. Past the bound, or over the handle's cap of waiters, the
+/// last `InProgress` is the answer (`409` + `Retry-After`). Dropped (the client hung up), it
+/// leaves nothing behind: the waiter is counted out as it drops.
+///
+/// [`Waiters::wake`]: super::wait::Waiters::wake
+async fn wait_for_first(
+    idem: &Idem,
+    key: &ScopedKey,
+    client_key: &str,
+    hash: RequestHash,
+    settings: ClaimSettings,
+    first: Admission,
+) -> Admission {
+    let Some(waiter) = idem.waiters().enter(key) else {
+        tracing::debug!(
+            target: "idem",
+            operation = key.operation(),
+            key_hash = %key.hash_hex(),
+            max_waiters = idem.max_waiters(),
+            "the first attempt is in flight and the handle has its most waiters: answering 409"
+        );
+        return first;
+    };
+    let deadline = tokio::time::Instant::now() + settings.wait;
+    let (mut poll, mut last) = (FIRST_POLL, first);
+    let mut armed = waiter.armed();
+    loop {
+        if !waiter.pause(armed, &mut poll, deadline).await {
+            tracing::debug!(
+                target: "idem",
+                operation = key.operation(),
+                key_hash = %key.hash_hex(),
+                wait = ?settings.wait,
+                "the first attempt is still in flight after the wait: answering 409"
+            );
+            return last;
+        }
+        // Armed before the claim: a settlement during it wakes the next pause.
+        armed = waiter.armed();
+        last = claim(idem, key, client_key, hash, settings).await;
+        if !matches!(last, Admission::Reject(IdempotencyError::InProgress { .. })) {
+            return last;
+        }
+    }
+}
+
+/// One claim of `key` (already opaque when the handle seals) and what it admits.
+async fn claim(
+    idem: &Idem,
+    key: &ScopedKey,
+    client_key: &str,
+    hash: RequestHash,
+    settings: ClaimSettings,
+) -> Admission {
+    let cache = idem.replay_cache();
     let req = ClaimRequest::new(key, hash, settings.lease, settings.ttl);
     // Measured before the claim is sent: the lease cannot end earlier than this plus its length.
     let sent = tokio::time::Instant::now();
@@ -214,11 +288,15 @@ pub(crate) async fn admit(
             };
             telemetry::request(key, backend, outcome);
             let attempt = Attempt::new(idem.store().clone(), lease, settings, wait, sent);
-            Admission::Run(
+            let attempt = attempt
+                .with_replay_cache(cache.cloned())
+                .with_key_ring(idem.shared_key_ring());
+            // Only a handler that waits has waiters to wake: the others pay nothing.
+            Admission::Run(if settings.wait.is_zero() {
                 attempt
-                    .with_replay_cache(cache.cloned())
-                    .with_key_ring(idem.shared_key_ring()),
-            )
+            } else {
+                attempt.with_waiters(idem.waiters().clone())
+            })
         }
         Ok(claim) => match answer(claim, hash, client_key) {
             Answer::Replay(record) => {

@@ -26,6 +26,8 @@ pub(crate) struct ClaimSettings {
     pub ttl: Duration,
     pub timeout: Duration,
     pub fail_open: bool,
+    /// How long a duplicate waits for the attempt in flight ([`HandlerConfig::wait`]).
+    pub wait: Duration,
 }
 
 impl ClaimSettings {
@@ -35,6 +37,7 @@ impl ClaimSettings {
             ttl: cfg.ttl,
             timeout: cfg.timeout_in_force(),
             fail_open: cfg.fail_open,
+            wait: cfg.wait,
         }
     }
 }

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use super::error::IdempotencyError;
 use super::policy::{DefaultPolicy, OutcomePolicy};
 use super::replay_cache::ReplayCache;
+use super::wait::Waiters;
 use crate::seal::KeyRing;
 use crate::store::Store;
 
@@ -43,6 +44,10 @@ struct Inner {
     problem_base: Option<Arc<str>>,
     replay_cache: Option<ReplayCache>,
     key_ring: Option<Arc<KeyRing>>,
+    /// The duplicates waiting for an attempt of this handle ([`HandlerConfig::wait`]).
+    ///
+    /// [`HandlerConfig::wait`]: super::HandlerConfig::wait
+    waiters: Arc<Waiters>,
     #[cfg(any(feature = "axum", feature = "actix", feature = "tonic"))]
     default_scope: Option<Arc<DefaultScopeFn>>,
 }
@@ -66,7 +71,8 @@ impl fmt::Debug for Idem {
             .field("store_timeout", &self.inner.store_timeout)
             .field("problem_base", &self.inner.problem_base)
             .field("replay_cache", &self.inner.replay_cache)
-            .field("key_ring", &self.inner.key_ring);
+            .field("key_ring", &self.inner.key_ring)
+            .field("max_waiters", &self.inner.waiters.cap());
         #[cfg(any(feature = "axum", feature = "actix", feature = "tonic"))]
         d.field("default_scope", &self.inner.default_scope.is_some());
         d.finish()
@@ -80,6 +86,9 @@ impl Idem {
     /// The largest response body stored whole unless [`Idem::with_max_snapshot_bytes`] says
     /// otherwise: 256 KiB.
     pub const DEFAULT_MAX_SNAPSHOT_BYTES: usize = 256 * 1024;
+    /// The most duplicates that wait at once for attempts of a handle unless
+    /// [`Idem::with_max_waiters`] says otherwise: 4096.
+    pub const DEFAULT_MAX_WAITERS: usize = 4096;
 
     /// A handle over `store` with the [`DefaultPolicy`] and 256 KiB snapshots.
     ///
@@ -112,6 +121,7 @@ impl Idem {
                 problem_base: None,
                 replay_cache: None,
                 key_ring: None,
+                waiters: Arc::new(Waiters::new(Self::DEFAULT_MAX_WAITERS)),
                 #[cfg(any(feature = "axum", feature = "actix", feature = "tonic"))]
                 default_scope: None,
             }),
@@ -269,6 +279,43 @@ impl Idem {
 
     pub(crate) fn shared_key_ring(&self) -> Option<Arc<KeyRing>> {
         self.inner.key_ring.clone()
+    }
+
+    /// Caps the duplicates that wait at once for the attempts of this handle and its clones
+    /// ([`HandlerConfig::wait`]); one over the cap is answered `409` + `Retry-After` at once.
+    /// [`Idem::DEFAULT_MAX_WAITERS`] (4096) unless set. A waiter holds a request open and
+    /// claims again at most every 250 ms: the cap bounds both.
+    ///
+    /// ```
+    /// use idem_runtime::engine::Idem;
+    /// let idem = Idem::new(idem_runtime::store::MemoryStore::new()).with_max_waiters(100);
+    /// assert_eq!(idem.max_waiters(), 100);
+    /// ```
+    ///
+    /// [`HandlerConfig::wait`]: super::HandlerConfig::wait
+    #[must_use]
+    pub fn with_max_waiters(mut self, max: usize) -> Self {
+        self.settings().waiters = Arc::new(Waiters::new(max));
+        self
+    }
+
+    /// The most duplicates that wait at once ([`Idem::with_max_waiters`]).
+    pub fn max_waiters(&self) -> usize {
+        self.inner.waiters.cap()
+    }
+
+    /// The duplicates waiting now for an attempt of this handle.
+    ///
+    /// ```
+    /// use idem_runtime::engine::Idem;
+    /// assert_eq!(Idem::new(idem_runtime::store::MemoryStore::new()).waiting(), 0);
+    /// ```
+    pub fn waiting(&self) -> usize {
+        self.inner.waiters.waiting()
+    }
+
+    pub(crate) fn waiters(&self) -> &Arc<Waiters> {
+        &self.inner.waiters
     }
 
     /// The cache set with [`Idem::with_replay_cache`], if any.

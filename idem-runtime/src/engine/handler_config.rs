@@ -37,6 +37,7 @@ pub struct HandlerConfig {
     pub(crate) replay_headers: &'static [&'static str],
     pub(crate) fail_open: bool,
     pub(crate) max_snapshot_bytes: Option<usize>,
+    pub(crate) wait: Duration,
 }
 
 /// The TTL unless one is given (`#[idempotent]`, [`HandlerConfig::new`], the tower layer): 7
@@ -97,6 +98,7 @@ impl HandlerConfig {
             replay_headers: &[],
             fail_open: false,
             max_snapshot_bytes: None,
+            wait: Duration::ZERO,
         }
     }
 
@@ -221,6 +223,37 @@ impl HandlerConfig {
     pub const fn fail_open(mut self, fail_open: bool) -> Self {
         self.fail_open = fail_open;
         self
+    }
+
+    /// How long a duplicate that finds the first attempt of the same request still running
+    /// waits for it to end, instead of being answered `409` + `Retry-After` at once; zero (the
+    /// default) waits not at all.
+    ///
+    /// When the first attempt ends within the bound, the duplicate is answered what a retry
+    /// would be then: the stored response (`Idempotent-Replayed: true`), or, when the attempt
+    /// ended without a result, its operation continued by this request. Past the bound it is
+    /// answered `409` + `Retry-After` as without a wait, and so is a duplicate over the
+    /// handle's cap of waiters ([`Idem::with_max_waiters`](super::Idem::with_max_waiters)).
+    /// Another request under the key is `422` at once, whatever the wait. Waiters in this
+    /// process are woken by the attempt as it settles; an attempt in another process is
+    /// noticed by claiming again, at most every 250 ms (`docs/http.md`, "Waiting for the first
+    /// attempt").
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use idem_runtime::engine::HandlerConfig;
+    /// static CREATE: HandlerConfig = HandlerConfig::for_route().wait(Duration::from_secs(2));
+    /// assert_eq!(CREATE.waits(), Duration::from_secs(2));
+    /// ```
+    #[must_use]
+    pub const fn wait(mut self, wait: Duration) -> Self {
+        self.wait = wait;
+        self
+    }
+
+    /// How long a duplicate waits for the first attempt ([`HandlerConfig::wait`]).
+    pub const fn waits(&self) -> Duration {
+        self.wait
     }
 
     /// Largest response body stored whole; unless set, the [`Idem`](super::Idem) handle's

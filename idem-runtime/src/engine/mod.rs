@@ -63,6 +63,7 @@ mod policy;
 pub mod problem;
 mod replay_cache;
 mod snapshot;
+mod wait;
 
 pub use contract::Contract;
 pub use error::IdempotencyError;

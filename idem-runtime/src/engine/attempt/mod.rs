@@ -18,6 +18,7 @@ use super::error::IdempotencyError;
 use super::front::{Answer, ClaimSettings, Front, Settlement, answer, bounded};
 use super::operation::{OperationId, with_operation};
 use super::replay_cache::ReplayCache;
+use super::wait::Waiters;
 use crate::seal::{self, KeyRing};
 use crate::store::{
     Chain, Claim, Completion, DEFAULT_RETRY_AFTER, Lease, RecordState, Store, StoreError,
@@ -59,6 +60,9 @@ pub(crate) struct Attempt {
     replay_cache: Option<ReplayCache>,
     /// Seals what is stored, if the handle encrypts.
     key_ring: Option<Arc<KeyRing>>,
+    /// The duplicates of this process that may wait for this attempt: woken once its record is
+    /// settled.
+    waiters: Option<Arc<Waiters>>,
 }
 
 /// What the lease keeper knows about the lease, shared with the attempt.
@@ -117,6 +121,7 @@ impl Attempt {
             give_up: None,
             replay_cache: None,
             key_ring: None,
+            waiters: None,
         }
     }
 
@@ -129,6 +134,14 @@ impl Attempt {
 
     pub(crate) fn with_key_ring(mut self, ring: Option<Arc<KeyRing>>) -> Self {
         self.key_ring = ring;
+        self
+    }
+
+    /// Holds the key among `waiters`, so that duplicates of this process wait for this
+    /// attempt without polling the store, and wakes them once its record is settled.
+    pub(crate) fn with_waiters(mut self, waiters: Arc<Waiters>) -> Self {
+        waiters.hold(&self.lease.key);
+        self.waiters = Some(waiters);
         self
     }
 
@@ -635,7 +648,12 @@ impl Attempt {
 impl Drop for Attempt {
     fn drop(&mut self) {
         telemetry::in_flight(&self.lease.key, self.store.backend(), -1.0);
+        let waiters = self.waiters.take();
         if !self.armed || self.fenced_out() {
+            // Settled (or superseded): a waiter's claim now sees the outcome.
+            if let Some(waiters) = waiters {
+                waiters.wake(&self.lease.key);
+            }
             return;
         }
         // The handler may have started, and done part of its work under the operation id: keep
@@ -651,7 +669,12 @@ impl Drop for Attempt {
             let wait = self.wait;
             handle.spawn(async move {
                 let call = bounded(wait, store.abandon(&lease));
-                if let Err(e) = telemetry::store_call(store.backend(), "abandon", call).await
+                let abandoned = telemetry::store_call(store.backend(), "abandon", call).await;
+                // The lease is ended: a waiter's claim takes the operation over.
+                if let Some(waiters) = waiters {
+                    waiters.wake(&lease.key);
+                }
+                if let Err(e) = abandoned
                     && !matches!(e, StoreError::FencedOut { .. })
                 {
                     tracing::warn!(

@@ -1,0 +1,352 @@
+//! The bounded wait of an in-flight duplicate (`#[idempotent(wait = "..")]`) through an axum
+//! handler, in process, over every store: memory, SQLite, PostgreSQL, MariaDB and Redis (when
+//! `IDEM_TEST_POSTGRES_URL` / `IDEM_TEST_MYSQL_URL` / `IDEM_TEST_REDIS_URL` are set).
+//!
+//! A storm of duplicates is answered by replays within the bound (no `409`), and with `409` past
+//! it; a duplicate over the handle's cap of waiters is `409` at once; another request under the
+//! key is `422` at once; a waiter whose client hangs up leaves nothing behind; and when the
+//! first attempt ends without a result, one waiter continues its operation under the same
+//! operation id and the others replay what it stored.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{FromRef, State};
+use axum::http::header::{CONTENT_TYPE, RETRY_AFTER};
+use axum::http::{Request, StatusCode};
+use axum::routing::post;
+use http_body_util::BodyExt;
+use idem::axum::Json;
+use idem::{Fingerprint, Idem, Snapshot, idempotent};
+use tokio::sync::{Barrier, Semaphore};
+use tower::ServiceExt;
+
+use crate::backends::{Fixture, backend_tests, on_store};
+use crate::counted::Counted;
+use crate::servers::unique;
+
+/// Concurrent duplicates per storm.
+const STORM: usize = 200;
+
+#[derive(Clone)]
+struct App {
+    idem: Idem,
+    /// The operation id of each run of the handler.
+    runs: Arc<Mutex<Vec<String>>>,
+    /// Each run takes a permit first: tests hold them to keep the first attempt in flight.
+    gate: Arc<Semaphore>,
+}
+
+impl App {
+    fn new(idem: Idem, permits: usize) -> Self {
+        App {
+            idem,
+            runs: Arc::default(),
+            gate: Arc::new(Semaphore::new(permits)),
+        }
+    }
+
+    fn runs(&self) -> Vec<String> {
+        self.runs.lock().unwrap().clone()
+    }
+}
+
+impl FromRef<App> for Idem {
+    fn from_ref(app: &App) -> Idem {
+        app.idem.clone()
+    }
+}
+
+#[derive(serde::Deserialize, Fingerprint)]
+struct CreatePayment {
+    amount: u64,
+}
+
+#[derive(serde::Serialize, Snapshot)]
+struct Payment {
+    #[snapshot(biz_no)]
+    id: String,
+    amount: u64,
+}
+
+async fn run(app: &App, req: CreatePayment) -> (StatusCode, Json<Payment>) {
+    let op = idem::operation_id().unwrap().to_string();
+    app.runs.lock().unwrap().push(op.clone());
+    let _permit = app.gate.acquire().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let id = format!("pay_{op}");
+    (
+        StatusCode::CREATED,
+        Json(Payment {
+            id,
+            amount: req.amount,
+        }),
+    )
+}
+
+/// Waits up to 10 s: far longer than the handler.
+#[idempotent(scope = global, wait = "10s", lease = "5s")]
+async fn waits(
+    State(app): State<App>,
+    Json(req): Json<CreatePayment>,
+) -> (StatusCode, Json<Payment>) {
+    run(&app, req).await
+}
+
+/// Waits 200 ms: shorter than a handler held at its gate.
+#[idempotent(scope = global, wait = "200ms", lease = "5s")]
+async fn waits_briefly(
+    State(app): State<App>,
+    Json(req): Json<CreatePayment>,
+) -> (StatusCode, Json<Payment>) {
+    run(&app, req).await
+}
+
+fn router(app: &App) -> Router {
+    Router::new()
+        .route("/waits", post(waits))
+        .route("/waits-briefly", post(waits_briefly))
+        .with_state(app.clone())
+}
+
+#[derive(Debug)]
+struct Answer {
+    status: StatusCode,
+    replayed: bool,
+    retry_after: bool,
+    body: String,
+}
+
+async fn send(router: &Router, path: &str, key: &str, amount: u64) -> Answer {
+    let req = Request::post(path)
+        .header(CONTENT_TYPE, "application/json")
+        .header("idempotency-key", key)
+        .body(Body::from(format!(r#"{{"amount":{amount}}}"#)))
+        .unwrap();
+    let res = router.clone().oneshot(req).await.unwrap();
+    let (parts, body) = res.into_parts();
+    let body = body.collect().await.unwrap().to_bytes();
+    Answer {
+        status: parts.status,
+        replayed: parts
+            .headers
+            .get("idempotent-replayed")
+            .is_some_and(|v| v == "true"),
+        retry_after: parts.headers.contains_key(RETRY_AFTER),
+        body: String::from_utf8_lossy(&body).into_owned(),
+    }
+}
+
+/// `STORM` requests with one key at once; their answers.
+async fn storm(router: &Router, path: &str, key: &str) -> Vec<Answer> {
+    let gate = Arc::new(Barrier::new(STORM));
+    let tasks: Vec<_> = (0..STORM)
+        .map(|_| {
+            let (router, gate, path, key) = (
+                router.clone(),
+                gate.clone(),
+                path.to_owned(),
+                key.to_owned(),
+            );
+            tokio::spawn(async move {
+                gate.wait().await;
+                send(&router, &path, &key, 100).await
+            })
+        })
+        .collect();
+    let mut answers = Vec::new();
+    for t in tasks {
+        answers.push(t.await.unwrap());
+    }
+    answers
+}
+
+/// Generous: the storm queues on the store's pool, and a slow machine must not turn that wait
+/// into 503s.
+fn handle(fx: &Fixture) -> (Arc<Counted>, Idem) {
+    let counted = Counted::new(fx.store.clone());
+    let idem = Idem::from_arc(counted.clone()).with_store_timeout(Duration::from_secs(60));
+    (counted, idem)
+}
+
+async fn duplicates_wait_and_replay(fx: &Fixture) {
+    let (counted, idem) = handle(fx);
+    let app = App::new(idem.clone(), usize::MAX >> 4);
+    let answers = storm(&router(&app), "/waits", &unique("wait")).await;
+    assert_eq!(app.runs().len(), 1, "the handler ran more than once");
+    let fresh: Vec<_> = answers.iter().filter(|a| !a.replayed).collect();
+    assert_eq!(fresh.len(), 1, "one first answer");
+    for a in &answers {
+        assert_eq!(a.status, StatusCode::CREATED, "{}", a.body);
+        assert_eq!(a.body, fresh[0].body, "every answer is the first one");
+    }
+    assert_eq!(idem.waiting(), 0, "no waiter left");
+    // A waiter claims once more when the attempt, held in this process, wakes it (one that
+    // met the key before the attempt was registered may poll once or twice before): about
+    // 2 claims per waiter, 1 for the requests that came after the completion.
+    let claims = counted.claims() as usize;
+    assert!(
+        (STORM..=STORM * 3).contains(&claims),
+        "{claims} claims for {STORM} requests"
+    );
+    assert_eq!(counted.completes(), 1);
+}
+
+async fn past_the_bound_409_and_another_request_422(fx: &Fixture) {
+    let (_, idem) = handle(fx);
+    let app = App::new(idem.clone(), 0);
+    let router = router(&app);
+    let key = unique("brief");
+    let first = tokio::spawn({
+        let (router, key) = (router.clone(), key.clone());
+        async move { send(&router, "/waits-briefly", &key, 100).await }
+    });
+    while app.runs().is_empty() {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let started = tokio::time::Instant::now();
+    let late = send(&router, "/waits-briefly", &key, 100).await;
+    assert_eq!(late.status, StatusCode::CONFLICT, "{}", late.body);
+    assert!(late.retry_after);
+    assert!(
+        started.elapsed() >= Duration::from_millis(200),
+        "waited the bound"
+    );
+    let started = tokio::time::Instant::now();
+    let other = send(&router, "/waits-briefly", &key, 999).await;
+    assert_eq!(
+        other.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        other.body
+    );
+    assert!(
+        started.elapsed() < Duration::from_millis(200),
+        "422 at once"
+    );
+    app.gate.add_permits(1);
+    assert_eq!(first.await.unwrap().status, StatusCode::CREATED);
+    let again = send(&router, "/waits-briefly", &key, 100).await;
+    assert!(again.replayed && again.status == StatusCode::CREATED);
+    assert_eq!(idem.waiting(), 0);
+}
+
+async fn over_the_cap_409_at_once(fx: &Fixture) {
+    let (_, idem) = handle(fx);
+    let idem = idem.with_max_waiters(2);
+    let app = App::new(idem.clone(), 0);
+    let router = router(&app);
+    let key = unique("cap");
+    let first = tokio::spawn({
+        let (router, key) = (router.clone(), key.clone());
+        async move { send(&router, "/waits", &key, 100).await }
+    });
+    while app.runs().is_empty() {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let waiting: Vec<_> = (0..2)
+        .map(|_| {
+            let (router, key) = (router.clone(), key.clone());
+            tokio::spawn(async move { send(&router, "/waits", &key, 100).await })
+        })
+        .collect();
+    while idem.waiting() < 2 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let started = tokio::time::Instant::now();
+    let over = send(&router, "/waits", &key, 100).await;
+    assert_eq!(over.status, StatusCode::CONFLICT, "{}", over.body);
+    assert!(over.retry_after);
+    assert!(started.elapsed() < Duration::from_secs(5), "409 at once");
+    app.gate.add_permits(1);
+    assert_eq!(first.await.unwrap().status, StatusCode::CREATED);
+    for w in waiting {
+        let a = w.await.unwrap();
+        assert!(a.replayed && a.status == StatusCode::CREATED, "{}", a.body);
+    }
+    assert_eq!(idem.waiting(), 0);
+}
+
+async fn a_waiter_that_hangs_up_leaves_nothing(fx: &Fixture) {
+    let (_, idem) = handle(fx);
+    let app = App::new(idem.clone(), 0);
+    let router = router(&app);
+    let key = unique("hangup");
+    let first = tokio::spawn({
+        let (router, key) = (router.clone(), key.clone());
+        async move { send(&router, "/waits", &key, 100).await }
+    });
+    while app.runs().is_empty() {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let waiter = tokio::spawn({
+        let (router, key) = (router.clone(), key.clone());
+        async move { send(&router, "/waits", &key, 100).await }
+    });
+    while idem.waiting() < 1 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // The client hangs up: its request is dropped.
+    waiter.abort();
+    assert!(waiter.await.unwrap_err().is_cancelled());
+    assert_eq!(idem.waiting(), 0, "the waiter is counted out");
+    app.gate.add_permits(1);
+    assert_eq!(first.await.unwrap().status, StatusCode::CREATED);
+    assert_eq!(app.runs().len(), 1);
+}
+
+async fn a_first_attempt_that_dies_is_continued_by_a_waiter(fx: &Fixture) {
+    let (_, idem) = handle(fx);
+    let app = App::new(idem.clone(), 0);
+    let router = router(&app);
+    let key = unique("dies");
+    let first = tokio::spawn({
+        let (router, key) = (router.clone(), key.clone());
+        async move { send(&router, "/waits", &key, 100).await }
+    });
+    while app.runs().is_empty() {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let waiters: Vec<_> = (0..5)
+        .map(|_| {
+            let (router, key) = (router.clone(), key.clone());
+            tokio::spawn(async move { send(&router, "/waits", &key, 100).await })
+        })
+        .collect();
+    while idem.waiting() < 5 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // The first request is dropped mid-handler (its client hung up): its record keeps the
+    // operation id with the lease ended, and the waiters are woken.
+    first.abort();
+    let _ = first.await;
+    app.gate.add_permits(1);
+    let mut answers = Vec::new();
+    for w in waiters {
+        answers.push(w.await.unwrap());
+    }
+    let runs = app.runs();
+    assert_eq!(
+        runs.len(),
+        2,
+        "one waiter continued the operation: {runs:?}"
+    );
+    assert_eq!(runs[0], runs[1], "under the same operation id");
+    assert!(answers.iter().all(|a| a.status == StatusCode::CREATED));
+    assert_eq!(answers.iter().filter(|a| !a.replayed).count(), 1);
+    assert!(answers.iter().all(|a| a.body == answers[0].body));
+    assert_eq!(idem.waiting(), 0);
+}
+
+backend_tests!(
+    4,
+    on_store,
+    [memory, sqlite, postgres, mysql, redis],
+    duplicates_wait_and_replay,
+    past_the_bound_409_and_another_request_422,
+    over_the_cap_409_at_once,
+    a_waiter_that_hangs_up_leaves_nothing,
+    a_first_attempt_that_dies_is_continued_by_a_waiter,
+);
