@@ -688,6 +688,9 @@ impl Drop for Attempt {
                     );
                 }
             });
+        } else if let Some(waiters) = waiters {
+            // Nothing to spawn on: the lease runs out on its own. End the hold all the same.
+            waiters.wake(&self.lease.key);
         }
     }
 }
