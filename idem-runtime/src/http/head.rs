@@ -111,7 +111,7 @@ pub(crate) fn header_key(headers: &HeaderMap, name: &str) -> Result<String, Idem
 }
 
 /// `idempotency-key` -> `Idempotency-Key`, for messages.
-fn display_header_name(name: &str) -> String {
+pub(crate) fn display_header_name(name: &str) -> String {
     let mut out = String::with_capacity(name.len());
     let mut upper = true;
     for c in name.chars() {

@@ -46,13 +46,17 @@ pub(crate) enum LayerScope {
     Unset,
     /// Every caller shares the keys (chosen with `global()`).
     Global,
-    /// Computed from each request (`scope(..)`).
-    Of(Arc<ScopeFn>),
+    /// Computed from each request (`scope(..)`), with the names of its parts for the API
+    /// description when given (`scope_named(..)`).
+    Of(Arc<ScopeFn>, Option<Arc<[String]>>),
 }
 
 impl LayerScope {
-    pub(crate) fn of(f: impl Fn(&Parts) -> Option<Vec<String>> + Send + Sync + 'static) -> Self {
-        LayerScope::Of(Arc::new(f))
+    pub(crate) fn of(
+        names: Option<Arc<[String]>>,
+        f: impl Fn(&Parts) -> Option<Vec<String>> + Send + Sync + 'static,
+    ) -> Self {
+        LayerScope::Of(Arc::new(f), names)
     }
 }
 
@@ -128,7 +132,7 @@ impl LayerConfig {
         };
         let hash = request_hash(body, hashed_path, query);
         let scope = match &self.scope {
-            LayerScope::Of(f) => f(parts),
+            LayerScope::Of(f, _) => f(parts),
             LayerScope::Global => Some(Vec::new()),
             // `assert_scoped` checked that the handle has one.
             LayerScope::Unset => self.idem.default_scope_of(parts).flatten(),
@@ -503,7 +507,32 @@ macro_rules! middleware_builder {
                 self,
                 f: impl Fn(&::http::request::Parts) -> Option<Vec<String>> + Send + Sync + 'static,
             ) -> Self {
-                self.edit(|c| c.scope = $crate::http::layer::LayerScope::of(f))
+                self.edit(|c| c.scope = $crate::http::layer::LayerScope::of(None, f))
+            }
+
+            /// [`scope`](Self::scope), with the names of the parts `f` returns, in order, for
+            /// the API description of the middleware's routes (the `scope` of their
+            /// `x-idempotency`, feature `openapi`): what a caller's key is shared by, written
+            /// as `#[idempotent(scope = [..])]` would (`header("X-Tenant-Id")`,
+            /// `caller.tenant_id`). A scope without names is described as `["scope(..)"]`.
+            ///
+            /// ```
+            #[doc = concat!("# use idem_runtime::", $path, " as Middleware;")]
+            /// # use idem_runtime::{Spec, engine::Idem};
+            /// # let mw = Middleware::new(Idem::new(idem_runtime::store::MemoryStore::new()), Spec::new());
+            /// let mw = mw.scope_named(["header(\"X-Tenant-Id\")"], |parts| {
+            ///     let tenant = parts.headers.get("x-tenant-id")?.to_str().ok()?;
+            ///     Some(vec![tenant.to_owned()])
+            /// });
+            /// ```
+            #[must_use]
+            pub fn scope_named<N: Into<String>>(
+                self,
+                names: impl IntoIterator<Item = N>,
+                f: impl Fn(&::http::request::Parts) -> Option<Vec<String>> + Send + Sync + 'static,
+            ) -> Self {
+                let names = names.into_iter().map(Into::into).collect();
+                self.edit(|c| c.scope = $crate::http::layer::LayerScope::of(Some(names), f))
             }
 
             /// Leaves the query string out of the fingerprint: for routes whose query never
@@ -550,6 +579,35 @@ macro_rules! middleware_builder {
             #[must_use]
             pub fn canonicalizer(self, canonicalizer: $crate::json::Canonicalizer) -> Self {
                 self.edit(|c| c.canonicalizer = canonicalizer)
+            }
+
+            /// What the API description of the middleware's routes says (feature `openapi`):
+            /// its contract, TTL, key header and scope. Give it, with the paths the middleware
+            /// covers, to [`describe_paths`](crate::openapi::describe_paths), or to utoipa's
+            /// `Idempotency.layer(..)` (feature `utoipa`), which takes the middleware itself.
+            ///
+            /// ```
+            #[doc = concat!("# use idem_runtime::", $path, " as Middleware;")]
+            /// # use idem_runtime::{Spec, engine::Idem};
+            /// # let mw = Middleware::new(Idem::new(idem_runtime::store::MemoryStore::new()), Spec::new());
+            /// let doc = mw.header("X-Request-Id").global().doc();
+            /// assert_eq!(doc.header, "X-Request-Id");
+            /// assert_eq!(doc.ttl, idem_runtime::engine::DEFAULT_TTL);
+            /// assert!(doc.scope.is_empty());
+            /// ```
+            #[cfg(feature = "openapi")]
+            #[cfg_attr(docsrs, doc(cfg(feature = "openapi")))]
+            pub fn doc(&self) -> $crate::openapi::LayerDoc {
+                self.config.doc()
+            }
+        }
+
+        #[cfg(feature = "openapi")]
+        #[cfg_attr(docsrs, doc(cfg(feature = "openapi")))]
+        impl From<&$ty> for $crate::openapi::LayerDoc {
+            /// The middleware's `doc()`.
+            fn from(middleware: &$ty) -> Self {
+                middleware.doc()
             }
         }
     };

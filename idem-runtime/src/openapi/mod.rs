@@ -10,6 +10,8 @@
 //!
 //! Every `#[idempotent]` axum or actix-web handler registers its [`HandlerDoc`] at link time
 //! ([`handlers`]), so that nothing the attribute says is written again for the description.
+//! The tower layer and the actix-web middleware describe themselves ([`LayerDoc`], from their
+//! `doc()`), and the routes they cover are named by their paths ([`describe_paths`]).
 
 use core::time::Duration;
 
@@ -18,8 +20,11 @@ use serde_json::{Map, Value, json};
 use crate::engine::Contract;
 use crate::key::MAX_CLIENT_KEY_CHARS;
 
+mod layer;
 #[cfg(feature = "utoipa")]
 mod utoipa;
+
+pub use self::layer::{LayerDoc, describe_paths};
 #[cfg(feature = "utoipa")]
 pub use self::utoipa::Idempotency;
 
@@ -105,17 +110,7 @@ impl HandlerDoc {
     /// );
     /// ```
     pub fn extension(&self) -> Value {
-        let key = match self.key {
-            KeyDoc::Header(name) => json!({ "in": "header", "name": name }),
-            KeyDoc::Value => json!({ "in": "request" }),
-        };
-        json!({
-            "contract": self.contract.as_str(),
-            "ttl": iso_duration(self.ttl),
-            "ttl_seconds": self.ttl.as_secs(),
-            "key": key,
-            "scope": self.scope,
-        })
+        self.facts().extension()
     }
 
     /// Whether `other` describes its operation as this one does: everything but where the
@@ -149,10 +144,54 @@ impl HandlerDoc {
     /// assert_eq!(operation["x-fern-idempotent"], true);
     /// ```
     pub fn describe(&self, operation: &mut Value) {
+        self.facts().describe(operation);
+    }
+
+    fn facts(&self) -> Facts<'_> {
+        Facts {
+            contract: self.contract,
+            ttl: self.ttl,
+            header: match self.key {
+                KeyDoc::Header(name) => Some(name),
+                KeyDoc::Value => None,
+            },
+            scope: self.scope.to_vec(),
+        }
+    }
+}
+
+/// What an operation's description says, whoever makes it idempotent: a handler
+/// ([`HandlerDoc`]) or a middleware ([`LayerDoc`]).
+struct Facts<'a> {
+    contract: Contract,
+    ttl: Duration,
+    /// The key's header; `None` for a key taken from a value of the request.
+    header: Option<&'a str>,
+    scope: Vec<&'a str>,
+}
+
+impl Facts<'_> {
+    /// The `x-idempotency` member.
+    fn extension(&self) -> Value {
+        let key = match self.header {
+            Some(name) => json!({ "in": "header", "name": name }),
+            None => json!({ "in": "request" }),
+        };
+        json!({
+            "contract": self.contract.as_str(),
+            "ttl": iso_duration(self.ttl),
+            "ttl_seconds": self.ttl.as_secs(),
+            "key": key,
+            "scope": self.scope,
+        })
+    }
+
+    /// Adds the parts of an idempotent operation to `operation` ([`HandlerDoc::describe`]).
+    fn describe(&self, operation: &mut Value) {
         let Some(op) = operation.as_object_mut() else {
             return;
         };
-        if let KeyDoc::Header(name) = self.key {
+        if let Some(name) = self.header {
             let parameters = array(op, "parameters");
             let declared = parameters.iter().any(|p| {
                 p["in"] == "header"
@@ -303,12 +342,19 @@ pub fn describe_document(document: &mut Value, handlers: &[&HandlerDoc]) -> Vec<
         }
     }
     if described {
-        let components = object(document.as_object_mut().expect("has paths"), "components");
-        object(components, "schemas")
-            .entry(PROBLEM_SCHEMA)
-            .or_insert_with(problem_schema);
+        add_problem_schema(document);
     }
     ambiguous
+}
+
+/// Adds [`problem_schema`] to the components of `document` (an object), unless declared.
+fn add_problem_schema(document: &mut Value) {
+    let Some(document) = document.as_object_mut() else {
+        return;
+    };
+    object(object(document, "components"), "schemas")
+        .entry(PROBLEM_SCHEMA)
+        .or_insert_with(problem_schema);
 }
 
 /// The methods of an OpenAPI Path Item object.
