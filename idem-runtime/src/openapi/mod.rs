@@ -5,8 +5,8 @@
 //!
 //! The rule: everything here works on OpenAPI 3 objects as JSON (`serde_json::Value`), so that
 //! one implementation serves every OpenAPI crate; an adapter converts its crate's types to JSON
-//! and back ([`Idempotency`] for utoipa, feature `utoipa`). What a user declared is kept: idem
-//! adds what is missing and never removes.
+//! and back ([`Idempotency`] and [`WithLayers`] for utoipa, feature `utoipa`). What a user
+//! declared is kept: idem adds what is missing and never removes.
 //!
 //! Every `#[idempotent]` axum or actix-web handler registers its [`HandlerDoc`] at link time
 //! ([`handlers`]), so that nothing the attribute says is written again for the description.
@@ -26,7 +26,7 @@ mod utoipa;
 
 pub use self::layer::{LayerDoc, describe_paths};
 #[cfg(feature = "utoipa")]
-pub use self::utoipa::Idempotency;
+pub use self::utoipa::{Idempotency, WithLayers};
 
 /// The name of the problem documents' schema in `components.schemas`.
 pub const PROBLEM_SCHEMA: &str = "IdempotencyProblem";

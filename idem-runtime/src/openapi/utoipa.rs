@@ -1,31 +1,173 @@
 //! The utoipa adapter (feature `utoipa`).
 
-use super::describe_registered;
+use serde_json::Value;
+
+use super::{LayerDoc, describe_paths, describe_registered};
 
 /// A `utoipa::Modify` that describes a utoipa document's idempotent operations:
 /// `use idem::openapi::Idempotency;` then `#[openapi(paths(..), modifiers(&Idempotency))]`.
 /// Operations are matched to the registered [`handlers`](super::handlers) by `operationId`, which utoipa sets to
 /// the function's name.
+///
+/// Routes behind the tower layer or the actix-web middleware: [`Idempotency::layer`].
 #[cfg_attr(docsrs, doc(cfg(feature = "utoipa")))]
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Idempotency;
 
+impl Idempotency {
+    /// `Idempotency`, for those who prefer a constructor: `Idempotency::new().layer(..)`.
+    ///
+    /// ```
+    /// use idem_runtime::openapi::Idempotency;
+    /// let _ = Idempotency::new();
+    /// ```
+    pub const fn new() -> Self {
+        Idempotency
+    }
+
+    /// Describes also the unsafe methods (`POST`, `PUT`, `PATCH`, `DELETE`, ...) at `paths`,
+    /// the routes behind `layer` (the tower `IdempotencyLayer` or the actix-web `Idempotency`
+    /// middleware, or its [`LayerDoc`]), as [`describe_paths`] does: the router, not the
+    /// middleware, knows which routes it wraps. Paths are written as in the document
+    /// (`/v1/refunds/{id}`); a path the document does not have is logged (a warning).
+    ///
+    /// utoipa's `modifiers(&..)` takes only a name, and the middleware is built at run time:
+    /// apply the result to the document with `utoipa::Modify::modify`.
+    ///
+    /// ```
+    /// # #[cfg(feature = "axum")] {
+    /// use idem_runtime::axum::IdempotencyLayer;
+    /// use idem_runtime::engine::Idem;
+    /// use idem_runtime::json::Spec;
+    /// use idem_runtime::openapi::Idempotency;
+    /// use utoipa::{Modify, OpenApi};
+    ///
+    /// #[utoipa::path(post, path = "/v1/refunds", responses((status = 201, description = "Created")))]
+    /// async fn refund() {}
+    ///
+    /// #[derive(OpenApi)]
+    /// #[openapi(paths(refund))]
+    /// struct ApiDoc;
+    ///
+    /// let layer = IdempotencyLayer::new(Idem::new(idem_runtime::store::MemoryStore::new()), Spec::new())
+    ///     .header("X-Request-Id")
+    ///     .global();
+    /// let mut openapi = ApiDoc::openapi();
+    /// Idempotency::new().layer(&layer, ["/v1/refunds"]).modify(&mut openapi);
+    ///
+    /// let document = serde_json::to_value(&openapi).unwrap();
+    /// let refund = &document["paths"]["/v1/refunds"]["post"];
+    /// assert_eq!(refund["parameters"][0]["name"], "X-Request-Id");
+    /// assert_eq!(refund["x-idempotency"]["scope"], serde_json::json!([]));
+    /// # }
+    /// ```
+    pub fn layer<P: Into<String>>(
+        self,
+        layer: impl Into<LayerDoc>,
+        paths: impl IntoIterator<Item = P>,
+    ) -> WithLayers {
+        WithLayers { layers: Vec::new() }.layer(layer, paths)
+    }
+}
+
 impl ::utoipa::Modify for Idempotency {
     fn modify(&self, openapi: &mut ::utoipa::openapi::OpenApi) {
-        let mut document = match serde_json::to_value(&*openapi) {
-            Ok(document) => document,
-            Err(e) => {
-                tracing::error!(target: "idem", "the OpenAPI document does not serialize: {e}");
-                return;
+        modify_as_json(openapi, describe_registered);
+    }
+}
+
+/// A `utoipa::Modify` that describes the registered handlers, as [`Idempotency`] does, and the
+/// routes behind middlewares: made by [`Idempotency::layer`], one more middleware with each
+/// [`layer`](WithLayers::layer).
+///
+/// ```
+/// # #[cfg(all(feature = "axum", feature = "actix"))] {
+/// use idem_runtime::engine::Idem;
+/// use idem_runtime::json::Spec;
+/// use idem_runtime::openapi::Idempotency;
+///
+/// let idem = Idem::new(idem_runtime::store::MemoryStore::new());
+/// let refunds = idem_runtime::axum::IdempotencyLayer::new(idem.clone(), Spec::new()).global();
+/// let payouts = idem_runtime::axum::IdempotencyLayer::new(idem, Spec::new())
+///     .header("X-Payout-Key")
+///     .global();
+/// let modifier = Idempotency
+///     .layer(&refunds, ["/v1/refunds", "/v1/refunds/{id}/cancel"])
+///     .layer(&payouts, ["/v1/payouts"]);
+/// # let _ = modifier;
+/// # }
+/// ```
+#[cfg_attr(docsrs, doc(cfg(feature = "utoipa")))]
+#[derive(Debug, Clone, Default)]
+pub struct WithLayers {
+    layers: Vec<(LayerDoc, Vec<String>)>,
+}
+
+impl WithLayers {
+    /// Describes also the unsafe methods at `paths`, the routes behind `layer`
+    /// ([`Idempotency::layer`]).
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use idem_runtime::engine::Contract;
+    /// use idem_runtime::openapi::{Idempotency, LayerDoc};
+    ///
+    /// let doc = |header: &str| LayerDoc {
+    ///     contract: Contract::ExactReplay,
+    ///     ttl: Duration::from_secs(86_400),
+    ///     header: header.into(),
+    ///     scope: vec!["default".into()],
+    /// };
+    /// let modifier = Idempotency
+    ///     .layer(doc("Idempotency-Key"), ["/v1/refunds"])
+    ///     .layer(doc("X-Payout-Key"), ["/v1/payouts"]);
+    /// # let _ = modifier;
+    /// ```
+    #[must_use]
+    pub fn layer<P: Into<String>>(
+        mut self,
+        layer: impl Into<LayerDoc>,
+        paths: impl IntoIterator<Item = P>,
+    ) -> Self {
+        let paths = paths.into_iter().map(Into::into).collect();
+        self.layers.push((layer.into(), paths));
+        self
+    }
+}
+
+impl ::utoipa::Modify for WithLayers {
+    fn modify(&self, openapi: &mut ::utoipa::openapi::OpenApi) {
+        modify_as_json(openapi, |document| {
+            describe_registered(document);
+            for (layer, paths) in &self.layers {
+                for path in describe_paths(document, layer, paths) {
+                    tracing::warn!(
+                        target: "idem",
+                        path = %path,
+                        "the OpenAPI document has no path `{path}`: the idempotency of the \
+                         middleware's routes there is not described"
+                    );
+                }
             }
-        };
-        describe_registered(&mut document);
-        match serde_json::from_value(document) {
-            Ok(described) => *openapi = described,
-            Err(e) => tracing::error!(
-                target: "idem",
-                "the described OpenAPI document does not read back: {e}; left as it was"
-            ),
+        });
+    }
+}
+
+/// Applies `describe` to `openapi` as JSON; on an error, logs it and leaves `openapi` as it was.
+fn modify_as_json(openapi: &mut ::utoipa::openapi::OpenApi, describe: impl FnOnce(&mut Value)) {
+    let mut document = match serde_json::to_value(&*openapi) {
+        Ok(document) => document,
+        Err(e) => {
+            tracing::error!(target: "idem", "the OpenAPI document does not serialize: {e}");
+            return;
         }
+    };
+    describe(&mut document);
+    match serde_json::from_value(document) {
+        Ok(described) => *openapi = described,
+        Err(e) => tracing::error!(
+            target: "idem",
+            "the described OpenAPI document does not read back: {e}; left as it was"
+        ),
     }
 }
