@@ -119,7 +119,10 @@ fn description() -> Option<String> {
     ))]
     struct Paths;
 
-    openapi::json(<Paths as utoipa::OpenApi>::openapi())
+    openapi::json(
+        <Paths as utoipa::OpenApi>::openapi(),
+        concat!(module_path!(), "::api"),
+    )
 }
 
 /// `GET /openapi.json`: [`description`].

@@ -33,13 +33,14 @@ use super::model::{Event, Payment, Refund, Stats};
 )]
 struct Shared;
 
-/// The document of `paths` (a server's `#[derive(OpenApi)]` of its handlers) as JSON: the
-/// shared parts, then what idem adds to the `#[idempotent]` operations. `None` without
-/// `--features utoipa`: a description without idem's part would hide the key.
-pub fn json(paths: utoipa::openapi::OpenApi) -> Option<String> {
+/// The document of `paths` (a server's `#[derive(OpenApi)]` of its handlers, written in
+/// `module`) as JSON: the shared parts, then what idem adds to the `#[idempotent]` operations
+/// of `module`. `None` without `--features utoipa`: a description without idem's part would
+/// hide the key.
+pub fn json(paths: utoipa::openapi::OpenApi, module: &str) -> Option<String> {
     #[cfg(not(feature = "utoipa"))]
     {
-        let _ = paths;
+        let _ = (paths, module);
         None
     }
     #[cfg(feature = "utoipa")]
@@ -47,7 +48,11 @@ pub fn json(paths: utoipa::openapi::OpenApi) -> Option<String> {
         use utoipa::Modify;
 
         let mut document = <Shared as utoipa::OpenApi>::openapi().merge_from(paths);
-        idem::openapi::Idempotency.modify(&mut document);
+        // The handlers of this server only: the axum and the actix-web handlers have the same
+        // names, and the tests link both into one program.
+        idem::openapi::Idempotency
+            .within(module)
+            .modify(&mut document);
         Some(
             document
                 .to_pretty_json()

@@ -217,8 +217,10 @@ macro_rules! front_tests {
             [sqlite, postgres, mysql],
             refund_latest_state,
         );
-        // What a browser sees does not depend on the store.
+        // What a browser sees does not depend on the store, nor does the API description.
         backend_tests!(2, serve_cors, [sqlite], cors_preflight_and_exposed_headers);
+        #[cfg(feature = "utoipa")]
+        backend_tests!(2, serve, [sqlite], the_description_covers_every_route);
     };
 }
 
@@ -951,6 +953,131 @@ async fn stats_count_business_rows(s: &Server) {
     assert_eq!(
         stats(s).await,
         json!({"payments": 2, "refunds": 1, "events": 1})
+    );
+}
+
+/// `GET /openapi.json` (`--features utoipa`): every route the server answers, and on each
+/// idempotent one what idem adds from its attribute; the reads are left as written.
+#[cfg(feature = "utoipa")]
+async fn the_description_covers_every_route(s: &Server) {
+    let answer = get(s, "/openapi.json").await;
+    assert_eq!(answer.status, 200);
+    assert_eq!(answer.header("content-type"), Some("application/json"));
+    let document = answer.json();
+    assert_eq!(document["openapi"], "3.1.0");
+    // (method, path, contract, TTL in seconds) of every route; `None`: not idempotent.
+    let routes = [
+        ("post", "/v1/payments", Some(("exact_replay", 90 * 86_400))),
+        ("get", "/v1/payments/{id}", None),
+        (
+            "post",
+            "/v1/payments/{id}/refunds",
+            Some(("latest_state", 90 * 86_400)),
+        ),
+        ("get", "/v1/refunds/{id}", None),
+        ("post", "/v1/events", Some(("suppress_only", 6 * 3_600))),
+        ("get", "/v1/stats", None),
+        ("get", "/metrics", None),
+        ("get", "/openapi.json", None),
+    ];
+    let paths = document["paths"].as_object().unwrap();
+    let mut described: Vec<_> = paths
+        .iter()
+        .flat_map(|(path, item)| {
+            let methods = item.as_object().unwrap().keys();
+            methods.map(move |method| (method.clone(), path.clone()))
+        })
+        .collect();
+    described.sort();
+    let mut expected: Vec<_> = routes
+        .iter()
+        .map(|(m, p, _)| (m.to_string(), p.to_string()))
+        .collect();
+    expected.sort();
+    assert_eq!(
+        described, expected,
+        "the described routes are the served ones"
+    );
+    let schemas = document["components"]["schemas"].as_object().unwrap();
+    for (method, path, idempotency) in routes {
+        let operation = &paths[path][method];
+        let at = format!("{method} {path}");
+        let responses = operation["responses"].as_object().unwrap();
+        // Every answer's schema is in the components.
+        for content in responses.values().filter_map(|r| r["content"].as_object()) {
+            for media in content.values() {
+                if let Some(target) = media["schema"]["$ref"].as_str() {
+                    let name = target.trim_start_matches("#/components/schemas/");
+                    assert!(schemas.contains_key(name), "{at}: {target} is not defined");
+                }
+            }
+        }
+        let parameters = operation["parameters"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let key = parameters.iter().find(|p| p["name"] == "Idempotency-Key");
+        let Some((contract, ttl)) = idempotency else {
+            assert!(key.is_none(), "{at}: a read takes no key");
+            assert!(operation.get("x-idempotency").is_none(), "{at}");
+            assert!(
+                !responses.contains_key("409") && !responses.contains_key("422"),
+                "{at}"
+            );
+            continue;
+        };
+        let key = key.unwrap_or_else(|| panic!("{at}: no Idempotency-Key parameter"));
+        assert_eq!(
+            (&key["in"], &key["required"]),
+            (&json!("header"), &json!(true)),
+            "{at}"
+        );
+        assert_eq!(
+            key["schema"]["maxLength"], 257,
+            "{at}: 255 characters, quoted"
+        );
+        for name in ["X-Tenant-Id", "X-User-Id"] {
+            assert!(
+                parameters.iter().any(|p| p["name"] == name),
+                "{at}: no {name}"
+            );
+        }
+        for status in ["400", "409", "422", "503"] {
+            let problem = &responses[status]["content"]["application/problem+json"];
+            assert!(
+                problem["schema"]["$ref"].is_string(),
+                "{at}: {status} is no problem"
+            );
+        }
+        for status in ["409", "503"] {
+            assert!(
+                responses[status]["headers"]["Retry-After"].is_object(),
+                "{at} {status}"
+            );
+        }
+        let successes: Vec<_> = responses
+            .iter()
+            .filter(|(c, _)| c.starts_with('2'))
+            .collect();
+        assert!(!successes.is_empty(), "{at}: no success declared");
+        for (status, response) in successes {
+            let replayed = &response["headers"]["Idempotent-Replayed"];
+            assert!(
+                replayed.is_object(),
+                "{at} {status}: no Idempotent-Replayed"
+            );
+        }
+        let extension = &operation["x-idempotency"];
+        assert_eq!(extension["contract"], contract, "{at}");
+        assert_eq!(extension["ttl_seconds"], ttl, "{at}");
+        assert_eq!(extension["key"]["name"], "Idempotency-Key", "{at}");
+        assert_eq!(extension["scope"][0], r#"header("X-Tenant-Id")"#, "{at}");
+        assert_eq!(operation["x-fern-idempotent"], true, "{at}");
+    }
+    let created = &paths["/v1/payments"]["post"]["responses"]["201"];
+    assert!(
+        created["headers"]["Location"].is_object(),
+        "the user's header is kept"
     );
 }
 

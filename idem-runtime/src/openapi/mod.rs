@@ -5,7 +5,7 @@
 //!
 //! The rule: everything here works on OpenAPI 3 objects as JSON (`serde_json::Value`), so that
 //! one implementation serves every OpenAPI crate; an adapter converts its crate's types to JSON
-//! and back ([`Idempotency`] and [`WithLayers`] for utoipa, feature `utoipa`). What a user
+//! and back ([`Idempotency`] and [`IdempotencyWith`] for utoipa, feature `utoipa`). What a user
 //! declared is kept: idem adds what is missing and never removes.
 //!
 //! Every `#[idempotent]` axum or actix-web handler registers its [`HandlerDoc`] at link time
@@ -26,7 +26,7 @@ mod utoipa;
 
 pub use self::layer::{LayerDoc, describe_paths};
 #[cfg(feature = "utoipa")]
-pub use self::utoipa::{Idempotency, WithLayers};
+pub use self::utoipa::{Idempotency, IdempotencyWith};
 
 /// The name of the problem documents' schema in `components.schemas`.
 pub const PROBLEM_SCHEMA: &str = "IdempotencyProblem";
@@ -62,12 +62,18 @@ pub fn handlers() -> Vec<&'static HandlerDoc> {
 /// [`describe_document`] with the registered [`handlers`]; a name two handlers share is
 /// logged (a warning) and left undescribed.
 pub fn describe_registered(document: &mut Value) {
-    for name in describe_document(document, &handlers()) {
+    warn_ambiguous(describe_document(document, &handlers()));
+}
+
+/// Logs (a warning) each operation left undescribed because two handlers of its name differ.
+fn warn_ambiguous(names: Vec<String>) {
+    for name in names {
         tracing::warn!(
             target: "idem",
             operation_id = %name,
-            "two #[idempotent] handlers are named `{name}` and differ: their operation is not described; \
-             give one an `operation_id` in its OpenAPI attribute, or an `operation = \"..\"`"
+            "two #[idempotent] handlers are named `{name}` and differ: their operation is not \
+             described; give one an `operation_id` in its OpenAPI attribute or an \
+             `operation = \"..\"`, or describe one API's handlers (`Idempotency::within`)"
         );
     }
 }

@@ -2,7 +2,10 @@
 
 use serde_json::Value;
 
-use super::{LayerDoc, describe_paths, describe_registered};
+use super::{
+    HandlerDoc, LayerDoc, describe_document, describe_paths, describe_registered, handlers,
+    warn_ambiguous,
+};
 
 /// A `utoipa::Modify` that describes a utoipa document's idempotent operations:
 /// `use idem::openapi::Idempotency;` then `#[openapi(paths(..), modifiers(&Idempotency))]`.
@@ -65,8 +68,21 @@ impl Idempotency {
         self,
         layer: impl Into<LayerDoc>,
         paths: impl IntoIterator<Item = P>,
-    ) -> WithLayers {
-        WithLayers { layers: Vec::new() }.layer(layer, paths)
+    ) -> IdempotencyWith {
+        IdempotencyWith::default().layer(layer, paths)
+    }
+
+    /// Describes only the handlers of `module` and its submodules (`module_path!()` of where
+    /// they are written, `"my_app::api"`): for a program with handlers of one name in two
+    /// APIs, or a document of one of its APIs. Without it every registered handler may match.
+    ///
+    /// ```
+    /// use idem_runtime::openapi::Idempotency;
+    /// let modifier = Idempotency.within(concat!(module_path!(), "::api"));
+    /// # let _ = modifier;
+    /// ```
+    pub fn within(self, module: impl Into<String>) -> IdempotencyWith {
+        IdempotencyWith::default().within(module)
     }
 }
 
@@ -78,7 +94,7 @@ impl ::utoipa::Modify for Idempotency {
 
 /// A `utoipa::Modify` that describes the registered handlers, as [`Idempotency`] does, and the
 /// routes behind middlewares: made by [`Idempotency::layer`], one more middleware with each
-/// [`layer`](WithLayers::layer).
+/// [`layer`](IdempotencyWith::layer).
 ///
 /// ```
 /// # #[cfg(all(feature = "axum", feature = "actix"))] {
@@ -99,11 +115,13 @@ impl ::utoipa::Modify for Idempotency {
 /// ```
 #[cfg_attr(docsrs, doc(cfg(feature = "utoipa")))]
 #[derive(Debug, Clone, Default)]
-pub struct WithLayers {
+pub struct IdempotencyWith {
     layers: Vec<(LayerDoc, Vec<String>)>,
+    /// The modules whose handlers are described; empty: every module.
+    modules: Vec<String>,
 }
 
-impl WithLayers {
+impl IdempotencyWith {
     /// Describes also the unsafe methods at `paths`, the routes behind `layer`
     /// ([`Idempotency::layer`]).
     ///
@@ -133,12 +151,36 @@ impl WithLayers {
         self.layers.push((layer.into(), paths));
         self
     }
+
+    /// Describes the handlers of `module` (and its submodules) too, and no others unless named
+    /// by another `within` ([`Idempotency::within`]).
+    #[must_use]
+    pub fn within(mut self, module: impl Into<String>) -> Self {
+        self.modules.push(module.into());
+        self
+    }
+
+    /// The registered handlers this modifier describes.
+    fn handlers(&self) -> Vec<&'static HandlerDoc> {
+        let inside = |module: &str| {
+            self.modules.is_empty()
+                || self.modules.iter().any(|m| {
+                    module
+                        .strip_prefix(m.as_str())
+                        .is_some_and(|rest| rest.is_empty() || rest.starts_with("::"))
+                })
+        };
+        handlers()
+            .into_iter()
+            .filter(|h| inside(h.module))
+            .collect()
+    }
 }
 
-impl ::utoipa::Modify for WithLayers {
+impl ::utoipa::Modify for IdempotencyWith {
     fn modify(&self, openapi: &mut ::utoipa::openapi::OpenApi) {
         modify_as_json(openapi, |document| {
-            describe_registered(document);
+            warn_ambiguous(describe_document(document, &self.handlers()));
             for (layer, paths) in &self.layers {
                 for path in describe_paths(document, layer, paths) {
                     tracing::warn!(
