@@ -29,6 +29,7 @@ backend_tests!(
     middleware_key_reused_is_422,
     middleware_concurrent_duplicate_is_409_with_retry_after,
     middleware_missing_and_invalid_keys_are_400,
+    duplicates_wait_over_a_socket,
 );
 
 // ---------------------------------------------------------------- the server
@@ -376,6 +377,33 @@ async fn client_hanging_up_after_the_effect_keeps_its_operation(fx: &Fixture) {
     assert_eq!(body["operation_id"], json!(first), "a second operation");
     let ops = effects.ops();
     assert!(ops.iter().all(|op| *op == first), "{ops:?}");
+}
+
+// ---------------------------------------------------------------- waiting for the first attempt
+
+/// Waits up to 10 s for the first attempt (`tests/it/wait.rs`, on actix-web).
+#[idempotent(scope = global, wait = "10s", lease = "5s")]
+async fn waits(
+    app: web::Data<crate::wait::App>,
+    req: web::Json<crate::wait::CreatePayment>,
+) -> (web::Json<crate::wait::Payment>, StatusCode) {
+    let payment = crate::wait::pay(&app, req.into_inner()).await;
+    (web::Json(payment), StatusCode::CREATED)
+}
+
+async fn duplicates_wait_over_a_socket(fx: &Fixture) {
+    let idem = Idem::from_arc(fx.store.clone());
+    let app = crate::wait::App::new(idem.clone(), 0);
+    let (data, handle) = (web::Data::new(app.clone()), idem.clone());
+    let s = Served::start(move || {
+        App::new()
+            .app_data(web::Data::new(handle.clone()))
+            .app_data(data.clone())
+            .app_data(idem::actix::json_config())
+            .route("/waits", web::post().to(waits))
+    });
+    let hang_up = crate::wait::HangUp::RunsOn;
+    crate::wait::waiters_over_a_socket(s.addr, "/waits", &app, &idem, hang_up).await;
 }
 
 // ---------------------------------------------------------------- what counts as the request

@@ -8,6 +8,7 @@
 //! first attempt ends without a result, one waiter continues its operation under the same
 //! operation id and the others replay what it stored.
 
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -31,7 +32,7 @@ use crate::servers::unique;
 const STORM: usize = 200;
 
 #[derive(Clone)]
-struct App {
+pub(crate) struct App {
     idem: Idem,
     /// The operation id of each run of the handler.
     runs: Arc<Mutex<Vec<String>>>,
@@ -40,7 +41,7 @@ struct App {
 }
 
 impl App {
-    fn new(idem: Idem, permits: usize) -> Self {
+    pub(crate) fn new(idem: Idem, permits: usize) -> Self {
         App {
             idem,
             runs: Arc::default(),
@@ -48,7 +49,7 @@ impl App {
         }
     }
 
-    fn runs(&self) -> Vec<String> {
+    pub(crate) fn runs(&self) -> Vec<String> {
         self.runs.lock().unwrap().clone()
     }
 }
@@ -60,30 +61,32 @@ impl FromRef<App> for Idem {
 }
 
 #[derive(serde::Deserialize, Fingerprint)]
-struct CreatePayment {
+pub(crate) struct CreatePayment {
     amount: u64,
 }
 
 #[derive(serde::Serialize, Snapshot)]
-struct Payment {
+pub(crate) struct Payment {
     #[snapshot(biz_no)]
     id: String,
     amount: u64,
 }
 
-async fn run(app: &App, req: CreatePayment) -> (StatusCode, Json<Payment>) {
+/// The handler's work, whatever the front: recorded, held at the gate, 50 ms.
+pub(crate) async fn pay(app: &App, req: CreatePayment) -> Payment {
     let op = idem::operation_id().unwrap().to_string();
     app.runs.lock().unwrap().push(op.clone());
     let _permit = app.gate.acquire().await.unwrap();
     tokio::time::sleep(Duration::from_millis(50)).await;
     let id = format!("pay_{op}");
-    (
-        StatusCode::CREATED,
-        Json(Payment {
-            id,
-            amount: req.amount,
-        }),
-    )
+    Payment {
+        id,
+        amount: req.amount,
+    }
+}
+
+async fn run(app: &App, req: CreatePayment) -> (StatusCode, Json<Payment>) {
+    (StatusCode::CREATED, Json(pay(app, req).await))
 }
 
 /// Waits up to 10 s: far longer than the handler.
@@ -339,6 +342,90 @@ async fn a_first_attempt_that_dies_is_continued_by_a_waiter(fx: &Fixture) {
     assert!(answers.iter().all(|a| a.body == answers[0].body));
     assert_eq!(idem.waiting(), 0);
 }
+
+/// What a server does with a request whose client hangs up.
+#[derive(Clone, Copy, PartialEq)]
+pub(crate) enum HangUp {
+    /// Drops it at once (hyper: axum, tonic).
+    Drops,
+    /// Runs it to its end (actix-web notices the closed socket when it writes the answer): a
+    /// waiter then ends with its bound, or with the first attempt.
+    RunsOn,
+}
+
+/// Over a real socket, at `addr` + `path` (a handler that waits 10 s over [`pay`]): five
+/// duplicates wait for a first request held at the gate, a sixth hangs up mid-wait (and is
+/// counted out at once where the server drops it), and once the first answers the five get its
+/// answer, replayed, and nobody waits any more.
+pub(crate) async fn waiters_over_a_socket(
+    addr: SocketAddr,
+    path: &str,
+    app: &App,
+    idem: &Idem,
+    hang_up: HangUp,
+) {
+    use tokio::io::AsyncWriteExt;
+    let key = unique("socket");
+    let body = r#"{"amount":100}"#;
+    let post = move |path: String, key: String| async move {
+        let headers = [("Idempotency-Key", key.as_str())];
+        crate::payments::send(addr, "POST", &path, &headers, Some(body)).await
+    };
+    let first = tokio::spawn(post(path.to_owned(), key.clone()));
+    while app.runs().is_empty() {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let waiters: Vec<_> = (0..5)
+        .map(|_| tokio::spawn(post(path.to_owned(), key.clone())))
+        .collect();
+    let mut leaving = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let request = format!(
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+         Idempotency-Key: {key}\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    leaving.write_all(request.as_bytes()).await.unwrap();
+    while idem.waiting() < 6 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    drop(leaving);
+    if hang_up == HangUp::Drops {
+        // The server drops the request, and its wait with it.
+        while idem.waiting() > 5 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+    app.gate.add_permits(1);
+    let first = first.await.unwrap();
+    assert_eq!(first.status, 201, "{}", first.text());
+    for w in waiters {
+        let a = w.await.unwrap();
+        assert_eq!(a.status, 201, "{}", a.text());
+        assert_eq!(a.header("idempotent-replayed"), Some("true"));
+        assert_eq!(a.text(), first.text(), "the first answer");
+    }
+    assert_eq!(app.runs().len(), 1);
+    // The one that hung up, if it still ran, was woken with the others.
+    for _ in 0..200 {
+        if idem.waiting() == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(idem.waiting(), 0);
+}
+
+async fn axum_waiters_over_a_socket(fx: &Fixture) {
+    let (_, idem) = handle(fx);
+    let app = App::new(idem.clone(), 0);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let served = tokio::spawn(axum::serve(listener, router(&app)).into_future());
+    waiters_over_a_socket(addr, "/waits", &app, &idem, HangUp::Drops).await;
+    served.abort();
+}
+
+backend_tests!(2, on_store, [sqlite, postgres], axum_waiters_over_a_socket);
 
 backend_tests!(
     4,
