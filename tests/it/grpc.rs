@@ -641,7 +641,8 @@ impl AsIdem for Probe {
 
 #[tonic::async_trait]
 impl Payments for Probe {
-    #[idempotent(scope = default, ttl = "1h", lease = "5s")]
+    /// A duplicate waits for the first call (`wait`), at most 10 s.
+    #[idempotent(scope = default, ttl = "1h", lease = "5s", wait = "10s")]
     async fn create_payment(
         &self,
         request: Request<CreatePaymentRequest>,
@@ -764,6 +765,53 @@ async fn a_cancelled_call_keeps_its_operation_id() {
         .await
         .unwrap_err();
     assert_condition(&err, Code::Unauthenticated, "UNSCOPED");
+}
+
+/// Duplicates of a call in flight wait for it (`wait = "10s"`) instead of `ABORTED`, and get its
+/// answer, replayed; the method runs once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn duplicates_wait_for_the_call_in_flight() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = idem::SqliteStore::open(dir.path().join("idem.db"))
+        .await
+        .unwrap();
+    idem::store::Store::migrate(&store).await.unwrap();
+    let idem = tenant_scope(Idem::new(store));
+    let probe = Probe {
+        idem: idem.clone(),
+        effects: Arc::default(),
+        after_effect: Duration::from_millis(500),
+    };
+    let effects = probe.effects.clone();
+    let client = serve_probe(probe).await;
+    let key = unique("grpc_wait");
+    let call = {
+        let key = key.clone();
+        move || with_key(payment("7.00"), Some(&key), &[("x-tenant-id", "acme")])
+    };
+    let first = tokio::spawn({
+        let (mut client, request) = (client.clone(), call());
+        async move { client.create_payment(request).await }
+    });
+    while effects.lock().unwrap().is_empty() {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let duplicates: Vec<_> = (0..5)
+        .map(|_| {
+            let (mut client, request) = (client.clone(), call());
+            tokio::spawn(async move { client.create_payment(request).await })
+        })
+        .collect();
+    let first = first.await.unwrap().unwrap();
+    assert!(!replayed(first.metadata()));
+    let first = first.into_inner();
+    for d in duplicates {
+        let answer = d.await.unwrap().expect("waited, not ABORTED");
+        assert!(replayed(answer.metadata()));
+        assert_eq!(answer.into_inner(), first);
+    }
+    assert_eq!(effects.lock().unwrap().len(), 1, "the method ran once");
+    assert_eq!(idem.waiting(), 0);
 }
 
 /// A store that does not answer (nothing listens on its port): `UNAVAILABLE` with a

@@ -294,6 +294,27 @@ async fn concurrent_duplicate_is_409() {
     assert_eq!(h.hits(), 1);
 }
 
+/// With `HandlerConfig::wait`, the duplicate waits for the first request and gets its answer.
+#[tokio::test]
+async fn a_duplicate_with_a_wait_gets_the_first_answer() {
+    let h = memory().await;
+    let app = h.app(|l| l.config(HandlerConfig::for_route().wait(Duration::from_secs(10))));
+    let slow = r#"{"amount":1,"currency":"EUR","description":"slow","client_ip":"x"}"#;
+    let first = tokio::spawn({
+        let app = app.clone();
+        async move { send(&app, req(Some("k-wait"), slow)).await }
+    });
+    while h.hits() == 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let (status, headers, body) = send(&app, req(Some("k-wait"), slow)).await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert_eq!(headers["idempotent-replayed"], "true");
+    let (first_status, _, first_body) = first.await.unwrap();
+    assert_eq!((first_status, first_body), (StatusCode::CREATED, body));
+    assert_eq!(h.hits(), 1);
+}
+
 #[tokio::test]
 async fn suppress_only_reads_the_business_number_from_the_body() {
     let h = memory().await;
