@@ -48,7 +48,10 @@ pub(crate) enum LayerScope {
     Global,
     /// Computed from each request (`scope(..)`), with the names of its parts for the API
     /// description when given (`scope_named(..)`).
-    Of(Arc<ScopeFn>, Option<Arc<[String]>>),
+    Of(
+        Arc<ScopeFn>,
+        #[cfg_attr(not(feature = "openapi"), allow(dead_code))] Option<Arc<[String]>>,
+    ),
 }
 
 impl LayerScope {

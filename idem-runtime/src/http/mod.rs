@@ -17,7 +17,9 @@ pub(crate) mod layer;
 pub(crate) mod replay;
 pub(crate) mod snapshot;
 
-pub(crate) use head::{RequestHead, display_header_name, header_key};
+#[cfg(feature = "openapi")]
+pub(crate) use head::display_header_name;
+pub(crate) use head::{RequestHead, header_key};
 pub use headers::{
     CORS_ALLOW_HEADERS, CORS_EXPOSE_HEADERS, IDEMPOTENCY_KEY, IDEMPOTENCY_STATUS,
     IDEMPOTENT_REPLAYED, IDEMPOTENT_SNAPSHOT, KeySource,
