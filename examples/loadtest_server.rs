@@ -16,7 +16,10 @@
 //! | `POST /idem` | the same handler under `#[idempotent(scope = global, contract = "exact_replay")]` |
 //! | `POST /hand` | the same handler with the statements `/idem` sends its store written by hand around it (`loadtest_server/by_hand.rs`): the fair floor of the layer |
 //! | `POST /idem-cached` | the same, through a handle with a replay cache over the same store (`ReplayCache::new(100_000)`, defaults otherwise): replays of records it has seen cost no statement |
-//! | `GET /stats` | `{"statements": n, "handler_runs": n}`: the SQL statements the store has sent (`statement_count()`; `null` for memory) and the times the `/idem` handler ran, since start |
+//! | `POST /slow-bare` | the handler after a 100 ms pause (a processor call) |
+//! | `POST /slow` | the same under `#[idempotent]`: a duplicate that meets it in flight is answered `409` |
+//! | `POST /slow-wait` | the same with `wait = "2s"`: a duplicate waits for it and is replayed |
+//! | `GET /stats` | `{"statements": n, "handler_runs": n}`: the SQL statements the store has sent (`statement_count()`; `null` for memory) and the times the `/idem`, `/slow` and `/slow-wait` handlers ran, since start |
 //!
 //! A fresh key costs the store two statements (claim, complete), a replay one (the claim returns
 //! the completed row): `/floor2` and `/floor` are what the same number of round trips to the same

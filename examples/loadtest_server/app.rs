@@ -149,6 +149,36 @@ async fn idem_payment(
     charge(req)
 }
 
+/// How long the `/slow` handlers take: a call to a payment processor.
+pub const SLOW: core::time::Duration = core::time::Duration::from_millis(100);
+
+async fn slow_bare(Json(req): Json<CreatePayment>) -> (StatusCode, Json<Payment>) {
+    tokio::time::sleep(SLOW).await;
+    charge(req)
+}
+
+/// A duplicate meets the first attempt in flight for 100 ms: `409` + `Retry-After`.
+#[idempotent(scope = global, contract = "exact_replay")]
+async fn slow(
+    State(app): State<App>,
+    Json(req): Json<CreatePayment>,
+) -> (StatusCode, Json<Payment>) {
+    app.runs.fetch_add(1, Ordering::Relaxed);
+    tokio::time::sleep(SLOW).await;
+    charge(req)
+}
+
+/// The same, but a duplicate waits for the first attempt (up to 2 s) and is replayed.
+#[idempotent(scope = global, contract = "exact_replay", wait = "2s")]
+async fn slow_wait(
+    State(app): State<App>,
+    Json(req): Json<CreatePayment>,
+) -> (StatusCode, Json<Payment>) {
+    app.runs.fetch_add(1, Ordering::Relaxed);
+    tokio::time::sleep(SLOW).await;
+    charge(req)
+}
+
 async fn stats(State(app): State<App>) -> axum::Json<serde_json::Value> {
     axum::Json(serde_json::json!({
         "statements": app.statements.as_ref().map(|count| count()),
@@ -307,6 +337,9 @@ pub fn router(app: App) -> Router {
     let mut router = Router::new()
         .route("/bare", post(bare))
         .route("/idem", post(idem_payment))
+        .route("/slow-bare", post(slow_bare))
+        .route("/slow", post(slow))
+        .route("/slow-wait", post(slow_wait))
         .route("/stats", get(stats))
         .merge(
             Router::new()
