@@ -33,6 +33,11 @@ pub(crate) const IN_FLIGHT: &str = "idem_in_flight";
 /// `idem_replay_cache_hits_total{operation, backend}`: replays answered from the handle's replay
 /// cache, without a claim (also counted as `replay` in [`REQUESTS`]).
 pub(crate) const REPLAY_CACHE_HITS: &str = "idem_replay_cache_hits_total";
+/// `idem_waits_total{operation, backend, outcome}`: duplicates that found the first attempt in
+/// flight with a `wait`, by how their wait ended ([`Waited`]).
+pub(crate) const WAITS: &str = "idem_waits_total";
+/// `idem_waiting{operation, backend}`: duplicates of this process waiting right now.
+pub(crate) const WAITING: &str = "idem_waiting";
 /// `idem_purged_total{backend}`: expired records the sweeper deleted.
 pub(crate) const PURGED: &str = "idem_purged_total";
 /// `idem_records_unopened_total{operation, backend, reason}`: sealed records that did not open
@@ -90,6 +95,19 @@ label_values! {
 }
 
 label_values! {
+    /// How the wait of a duplicate for the attempt in flight ended.
+    enum Waited {
+        /// The attempt ended within the bound: the duplicate was admitted again (a replay,
+        /// most often).
+        Answered => "answered",
+        /// The bound passed first: `409`.
+        TimedOut => "timed_out",
+        /// The handle had its most waiters: `409` at once.
+        OverCap => "over_cap",
+    }
+}
+
+label_values! {
     /// What became of an attempt's record.
     enum Settled {
         /// The result was stored.
@@ -136,6 +154,8 @@ mod imp {
         handler: Key,
         in_flight: Key,
         cache_hits: Key,
+        waits: [Key; Waited::ALL.len()],
+        waiting: Key,
     }
 
     impl Keys {
@@ -159,6 +179,10 @@ mod imp {
                 handler: key(HANDLER_SECONDS, None),
                 in_flight: key(IN_FLIGHT, None),
                 cache_hits: key(REPLAY_CACHE_HITS, None),
+                waits: core::array::from_fn(|i| {
+                    key(WAITS, Some(("outcome", Waited::ALL[i].label())))
+                }),
+                waiting: key(WAITING, None),
                 operation,
                 backend,
             }
@@ -220,6 +244,16 @@ mod imp {
 
     pub(crate) fn in_flight(key: &ScopedKey, backend: &'static str, delta: f64) {
         let k = &keys(key, backend).in_flight;
+        metrics::with_recorder(|r| r.register_gauge(k, &METADATA)).increment(delta);
+    }
+
+    pub(crate) fn waited(key: &ScopedKey, backend: &'static str, waited: Waited) {
+        let k = &keys(key, backend).waits[waited as usize];
+        metrics::with_recorder(|r| r.register_counter(k, &METADATA)).increment(1);
+    }
+
+    pub(crate) fn waiting(key: &ScopedKey, backend: &'static str, delta: f64) {
+        let k = &keys(key, backend).waiting;
         metrics::with_recorder(|r| r.register_gauge(k, &METADATA)).increment(delta);
     }
 
@@ -288,6 +322,8 @@ mod imp {
     pub(crate) fn completion_retry(_: &ScopedKey, _: &'static str) {}
     pub(crate) fn handler(_: &ScopedKey, _: &'static str, _: Duration) {}
     pub(crate) fn in_flight(_: &ScopedKey, _: &'static str, _: f64) {}
+    pub(crate) fn waited(_: &ScopedKey, _: &'static str, _: Waited) {}
+    pub(crate) fn waiting(_: &ScopedKey, _: &'static str, _: f64) {}
     pub(crate) async fn store_call<T>(
         _: &'static str,
         _: &'static str,

@@ -991,6 +991,74 @@ mod metered {
 
     static CACHED: HandlerConfig = HandlerConfig::new("tests::metered_cache");
 
+    static WAITS: HandlerConfig =
+        HandlerConfig::new("tests::metered_waits").wait(Duration::from_secs(10));
+
+    /// A duplicate that waits and is answered counts as `answered`, one over the cap as
+    /// `over_cap`; the gauge of waiters is up while it waits and down after.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn waits_are_counted() {
+        let _ = snapshotter();
+        let idem = Idem::new(MemoryStore::new()).with_max_waiters(1);
+        let hash = RequestHash::of_bytes(b"waits");
+        let labels = "backend=memory,operation=tests::metered_waits";
+        let name = |n: &str, more: &str| format!("{n}{{{labels}{more}}}");
+        let before = read();
+        let (release, released) = tokio::sync::oneshot::channel::<()>();
+        let started = Arc::new(tokio::sync::Notify::new());
+        let first = tokio::spawn({
+            let (idem, started) = (idem.clone(), started.clone());
+            async move {
+                run_once::<String, Status, _>(&idem, &WAITS, "w-1", &[], hash, async move {
+                    started.notify_one();
+                    let _ = released.await;
+                    Ok("first".to_owned())
+                })
+                .await
+            }
+        });
+        started.notified().await;
+        let waiter = tokio::spawn({
+            let idem = idem.clone();
+            async move {
+                run_once::<String, Status, _>(&idem, &WAITS, "w-1", &[], hash, async {
+                    Ok("second".to_owned())
+                })
+                .await
+            }
+        });
+        while idem.waiting() < 1 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let up = read();
+        let over = run_once::<String, Status, _>(&idem, &WAITS, "w-1", &[], hash, async {
+            Ok("third".to_owned())
+        })
+        .await;
+        assert_eq!(over, Err(Status(409)), "over the cap: 409 at once");
+        release.send(()).unwrap();
+        assert_eq!(first.await.unwrap().unwrap(), "first");
+        assert_eq!(waiter.await.unwrap().unwrap(), "first");
+        let m = read();
+        let delta = |m: &HashMap<String, f64>, name: &str| {
+            m.get(name).copied().unwrap_or(0.0) - before.get(name).copied().unwrap_or(0.0)
+        };
+        assert_eq!(delta(&up, &name("idem_waiting", "")), 1.0, "one waits");
+        assert_eq!(delta(&m, &name("idem_waiting", "")), 0.0, "nobody waits");
+        assert_eq!(
+            delta(&m, &name("idem_waits_total", ",outcome=answered")),
+            1.0
+        );
+        assert_eq!(
+            delta(&m, &name("idem_waits_total", ",outcome=over_cap")),
+            1.0
+        );
+        assert_eq!(
+            delta(&m, &name("idem_waits_total", ",outcome=timed_out")),
+            0.0
+        );
+    }
+
     /// A replay answered from the replay cache counts as a hit, and as a replay.
     #[tokio::test(flavor = "current_thread")]
     async fn replay_cache_hits_are_counted() {

@@ -32,7 +32,7 @@ use crate::fingerprint::RequestHash;
 use crate::key::{InvalidKey, ScopePart, ScopedKey, scoped_key};
 use crate::seal;
 use crate::store::{Chain, Claim, ClaimRequest, DEFAULT_RETRY_AFTER, Record};
-use crate::telemetry::{self, Outcome};
+use crate::telemetry::{self, Outcome, Waited};
 
 /// The keys of one request: the key its client sent, and that key scoped by the caller and the
 /// operation. The record is claimed, read and written under the scoped key alone; the client's
@@ -217,7 +217,9 @@ async fn wait_for_first(
     settings: ClaimSettings,
     first: Admission,
 ) -> Admission {
+    let backend = idem.store().backend();
     let Some(waiter) = idem.waiters().enter(key) else {
+        telemetry::waited(key, backend, Waited::OverCap);
         tracing::debug!(
             target: "idem",
             operation = key.operation(),
@@ -227,11 +229,15 @@ async fn wait_for_first(
         );
         return first;
     };
+    telemetry::waiting(key, backend, 1.0);
+    // Down again however the wait ends, the request dropped included.
+    let _counted = scopeguard(|| telemetry::waiting(key, backend, -1.0));
     let deadline = tokio::time::Instant::now() + settings.wait;
     let (mut poll, mut last) = (FIRST_POLL, first);
     let mut armed = waiter.armed();
     loop {
         if !waiter.pause(armed, &mut poll, deadline).await {
+            telemetry::waited(key, backend, Waited::TimedOut);
             tracing::debug!(
                 target: "idem",
                 operation = key.operation(),
@@ -245,6 +251,7 @@ async fn wait_for_first(
         armed = waiter.armed();
         last = claim(idem, key, client_key, hash, settings).await;
         if !matches!(last, Admission::Reject(IdempotencyError::InProgress { .. })) {
+            telemetry::waited(key, backend, Waited::Answered);
             return last;
         }
     }
@@ -330,4 +337,17 @@ async fn claim(
             })
         }
     }
+}
+
+/// Runs `f` when dropped.
+fn scopeguard(f: impl FnOnce()) -> impl Drop {
+    struct Guard<F: FnOnce()>(Option<F>);
+    impl<F: FnOnce()> Drop for Guard<F> {
+        fn drop(&mut self) {
+            if let Some(f) = self.0.take() {
+                f();
+            }
+        }
+    }
+    Guard(Some(f))
 }
