@@ -153,6 +153,13 @@ impl HandlerDoc {
         self.facts().describe(operation);
     }
 
+    /// What the handler itself says of `operation`: the key's header parameter (unless one of
+    /// that name is declared), `x-idempotency` and `x-fern-idempotent`. The answers, which the
+    /// operation may declare later, are [`describe_marked`]'s.
+    pub(crate) fn mark(&self, operation: &mut Value) {
+        self.facts().mark(operation);
+    }
+
     fn facts(&self) -> Facts<'_> {
         Facts {
             contract: self.contract,
@@ -192,8 +199,17 @@ impl Facts<'_> {
         })
     }
 
-    /// Adds the parts of an idempotent operation to `operation` ([`HandlerDoc::describe`]).
+    /// Adds the parts of an idempotent operation to `operation` ([`HandlerDoc::describe`]):
+    /// its marks and its answers.
     fn describe(&self, operation: &mut Value) {
+        self.mark(operation);
+        if let Some(op) = operation.as_object_mut() {
+            describe_answers(op);
+        }
+    }
+
+    /// The marks of an idempotent operation ([`HandlerDoc::mark`]).
+    fn mark(&self, operation: &mut Value) {
         let Some(op) = operation.as_object_mut() else {
             return;
         };
@@ -209,37 +225,67 @@ impl Facts<'_> {
                 parameters.push(key_parameter(name, self.ttl));
             }
         }
-        let responses = object(op, "responses");
-        for (_, response) in responses
-            .iter_mut()
-            .filter(|(code, _)| code.starts_with('2'))
-        {
-            if let Some(response) = response.as_object_mut() {
-                object(response, "headers")
-                    .entry("Idempotent-Replayed")
-                    .or_insert_with(replayed_header);
-            }
-        }
-        for (status, description) in PROBLEMS {
-            let response = responses
-                .entry(status.to_string())
-                .or_insert_with(|| json!({ "description": description }));
-            let Some(response) = response.as_object_mut() else {
-                continue;
-            };
-            object(response, "content")
-                .entry("application/problem+json")
-                .or_insert_with(|| {
-                    json!({ "schema": { "$ref": format!("#/components/schemas/{PROBLEM_SCHEMA}") } })
-                });
-            if matches!(status, 409 | 503) {
-                object(response, "headers")
-                    .entry("Retry-After")
-                    .or_insert_with(retry_after_header);
-            }
-        }
         op.insert("x-idempotency".into(), self.extension());
         op.insert("x-fern-idempotent".into(), Value::Bool(true));
+    }
+}
+
+/// The answers of an idempotent operation: the replay header on every `2xx` answer declared,
+/// and the problem answers, added to what `op` declares.
+fn describe_answers(op: &mut Map<String, Value>) {
+    let responses = object(op, "responses");
+    for (_, response) in responses
+        .iter_mut()
+        .filter(|(code, _)| code.starts_with('2'))
+    {
+        if let Some(response) = response.as_object_mut() {
+            object(response, "headers")
+                .entry("Idempotent-Replayed")
+                .or_insert_with(replayed_header);
+        }
+    }
+    for (status, description) in PROBLEMS {
+        let response = responses
+            .entry(status.to_string())
+            .or_insert_with(|| json!({ "description": description }));
+        let Some(response) = response.as_object_mut() else {
+            continue;
+        };
+        object(response, "content")
+            .entry("application/problem+json")
+            .or_insert_with(|| {
+                json!({ "schema": { "$ref": format!("#/components/schemas/{PROBLEM_SCHEMA}") } })
+            });
+        if matches!(status, 409 | 503) {
+            object(response, "headers")
+                .entry("Retry-After")
+                .or_insert_with(retry_after_header);
+        }
+    }
+}
+
+/// Completes the operations of `document` that a handler marked ([`HandlerDoc::mark`], an
+/// `x-idempotency` member) with their answers, and adds [`problem_schema`] to the components
+/// when there is one.
+#[allow(dead_code)]
+pub(crate) fn describe_marked(document: &mut Value) {
+    let Some(paths) = document.get_mut("paths").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let mut described = false;
+    for item in paths.values_mut().filter_map(Value::as_object_mut) {
+        for (method, operation) in item.iter_mut() {
+            let Some(op) = operation.as_object_mut() else {
+                continue;
+            };
+            if METHODS.contains(&method.as_str()) && op.contains_key("x-idempotency") {
+                describe_answers(op);
+                described = true;
+            }
+        }
+    }
+    if described {
+        add_problem_schema(document);
     }
 }
 
@@ -571,6 +617,35 @@ mod tests {
         assert!(paths["/e"]["post"]["x-idempotency"].is_object());
         assert!(paths["/c"]["post"].get("x-idempotency").is_none());
         assert!(document["components"]["schemas"][PROBLEM_SCHEMA].is_object());
+    }
+
+    #[test]
+    fn marked_operations_gain_their_answers_and_others_nothing() {
+        let mut marked = json!({ "responses": { "201": { "description": "Created" } } });
+        doc("create", None).mark(&mut marked);
+        // The handler's part only: the answers may be declared after it.
+        assert!(marked["x-idempotency"].is_object());
+        assert!(marked["responses"].get("409").is_none());
+        let mut document = json!({ "paths": {
+            "/a": { "post": marked, "parameters": [] },
+            "/h": { "get": { "responses": { "200": { "description": "Alive" } } } },
+        }});
+        describe_marked(&mut document);
+        let a = &document["paths"]["/a"]["post"];
+        assert!(a["responses"]["201"]["headers"]["Idempotent-Replayed"].is_object());
+        assert!(a["responses"]["409"]["headers"]["Retry-After"].is_object());
+        assert_eq!(a["parameters"].as_array().unwrap().len(), 1);
+        let h = &document["paths"]["/h"]["get"];
+        assert_eq!(
+            h,
+            &json!({ "responses": { "200": { "description": "Alive" } } })
+        );
+        assert!(document["components"]["schemas"][PROBLEM_SCHEMA].is_object());
+
+        let mut unmarked = json!({ "paths": { "/h": { "get": { "responses": {} } } } });
+        let before = unmarked.clone();
+        describe_marked(&mut unmarked);
+        assert_eq!(unmarked, before);
     }
 
     #[test]
