@@ -125,8 +125,9 @@ pub fn fields(input: TokenStream) -> TokenStream {
 /// # Forms
 ///
 /// - **axum handler** (no `store`): the handler gains an `idem::axum::IdemContext` as its first
-///   argument (the `Idem` handle comes from the router state, `Idem: FromRef<S>`) and returns
-///   an `axum::response::Response`. Its declared return type must implement
+///   argument (the `Idem` handle comes from the router state, `Idem: FromRef<S>`), in a wrapper
+///   that names the handler for its API description (`idem::openapi::aide`), and returns an
+///   `axum::response::Response`. Its declared return type must implement
 ///   `idem::axum::IntoSnapshot`: the response carries the business number (S11).
 /// - **framework-free** (`store = expr`): any `async fn .. -> Result<T, E>` whose `T` and `E`
 ///   are serde types and `E: From<IdempotencyError>`; the signature is unchanged, and a retry

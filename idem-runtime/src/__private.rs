@@ -84,6 +84,8 @@ pub fn canonical_text(write: impl FnOnce(&mut CanonicalWriter<'_>)) -> String {
 }
 
 #[cfg(feature = "axum")]
+pub use crate::axum::context::{HandlerContext, handler_id};
+#[cfg(feature = "axum")]
 pub use crate::axum::run::{Replayer, run};
 #[cfg(feature = "axum")]
 pub use crate::axum::{IdemContext, IntoSnapshot};

@@ -11,7 +11,8 @@ use super::duration::Millis;
 
 /// How the function is called.
 pub(crate) enum Form<'a> {
-    /// An axum handler: `IdemContext` is added as its first argument, it returns a `Response`.
+    /// An axum handler: `IdemContext` is added as its first argument (in a wrapper naming the
+    /// handler), it returns a `Response`.
     Axum,
     /// An actix-web handler (`idem::actix::idempotent`): `IdemContext` is added as its first
     /// argument, it returns an `HttpResponse`.

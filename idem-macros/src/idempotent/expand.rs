@@ -1,10 +1,11 @@
 //! Code generation. Cannot fail: everything was checked before.
 //!
-//! The signature is kept (an axum handler gains `IdemContext` as its first argument and
-//! returns a `Response`); the body is replaced by: the handler's `static` config, the
-//! fingerprint (computed before the body runs, so a body that mutates its input cannot change
-//! what was claimed), the key and the scope rendered into owned locals (the body then moves the
-//! arguments freely), and the call into the runtime with the original body as a future.
+//! The signature is kept (an axum handler gains `IdemContext` as its first argument, in a
+//! wrapper that names the handler, and returns a `Response`); the body is replaced by: the
+//! handler's `static` config, the fingerprint (computed before the body runs, so a body that
+//! mutates its input cannot change what was claimed), the key and the scope rendered into owned
+//! locals (the body then moves the arguments freely), and the call into the runtime with the
+//! original body as a future.
 //!
 //! The original body runs as `async move { let __idem_out: <return type> = <body>; __idem_out }`,
 //! the "fake return edge": a type error in the body is reported at the user's code, against the
@@ -47,8 +48,17 @@ pub(crate) fn expand(plan: &Plan<'_>) -> TokenStream {
 
     let call = match &plan.form {
         Form::Axum => {
-            sig.inputs
-                .insert(0, syn::parse_quote!(__idem_cx: #pv::IdemContext));
+            // The context names its handler: a description read from the extractors (aide)
+            // finds the handler's `HandlerDoc` by it.
+            let function = item.sig.ident.unraw().to_string();
+            sig.inputs.insert(
+                0,
+                syn::parse_quote!(
+                    #pv::HandlerContext(__idem_cx): #pv::HandlerContext<
+                        { #pv::handler_id(::core::module_path!(), #function) },
+                    >
+                ),
+            );
             sig.output = syn::parse_quote_spanned!(ret_span=> -> #pv::Response);
             let (lookup_prelude, mode) = match (plan.contract, plan.lookup) {
                 (Contract::LatestState, Some(lookup)) => (

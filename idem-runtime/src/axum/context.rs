@@ -169,3 +169,44 @@ where
         Ok(IdemContext::new(idem, parts))
     }
 }
+
+/// [`IdemContext`] as `#[idempotent]` adds it to an axum handler: `HANDLER` names the handler
+/// ([`handler_id`] of its module and name), so that a description read from the handler's
+/// extractors (aide, feature `aide`) finds the handler's `HandlerDoc`. Not an API.
+#[doc(hidden)]
+#[derive(Debug, Clone)]
+pub struct HandlerContext<const HANDLER: u64>(pub IdemContext);
+
+impl<S: Send + Sync, const HANDLER: u64> FromRequestParts<S> for HandlerContext<HANDLER>
+where
+    Idem: FromRef<S>,
+{
+    type Rejection = Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        IdemContext::from_request_parts(parts, state)
+            .await
+            .map(HandlerContext)
+    }
+}
+
+/// A handler's name as a number, for [`HandlerContext`]: FNV-1a (64 bits) of
+/// `module::function`.
+#[doc(hidden)]
+pub const fn handler_id(module: &str, function: &str) -> u64 {
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    let parts = [module.as_bytes(), b"::", function.as_bytes()];
+    let mut p = 0;
+    while p < parts.len() {
+        let bytes = parts[p];
+        let mut i = 0;
+        while i < bytes.len() {
+            hash ^= bytes[i] as u64;
+            hash = hash.wrapping_mul(PRIME);
+            i += 1;
+        }
+        p += 1;
+    }
+    hash
+}

@@ -8,7 +8,7 @@
 //! status codes and problem types are documented in `docs/http.md`.
 
 mod body;
-mod context;
+pub(crate) mod context;
 mod json;
 mod layer;
 mod respond;
