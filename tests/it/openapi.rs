@@ -3,7 +3,8 @@
 //! problem answers, the replay header and `x-idempotency`, whichever order the two attributes
 //! are written in; other operations are untouched. The routes behind the tower layer and the
 //! actix-web middleware gain the same parts on their unsafe methods, at the paths named, with
-//! what the middleware is configured with.
+//! what the middleware is configured with. So does an aide `ApiRouter` finished with
+//! `idem::openapi::aide::idempotency` ([`aide_app`]).
 
 use axum::http::StatusCode;
 use idem::axum::Json;
@@ -575,3 +576,5 @@ fn the_actix_middlewares_description_is_its_configuration() {
     );
     assert!(document["components"]["schemas"]["IdempotencyProblem"].is_object());
 }
+#[cfg(feature = "aide")]
+mod aide_app;

@@ -5,8 +5,9 @@
 //!
 //! The rule: everything here works on OpenAPI 3 objects as JSON (`serde_json::Value`), so that
 //! one implementation serves every OpenAPI crate; an adapter converts its crate's types to JSON
-//! and back ([`Idempotency`] and [`IdempotencyWith`] for utoipa, feature `utoipa`). What a user
-//! declared is kept: idem adds what is missing and never removes.
+//! and back ([`Idempotency`] and [`IdempotencyWith`] for utoipa, feature `utoipa`;
+//! [`aide`](mod@aide), feature `aide`). What a user declared is kept: idem adds what is missing
+//! and never removes.
 //!
 //! Every `#[idempotent]` axum or actix-web handler registers its [`HandlerDoc`] at link time
 //! ([`handlers`]), so that nothing the attribute says is written again for the description.
@@ -20,6 +21,9 @@ use serde_json::{Map, Value, json};
 use crate::engine::Contract;
 use crate::key::MAX_CLIENT_KEY_CHARS;
 
+#[cfg(feature = "aide")]
+#[cfg_attr(docsrs, doc(cfg(feature = "aide")))]
+pub mod aide;
 mod layer;
 #[cfg(feature = "utoipa")]
 mod utoipa;
@@ -267,7 +271,7 @@ fn describe_answers(op: &mut Map<String, Value>) {
 /// Completes the operations of `document` that a handler marked ([`HandlerDoc::mark`], an
 /// `x-idempotency` member) with their answers, and adds [`problem_schema`] to the components
 /// when there is one.
-#[allow(dead_code)]
+#[cfg_attr(not(feature = "aide"), allow(dead_code))]
 pub(crate) fn describe_marked(document: &mut Value) {
     let Some(paths) = document.get_mut("paths").and_then(Value::as_object_mut) else {
         return;
