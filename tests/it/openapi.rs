@@ -271,7 +271,10 @@ fn refunds_app(layer: idem::IdempotencyLayer) -> axum::Router {
 fn layered_document() -> Value {
     use utoipa::Modify as _;
     let mut openapi = LayeredDoc::openapi();
+    // This module's handlers only: the program has other `create_refund`s (the payments
+    // example's).
     Idempotency::new()
+        .within(module_path!())
         .layer(&refunds_layer(), ["/v1/refunds", "/v1/refunds/{id}"])
         .modify(&mut openapi);
     serde_json::to_value(openapi).unwrap()
