@@ -104,6 +104,8 @@ label_values! {
         TimedOut => "timed_out",
         /// The handle had its most waiters: `409` at once.
         OverCap => "over_cap",
+        /// The request was dropped mid-wait (its client hung up).
+        Left => "left",
     }
 }
 

@@ -1,8 +1,9 @@
 //! [`Counted`]: a store that counts the engine's calls into the real store it wraps, for the
-//! tests that assert how many calls a path costs (`contention`, `replay_cache`).
+//! tests that assert how many calls a path costs (`contention`, `replay_cache`), and that can
+//! refuse claims as an unreachable store would (`wait`).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use idem::key::ScopedKey;
@@ -18,6 +19,8 @@ pub struct Counted {
     claims: AtomicU64,
     completes: AtomicU64,
     others: AtomicU64,
+    /// Claims fail as `Unavailable` while set.
+    refusing: AtomicBool,
 }
 
 impl Counted {
@@ -27,7 +30,14 @@ impl Counted {
             claims: AtomicU64::new(0),
             completes: AtomicU64::new(0),
             others: AtomicU64::new(0),
+            refusing: AtomicBool::new(false),
         })
+    }
+
+    /// From now on, claims fail as an unreachable store's do (`on`), or go through again.
+    #[allow(dead_code)]
+    pub fn refuse_claims(&self, on: bool) {
+        self.refusing.store(on, Ordering::SeqCst);
     }
 
     pub fn claims(&self) -> u64 {
@@ -55,6 +65,14 @@ impl Counted {
 impl Store for Counted {
     fn claim<'a>(&'a self, req: &'a ClaimRequest<'a>) -> BoxFuture<'a, Result<Claim, StoreError>> {
         self.claims.fetch_add(1, Ordering::SeqCst);
+        if self.refusing.load(Ordering::SeqCst) {
+            return Box::pin(async {
+                Err(StoreError::Unavailable {
+                    source: "refused by the test".into(),
+                    retry_after: Duration::from_secs(1),
+                })
+            });
+        }
         self.inner.claim(req)
     }
 

@@ -107,10 +107,20 @@ async fn waits_briefly(
     run(&app, req).await
 }
 
+/// Waits 300 ms, and runs unprotected when the store cannot be reached at the claim.
+#[idempotent(scope = global, wait = "300ms", lease = "5s", fail_open)]
+async fn waits_or_fails_open(
+    State(app): State<App>,
+    Json(req): Json<CreatePayment>,
+) -> (StatusCode, Json<Payment>) {
+    run(&app, req).await
+}
+
 fn router(app: &App) -> Router {
     Router::new()
         .route("/waits", post(waits))
         .route("/waits-briefly", post(waits_briefly))
+        .route("/waits-or-fails-open", post(waits_or_fails_open))
         .with_state(app.clone())
 }
 
@@ -234,6 +244,42 @@ async fn past_the_bound_409_and_another_request_422(fx: &Fixture) {
     let again = send(&router, "/waits-briefly", &key, 100).await;
     assert!(again.replayed && again.status == StatusCode::CREATED);
     assert_eq!(idem.waiting(), 0);
+}
+
+/// A duplicate that saw the first attempt running never runs beside it: claims that fail during
+/// its wait (`fail_open` would run the handler unprotected) leave it waiting, then `409`.
+async fn a_store_failing_mid_wait_never_runs_a_second_copy(fx: &Fixture) {
+    let (counted, idem) = handle(fx);
+    let app = App::new(idem.clone(), 0);
+    let router = router(&app);
+    let key = unique("failing");
+    let path = "/waits-or-fails-open";
+    let first = tokio::spawn({
+        let (router, key) = (router.clone(), key.clone());
+        async move { send(&router, path, &key, 100).await }
+    });
+    while app.runs().is_empty() {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let duplicate = tokio::spawn({
+        let (router, key) = (router.clone(), key.clone());
+        async move { send(&router, path, &key, 100).await }
+    });
+    while idem.waiting() < 1 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    counted.refuse_claims(true);
+    // A second copy would hang at the gate: bounded, so that the test fails instead.
+    let duplicate = tokio::time::timeout(Duration::from_secs(5), duplicate).await;
+    counted.refuse_claims(false);
+    let runs = app.runs();
+    let duplicate = duplicate
+        .unwrap_or_else(|_| panic!("the duplicate ran the handler beside the first: {runs:?}"))
+        .unwrap();
+    assert_eq!(duplicate.status, StatusCode::CONFLICT, "{}", duplicate.body);
+    assert_eq!(app.runs().len(), 1, "no unprotected run beside the first");
+    app.gate.add_permits(1);
+    assert_eq!(first.await.unwrap().status, StatusCode::CREATED);
 }
 
 async fn over_the_cap_409_at_once(fx: &Fixture) {
@@ -433,6 +479,7 @@ backend_tests!(
     [memory, sqlite, postgres, mysql, redis],
     duplicates_wait_and_replay,
     past_the_bound_409_and_another_request_422,
+    a_store_failing_mid_wait_never_runs_a_second_copy,
     over_the_cap_409_at_once,
     a_waiter_that_hangs_up_leaves_nothing,
     a_first_attempt_that_dies_is_continued_by_a_waiter,

@@ -192,8 +192,9 @@ pub(crate) async fn admit(
         return Admission::Replay(record);
     }
     match claim(idem, key, client_key, hash, settings).await {
+        // Waiting needs a timer: outside a tokio runtime the duplicate is answered at once.
         first @ Admission::Reject(IdempotencyError::InProgress { .. })
-            if !settings.wait.is_zero() =>
+            if !settings.wait.is_zero() && tokio::runtime::Handle::try_current().is_ok() =>
         {
             wait_for_first(idem, key, client_key, hash, settings, first).await
         }
@@ -229,15 +230,13 @@ async fn wait_for_first(
         );
         return first;
     };
-    telemetry::waiting(key, backend, 1.0);
-    // Down again however the wait ends, the request dropped included.
-    let _counted = scopeguard(|| telemetry::waiting(key, backend, -1.0));
+    let mut count = WaitCount::start(key, backend);
     let deadline = tokio::time::Instant::now() + settings.wait;
     let (mut poll, mut last) = (FIRST_POLL, first);
     let mut armed = waiter.armed();
     loop {
         if !waiter.pause(armed, &mut poll, deadline).await {
-            telemetry::waited(key, backend, Waited::TimedOut);
+            count.ended(Waited::TimedOut);
             tracing::debug!(
                 target: "idem",
                 operation = key.operation(),
@@ -249,10 +248,16 @@ async fn wait_for_first(
         }
         // Armed before the claim: a settlement during it wakes the next pause.
         armed = waiter.armed();
-        last = claim(idem, key, client_key, hash, settings).await;
-        if !matches!(last, Admission::Reject(IdempotencyError::InProgress { .. })) {
-            telemetry::waited(key, backend, Waited::Answered);
-            return last;
+        match claim(idem, key, client_key, hash, settings).await {
+            now @ Admission::Reject(IdempotencyError::InProgress { .. }) => last = now,
+            // The store failed this claim: the attempt in flight is all the waiter knows of;
+            // it waits on, and is answered `409` at the bound — never run unprotected
+            // (`fail_open`) beside an attempt it saw running.
+            Admission::Unprotected | Admission::Reject(IdempotencyError::Unavailable { .. }) => {}
+            answered => {
+                count.ended(Waited::Answered);
+                return answered;
+            }
         }
     }
 }
@@ -339,15 +344,35 @@ async fn claim(
     }
 }
 
-/// Runs `f` when dropped.
-fn scopeguard(f: impl FnOnce()) -> impl Drop {
-    struct Guard<F: FnOnce()>(Option<F>);
-    impl<F: FnOnce()> Drop for Guard<F> {
-        fn drop(&mut self) {
-            if let Some(f) = self.0.take() {
-                f();
-            }
+/// One wait in the telemetry: `idem_waiting` up while it lasts, and its outcome in
+/// `idem_waits_total` — `left` when the request is dropped mid-wait (its client hung up).
+struct WaitCount<'a> {
+    key: &'a ScopedKey,
+    backend: &'static str,
+    ended: bool,
+}
+
+impl<'a> WaitCount<'a> {
+    fn start(key: &'a ScopedKey, backend: &'static str) -> Self {
+        telemetry::waiting(key, backend, 1.0);
+        WaitCount {
+            key,
+            backend,
+            ended: false,
         }
     }
-    Guard(Some(f))
+
+    fn ended(&mut self, waited: Waited) {
+        telemetry::waited(self.key, self.backend, waited);
+        self.ended = true;
+    }
+}
+
+impl Drop for WaitCount<'_> {
+    fn drop(&mut self) {
+        telemetry::waiting(self.key, self.backend, -1.0);
+        if !self.ended {
+            telemetry::waited(self.key, self.backend, Waited::Left);
+        }
+    }
 }

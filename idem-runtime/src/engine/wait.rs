@@ -7,8 +7,9 @@
 //!
 //! * An attempt of this process ends: [`Waiters::wake`], when its record is settled (stored,
 //!   released or abandoned), wakes the waiters of its key at once. While the key is held here
-//!   ([`Waiters::hold`]), a waiter claims nothing until then: one claim more than without a
-//!   wait, whatever the handler's run time.
+//!   ([`Waiters::hold`]), a waiter claims again only once a second (in case the holder lost the
+//!   key to another process): one claim more than without a wait for a handler under a
+//!   second.
 //! * An attempt of another process ends: nothing here hears of it, so a waiter claims again on
 //!   a backed-off schedule (25 ms, doubling, at most 250 ms apart). That costs a claim
 //!   statement per try: about 10 over a 2-second bound.
@@ -34,6 +35,8 @@ use crate::key::ScopedKey;
 pub(crate) const FIRST_POLL: Duration = Duration::from_millis(25);
 /// The longest pause between two claims of a waiter.
 const MAX_POLL: Duration = Duration::from_millis(250);
+/// The pause between two claims of a waiter whose key an attempt of this process holds.
+const HELD_POLL: Duration = Duration::from_secs(1);
 
 /// The waiters of one handle: per key that someone waits on or that an attempt of this process
 /// holds, a wake-up; and the count of waiters.
@@ -44,11 +47,13 @@ pub(crate) struct Waiters {
     cap: usize,
 }
 
-/// One key's wake-up, and the attempts of this process that hold the key (none, or one; two
-/// for a moment when a retry of this process took over an attempt of this process).
+/// One key's wake-up, its waiters, and the attempts of this process that hold the key (none,
+/// or one; two for a moment when a retry of this process took over an attempt of this
+/// process). Both counts change under the map's lock: the entry goes when both are zero.
 #[derive(Debug, Default)]
 struct Entry {
     notify: Arc<Notify>,
+    waiters: usize,
     holders: usize,
 }
 
@@ -84,7 +89,12 @@ impl Waiters {
             return None;
         }
         let hash = *key.hash();
-        let notify = self.lock().entry(hash).or_default().notify.clone();
+        let notify = {
+            let mut keys = self.lock();
+            let entry = keys.entry(hash).or_default();
+            entry.waiters += 1;
+            entry.notify.clone()
+        };
         Some(Waiter {
             waiters: self.clone(),
             hash,
@@ -101,16 +111,20 @@ impl Waiters {
     /// Wakes the waiters of `key`, and ends a [`Waiters::hold`]: the attempt of this process
     /// has settled its record.
     pub(crate) fn wake(&self, key: &ScopedKey) {
-        let mut keys = self.lock();
-        let Some(entry) = keys.get_mut(key.hash()) else {
-            return;
+        let notify = {
+            let mut keys = self.lock();
+            let Some(entry) = keys.get_mut(key.hash()) else {
+                return;
+            };
+            entry.holders = entry.holders.saturating_sub(1);
+            if entry.holders == 0 && entry.waiters == 0 {
+                keys.remove(key.hash());
+                return;
+            }
+            entry.notify.clone()
         };
-        entry.holders = entry.holders.saturating_sub(1);
-        entry.notify.notify_waiters();
-        // The map's handle alone: nobody waits.
-        if entry.holders == 0 && Arc::strong_count(&entry.notify) == 1 {
-            keys.remove(key.hash());
-        }
+        // Outside the lock: waking thousands of waiters takes a while.
+        notify.notify_waiters();
     }
 
     /// Whether an attempt of this process holds the key of `hash`.
@@ -148,7 +162,9 @@ impl Waiter {
             return false;
         }
         let until = if self.waiters.held_here(&self.hash) {
-            deadline
+            // Woken by the holder as it settles; claimed again now and then all the same, in
+            // case the holder lost the key to another process and settles late.
+            (now + HELD_POLL).min(deadline)
         } else {
             let until = (now + *poll).min(deadline);
             *poll = (*poll * 2).min(MAX_POLL);
@@ -173,12 +189,11 @@ pub(crate) struct Armed<'a>(core::pin::Pin<Box<tokio::sync::futures::Notified<'a
 impl Drop for Waiter {
     fn drop(&mut self) {
         let mut keys = self.waiters.lock();
-        // The map's handle and this one: the last waiter of a key nobody holds here removes
-        // the entry.
-        if Arc::strong_count(&self.notify) == 2
-            && keys.get(&self.hash).is_some_and(|e| e.holders == 0)
-        {
-            keys.remove(&self.hash);
+        if let Some(entry) = keys.get_mut(&self.hash) {
+            entry.waiters -= 1;
+            if entry.waiters == 0 && entry.holders == 0 {
+                keys.remove(&self.hash);
+            }
         }
         drop(keys);
         self.waiters.waiting.fetch_sub(1, Ordering::AcqRel);
