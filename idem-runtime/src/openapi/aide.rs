@@ -47,7 +47,8 @@ use ::aide::transform::TransformOpenApi;
 use ::aide::{OperationInput, OperationOutput};
 use serde_json::Value;
 
-use super::{HandlerDoc, describe_marked, handlers};
+use super::layer::describe_layer_paths;
+use super::{HandlerDoc, LayerDoc, describe_marked, handlers};
 use crate::axum::context::{HandlerContext, handler_id};
 use crate::axum::{IdemContext, Json};
 
@@ -88,15 +89,89 @@ use crate::axum::{IdemContext, Json};
 /// assert!(doc["components"]["schemas"]["IdempotencyProblem"].is_object());
 /// ```
 #[cfg_attr(docsrs, doc(cfg(feature = "aide")))]
-pub fn idempotency(mut api: TransformOpenApi<'_>) -> TransformOpenApi<'_> {
+pub fn idempotency(api: TransformOpenApi<'_>) -> TransformOpenApi<'_> {
+    on_json(api, describe_marked)
+}
+
+/// Describes the routes behind a middleware (the tower `IdempotencyLayer` or the actix-web
+/// `Idempotency`, or its [`LayerDoc`]) at `paths`, as
+/// [`describe_paths`](super::describe_paths) does: their unsafe methods gain the key's
+/// parameter, the problem answers, the replay header, `x-idempotency` and
+/// `x-fern-idempotent`. The router, not the middleware, knows which routes it wraps: name
+/// their paths as the document writes them; a path the document lacks is logged. Give it to
+/// the transform of `finish_api_with`, beside [`idempotency`]:
+/// `|api| api.with(idempotency).with(layer(&refunds, ["/v1/refunds"]))`.
+///
+/// ```
+/// use core::time::Duration;
+/// use aide::openapi::OpenApi;
+/// use aide::transform::TransformOpenApi;
+/// use idem_runtime::engine::Contract;
+/// use idem_runtime::openapi::LayerDoc;
+/// use idem_runtime::openapi::aide::layer;
+///
+/// let document = serde_json::json!({
+///     "openapi": "3.1.0",
+///     "info": { "title": "refunds", "version": "1" },
+///     "paths": { "/v1/refunds": {
+///         "get": { "responses": { "200": { "description": "The refunds" } } },
+///         "post": { "responses": { "201": { "description": "Created" } } },
+///     } },
+/// });
+/// let mut api: OpenApi = serde_json::from_str(&document.to_string()).unwrap();
+/// let refunds = LayerDoc {
+///     contract: Contract::ExactReplay,
+///     ttl: Duration::from_secs(86_400),
+///     header: "Idempotency-Key".into(),
+///     scope: vec!["default".into()],
+/// };
+/// let _ = TransformOpenApi::new(&mut api).with(layer(refunds, ["/v1/refunds"]));
+///
+/// let doc = serde_json::to_value(&api).unwrap();
+/// let refunds = &doc["paths"]["/v1/refunds"];
+/// assert_eq!(refunds["post"]["parameters"][0]["name"], "Idempotency-Key");
+/// assert!(refunds["post"]["responses"]["409"]["headers"]["Retry-After"].is_object());
+/// assert!(refunds["post"]["responses"]["201"]["headers"]["Idempotent-Replayed"].is_object());
+/// assert_eq!(refunds["post"]["x-idempotency"]["scope"], serde_json::json!(["default"]));
+/// assert!(refunds["get"].get("x-idempotency").is_none());
+/// assert!(doc["components"]["schemas"]["IdempotencyProblem"].is_object());
+/// ```
+#[cfg_attr(docsrs, doc(cfg(feature = "aide")))]
+pub fn layer<P: Into<String>>(
+    layer: impl Into<LayerDoc>,
+    paths: impl IntoIterator<Item = P>,
+) -> impl for<'a> FnOnce(TransformOpenApi<'a>) -> TransformOpenApi<'a> {
+    let layer = layer.into();
+    let paths: Vec<String> = paths.into_iter().map(Into::into).collect();
+    transform(move |api| {
+        on_json(api, |document| {
+            describe_layer_paths(document, &layer, &paths);
+        })
+    })
+}
+
+/// `f`, with the signature of a transform for any document's lifetime.
+fn transform<F>(f: F) -> F
+where
+    F: for<'a> FnOnce(TransformOpenApi<'a>) -> TransformOpenApi<'a>,
+{
+    f
+}
+
+/// Applies `describe` to the paths and the components of `api`'s document as JSON (aide reads
+/// its whole `OpenApi` back from borrowed text alone); on an error, logs it and leaves the
+/// document as it was.
+fn on_json<'a>(
+    mut api: TransformOpenApi<'a>,
+    describe: impl FnOnce(&mut Value),
+) -> TransformOpenApi<'a> {
     let openapi = api.inner_mut();
-    // The paths and the components only: aide reads its `OpenApi` back from borrowed text alone.
     let (Some(paths), Some(components)) = (to_json(&openapi.paths), to_json(&openapi.components))
     else {
         return api;
     };
     let mut document = serde_json::json!({ "paths": paths, "components": components });
-    describe_marked(&mut document);
+    describe(&mut document);
     if let (Some(paths), Some(components)) = (
         from_json(document["paths"].take(), "paths"),
         from_json(document["components"].take(), "components"),

@@ -109,6 +109,24 @@ impl LayerDoc {
     }
 }
 
+/// [`describe_paths`], logging (a warning) each named path the document lacks: what the
+/// adapters do.
+#[cfg(any(feature = "utoipa", feature = "aide"))]
+pub(crate) fn describe_layer_paths<P: AsRef<str>>(
+    document: &mut Value,
+    layer: &LayerDoc,
+    paths: impl IntoIterator<Item = P>,
+) {
+    for path in describe_paths(document, layer, paths) {
+        tracing::warn!(
+            target: "idem",
+            path = %path,
+            "the OpenAPI document has no path `{path}`: the idempotency of the middleware's \
+             routes there is not described"
+        );
+    }
+}
+
 /// Describes, with `layer`, the operations of `document` (an OpenAPI 3 document as JSON) that
 /// the middleware makes idempotent at `paths`: every method but `GET`, `HEAD`, `OPTIONS` and
 /// `TRACE` — `post`, `put`, `patch`, `delete`, OpenAPI 3.2's `query` and its

@@ -2,9 +2,9 @@
 
 use serde_json::Value;
 
+use super::layer::describe_layer_paths;
 use super::{
-    HandlerDoc, LayerDoc, describe_document, describe_paths, describe_registered, handlers,
-    warn_ambiguous,
+    HandlerDoc, LayerDoc, describe_document, describe_registered, handlers, warn_ambiguous,
 };
 
 /// A `utoipa::Modify` that describes a utoipa document's idempotent operations:
@@ -182,14 +182,7 @@ impl ::utoipa::Modify for IdempotencyWith {
         modify_as_json(openapi, |document| {
             warn_ambiguous(describe_document(document, &self.handlers()));
             for (layer, paths) in &self.layers {
-                for path in describe_paths(document, layer, paths) {
-                    tracing::warn!(
-                        target: "idem",
-                        path = %path,
-                        "the OpenAPI document has no path `{path}`: the idempotency of the \
-                         middleware's routes there is not described"
-                    );
-                }
+                describe_layer_paths(document, layer, paths);
             }
         });
     }
