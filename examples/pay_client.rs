@@ -214,19 +214,30 @@ async fn main() -> ExitCode {
     }
 }
 
-/// Whether the service answers at all, asked once before the payments: a refused connection
-/// would otherwise be retried for the whole patient budget of every payment.
+/// Whether there is a service to talk to, asked once before the payments: a refused connection
+/// or an unknown host (nothing to retry against: a server not started, a wrong `--url`) would
+/// otherwise be retried for the whole patient budget of every payment. Any other failure (no
+/// answer in time, a connection reset: a server restarting, a flaky network) is what the
+/// payments' retries are for: it is reported on one line and the payments go on.
 async fn reachable(http: &reqwest::Client, url: &str) -> Result<(), String> {
     let Err(e) = http.get(format!("{url}/v1/stats")).send().await else {
         return Ok(());
     };
-    Err(match ConnectCause::of(&e) {
-        ConnectCause::Refused => format!(
+    match ConnectCause::of(&e) {
+        ConnectCause::Refused => Err(format!(
             "the server at {url} refused the connection: is it running? start it with `cargo \
              run --example payments`, or pass --url"
-        ),
-        cause => format!("cannot reach the server at {url}: {cause} (check --url)"),
-    })
+        )),
+        ConnectCause::UnknownHost => {
+            Err(format!("the host of {url} does not resolve (check --url)"))
+        }
+        cause => {
+            eprintln!(
+                "pay_client: the server at {url} did not answer the first request ({cause}); the payments retry"
+            );
+            Ok(())
+        }
+    }
 }
 
 /// `e` and its causes on one line: what gave up, and the last transport error under it.
