@@ -282,6 +282,51 @@ async fn a_store_failing_mid_wait_never_runs_a_second_copy(fx: &Fixture) {
     assert_eq!(first.await.unwrap().status, StatusCode::CREATED);
 }
 
+/// The first attempt in one process, the duplicate in another (two handles on one store, each
+/// with waiters of its own): nothing wakes the duplicate, which learns of the completion by
+/// claiming again, and is replayed.
+async fn a_waiter_of_another_process_learns_by_claiming(fx: &Fixture) {
+    let (_, here) = handle(fx);
+    let (counted, there) = handle(fx);
+    let app = App::new(here.clone(), 0);
+    let (first_router, other_router) = (
+        router(&app),
+        router(&App {
+            idem: there.clone(),
+            ..app.clone()
+        }),
+    );
+    let key = unique("elsewhere");
+    let first = tokio::spawn({
+        let key = key.clone();
+        async move { send(&first_router, "/waits", &key, 100).await }
+    });
+    while app.runs().is_empty() {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let duplicate = tokio::spawn({
+        let key = key.clone();
+        async move { send(&other_router, "/waits", &key, 100).await }
+    });
+    while there.waiting() < 1 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    app.gate.add_permits(1);
+    let (first, duplicate) = (first.await.unwrap(), duplicate.await.unwrap());
+    assert_eq!(first.status, StatusCode::CREATED);
+    assert!(
+        duplicate.replayed && duplicate.status == StatusCode::CREATED,
+        "{}",
+        duplicate.body
+    );
+    assert_eq!(duplicate.body, first.body);
+    assert_eq!(app.runs().len(), 1);
+    // Polled while it waited: the first claim, then one every 25 ms doubling to 250 ms.
+    assert!(counted.claims() >= 3, "{} claims", counted.claims());
+    assert_eq!((here.waiting(), there.waiting()), (0, 0));
+}
+
 async fn over_the_cap_409_at_once(fx: &Fixture) {
     let (_, idem) = handle(fx);
     let idem = idem.with_max_waiters(2);
@@ -480,6 +525,7 @@ backend_tests!(
     duplicates_wait_and_replay,
     past_the_bound_409_and_another_request_422,
     a_store_failing_mid_wait_never_runs_a_second_copy,
+    a_waiter_of_another_process_learns_by_claiming,
     over_the_cap_409_at_once,
     a_waiter_that_hangs_up_leaves_nothing,
     a_first_attempt_that_dies_is_continued_by_a_waiter,
