@@ -30,7 +30,7 @@ impl Idempotency {
 
     /// Describes also the unsafe methods (`POST`, `PUT`, `PATCH`, `DELETE`, ...) at `paths`,
     /// the routes behind `layer` (the tower `IdempotencyLayer` or the actix-web `Idempotency`
-    /// middleware, or its [`LayerDoc`]), as [`describe_paths`] does: the router, not the
+    /// middleware, or its [`LayerDoc`]), as [`describe_paths`](super::describe_paths) does: the router, not the
     /// middleware, knows which routes it wraps. Paths are written as in the document
     /// (`/v1/refunds/{id}`); a path the document does not have is logged (a warning).
     ///
