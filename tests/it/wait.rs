@@ -22,6 +22,7 @@ use http_body_util::BodyExt;
 use idem::axum::Json;
 use idem::{Fingerprint, Idem, Snapshot, idempotent};
 use tokio::sync::{Barrier, Semaphore};
+use tokio::task::JoinHandle;
 use tower::ServiceExt;
 
 use crate::backends::{Fixture, backend_tests, on_store};
@@ -152,6 +153,19 @@ async fn send(router: &Router, path: &str, key: &str, amount: u64) -> Answer {
     }
 }
 
+/// [`send`] in a task of its own.
+fn spawn_send(router: &Router, path: &str, key: &str, amount: u64) -> JoinHandle<Answer> {
+    let (router, path, key) = (router.clone(), path.to_owned(), key.to_owned());
+    tokio::spawn(async move { send(&router, &path, &key, amount).await })
+}
+
+/// Returns once `ready` holds, asked every 5 ms.
+async fn until(ready: impl Fn() -> bool) {
+    while !ready() {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 /// `STORM` requests with one key at once; their answers.
 async fn storm(router: &Router, path: &str, key: &str) -> Vec<Answer> {
     let gate = Arc::new(Barrier::new(STORM));
@@ -212,13 +226,8 @@ async fn past_the_bound_409_and_another_request_422(fx: &Fixture) {
     let app = App::new(idem.clone(), 0);
     let router = router(&app);
     let key = unique("brief");
-    let first = tokio::spawn({
-        let (router, key) = (router.clone(), key.clone());
-        async move { send(&router, "/waits-briefly", &key, 100).await }
-    });
-    while app.runs().is_empty() {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    let first = spawn_send(&router, "/waits-briefly", &key, 100);
+    until(|| !app.runs().is_empty()).await;
     let started = tokio::time::Instant::now();
     let late = send(&router, "/waits-briefly", &key, 100).await;
     assert_eq!(late.status, StatusCode::CONFLICT, "{}", late.body);
@@ -254,20 +263,10 @@ async fn a_store_failing_mid_wait_never_runs_a_second_copy(fx: &Fixture) {
     let router = router(&app);
     let key = unique("failing");
     let path = "/waits-or-fails-open";
-    let first = tokio::spawn({
-        let (router, key) = (router.clone(), key.clone());
-        async move { send(&router, path, &key, 100).await }
-    });
-    while app.runs().is_empty() {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    let duplicate = tokio::spawn({
-        let (router, key) = (router.clone(), key.clone());
-        async move { send(&router, path, &key, 100).await }
-    });
-    while idem.waiting() < 1 {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    let first = spawn_send(&router, path, &key, 100);
+    until(|| !app.runs().is_empty()).await;
+    let duplicate = spawn_send(&router, path, &key, 100);
+    until(|| idem.waiting() >= 1).await;
     counted.refuse_claims(true);
     // A second copy would hang at the gate: bounded, so that the test fails instead.
     let duplicate = tokio::time::timeout(Duration::from_secs(5), duplicate).await;
@@ -297,20 +296,10 @@ async fn a_waiter_of_another_process_learns_by_claiming(fx: &Fixture) {
         }),
     );
     let key = unique("elsewhere");
-    let first = tokio::spawn({
-        let key = key.clone();
-        async move { send(&first_router, "/waits", &key, 100).await }
-    });
-    while app.runs().is_empty() {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    let duplicate = tokio::spawn({
-        let key = key.clone();
-        async move { send(&other_router, "/waits", &key, 100).await }
-    });
-    while there.waiting() < 1 {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    let first = spawn_send(&first_router, "/waits", &key, 100);
+    until(|| !app.runs().is_empty()).await;
+    let duplicate = spawn_send(&other_router, "/waits", &key, 100);
+    until(|| there.waiting() >= 1).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     app.gate.add_permits(1);
     let (first, duplicate) = (first.await.unwrap(), duplicate.await.unwrap());
@@ -333,22 +322,12 @@ async fn over_the_cap_409_at_once(fx: &Fixture) {
     let app = App::new(idem.clone(), 0);
     let router = router(&app);
     let key = unique("cap");
-    let first = tokio::spawn({
-        let (router, key) = (router.clone(), key.clone());
-        async move { send(&router, "/waits", &key, 100).await }
-    });
-    while app.runs().is_empty() {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    let first = spawn_send(&router, "/waits", &key, 100);
+    until(|| !app.runs().is_empty()).await;
     let waiting: Vec<_> = (0..2)
-        .map(|_| {
-            let (router, key) = (router.clone(), key.clone());
-            tokio::spawn(async move { send(&router, "/waits", &key, 100).await })
-        })
+        .map(|_| spawn_send(&router, "/waits", &key, 100))
         .collect();
-    while idem.waiting() < 2 {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    until(|| idem.waiting() >= 2).await;
     let started = tokio::time::Instant::now();
     let over = send(&router, "/waits", &key, 100).await;
     assert_eq!(over.status, StatusCode::CONFLICT, "{}", over.body);
@@ -368,20 +347,10 @@ async fn a_waiter_that_hangs_up_leaves_nothing(fx: &Fixture) {
     let app = App::new(idem.clone(), 0);
     let router = router(&app);
     let key = unique("hangup");
-    let first = tokio::spawn({
-        let (router, key) = (router.clone(), key.clone());
-        async move { send(&router, "/waits", &key, 100).await }
-    });
-    while app.runs().is_empty() {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    let waiter = tokio::spawn({
-        let (router, key) = (router.clone(), key.clone());
-        async move { send(&router, "/waits", &key, 100).await }
-    });
-    while idem.waiting() < 1 {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    let first = spawn_send(&router, "/waits", &key, 100);
+    until(|| !app.runs().is_empty()).await;
+    let waiter = spawn_send(&router, "/waits", &key, 100);
+    until(|| idem.waiting() >= 1).await;
     // The client hangs up: its request is dropped.
     waiter.abort();
     assert!(waiter.await.unwrap_err().is_cancelled());
@@ -396,22 +365,12 @@ async fn a_first_attempt_that_dies_is_continued_by_a_waiter(fx: &Fixture) {
     let app = App::new(idem.clone(), 0);
     let router = router(&app);
     let key = unique("dies");
-    let first = tokio::spawn({
-        let (router, key) = (router.clone(), key.clone());
-        async move { send(&router, "/waits", &key, 100).await }
-    });
-    while app.runs().is_empty() {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    let first = spawn_send(&router, "/waits", &key, 100);
+    until(|| !app.runs().is_empty()).await;
     let waiters: Vec<_> = (0..5)
-        .map(|_| {
-            let (router, key) = (router.clone(), key.clone());
-            tokio::spawn(async move { send(&router, "/waits", &key, 100).await })
-        })
+        .map(|_| spawn_send(&router, "/waits", &key, 100))
         .collect();
-    while idem.waiting() < 5 {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    until(|| idem.waiting() >= 5).await;
     // The first request is dropped mid-handler (its client hung up): its record keeps the
     // operation id with the lease ended, and the waiters are woken.
     first.abort();
@@ -463,9 +422,7 @@ pub(crate) async fn waiters_over_a_socket(
         crate::payments::send(addr, "POST", &path, &headers, Some(body)).await
     };
     let first = tokio::spawn(post(path.to_owned(), key.clone()));
-    while app.runs().is_empty() {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    until(|| !app.runs().is_empty()).await;
     let waiters: Vec<_> = (0..5)
         .map(|_| tokio::spawn(post(path.to_owned(), key.clone())))
         .collect();
@@ -476,15 +433,11 @@ pub(crate) async fn waiters_over_a_socket(
         body.len()
     );
     leaving.write_all(request.as_bytes()).await.unwrap();
-    while idem.waiting() < 6 {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    until(|| idem.waiting() >= 6).await;
     drop(leaving);
     if hang_up == HangUp::Drops {
         // The server drops the request, and its wait with it.
-        while idem.waiting() > 5 {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        until(|| idem.waiting() <= 5).await;
     }
     app.gate.add_permits(1);
     let first = first.await.unwrap();
