@@ -48,8 +48,8 @@ pub fn json(paths: utoipa::openapi::OpenApi, module: &str) -> Option<String> {
         use utoipa::Modify;
 
         let mut document = <Shared as utoipa::OpenApi>::openapi().merge_from(paths);
-        // The handlers of this server only: the axum and the actix-web handlers have the same
-        // names, and the tests link both into one program.
+        // The handlers of this server only: a program may link other handlers of these names
+        // (the tests link both servers, and handlers of their own named `create_payment`).
         idem::openapi::Idempotency
             .within(module)
             .modify(&mut document);
