@@ -32,6 +32,8 @@ const TTL: Duration = Duration::from_secs(3600);
 /// statement adds to the database's "now".
 const LEASE_MS: i64 = LEASE.as_millis() as i64;
 const TTL_MS: i64 = TTL.as_millis() as i64;
+/// The claim's remember window: none (0), as idem binds it for a handler without `remember`.
+const NOT_REMEMBERED: i64 = 0;
 /// The clock override every statement binds (MariaDB's once per read of the time): `NULL`, so
 /// that the database's clock decides, as in production (`with_clock` is for tests).
 const SERVER_CLOCK: Option<i64> = None;
@@ -289,12 +291,14 @@ macro_rules! claim {
             .bind(SERVER_CLOCK)
             .bind(LEASE_MS)
             .bind(TTL_MS)
+            .bind(NOT_REMEMBERED)
     };
 }
 
 /// Binds MariaDB's claim `INSERT`: key hash, readable key, request hash, operation id, then
-/// (override, override, lease ms, override, lease ms, TTL ms, override, override), the clock
-/// override bound again wherever the statement reads the time (positional parameters).
+/// (override, override, lease ms, override, lease ms, TTL ms, override, override, remember ms,
+/// override, lease ms, TTL ms), the clock override bound again wherever the statement reads the
+/// time (positional parameters).
 macro_rules! insert {
     ($hash:expr, $readable:expr, $request:expr, $operation_id:expr) => {
         sqlx::query(idem::store::mysql::sql::INSERT)
@@ -310,6 +314,10 @@ macro_rules! insert {
             .bind(TTL_MS)
             .bind(SERVER_CLOCK)
             .bind(SERVER_CLOCK)
+            .bind(NOT_REMEMBERED)
+            .bind(SERVER_CLOCK)
+            .bind(LEASE_MS)
+            .bind(TTL_MS)
     };
 }
 

@@ -29,6 +29,8 @@ use super::{App, BoxError, CreatePayment, Pool, charge};
 /// The lease and TTL `#[idempotent]` binds by default (30 s, 7 days), in ms.
 const LEASE_MS: i64 = 30_000;
 const TTL_MS: i64 = 7 * 86_400 * 1000;
+/// The claim's remember window: none (0), as idem binds it for a handler without `remember`.
+const NOT_REMEMBERED: i64 = 0;
 /// The clock override the statements bind: none, the database's clock decides.
 const SERVER_CLOCK: Option<i64> = None;
 /// The empty header blob idem stores for a response with no whitelisted header.
@@ -159,6 +161,7 @@ async fn claim(
                 .bind(SERVER_CLOCK)
                 .bind(LEASE_MS)
                 .bind(TTL_MS)
+                .bind(NOT_REMEMBERED)
                 .fetch_one(p)
                 .await?;
             // `claimed`, then the record columns from 1 (`fence` the fifth), then the time.
@@ -180,6 +183,7 @@ async fn claim(
                 .bind(SERVER_CLOCK)
                 .bind(LEASE_MS)
                 .bind(TTL_MS)
+                .bind(NOT_REMEMBERED)
                 .fetch_optional(&mut *writes.lock().await)
                 .await?;
             if let Some(row) = claimed {
@@ -208,6 +212,10 @@ async fn claim(
                 .bind(TTL_MS)
                 .bind(SERVER_CLOCK)
                 .bind(SERVER_CLOCK)
+                .bind(NOT_REMEMBERED)
+                .bind(SERVER_CLOCK)
+                .bind(LEASE_MS)
+                .bind(TTL_MS)
                 .execute(p)
                 .await;
             match inserted {

@@ -33,6 +33,7 @@ pub(crate) const SCOPE: Symbol = Symbol("scope");
 pub(crate) const TTL: Symbol = Symbol("ttl");
 pub(crate) const LEASE: Symbol = Symbol("lease");
 pub(crate) const WAIT: Symbol = Symbol("wait");
+pub(crate) const REMEMBER: Symbol = Symbol("remember");
 pub(crate) const TIMEOUT: Symbol = Symbol("timeout");
 pub(crate) const CONTRACT: Symbol = Symbol("contract");
 pub(crate) const LOOKUP: Symbol = Symbol("lookup");

@@ -38,7 +38,8 @@ pub(crate) const REPLAY_CACHE_HITS: &str = "idem_replay_cache_hits_total";
 pub(crate) const WAITS: &str = "idem_waits_total";
 /// `idem_waiting{operation, backend}`: duplicates of this process waiting right now.
 pub(crate) const WAITING: &str = "idem_waiting";
-/// `idem_purged_total{backend}`: expired records the sweeper deleted.
+/// `idem_purged_total{backend, phase}`: what the sweeper purged: `records` deleted past their
+/// end, `responses` of remembered records freed past their TTL.
 pub(crate) const PURGED: &str = "idem_purged_total";
 /// `idem_records_unopened_total{operation, backend, reason}`: sealed records that did not open
 /// (`reason`: `unknown_key`, `tampered`, `malformed`); each is also a `warn` event with its key
@@ -300,8 +301,8 @@ mod imp {
         metrics::with_recorder(|r| r.register_counter(k, &METADATA)).increment(1);
     }
 
-    pub(crate) fn purged(backend: &'static str, n: u64) {
-        metrics::counter!(PURGED, "backend" => backend).increment(n);
+    pub(crate) fn purged(backend: &'static str, phase: &'static str, n: u64) {
+        metrics::counter!(PURGED, "backend" => backend, "phase" => phase).increment(n);
     }
 
     pub(crate) fn unopened(key: &ScopedKey, backend: &'static str, reason: &'static str) {
@@ -334,7 +335,7 @@ mod imp {
         call.await
     }
     pub(crate) fn replay_cache_hit(_: &ScopedKey, _: &'static str) {}
-    pub(crate) fn purged(_: &'static str, _: u64) {}
+    pub(crate) fn purged(_: &'static str, _: &'static str, _: u64) {}
     pub(crate) fn unopened(_: &ScopedKey, _: &'static str, _: &'static str) {}
 }
 

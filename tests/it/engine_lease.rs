@@ -1215,7 +1215,7 @@ mod metered {
         assert!(get(&format!("idem_handler_seconds{{{op}}}")) >= 3.0);
         assert!(get("idem_store_seconds{backend=memory,statement=claim}") >= 6.0);
         assert!(get("idem_store_seconds{backend=memory,statement=complete}") >= 2.0);
-        let purged_total = "idem_purged_total{backend=memory}";
+        let purged_total = "idem_purged_total{backend=memory,phase=records}";
         assert!(get(purged_total) - before.get(purged_total).copied().unwrap_or(0.0) >= 2.0);
         // No label carries a key.
         assert!(m.keys().all(|k| !k.contains("m-1") && !k.contains("m-2")));

@@ -164,6 +164,8 @@ pub(crate) struct Plan<'a> {
     pub(crate) timeout: Option<&'a Lit<Millis>>,
     /// `wait = ".."`: how long a duplicate waits for the attempt in flight; `None`: not at all.
     pub(crate) wait: Option<&'a Lit<Millis>>,
+    /// `remember = ".."`: how long the key is remembered past its ttl; `None`: not at all.
+    pub(crate) remember: Option<&'a Lit<Millis>>,
     pub(crate) operation: Option<&'a syn::LitStr>,
     pub(crate) headers: &'a [String],
     pub(crate) fail_open: bool,

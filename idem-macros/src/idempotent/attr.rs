@@ -25,6 +25,7 @@ const KEYS: &[(Symbol, &str)] = &[
     (LEASE, "lease = \"30s\""),
     (TIMEOUT, "timeout = \"2m\""),
     (WAIT, "wait = \"2s\""),
+    (REMEMBER, "remember = \"1y\""),
     (CONTRACT, "contract = \"exact_replay\""),
     (LOOKUP, "lookup = find_payment"),
     (STORE, "store = self.idem"),
@@ -101,6 +102,7 @@ pub(crate) struct Args {
     pub(crate) lease: Attr<Option<Lit<Millis>>>,
     pub(crate) timeout: Attr<Option<Lit<Millis>>>,
     pub(crate) wait: Attr<Option<Lit<Millis>>>,
+    pub(crate) remember: Attr<Option<Lit<Millis>>>,
     pub(crate) contract: Attr<Option<Lit<Contract>>>,
     pub(crate) lookup: Attr<Option<syn::Expr>>,
     pub(crate) store: Attr<Option<syn::Expr>>,
@@ -128,6 +130,7 @@ impl Args {
             lease: Attr::none(WHAT, LEASE),
             timeout: Attr::none(WHAT, TIMEOUT),
             wait: Attr::none(WHAT, WAIT),
+            remember: Attr::none(WHAT, REMEMBER),
             contract: Attr::none(WHAT, CONTRACT),
             lookup: Attr::none(WHAT, LOOKUP),
             store: Attr::none(WHAT, STORE),
@@ -222,7 +225,7 @@ impl Args {
                 let value = parse_scope(cx, input)?;
                 self.scope.set(cx, key, value);
             }
-            s if s == TTL || s == LEASE || s == TIMEOUT || s == WAIT => {
+            s if s == TTL || s == LEASE || s == TIMEOUT || s == WAIT || s == REMEMBER => {
                 let value = parse_duration(cx, symbol, input)?;
                 let attr = if s == TTL {
                     &mut self.ttl
@@ -230,6 +233,8 @@ impl Args {
                     &mut self.lease
                 } else if s == WAIT {
                     &mut self.wait
+                } else if s == REMEMBER {
+                    &mut self.remember
                 } else {
                     &mut self.timeout
                 };

@@ -109,6 +109,7 @@ pub(crate) fn plan<'a>(
         lease: args.lease.valid(),
         timeout: args.timeout.valid(),
         wait: args.wait.valid(),
+        remember: args.remember.valid(),
         operation: args.operation.valid(),
         headers: args.headers.valid().map_or(&[], Vec::as_slice),
         fail_open: args.fail_open.valid().copied().unwrap_or(false),
@@ -367,6 +368,17 @@ fn check_lookup(cx: &Ctxt, args: &Args, form: &Form<'_>) {
 /// default, the generated code checks it at compile time (`HandlerConfig::assert_valid` in a
 /// constant), so that the defaults live in one place, the runtime.
 fn check_durations(cx: &Ctxt, args: &Args) {
+    if let (Some(ttl), Some(remember)) = (args.ttl.valid(), args.remember.valid())
+        && remember.value <= ttl.value
+    {
+        let (ttl_text, remember_text) = (ttl.value.display(), remember.value.display());
+        cx.error_spanned_by(
+            &remember.lit,
+            format!(
+                "`remember` (`{remember_text}`) must be longer than the ttl (`{ttl_text}`): it keeps the key known after its response expires at the ttl; lengthen `remember` (e.g. `remember = \"1y\"`), or leave it out"
+            ),
+        );
+    }
     let (Some(ttl), Some(lease)) = (args.ttl.valid(), args.lease.valid()) else {
         return;
     };

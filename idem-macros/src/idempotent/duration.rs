@@ -1,7 +1,7 @@
 //! `ttl = "90d"`, `lease = "10s"`: durations read at compile time.
 //!
 //! A duration is one or more `<integer><unit>` terms, units largest first and each at most once
-//! (`"1h30m"`), with the units `d`, `h`, `m`, `s` and `ms`. It must be positive and fit in a
+//! (`"1h30m"`), with the units `y` (365 days), `d`, `h`, `m`, `s` and `ms`. It must be positive and fit in a
 //! `u64` of milliseconds; anything else is a compile error at the string.
 
 use proc_macro2::TokenStream;
@@ -13,6 +13,7 @@ pub(crate) struct Millis(pub(crate) u64);
 
 /// The units, largest first, with their length in milliseconds.
 const UNITS: &[(&str, u64)] = &[
+    ("y", 365 * 86_400_000),
     ("d", 86_400_000),
     ("h", 3_600_000),
     ("m", 60_000),
@@ -20,7 +21,7 @@ const UNITS: &[(&str, u64)] = &[
     ("ms", 1),
 ];
 
-const EXAMPLES: &str = "write a positive duration such as `7d`, `90s` or `500ms` (units `d`, `h`, `m`, `s`, `ms`; combine them largest first, as in `1h30m`)";
+const EXAMPLES: &str = "write a positive duration such as `7d`, `90s` or `500ms` (units `y` of 365 days, `d`, `h`, `m`, `s`, `ms`; combine them largest first, as in `1h30m`)";
 
 /// Why a duration string was rejected; [`DurationError::message`] words it for `key`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -53,6 +54,7 @@ impl DurationError {
                     }
                     "timeout" => "a zero timeout would stop every handler before it starts",
                     "wait" => "leave `wait` out not to wait",
+                    "remember" => "leave `remember` out not to remember keys past their ttl",
                     _ => {
                         "a zero ttl would forget every key at once, so no retry would ever be recognized"
                     }
@@ -60,7 +62,7 @@ impl DurationError {
                 format!("`{key} = \"{text}\"` is zero: {why}; {EXAMPLES}")
             }
             DurationError::MissingUnit(number) => format!(
-                "`{text}` has no unit: write e.g. `{number}s` or `{number}ms` (units `d`, `h`, `m`, `s`, `ms`)"
+                "`{text}` has no unit: write e.g. `{number}s` or `{number}ms` (units `y`, `d`, `h`, `m`, `s`, `ms`)"
             ),
             DurationError::UnknownUnit(unit) => {
                 format!("unknown unit `{unit}` in `{key} = \"{text}\"`: {EXAMPLES}")
@@ -164,6 +166,8 @@ mod tests {
         assert_eq!(parse("10m"), Ok(Millis(600_000)));
         assert_eq!(parse("24h"), Ok(Millis(86_400_000)));
         assert_eq!(parse("7d"), Ok(Millis(604_800_000)));
+        assert_eq!(parse("1y"), Ok(Millis(31_536_000_000)));
+        assert_eq!(parse("1y30d"), Ok(Millis(34_128_000_000)));
         assert_eq!(parse("1h30m"), Ok(Millis(5_400_000)));
         assert_eq!(parse("1d2h3m4s5ms"), Ok(Millis(93_784_005)));
         assert_eq!(parse("0d1s"), Ok(Millis(1_000)));

@@ -409,6 +409,10 @@ fn config(plan: &Plan<'_>, pv: &TokenStream) -> TokenStream {
         let value = w.value.to_tokens(pv);
         quote!(.wait(#value))
     });
+    let remember = plan.remember.map(|r| {
+        let value = r.value.to_tokens(pv);
+        quote!(.remember(#value))
+    });
     let contract = match plan.contract {
         Contract::ExactReplay => quote!(ExactReplay),
         Contract::LatestState => quote!(LatestState),
@@ -422,6 +426,7 @@ fn config(plan: &Plan<'_>, pv: &TokenStream) -> TokenStream {
     let check_span = plan
         .lease
         .or(plan.ttl)
+        .or(plan.remember)
         .or(plan.timeout)
         .map_or_else(Span::call_site, |l| l.lit.span());
     let check = quote_spanned! {check_span=>
@@ -433,6 +438,7 @@ fn config(plan: &Plan<'_>, pv: &TokenStream) -> TokenStream {
             #lease
             #timeout
             #wait
+            #remember
             .contract(#pv::Contract::#contract)
             .replay_headers(&[#(#headers),*])
             .fail_open(#fail_open)

@@ -5,7 +5,7 @@ use core::time::Duration;
 use super::problem::{self, Problem};
 use crate::json::CanonicalError;
 use crate::key::InvalidKey;
-use crate::store::Chain;
+use crate::store::{Chain, Record, Timestamp};
 
 /// An idempotency condition that stops a request before (or instead of) its handler.
 ///
@@ -46,6 +46,18 @@ pub enum IdempotencyError {
         /// The client's key.
         idempotency_key: String,
     },
+    /// The key's operation ran, and its stored response expired at the endpoint's TTL; the key
+    /// is remembered past it ([`HandlerConfig::remember`]), so the operation does not run again
+    /// (`410`, `key-expired`). What the record kept identifies the operation ([`Expired`]).
+    ///
+    /// [`HandlerConfig::remember`]: super::HandlerConfig::remember
+    #[error(
+        "the stored response of idempotency key `{}` expired at {}, and its operation ran once already: it is not run again; look its result up{}, or send a new key for a new operation",
+        .0.idempotency_key,
+        .0.expired_at.to_rfc3339(),
+        .0.biz_no.as_deref().map(|b| format!(" by its business number `{b}`")).unwrap_or_default()
+    )]
+    KeyExpired(Box<Expired>),
     /// A request with this key is still running (`409` + `Retry-After`, `in-progress`, S8).
     #[error(
         "a request with this idempotency key is still being processed: retry in {} s with the same key",
@@ -125,6 +137,45 @@ pub enum IdempotencyError {
     },
 }
 
+/// What a remembered key's record keeps of its operation, past its TTL: the content of a
+/// `key-expired` answer ([`IdempotencyError::KeyExpired`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Expired {
+    /// The client's key.
+    pub idempotency_key: String,
+    /// The business number the operation stored (S11), if it gave one. A record sealed
+    /// ([`Idem::with_encryption`](super::Idem::with_encryption)) keeps it inside its response,
+    /// so it is known only until the purge frees the response.
+    pub biz_no: Option<String>,
+    /// The operation's stable id.
+    pub operation_id: String,
+    /// The status of the stored response.
+    pub status: Option<u16>,
+    /// When the response was stored.
+    pub completed_at: Option<Timestamp>,
+    /// When the response expired (the end of the TTL).
+    pub expired_at: Timestamp,
+    /// Until when the key is remembered; a request after it is a new operation.
+    pub remember_until: Timestamp,
+}
+
+impl Expired {
+    /// What `record`, a remembered record ([`Claim::Remembered`](crate::store::Claim)), says
+    /// to the client that sent `idempotency_key`.
+    pub(crate) fn of(record: &Record, idempotency_key: &str) -> Self {
+        Expired {
+            idempotency_key: idempotency_key.to_owned(),
+            biz_no: record.biz_no.clone(),
+            operation_id: record.operation_id.clone(),
+            status: record.status,
+            completed_at: record.completed_at,
+            expired_at: record.replays_until(),
+            remember_until: record.expire_at,
+        }
+    }
+}
+
 /// The `Retry-After` of [`IdempotencyError::Sealed`].
 const SEALED_RETRY_AFTER: Duration = Duration::from_secs(30);
 
@@ -133,7 +184,7 @@ fn retry_secs(d: Duration) -> u64 {
 }
 
 impl IdempotencyError {
-    /// The HTTP status: 400, 401, 409, 413, 422 or 503 — never 429, and never 500 (S9) for an
+    /// The HTTP status: 400, 401, 409, 410, 413, 422 or 503 — never 429, and never 500 (S9) for an
     /// idempotency condition. The one `500` is [`IdempotencyError::Misconfigured`], a server set
     /// up wrongly, which no retry resolves.
     ///
@@ -148,6 +199,7 @@ impl IdempotencyError {
             | IdempotencyError::InvalidKey(_)
             | IdempotencyError::Fingerprint(_) => 400,
             IdempotencyError::KeyReused { .. } => 422,
+            IdempotencyError::KeyExpired(_) => 410,
             IdempotencyError::Unscoped => 401,
             IdempotencyError::Misconfigured { .. } => 500,
             IdempotencyError::InProgress { .. } => 409,
@@ -199,6 +251,7 @@ impl IdempotencyError {
             IdempotencyError::MissingKey { .. } => problem::MISSING_KEY,
             IdempotencyError::InvalidKey(_) => problem::INVALID_KEY,
             IdempotencyError::KeyReused { .. } => problem::KEY_REUSED,
+            IdempotencyError::KeyExpired(_) => problem::KEY_EXPIRED,
             IdempotencyError::InProgress { .. } => problem::IN_PROGRESS,
             IdempotencyError::TimedOut { .. } => problem::TIMED_OUT,
             IdempotencyError::Unscoped => problem::UNSCOPED,
@@ -229,6 +282,7 @@ impl IdempotencyError {
             IdempotencyError::MissingKey { .. } => "Idempotency key missing",
             IdempotencyError::InvalidKey(_) => "Invalid idempotency key",
             IdempotencyError::KeyReused { .. } => "Idempotency key reused with a different request",
+            IdempotencyError::KeyExpired(_) => "Idempotency key expired",
             IdempotencyError::InProgress { .. } => "Request with this idempotency key in progress",
             IdempotencyError::TimedOut { .. } => "Request timed out",
             IdempotencyError::Unscoped => "Request without an identity to scope its key",
@@ -247,6 +301,21 @@ impl IdempotencyError {
         }
         if let Some(k) = idempotency_key {
             p = p.extension("idempotency_key", k);
+        }
+        if let IdempotencyError::KeyExpired(e) = self {
+            if let Some(biz_no) = &e.biz_no {
+                p = p.extension("biz_no", biz_no.as_str());
+            }
+            p = p.extension("operation_id", e.operation_id.as_str());
+            if let Some(status) = e.status {
+                p = p.extension("response_status", status);
+            }
+            if let Some(at) = e.completed_at {
+                p = p.extension("completed_at", at.to_rfc3339());
+            }
+            p = p
+                .extension("expired_at", e.expired_at.to_rfc3339())
+                .extension("remember_until", e.remember_until.to_rfc3339());
         }
         if let IdempotencyError::Fingerprint(e) = self {
             p = p.extension("error", e.kind());

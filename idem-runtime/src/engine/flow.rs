@@ -271,7 +271,10 @@ async fn claim(
     settings: ClaimSettings,
 ) -> Admission {
     let cache = idem.replay_cache();
-    let req = ClaimRequest::new(key, hash, settings.lease, settings.ttl);
+    let mut req = ClaimRequest::new(key, hash, settings.lease, settings.ttl);
+    if let Some(remember) = settings.remember {
+        req = req.remembering(remember);
+    }
     // Measured before the claim is sent: the lease cannot end earlier than this plus its length.
     let sent = tokio::time::Instant::now();
     let wait = idem.store_timeout();
@@ -283,6 +286,17 @@ async fn claim(
         Ok(Claim::Completed(record)) if record.request_hash == hash => {
             match seal::open_record(idem.key_ring(), key, record) {
                 Ok(record) => Ok(Claim::Completed(record)),
+                Err(e) => {
+                    unopened(key, backend, &e);
+                    return Admission::Reject(IdempotencyError::Sealed(e));
+                }
+            }
+        }
+        // What a remembered record keeps of its response may be sealed too (the business
+        // number); once the purge freed the response there is nothing left to open.
+        Ok(Claim::Remembered(record)) if record.request_hash == hash => {
+            match seal::open_remembered(idem.key_ring(), key, record) {
+                Ok(record) => Ok(Claim::Remembered(record)),
                 Err(e) => {
                     unopened(key, backend, &e);
                     return Admission::Reject(IdempotencyError::Sealed(e));

@@ -8,7 +8,7 @@ use core::future::Future;
 use core::time::Duration;
 use std::sync::Arc;
 
-use super::error::IdempotencyError;
+use super::error::{Expired, IdempotencyError};
 use super::handler_config::HandlerConfig;
 use super::policy::Disposition;
 use crate::fingerprint::RequestHash;
@@ -28,6 +28,8 @@ pub(crate) struct ClaimSettings {
     pub fail_open: bool,
     /// How long a duplicate waits for the attempt in flight ([`HandlerConfig::wait`]).
     pub wait: Duration,
+    /// How long the key is remembered past the TTL ([`HandlerConfig::remember`]).
+    pub remember: Option<Duration>,
 }
 
 impl ClaimSettings {
@@ -38,6 +40,7 @@ impl ClaimSettings {
             timeout: cfg.timeout_in_force(),
             fail_open: cfg.fail_open,
             wait: cfg.wait,
+            remember: cfg.remember,
         }
     }
 }
@@ -124,7 +127,10 @@ pub(crate) fn answer(claim: Claim, hash: RequestHash, client_key: &str) -> Answe
             request_hash,
             retry_after,
         } if request_hash == hash => Answer::Reject(IdempotencyError::InProgress { retry_after }),
-        Claim::Completed(_) | Claim::InProgress { .. } => reused(),
+        Claim::Remembered(record) if record.request_hash == hash => Answer::Reject(
+            IdempotencyError::KeyExpired(Box::new(Expired::of(&record, client_key))),
+        ),
+        Claim::Completed(_) | Claim::Remembered(_) | Claim::InProgress { .. } => reused(),
         Claim::Acquired(_) => unreachable!("`answer` is only asked about claims not acquired"),
     }
 }

@@ -38,6 +38,7 @@ pub struct HandlerConfig {
     pub(crate) fail_open: bool,
     pub(crate) max_snapshot_bytes: Option<usize>,
     pub(crate) wait: Duration,
+    pub(crate) remember: Option<Duration>,
 }
 
 /// The TTL unless one is given (`#[idempotent]`, [`HandlerConfig::new`], the tower layer): 7
@@ -99,6 +100,7 @@ impl HandlerConfig {
             fail_open: false,
             max_snapshot_bytes: None,
             wait: Duration::ZERO,
+            remember: None,
         }
     }
 
@@ -164,6 +166,12 @@ impl HandlerConfig {
             self.lease.as_millis() < self.ttl.as_millis(),
             "the lease must be shorter than the ttl (7 days unless `ttl` is set): the lease bounds how long a crashed attempt blocks retries, the ttl how long retries are recognized; shorten `lease` or lengthen `ttl`"
         );
+        if let Some(r) = self.remember {
+            assert!(
+                r.as_millis() > self.ttl.as_millis(),
+                "`remember` must be longer than the ttl (7 days unless `ttl` is set): it keeps the key known after its response expires; lengthen `remember`, or leave it out"
+            );
+        }
         if let Some(t) = self.timeout {
             assert!(
                 t.as_millis() >= 1,
@@ -249,6 +257,35 @@ impl HandlerConfig {
     pub const fn wait(mut self, wait: Duration) -> Self {
         self.wait = wait;
         self
+    }
+
+    /// Remembers the key for `remember` from the claim, past the TTL: once the stored response
+    /// expires, a retry of the same request is answered `410 key-expired` with the business
+    /// number, the operation id and the times the record keeps, and the operation does **not**
+    /// run again; another request under the key is still `422`; after `remember` the key is new.
+    /// The purge frees the response at the TTL and deletes the record at the end of `remember`.
+    /// Unset (the default), the record ends at the TTL, and a retry after it runs a new
+    /// operation (S19-S21). Must be longer than the TTL ([`HandlerConfig::assert_valid`]).
+    ///
+    /// ```
+    /// use core::time::Duration;
+    /// use idem_runtime::engine::HandlerConfig;
+    /// const DAY: Duration = Duration::from_secs(86_400);
+    /// static PAY: HandlerConfig = HandlerConfig::new("payments::create")
+    ///     .ttl(DAY.saturating_mul(7))
+    ///     .remember(DAY.saturating_mul(365));
+    /// const _: () = PAY.assert_valid();
+    /// assert_eq!(PAY.remembers(), Some(DAY.saturating_mul(365)));
+    /// ```
+    #[must_use]
+    pub const fn remember(mut self, remember: Duration) -> Self {
+        self.remember = Some(remember);
+        self
+    }
+
+    /// How long the key is remembered past its TTL ([`HandlerConfig::remember`]), if at all.
+    pub const fn remembers(&self) -> Option<Duration> {
+        self.remember
     }
 
     /// How long a duplicate waits for the first attempt ([`HandlerConfig::wait`]).

@@ -66,7 +66,7 @@ mod snapshot;
 mod wait;
 
 pub use contract::Contract;
-pub use error::IdempotencyError;
+pub use error::{Expired, IdempotencyError};
 #[cfg(any(feature = "axum", feature = "actix", feature = "tonic"))]
 pub(crate) use flow::{RequestKey, execute};
 #[cfg(any(feature = "axum", feature = "actix", feature = "tonic"))]

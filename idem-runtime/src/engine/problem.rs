@@ -44,6 +44,14 @@
 //! `409`: a request with the same key and payload is still running. Retry the same request after
 //! `Retry-After` seconds.
 //!
+//! ### key-expired
+//! `410`: the key's operation ran and its stored response expired with the endpoint's TTL; the
+//! key is still remembered (`remember = ".."`), so the operation is not run again. The problem
+//! carries what the server kept: `biz_no` (the business number, when the operation gave one),
+//! `operation_id`, `response_status`, `completed_at`, `expired_at` and `remember_until`
+//! (RFC 3339). Look the result up by its business number; a new operation needs a new key. The
+//! same key is new after `remember_until`.
+//!
 //! ### store-unavailable
 //! `503`: the idempotency store cannot be reached; nothing was executed. Retry the same request
 //! after `Retry-After` seconds.
@@ -106,6 +114,9 @@ pub const MISSING_KEY: &str = problem_type!("missing-key");
 pub const INVALID_KEY: &str = problem_type!("invalid-key");
 /// `422`: the key was already used with a request of another fingerprint (S7).
 pub const KEY_REUSED: &str = problem_type!("key-reused");
+/// `410`: the key's stored response expired at its TTL, and the key is remembered (`remember`):
+/// the operation ran once and does not run again.
+pub const KEY_EXPIRED: &str = problem_type!("key-expired");
 /// `409` + `Retry-After`: a request with the key is still being processed (S8).
 pub const IN_PROGRESS: &str = problem_type!("in-progress");
 /// `503` + `Retry-After`: the idempotency store cannot be reached; nothing was executed.

@@ -231,7 +231,9 @@ impl ReplayCache {
             return;
         }
         let now = clock.now();
-        let until = (record.expire_at - self.inner.clock_margin).min(now + self.inner.max_age);
+        // A remembered record's response is replayed until `replay_until` only.
+        let until =
+            (record.replays_until() - self.inner.clock_margin).min(now + self.inner.max_age);
         if until <= now {
             return;
         }
@@ -275,6 +277,7 @@ impl ReplayCache {
             locked_at: lease.lease_until,
             lease_until: lease.lease_until,
             expire_at: completion.expire_at.unwrap_or(lease.expire_at),
+            replay_until: None,
             created_at: lease.lease_until,
             updated_at: now,
             completed_at: Some(now),
@@ -308,6 +311,7 @@ mod tests {
             locked_at: Timestamp::EPOCH,
             lease_until: Timestamp::EPOCH,
             expire_at: Timestamp::from_millis(expire_at),
+            replay_until: None,
             created_at: Timestamp::EPOCH,
             updated_at: Timestamp::EPOCH,
             completed_at: None,

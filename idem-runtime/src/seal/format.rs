@@ -237,6 +237,24 @@ pub(crate) fn open_record(
     }
 }
 
+/// Opens a remembered record (past its TTL, [`Claim::Remembered`](crate::store::Claim)) as
+/// [`open_record`] does while it still holds its response. Once the purge freed the response,
+/// nothing sealed is left: a ring that refuses plaintext then drops the plaintext `biz_no`
+/// column too (a sealing handle stores none, so one there was written by someone else).
+pub(crate) fn open_remembered(
+    ring: Option<&KeyRing>,
+    key: &crate::key::ScopedKey,
+    mut record: Record,
+) -> Result<Record, SealError> {
+    if !(record.headers.is_empty() && record.body.is_empty()) {
+        return open_record(ring, key, record);
+    }
+    if ring.is_some_and(|r| !r.accept_plaintext) {
+        record.biz_no = None;
+    }
+    Ok(record)
+}
+
 /// The value of a record's [`SEALED`] entry when it is sealed, `None` when it is plaintext.
 ///
 /// # Errors

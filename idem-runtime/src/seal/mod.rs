@@ -38,7 +38,7 @@ mod stored;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use format::open_record;
 pub use format::{Binding, SEALED, SealError};
+pub(crate) use format::{open_record, open_remembered};
 pub use ring::{KeyRing, KeyRingError};
 pub use stored::{OpenedResponse, ResealError, StoredResponse};

@@ -46,6 +46,7 @@ fn stored(c: &Completion) -> Record {
         locked_at: Timestamp::from_millis(1),
         lease_until: Timestamp::from_millis(2),
         expire_at: Timestamp::from_millis(9),
+        replay_until: None,
         created_at: Timestamp::from_millis(1),
         updated_at: Timestamp::from_millis(3),
         completed_at: Some(Timestamp::from_millis(3)),

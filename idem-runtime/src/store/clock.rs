@@ -92,6 +92,28 @@ impl fmt::Display for Timestamp {
     }
 }
 
+impl Timestamp {
+    /// The time in RFC 3339, UTC, to the millisecond (`2026-12-07T02:29:12.345Z`): how problem
+    /// documents and the CLI write it.
+    ///
+    /// ```
+    /// use idem_runtime::store::Timestamp;
+    /// assert_eq!(Timestamp::from_millis(0).to_rfc3339(), "1970-01-01T00:00:00.000Z");
+    /// assert_eq!(Timestamp::from_millis(1_796_610_552_345).to_rfc3339(), "2026-12-07T02:29:12.345Z");
+    /// ```
+    pub fn to_rfc3339(self) -> String {
+        let (days, ms) = (self.0.div_euclid(86_400_000), self.0.rem_euclid(86_400_000));
+        let (year, month, day) = crate::encode::datetime::civil_from_days(days);
+        let (secs, ms) = (ms / 1000, ms % 1000);
+        format!(
+            "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{ms:03}Z",
+            secs / 3600,
+            secs / 60 % 60,
+            secs % 60
+        )
+    }
+}
+
 /// Whole milliseconds of `d`, saturating at `i64::MAX`.
 pub(crate) fn duration_millis(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).map_or(MAX_DURATION_MS, |ms| ms.min(MAX_DURATION_MS))

@@ -79,6 +79,12 @@ pub struct ClaimRequest<'a> {
     pub lease: Duration,
     /// How long the record (and so the guarantee) lives, counted from the claim (S19).
     pub ttl: Duration,
+    /// How long the operation is remembered, counted from the claim, when that is longer than
+    /// `ttl` (`remember = "1y"`): past the TTL the stored response is no longer replayed (and
+    /// the purge frees it), but the record stays until then, so that a retry is answered
+    /// [`Claim::Remembered`] instead of running the operation again. `None` (or a duration not
+    /// longer than the TTL): the record ends at the TTL.
+    pub remember: Option<Duration>,
 }
 
 impl<'a> ClaimRequest<'a> {
@@ -94,7 +100,44 @@ impl<'a> ClaimRequest<'a> {
             request_hash,
             lease,
             ttl,
+            remember: None,
         }
+    }
+
+    /// Remembers the operation for `remember` from the claim, past the TTL (see
+    /// [`ClaimRequest::remember`](ClaimRequest#structfield.remember)).
+    pub fn remembering(mut self, remember: Duration) -> Self {
+        self.remember = Some(remember);
+        self
+    }
+
+    /// How long the stored response is replayed, from the claim: the TTL, never less than the
+    /// lease.
+    pub(crate) fn replay_window(&self) -> Duration {
+        self.ttl.max(self.lease)
+    }
+
+    /// The remember window when it outlasts the replay window, else `None` (nothing to remember
+    /// past the TTL).
+    pub(crate) fn remember_window(&self) -> Option<Duration> {
+        self.remember.filter(|r| *r > self.replay_window())
+    }
+
+    /// The remember window in milliseconds as the SQL statements bind it: 0 without one (their
+    /// `GREATEST(lease, ttl, remember)` is then the TTL's window, and `replay_until` stays
+    /// `NULL`).
+    #[cfg_attr(
+        not(any(
+            feature = "postgres",
+            feature = "mysql",
+            feature = "sqlite",
+            feature = "redis"
+        )),
+        allow(dead_code)
+    )]
+    pub(crate) fn remember_param(&self) -> i64 {
+        self.remember_window()
+            .map_or(0, crate::store::clock::duration_millis)
     }
 
     /// Checks the durations: the lease must be at least 1 ms.
@@ -110,10 +153,17 @@ impl<'a> ClaimRequest<'a> {
     }
 
     /// `(lease_until, expire_at)` of a claim made at `now`: the record never expires before its
-    /// lease ends.
+    /// lease ends, and lives on through the remember window.
     pub(crate) fn deadlines(&self, now: Timestamp) -> (Timestamp, Timestamp) {
         let lease_until = now + self.lease;
-        (lease_until, (now + self.ttl).max(lease_until))
+        let end = self.remember_window().unwrap_or(self.replay_window());
+        (lease_until, now + end)
+    }
+
+    /// When the response of a record claimed afresh at `now` stops being replayed, for a
+    /// remembered record (`None` otherwise: replayed until `expire_at`).
+    pub(crate) fn replay_until(&self, now: Timestamp) -> Option<Timestamp> {
+        self.remember_window().map(|_| now + self.replay_window())
     }
 }
 
@@ -124,6 +174,12 @@ pub enum Claim {
     Acquired(Lease),
     /// A stored snapshot (completed or failed-but-stored); compare its `request_hash` and replay.
     Completed(Record),
+    /// A completed record past its TTL and within its remember window
+    /// ([`ClaimRequest::remember`](ClaimRequest#structfield.remember)): its response is no longer
+    /// replayed (its headers and body may already be freed), and the operation must not run
+    /// again. The same request is answered `key-expired` with what the record keeps (business
+    /// number, operation id, status, times), another `422`.
+    Remembered(Record),
     /// Another request holds a live lease (or an expired one for another request hash).
     InProgress {
         /// The request hash of the holder (a different one means `422`, not `409`).
@@ -274,8 +330,12 @@ pub struct Record {
     pub locked_at: Timestamp,
     /// When the current (or last) lease ends.
     pub lease_until: Timestamp,
-    /// When the record becomes logically absent.
+    /// When the record becomes logically absent: the end of its TTL, or of its remember window
+    /// when it has one.
     pub expire_at: Timestamp,
+    /// For a remembered record, when its response stops being replayed (the TTL's end, before
+    /// `expire_at`); `None`: replayed until `expire_at`.
+    pub replay_until: Option<Timestamp>,
     /// When the record was first claimed.
     pub created_at: Timestamp,
     /// When the record was last written.
@@ -298,6 +358,7 @@ impl fmt::Debug for Record {
             .field("biz_no", &self.biz_no)
             .field("lease_until", &self.lease_until)
             .field("expire_at", &self.expire_at)
+            .field("replay_until", &self.replay_until)
             .finish_non_exhaustive()
     }
 }
@@ -306,6 +367,31 @@ impl Record {
     /// `true` once `now` has reached `expire_at`: the record is logically absent (S21).
     pub fn is_expired(&self, now: Timestamp) -> bool {
         self.expire_at <= now
+    }
+
+    /// When the stored response stops being replayed: `replay_until` for a remembered record,
+    /// `expire_at` otherwise.
+    pub fn replays_until(&self) -> Timestamp {
+        self.replay_until.unwrap_or(self.expire_at)
+    }
+
+    /// `true` when, at `now`, the record is stored, past its TTL and within its remember
+    /// window: its response is no longer replayed, its operation still known.
+    pub fn is_remembered(&self, now: Timestamp) -> bool {
+        self.state != RecordState::Processing
+            && self.replays_until() <= now
+            && !self.is_expired(now)
+    }
+
+    /// Applies a completion's new expiry ([`Completion::expire_at`]): it moves the end of the
+    /// replayed response, which for a remembered record is `replay_until` (the record then
+    /// lives at least as long); `None` keeps the claim's.
+    pub(crate) fn set_expiry(&mut self, expire_at: Option<Timestamp>) {
+        let Some(at) = expire_at else { return };
+        match self.replay_until {
+            None => self.expire_at = at,
+            Some(_) => (self.replay_until, self.expire_at) = (Some(at), self.expire_at.max(at)),
+        }
     }
 
     /// What a claim for `request_hash` at `now` finds in this record.
@@ -323,6 +409,9 @@ impl Record {
                 request_hash: self.request_hash,
                 retry_after: self.lease_until.saturating_duration_since(now),
             },
+            RecordState::Completed | RecordState::FailedStored if self.replays_until() <= now => {
+                Found::Remembered
+            }
             RecordState::Completed | RecordState::FailedStored => Found::Completed,
         }
     }
@@ -335,6 +424,8 @@ pub(crate) enum Found {
     Claimable,
     /// A stored snapshot.
     Completed,
+    /// A stored record past its TTL, in its remember window.
+    Remembered,
     /// A live lease (or an expired one of another request hash, which is never taken over).
     InProgress {
         request_hash: RequestHash,
@@ -354,6 +445,7 @@ impl Found {
         match self {
             Found::Claimable => ControlFlow::Continue(record),
             Found::Completed => ControlFlow::Break(Claim::Completed(snapshot(record))),
+            Found::Remembered => ControlFlow::Break(Claim::Remembered(snapshot(record))),
             Found::InProgress {
                 request_hash,
                 retry_after,
@@ -448,6 +540,19 @@ pub trait Store: core::any::Any + Send + Sync + fmt::Debug {
     /// first (ties by key hash), using the index on `expire_at`; returns how many were deleted.
     /// Call it repeatedly (see `Sweeper`); sweepers on several instances may run at once.
     fn purge_expired(&self, batch: u32) -> BoxFuture<'_, Result<u64, StoreError>>;
+
+    /// The purge's first phase for remembered records: frees the stored headers and body of at
+    /// most `batch` records past their TTL (`replay_until`) and within their remember window,
+    /// oldest first, keeping what identifies the operation; returns how many were freed. Call
+    /// it beside [`Store::purge_expired`] (the `Sweeper` and `idem purge` do).
+    ///
+    /// The default frees nothing: a store that ignores
+    /// [`ClaimRequest::remember`](ClaimRequest#structfield.remember) keeps no record past its
+    /// TTL.
+    fn purge_responses(&self, batch: u32) -> BoxFuture<'_, Result<u64, StoreError>> {
+        let _ = batch;
+        Box::pin(async { Ok(0) })
+    }
 
     /// Creates or upgrades the store's schema (idempotent; a no-op for `MemoryStore`).
     fn migrate(&self) -> BoxFuture<'_, Result<(), StoreError>>;

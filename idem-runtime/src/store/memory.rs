@@ -130,24 +130,40 @@ impl Store for MemoryStore {
             let mut shard = self.shard(req.key.hash());
             // One lookup (one SipHash of the key) for the read and the write.
             let entry = shard.entry(*req.key.hash());
-            let (fence, operation_id, took_over, created_at, expire_at) = match &entry {
-                Entry::Vacant(_) => (1, new_operation_id()?, false, now, expire_at),
+            let fresh_replay_until = req.replay_until(now);
+            let (fence, operation_id, took_over, created_at, expire_at, replay_until) = match &entry
+            {
+                Entry::Vacant(_) => (
+                    1,
+                    new_operation_id()?,
+                    false,
+                    now,
+                    expire_at,
+                    fresh_replay_until,
+                ),
                 Entry::Occupied(found) => {
                     let r = found.get();
                     match r.decide(&req.request_hash, now).settle(r, Record::clone) {
                         ControlFlow::Break(answer) => return Ok(answer),
                         // Expired: logically absent, a new operation replaces it (S21); the fence
                         // still grows so that a zombie of the old record stays fenced out.
-                        ControlFlow::Continue(r) if r.is_expired(now) => {
-                            (r.fence + 1, new_operation_id()?, false, now, expire_at)
-                        }
-                        // Expired lease of the same request: take over (S23).
+                        ControlFlow::Continue(r) if r.is_expired(now) => (
+                            r.fence + 1,
+                            new_operation_id()?,
+                            false,
+                            now,
+                            expire_at,
+                            fresh_replay_until,
+                        ),
+                        // Expired lease of the same request: take over (S23). Its windows run
+                        // from the first claim, and never end before the new lease.
                         ControlFlow::Continue(r) => (
                             r.fence + 1,
                             r.operation_id.clone(),
                             true,
                             r.created_at,
                             r.expire_at.max(lease_until),
+                            r.replay_until.map(|t| t.max(lease_until)),
                         ),
                     }
                 }
@@ -165,6 +181,7 @@ impl Store for MemoryStore {
                 locked_at: now,
                 lease_until,
                 expire_at,
+                replay_until,
                 created_at,
                 updated_at: now,
                 completed_at: None,
@@ -198,7 +215,7 @@ impl Store for MemoryStore {
                     r.headers = completion.headers.clone();
                     r.body = completion.body.clone();
                     r.biz_no = completion.biz_no.clone();
-                    r.expire_at = completion.expire_at.unwrap_or(r.expire_at);
+                    r.set_expiry(completion.expire_at);
                     r.updated_at = now;
                     r.completed_at = Some(now);
                     Ok(())
@@ -242,6 +259,7 @@ impl Store for MemoryStore {
                 if let Some(r) = shard.get_mut(lease.key.hash()) {
                     r.lease_until = now + by;
                     r.expire_at = r.expire_at.max(r.lease_until);
+                    r.replay_until = r.replay_until.map(|t| t.max(r.lease_until));
                     r.updated_at = now;
                     renewed.lease_until = r.lease_until;
                     renewed.expire_at = r.expire_at;
@@ -289,6 +307,36 @@ impl Store for MemoryStore {
                 }
             }
             Ok(purged)
+        })
+    }
+
+    fn purge_responses(&self, batch: u32) -> BoxFuture<'_, Result<u64, StoreError>> {
+        Box::pin(async move {
+            // Frees the response of remembered records past their TTL, oldest first, each
+            // re-checked under its shard's lock; the record itself stays until `expire_at`.
+            let now = self.inner.clock.now();
+            let holds_response =
+                |r: &Record| r.is_remembered(now) && !(r.body.is_empty() && r.headers.is_empty());
+            let mut due: Vec<(super::clock::Timestamp, [u8; 32])> = Vec::new();
+            for shard in self.inner.shards.iter() {
+                let shard = lock(shard);
+                due.extend(
+                    shard
+                        .iter()
+                        .filter(|(_, r)| holds_response(r))
+                        .map(|(k, r)| (r.replays_until(), *k)),
+                );
+            }
+            due.sort_unstable();
+            let mut freed = 0u64;
+            for (_, key) in due.into_iter().take(batch as usize) {
+                let mut shard = self.shard(&key);
+                if let Some(r) = shard.get_mut(&key).filter(|r| holds_response(r)) {
+                    (r.headers, r.body) = (Vec::new(), Vec::new());
+                    freed += 1;
+                }
+            }
+            Ok(freed)
         })
     }
 

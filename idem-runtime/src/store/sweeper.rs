@@ -67,21 +67,28 @@ impl Sweeper {
         self
     }
 
-    /// Runs one tick now: purges batches until one comes back short; returns the number of
-    /// records deleted.
+    /// Runs one tick now: purges batches of each phase until one comes back short — records
+    /// past their end ([`Store::purge_expired`]), then responses of remembered records past
+    /// their TTL ([`Store::purge_responses`]); returns the number of records deleted and
+    /// responses freed.
     ///
     /// # Errors
-    /// The first error of [`Store::purge_expired`].
+    /// The first error of either phase.
     pub async fn sweep_once(&self) -> Result<u64, StoreError> {
+        let backend = self.store.backend();
         let mut total = 0;
-        for _ in 0..self.max_batches_per_tick {
-            let backend = self.store.backend();
-            let n = telemetry::store_call(backend, "purge", self.store.purge_expired(self.batch))
-                .await?;
-            telemetry::purged(backend, n);
-            total += n;
-            if n < u64::from(self.batch) {
-                break;
+        for phase in ["records", "responses"] {
+            for _ in 0..self.max_batches_per_tick {
+                let batch = match phase {
+                    "records" => self.store.purge_expired(self.batch),
+                    _ => self.store.purge_responses(self.batch),
+                };
+                let n = telemetry::store_call(backend, "purge", batch).await?;
+                telemetry::purged(backend, phase, n);
+                total += n;
+                if n < u64::from(self.batch) {
+                    break;
+                }
             }
         }
         Ok(total)

@@ -24,6 +24,7 @@ pub const ERROR_DOMAIN: &str = "idem.rs";
 /// |---|---|---|
 /// | no key, invalid key, request not fingerprintable, body too large | `INVALID_ARGUMENT` | `BadRequest` (key) |
 /// | key reused with another request | `FAILED_PRECONDITION` | `PreconditionFailure` |
+/// | key remembered past its TTL (`remember`): the response expired, the operation ran | `FAILED_PRECONDITION` | `ErrorInfo` reason `KEY_EXPIRED`, metadata `biz_no`, `operation_id`, `response_status`, `completed_at`, `expired_at`, `remember_until` |
 /// | a call with this key still in flight | `ABORTED` | `RetryInfo` |
 /// | store unavailable, handler timed out, stored result unreadable | `UNAVAILABLE` | `RetryInfo` |
 /// | no identity to scope the key by | `UNAUTHENTICATED` | |
@@ -49,6 +50,7 @@ pub fn status(error: &IdempotencyError, client_key: Option<&str>) -> tonic::Stat
         IdempotencyError::Fingerprint(_) => (Code::InvalidArgument, "REQUEST_NOT_FINGERPRINTABLE"),
         IdempotencyError::BodyTooLarge { .. } => (Code::InvalidArgument, "BODY_TOO_LARGE"),
         IdempotencyError::KeyReused { .. } => (Code::FailedPrecondition, "KEY_REUSED"),
+        IdempotencyError::KeyExpired(_) => (Code::FailedPrecondition, "KEY_EXPIRED"),
         IdempotencyError::InProgress { .. } => (Code::Aborted, "IN_PROGRESS"),
         IdempotencyError::Unavailable { .. } => (Code::Unavailable, "STORE_UNAVAILABLE"),
         IdempotencyError::TimedOut { .. } => (Code::Unavailable, "TIMED_OUT"),
@@ -60,6 +62,25 @@ pub fn status(error: &IdempotencyError, client_key: Option<&str>) -> tonic::Stat
     let mut metadata = HashMap::new();
     if let Some(key) = client_key {
         metadata.insert("idempotency_key".to_owned(), key.to_owned());
+    }
+    if let IdempotencyError::KeyExpired(_) = error {
+        // The problem document's members, as `ErrorInfo` metadata (strings).
+        let problem = error.problem(client_key);
+        for name in [
+            "biz_no",
+            "operation_id",
+            "response_status",
+            "completed_at",
+            "expired_at",
+            "remember_until",
+        ] {
+            let value = match problem.get(name) {
+                Some(serde_json::Value::String(s)) => s.clone(),
+                Some(other) => other.to_string(),
+                None => continue,
+            };
+            metadata.insert(name.to_owned(), value);
+        }
     }
     let mut details = ErrorDetails::new();
     details.set_error_info(reason, ERROR_DOMAIN, metadata);

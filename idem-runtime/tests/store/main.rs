@@ -22,7 +22,7 @@ macro_rules! store_suite {
             use idem_runtime::store::{Clock, SystemClock};
 
             store_suite!(@common $make);
-            store_suite!(@tests $private, SystemClock.now(), purge_in_batches,);
+            store_suite!(@tests $private, SystemClock.now(), purge_in_batches, purge_frees_remembered_responses,);
         }
     };
     // A store whose server purges by its own expiry: no purge to count.
@@ -54,6 +54,8 @@ macro_rules! store_suite {
             abandon_then_immediate_takeover,
             completion_past_expire_at_accepted,
             completion_retried_after_lost_ack,
+            remembered_past_the_ttl,
+            remembered_attempt_without_a_result_goes_on,
         );
     };
     (@tests $make:path, $start:expr, $($test:ident,)*) => {

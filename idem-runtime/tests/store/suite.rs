@@ -692,3 +692,150 @@ pub async fn completion_retried_after_lost_ack(f: &Fixture) {
     assert_fenced(f.store.complete(&zombie, &done).await);
     f.store.complete(&holder, &done).await.unwrap();
 }
+
+/// How long the records of the remember tests are remembered: ten TTLs.
+const REMEMBER: Duration = Duration::from_secs(36_000);
+
+fn remembering<'a>(
+    key: &'a idem_runtime::key::ScopedKey,
+    h: idem_runtime::RequestHash,
+) -> ClaimRequest<'a> {
+    req(key, h).remembering(REMEMBER)
+}
+
+fn remembered(claim: Claim) -> idem_runtime::store::Record {
+    match claim {
+        Claim::Remembered(record) => record,
+        other => panic!("expected Remembered, got {other:?}"),
+    }
+}
+
+/// `remember`: the response is replayed within the TTL; past it the record is remembered (the
+/// claim answers `Remembered` with what identifies the operation, for the same request and for
+/// another, and never acquires); past the remember window the key is new.
+pub async fn remembered_past_the_ttl(f: &Fixture) {
+    let key = unique_key("remember");
+    let (h, other) = (hash("a"), hash("b"));
+    let start = f.now();
+    let lease = acquire(&*f.store, &remembering(&key, h)).await;
+    assert_eq!(lease.expire_at, start + REMEMBER, "the record lives on");
+    f.store.complete(&lease, &snapshot()).await.unwrap();
+    f.advance(TTL - Duration::from_secs(1));
+    match f.store.claim(&remembering(&key, h)).await.unwrap() {
+        Claim::Completed(r) => assert_eq!(r.body, snapshot().body, "replayed within the TTL"),
+        other => panic!("expected Completed, got {other:?}"),
+    }
+    f.advance(Duration::from_secs(1));
+    for (request, who) in [(h, "the same request"), (other, "another request")] {
+        let r = remembered(f.store.claim(&remembering(&key, request)).await.unwrap());
+        assert_eq!(r.request_hash, h, "{who}");
+        assert_eq!(r.operation_id, lease.operation_id, "{who}");
+        assert_eq!(r.biz_no.as_deref(), Some("PAY-2026-0001"), "{who}");
+        assert_eq!(r.status, Some(201), "{who}");
+        assert_eq!(r.replay_until, Some(start + TTL), "{who}");
+        assert_eq!(r.expire_at, start + REMEMBER, "{who}");
+        assert!(r.completed_at.is_some(), "{who}");
+    }
+    // A claim without `remember` meets the remembered record all the same: the record decides.
+    remembered(f.store.claim(&req(&key, h)).await.unwrap());
+    f.advance(REMEMBER - TTL - Duration::from_millis(1));
+    remembered(f.store.claim(&remembering(&key, other)).await.unwrap());
+    f.advance(Duration::from_millis(1));
+    let new = acquire(&*f.store, &remembering(&key, other)).await;
+    assert_ne!(
+        new.operation_id, lease.operation_id,
+        "past the window: a new operation"
+    );
+    assert_eq!(new.fence, lease.fence + 1);
+    assert!(!new.took_over);
+}
+
+/// A remembered operation whose attempt ended without a result is not forgotten at the TTL: the
+/// same request takes it over under the same operation id, another is refused as in progress.
+pub async fn remembered_attempt_without_a_result_goes_on(f: &Fixture) {
+    let key = unique_key("remember-open");
+    let lease = acquire(&*f.store, &remembering(&key, hash("a"))).await;
+    f.advance(TTL + Duration::from_secs(1));
+    match f.store.claim(&remembering(&key, hash("b"))).await.unwrap() {
+        Claim::InProgress { request_hash, .. } => assert_eq!(request_hash, hash("a")),
+        other => panic!("expected InProgress, got {other:?}"),
+    }
+    let taken = acquire(&*f.store, &remembering(&key, hash("a"))).await;
+    assert!(taken.took_over);
+    assert_eq!(taken.operation_id, lease.operation_id);
+    f.store.complete(&taken, &snapshot()).await.unwrap();
+    // Replayed while the lease it was stored under lasts (no window ends before its lease)...
+    match f.store.claim(&remembering(&key, hash("a"))).await.unwrap() {
+        Claim::Completed(r) => assert_eq!(r.operation_id, lease.operation_id),
+        other => panic!("expected Completed, got {other:?}"),
+    }
+    // ...then remembered: its TTL is over.
+    f.advance(LEASE);
+    let r = remembered(f.store.claim(&remembering(&key, hash("a"))).await.unwrap());
+    assert_eq!(r.operation_id, lease.operation_id);
+}
+
+/// The purge's two phases: past the TTL the responses of remembered records are freed in
+/// batches (what identifies the operation stays), past the remember window the records go.
+pub async fn purge_frees_remembered_responses(f: &Fixture) {
+    let mut keys = Vec::new();
+    for _ in 0..5 {
+        let key = unique_key("remember-purge");
+        let lease = acquire(&*f.store, &remembering(&key, hash("a"))).await;
+        f.store.complete(&lease, &snapshot()).await.unwrap();
+        keys.push(key);
+    }
+    // Not remembered, and longer-lived than the TTL: untouched by both phases until its end.
+    let plain = unique_key("remember-plain");
+    let long = ClaimRequest::new(&plain, hash("a"), LEASE, TTL * 2);
+    let lease = acquire(&*f.store, &long).await;
+    f.store.complete(&lease, &snapshot()).await.unwrap();
+    assert_eq!(
+        f.store.purge_responses(2).await.unwrap(),
+        0,
+        "none past its TTL"
+    );
+    f.advance(TTL + Duration::from_secs(1));
+    let mut batches = Vec::new();
+    loop {
+        let n = f.store.purge_responses(2).await.unwrap();
+        batches.push(n);
+        if n == 0 {
+            break;
+        }
+    }
+    assert_eq!(batches, [2, 2, 1, 0]);
+    assert_eq!(
+        f.store.purge_expired(10).await.unwrap(),
+        0,
+        "every record kept"
+    );
+    for key in &keys {
+        let r = remembered(f.store.claim(&remembering(key, hash("a"))).await.unwrap());
+        assert!(
+            r.body.is_empty() && r.headers.is_empty(),
+            "the response is freed"
+        );
+        assert_eq!(r.biz_no.as_deref(), Some("PAY-2026-0001"));
+        assert_eq!(r.status, Some(201));
+        assert_eq!(
+            r.replay_until,
+            Some(r.created_at + TTL),
+            "still says when it expired"
+        );
+    }
+    match f.store.claim(&long).await.unwrap() {
+        Claim::Completed(r) => assert_eq!(r.body, snapshot().body),
+        other => panic!("expected Completed, got {other:?}"),
+    }
+    f.advance(REMEMBER);
+    let swept = idem_runtime::store::Sweeper::new(f.store.clone())
+        .batch(100)
+        .sweep_once()
+        .await
+        .unwrap();
+    assert_eq!(swept, 6, "five remembered records and the plain one");
+    for key in &keys {
+        acquire(&*f.store, &remembering(key, hash("z"))).await;
+    }
+}

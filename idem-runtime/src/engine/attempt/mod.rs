@@ -128,7 +128,9 @@ impl Attempt {
     /// Keeps the result, once stored, in `cache`
     /// ([`Idem::with_replay_cache`](super::Idem::with_replay_cache)).
     pub(crate) fn with_replay_cache(mut self, cache: Option<ReplayCache>) -> Self {
-        self.replay_cache = cache;
+        // A remembered key's lease ends with its remember window, not its TTL: the cache would
+        // know the response's end only from the record, which a claim reads back.
+        self.replay_cache = cache.filter(|_| self.settings.remember.is_none());
         self
     }
 

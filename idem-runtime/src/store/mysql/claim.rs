@@ -61,6 +61,7 @@ pub(super) async fn claim(store: &MySqlStore, req: &ClaimRequest<'_>) -> Result<
     let hash = req.request_hash.to_string();
     let operation_id = new_operation_id()?;
     let (lease_ms, ttl_ms) = (millis_param(req.lease), millis_param(req.ttl));
+    let remember_ms = req.remember_param();
     for _ in 0..CLAIM_ATTEMPTS {
         let now = store.core.now_param();
         let met = match store
@@ -100,7 +101,8 @@ pub(super) async fn claim(store: &MySqlStore, req: &ClaimRequest<'_>) -> Result<
         let rev = stored.rev;
         if record.is_expired(stored.now) {
             // Expired: logically absent (S21), a new operation replaces it.
-            let expire_ms = lease_ms.max(ttl_ms);
+            let replay_ms = lease_ms.max(ttl_ms);
+            let expire_ms = replay_ms.max(remember_ms);
             let done = store
                 .core
                 .send(|| {
@@ -108,6 +110,9 @@ pub(super) async fn claim(store: &MySqlStore, req: &ClaimRequest<'_>) -> Result<
                         .bind(req.key.readable())
                         .bind(&hash)
                         .bind(&operation_id)
+                        .bind(remember_ms)
+                        .bind(now)
+                        .bind(replay_ms)
                         .bind(now)
                         .bind(now)
                         .bind(lease_ms)
@@ -143,6 +148,8 @@ pub(super) async fn claim(store: &MySqlStore, req: &ClaimRequest<'_>) -> Result<
                         // an encrypting handle's takeover leaves nothing of the client key.
                         .bind(req.key.readable())
                         .bind(now)
+                        .bind(now)
+                        .bind(lease_ms)
                         .bind(now)
                         .bind(lease_ms)
                         .bind(now)
@@ -339,6 +346,7 @@ fn bind_claim<'q>(
     now: Option<i64>,
 ) -> sqlx::query::Query<'q, MySql, sqlx::mysql::MySqlArguments> {
     let (lease_ms, ttl_ms) = (millis_param(req.lease), millis_param(req.ttl));
+    let remember_ms = req.remember_param();
     query
         .bind(&req.key.hash()[..])
         .bind(req.key.readable())
@@ -349,9 +357,13 @@ fn bind_claim<'q>(
         .bind(lease_ms)
         .bind(now)
         .bind(lease_ms)
+        .bind(ttl_ms.max(remember_ms))
+        .bind(now)
+        .bind(now)
+        .bind(remember_ms)
+        .bind(now)
+        .bind(lease_ms)
         .bind(ttl_ms)
-        .bind(now)
-        .bind(now)
 }
 
 /// A statement the server could not parse (`ER_PARSE_ERROR`): MySQL, given `RETURNING`.

@@ -27,8 +27,8 @@ use sqlx::mysql::{
 use self::claim::{Returning, statement_now};
 pub use self::statements::NOW_MS_SQL;
 use self::statements::{
-    ABANDON_SQL, COMPLETE_SQL, EXTEND_SQL, OWNER_SQL, PURGE_DELETE_SQL, PURGE_SELECT_SQL,
-    RELEASE_SQL, SELECT_SQL,
+    ABANDON_SQL, COMPLETE_SQL, EXTEND_SQL, OWNER_SQL, PURGE_DELETE_SQL, PURGE_RESPONSES_SQL,
+    PURGE_SELECT_SQL, RELEASE_SQL, SELECT_SQL,
 };
 use super::clock::{Clock, Timestamp};
 use super::error::StoreError;
@@ -264,6 +264,8 @@ fn complete_query<'q>(
         .bind(&completion.body[..])
         .bind(completion.biz_no.as_deref())
         .bind(completion.expire_at.map(Timestamp::as_millis))
+        .bind(completion.expire_at.map(Timestamp::as_millis))
+        .bind(completion.expire_at.map(Timestamp::as_millis))
         .bind(now)
         .bind(now)
         .bind(&lease.key.hash()[..])
@@ -340,6 +342,21 @@ impl SqlBackend for MySqlStore {
         self.core.send(|| self.purge_once(batch, now)).await
     }
 
+    async fn purge_responses_batch(&self, batch: u32) -> Result<u64, StoreError> {
+        let now = self.core.now_param();
+        let done = self
+            .core
+            .send(|| {
+                sqlx::query(PURGE_RESPONSES_SQL)
+                    .bind(now)
+                    .bind(now)
+                    .bind(i64::from(batch))
+                    .execute(&self.core.pool)
+            })
+            .await?;
+        Ok(done.rows_affected())
+    }
+
     const ASKS_LIMIT: bool = true;
 
     /// `max_allowed_packet` of `conn` (each connection keeps the global value of the time it
@@ -387,6 +404,8 @@ impl SqlBackend for MySqlStore {
         now: Option<i64>,
     ) -> Result<MySqlQueryResult, sqlx::Error> {
         sqlx::query(EXTEND_SQL)
+            .bind(now)
+            .bind(by_ms)
             .bind(now)
             .bind(by_ms)
             .bind(now)

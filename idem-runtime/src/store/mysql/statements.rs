@@ -57,7 +57,7 @@ macro_rules! insert_claim {
     () => {
         concat!(
             "INSERT INTO ", table!(), " \
-               (key_hash, idem_key, request_hash, state, operation_id, fence, rev, locked_at, lease_until, expire_at, created_at, updated_at) \
+               (key_hash, idem_key, request_hash, state, operation_id, fence, rev, locked_at, lease_until, expire_at, created_at, updated_at, replay_until) \
              VALUES (?, ?, ?, 0, ?, 1, 1, ",
             now!(),
             ", ",
@@ -68,7 +68,9 @@ macro_rules! insert_claim {
             now!(),
             ", LAST_INSERT_ID(",
             now!(),
-            "))"
+            "), CASE WHEN ? > 0 THEN ",
+            now!(),
+            " + GREATEST(?, ?) END)"
         )
     };
 }
@@ -77,8 +79,9 @@ macro_rules! insert_claim {
 /// computed from the database's clock, and `updated_at = LAST_INSERT_ID(now)` hands that "now"
 /// back in the OK packet (`last_insert_id`): MySQL has no `RETURNING`, and the lease's deadlines
 /// follow from it without another round trip. Binds: key hash, readable key, request hash,
-/// operation id, then (override, override, lease ms, override, lease ms, TTL ms, override,
-/// override).
+/// operation id, then (override, override, lease ms, override, lease ms, record ms (the TTL,
+/// or the remember window when longer), override, override, remember ms (0: none), override,
+/// lease ms, TTL ms).
 pub(super) const INSERT_SQL: &str = insert_claim!();
 
 /// The claim in one statement on MariaDB 10.5+: the same `INSERT`, which on a duplicate in
@@ -96,11 +99,12 @@ pub(super) const CLAIM_RETURNING_SQL: &str = concat!(
 
 /// The column of [`CLAIM_RETURNING_SQL`] holding the returned row's key hash: after the record's
 /// columns and "now".
-pub(super) const CLAIM_RETURNING_KEY_HASH: usize = 17;
+pub(super) const CLAIM_RETURNING_KEY_HASH: usize = 18;
 
 /// Replacing an expired record (S21, a new operation): a compare-and-swap on the row version
 /// read just before, re-checking expiry by the database's clock. Binds: readable key, request
-/// hash, operation id, override, override, lease ms, override, lease-or-TTL ms, override,
+/// hash, operation id, remember ms (0: none), override, lease-or-TTL ms, override, override,
+/// lease ms, override, record ms (lease, TTL or remember window, the longest), override,
 /// override, key hash, rev, override.
 pub(super) const REPLACE_SQL: &str = concat!(
     "UPDATE ",
@@ -108,6 +112,9 @@ pub(super) const REPLACE_SQL: &str = concat!(
     " SET \
        idem_key = ?, request_hash = ?, state = 0, operation_id = ?, fence = fence + 1, rev = rev + 1, \
        resp_status = NULL, resp_headers = NULL, resp_body = NULL, biz_no = NULL, completed_at = NULL, \
+       replay_until = CASE WHEN ? > 0 THEN ",
+    now!(),
+    " + ? END, \
        locked_at = ",
     now!(),
     ", lease_until = ",
@@ -129,7 +136,7 @@ pub(super) const REPLACE_SQL: &str = concat!(
 /// ended and the record has not expired. Every expression reads the row's old values only, so
 /// the statement means the same whether MariaDB assigns left to right or simultaneously
 /// (`SIMULTANEOUS_ASSIGNMENT`). Binds: readable key, override, override, lease ms, override, lease ms,
-/// override, key hash, rev, override, override, request hash.
+/// override, lease ms, override, key hash, rev, override, override, request hash.
 pub(super) const TAKEOVER_SQL: &str = concat!(
     "UPDATE ",
     table!(),
@@ -141,7 +148,10 @@ pub(super) const TAKEOVER_SQL: &str = concat!(
     " + ?, \
        expire_at = GREATEST(expire_at, ",
     now!(),
-    " + ?), updated_at = LAST_INSERT_ID(",
+    " + ?), \
+       replay_until = CASE WHEN replay_until IS NULL THEN NULL ELSE GREATEST(replay_until, ",
+    now!(),
+    " + ?) END, updated_at = LAST_INSERT_ID(",
     now!(),
     ") \
      WHERE key_hash = ? AND rev = ? AND state = 0 AND expire_at > ",
@@ -173,7 +183,10 @@ pub(super) const COMPLETE_SQL: &str = concat!(
     table!(),
     " SET \
        state = ?, resp_status = ?, resp_headers = ?, resp_body = ?, biz_no = ?, \
-       expire_at = COALESCE(?, expire_at), updated_at = ",
+       expire_at = CASE WHEN replay_until IS NULL THEN COALESCE(?, expire_at) \
+         ELSE GREATEST(expire_at, COALESCE(?, expire_at)) END, \
+       replay_until = CASE WHEN replay_until IS NULL THEN NULL ELSE COALESCE(?, replay_until) END, \
+       updated_at = ",
     now!(),
     ", completed_at = ",
     now!(),
@@ -212,8 +225,8 @@ pub(super) const ABANDON_SQL: &str = concat!(
 );
 
 /// Renews a lease for `by` ms from now; the record lives at least as long; the statement's
-/// "now" comes back as `last_insert_id`. Binds: override, by, override, by, override, key hash,
-/// fence, operation id.
+/// "now" comes back as `last_insert_id`. Binds: override, by, override, by, override, by,
+/// override, key hash, fence, operation id.
 pub(super) const EXTEND_SQL: &str = concat!(
     "UPDATE ",
     table!(),
@@ -223,6 +236,9 @@ pub(super) const EXTEND_SQL: &str = concat!(
     " + ?, expire_at = GREATEST(expire_at, ",
     now!(),
     " + ?), \
+       replay_until = CASE WHEN replay_until IS NULL THEN NULL ELSE GREATEST(replay_until, ",
+    now!(),
+    " + ?) END, \
        updated_at = LAST_INSERT_ID(",
     now!(),
     "), rev = rev + 1 \
@@ -251,6 +267,22 @@ pub(super) const PURGE_DELETE_SQL: &str = concat!(
     " WHERE expire_at <= ",
     now!(),
     " AND key_hash IN ("
+);
+
+/// The purge's first phase for remembered records: frees the response of at most `?` records
+/// whose `replay_until` has passed and whose `expire_at` has not, along `idx_idem_replay_until`,
+/// oldest first. `replay_until` turns negative as the response goes (its absolute value still
+/// says when it expired), which takes the row out of the index range `(0, now]`: the next batch
+/// does not scan the freed rows again. Binds: override, override, batch.
+pub(super) const PURGE_RESPONSES_SQL: &str = concat!(
+    "UPDATE ",
+    table!(),
+    " SET resp_headers = NULL, resp_body = NULL, replay_until = -replay_until, rev = rev + 1 \
+     WHERE replay_until > 0 AND replay_until <= ",
+    now!(),
+    " AND state IN (1, 2) AND expire_at > ",
+    now!(),
+    " ORDER BY replay_until LIMIT ?"
 );
 
 // The operator statements: what the `idem` CLI sends, and what other tools may send beside the

@@ -28,8 +28,8 @@ use sqlx::{Postgres, Row};
 pub use self::replication::Replication;
 pub use self::statements::NOW_MS_SQL;
 use self::statements::{
-    ABANDON_SQL, CLAIM_SQL, COMPLETE_SQL, EXTEND_SQL, OWNER_SQL, PURGE_SQL, RELEASE_SQL,
-    SELECT_SQL, TAKEOVER_SQL,
+    ABANDON_SQL, CLAIM_SQL, COMPLETE_SQL, EXTEND_SQL, OWNER_SQL, PURGE_RESPONSES_SQL, PURGE_SQL,
+    RELEASE_SQL, SELECT_SQL, TAKEOVER_SQL,
 };
 use super::clock::{Clock, Timestamp};
 use super::error::StoreError;
@@ -60,7 +60,8 @@ pub mod sql {
     };
 
     /// The claim statement (with the read riding along): `$1` key hash, `$2` readable key, `$3`
-    /// request hash, `$4` operation id, `$5` clock override (`NULL`), `$6` lease ms, `$7` TTL ms.
+    /// request hash, `$4` operation id, `$5` clock override (`NULL`), `$6` lease ms, `$7` TTL ms,
+    /// `$8` remember ms (0: none).
     pub fn claim() -> &'static str {
         super::statements::CLAIM_SQL
     }
@@ -322,6 +323,7 @@ impl SqlBackend for PostgresStore {
         let operation_id = new_operation_id()?;
         let hash = req.request_hash.to_string();
         let (lease_ms, ttl_ms) = (millis_param(req.lease), millis_param(req.ttl));
+        let remember_ms = req.remember_param();
         for _ in 0..CLAIM_ATTEMPTS {
             let now = self.core.now_param();
             let bind = |sql: &'static str| {
@@ -333,6 +335,7 @@ impl SqlBackend for PostgresStore {
                     .bind(now)
                     .bind(lease_ms)
                     .bind(ttl_ms)
+                    .bind(remember_ms)
             };
             let row = self
                 .core
@@ -379,6 +382,20 @@ impl SqlBackend for PostgresStore {
             .core
             .send(|| {
                 sqlx::query(PURGE_SQL)
+                    .bind(now)
+                    .bind(i64::from(batch))
+                    .execute(&self.core.pool)
+            })
+            .await?;
+        Ok(done.rows_affected())
+    }
+
+    async fn purge_responses_batch(&self, batch: u32) -> Result<u64, StoreError> {
+        let now = self.core.now_param();
+        let done = self
+            .core
+            .send(|| {
+                sqlx::query(PURGE_RESPONSES_SQL)
                     .bind(now)
                     .bind(i64::from(batch))
                     .execute(&self.core.pool)

@@ -48,25 +48,28 @@ macro_rules! db_now {
 pub const NOW_MS_SQL: &str = db_now!();
 
 /// The claim (S13, S14): insert, or return the existing row from the statement's snapshot.
-/// `$5` is the clock override, `$6` the lease and `$7` the TTL in ms; every column that holds a
-/// time is computed here, from the database's clock. The last column is that "now".
+/// `$5` is the clock override, `$6` the lease, `$7` the TTL and `$8` the remember window in ms
+/// (0 without one: `replay_until` stays `NULL`); every column that holds a time is computed
+/// here, from the database's clock. The last column is that "now".
 pub(super) const CLAIM_SQL: &str = concat!(
     "WITH claimed AS ( \
        INSERT INTO ",
     table!(),
     " \
-         (key_hash, idem_key, request_hash, state, operation_id, fence, rev, locked_at, lease_until, expire_at, created_at, updated_at) \
+         (key_hash, idem_key, request_hash, state, operation_id, fence, rev, locked_at, lease_until, expire_at, created_at, updated_at, replay_until) \
        VALUES ($1, $2, $3, 0, $4, 1, 1, ",
     now!("5"),
     ", ",
     now!("5"),
     " + $6::bigint, ",
     now!("5"),
-    " + GREATEST($6::bigint, $7::bigint), ",
+    " + GREATEST($6::bigint, $7::bigint, $8::bigint), ",
     now!("5"),
     ", ",
     now!("5"),
-    ") \
+    ", CASE WHEN $8::bigint > 0 THEN ",
+    now!("5"),
+    " + GREATEST($6::bigint, $7::bigint) END) \
        ON CONFLICT (key_hash) DO NOTHING \
        RETURNING ",
     record_columns!(),
@@ -119,8 +122,17 @@ pub(super) const TAKEOVER_SQL: &str = concat!(
     " \
          THEN ",
     now!("5"),
-    " + GREATEST($6::bigint, $7::bigint) \
+    " + GREATEST($6::bigint, $7::bigint, $8::bigint) \
          ELSE GREATEST(r.expire_at, ",
+    now!("5"),
+    " + $6::bigint) END, \
+       replay_until = CASE WHEN r.expire_at <= ",
+    now!("5"),
+    " THEN CASE WHEN $8::bigint > 0 THEN ",
+    now!("5"),
+    " + GREATEST($6::bigint, $7::bigint) END \
+         WHEN r.replay_until IS NULL THEN NULL \
+         ELSE GREATEST(r.replay_until, ",
     now!("5"),
     " + $6::bigint) END, \
        created_at = CASE WHEN r.expire_at <= ",
@@ -164,7 +176,10 @@ pub(super) const COMPLETE_SQL: &str = concat!(
     table!(),
     " SET \
        state = $3, resp_status = $4, resp_headers = $5, resp_body = $6, biz_no = $7, \
-       expire_at = COALESCE($8, expire_at), updated_at = ",
+       expire_at = CASE WHEN replay_until IS NULL THEN COALESCE($8, expire_at) \
+         ELSE GREATEST(expire_at, COALESCE($8, expire_at)) END, \
+       replay_until = CASE WHEN replay_until IS NULL THEN NULL ELSE COALESCE($8, replay_until) END, \
+       updated_at = ",
     now!("9"),
     ", completed_at = ",
     now!("9"),
@@ -211,6 +226,9 @@ pub(super) const EXTEND_SQL: &str = concat!(
        expire_at = GREATEST(expire_at, ",
     now!("5"),
     " + $4::bigint), \
+       replay_until = CASE WHEN replay_until IS NULL THEN NULL ELSE GREATEST(replay_until, ",
+    now!("5"),
+    " + $4::bigint) END, \
        updated_at = ",
     now!("5"),
     ", rev = rev + 1 \
@@ -236,6 +254,30 @@ pub(super) const PURGE_SQL: &str = concat!(
     table!(),
     " r USING batch \
      WHERE r.key_hash = batch.key_hash AND r.expire_at <= ",
+    now!("1")
+);
+
+/// The purge's first phase for remembered records: frees the response of at most `$2` records
+/// whose `replay_until` has passed and whose `expire_at` has not, along `idx_idem_replay_until`,
+/// oldest first, skipping rows another transaction holds. `replay_until` turns negative as the
+/// response goes (its absolute value still says when it expired), which takes the row out of
+/// the index's range `(0, now]`: the next batch does not scan the freed rows again.
+pub(super) const PURGE_RESPONSES_SQL: &str = concat!(
+    "WITH batch AS MATERIALIZED ( \
+       SELECT key_hash FROM ",
+    table!(),
+    " WHERE replay_until > 0 AND replay_until <= ",
+    now!("1"),
+    " \
+       ORDER BY replay_until, key_hash LIMIT $2 FOR UPDATE SKIP LOCKED) \
+     UPDATE ",
+    table!(),
+    " r SET resp_headers = NULL, resp_body = NULL, replay_until = -r.replay_until, rev = r.rev + 1 \
+     FROM batch \
+     WHERE r.key_hash = batch.key_hash AND r.state IN (1, 2) \
+       AND r.replay_until > 0 AND r.replay_until <= ",
+    now!("1"),
+    " AND r.expire_at > ",
     now!("1")
 );
 

@@ -48,14 +48,14 @@ pub(super) fn bytes(v: &Value) -> Option<&[u8]> {
 
 /// Decodes `{now, idem_key, request_hash, state, operation_id, fence, resp_status,
 /// resp_headers, resp_body, biz_no, locked_at, lease_until, expire_at, created_at, updated_at,
-/// completed_at}`: the record (`None` when the key holds none) and the script's "now".
+/// completed_at, replay_until}`: the record (`None` when the key holds none) and the script's "now".
 pub(super) fn decode_record(
     key: &ScopedKey,
     items: &[Value],
 ) -> Result<(Option<Record>, Timestamp), StoreError> {
     let bad = |detail: String| StoreError::corrupt(Some(key), detail);
-    if items.len() != 16 {
-        return Err(bad(format!("{} fields instead of 16", items.len())));
+    if items.len() != 17 {
+        return Err(bad(format!("{} fields instead of 17", items.len())));
     }
     let now = int(&items[0]).ok_or_else(|| bad("the script's clock".to_owned()))?;
     let now = Timestamp::from_millis(now);
@@ -103,6 +103,13 @@ pub(super) fn decode_record(
         Value::Nil => None,
         _ => Some(time(14, "completed_at")?),
     };
+    // Negative once the purge freed the response.
+    let replay_until = match &f[15] {
+        Value::Nil => None,
+        _ => Some(Timestamp::from_millis(
+            time(15, "replay_until")?.as_millis().saturating_abs(),
+        )),
+    };
     let record = Record {
         key,
         request_hash,
@@ -116,6 +123,7 @@ pub(super) fn decode_record(
         locked_at: time(9, "locked_at")?,
         lease_until: time(10, "lease_until")?,
         expire_at: time(11, "expire_at")?,
+        replay_until,
         created_at: time(12, "created_at")?,
         updated_at: time(13, "updated_at")?,
         completed_at,

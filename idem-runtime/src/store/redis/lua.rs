@@ -16,7 +16,7 @@ use redis::Script;
 
 /// The claim (S13, S21, S23). `KEYS`: record, index (none on a cluster). `ARGV`: readable key,
 /// request hash, a new operation id, now (`''`: the server's), lease ms, TTL ms, expiry margin
-/// ms, key hash (the index member). Answers `{1, fence, operation id, lease_until, expire_at,
+/// ms, key hash (the index member), remember ms (0: none). Answers `{1, fence, operation id, lease_until, expire_at,
 /// took_over, now}` (acquired), `{2, holder's request hash, retry after ms}` (in progress),
 /// `{3, now, record..}` (completed) or `{0, detail}` (a record that does not decode).
 pub(super) const CLAIM_LUA: &str = concat!(
@@ -84,11 +84,14 @@ pub(super) const GET_LUA: &str = concat!(
     include_str!("scripts/get.lua"),
 );
 
-/// Purge (S21) along the index, oldest expiry first, ties by key hash (the sorted set's own
-/// order): deletes up to `batch` records whose `expire_at` has passed, re-checked on the record
-/// itself; drops the entries of records Redis already deleted without counting them, looking at
-/// no more than ten batches' worth of entries in one call. `KEYS`: index. `ARGV`: now, batch,
-/// record key prefix. Answers the number of records deleted.
+/// Purge (S21) along the index, what is due first first, ties by key hash (the sorted set's own
+/// order; a record's score is its `replay_until` while it is remembered and still holds its
+/// response, its `expire_at` otherwise): deletes records whose `expire_at` has passed, and frees
+/// the response of remembered records past their `replay_until` (which turns negative), up to
+/// `batch` of both, each re-checked on the record itself; drops the entries of records Redis
+/// already deleted without counting them, looking at no more than ten batches' worth of entries
+/// in one call. `KEYS`: index. `ARGV`: now, batch, record key prefix. Answers `{deleted,
+/// freed}`.
 pub(super) const PURGE_LUA: &str = concat!(
     "\n",
     include_str!("scripts/prelude.lua"),

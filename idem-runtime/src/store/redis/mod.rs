@@ -131,6 +131,15 @@ pub struct RedisStore {
     margin: Duration,
     acks: Option<ReplicaAcks>,
     commands: Arc<AtomicU64>,
+    /// What a walk of the purge did that its caller does not report (see `purge_responses`).
+    unreported: Arc<Unreported>,
+}
+
+/// Counts of the purge's two phases, done by one walk and reported by two methods.
+#[derive(Debug, Default)]
+struct Unreported {
+    deleted: AtomicU64,
+    freed: AtomicU64,
 }
 
 impl fmt::Debug for RedisStore {
@@ -269,6 +278,7 @@ impl RedisStore {
             margin: DEFAULT_EXPIRY_MARGIN,
             acks: None,
             commands: Arc::new(AtomicU64::new(0)),
+            unreported: Arc::default(),
         }
     }
 

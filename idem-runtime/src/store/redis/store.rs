@@ -5,6 +5,7 @@
 //! `call_durable`, and is reported done only once the replicas required hold it.
 
 use core::time::Duration;
+use std::sync::atomic::Ordering;
 
 use super::RedisStore;
 use super::connection::load;
@@ -26,6 +27,41 @@ fn fenced_out(lease: &Lease) -> StoreError {
     }
 }
 
+impl RedisStore {
+    /// One walk of the purge along the index: `(deleted, freed)`, records deleted past their
+    /// end and responses freed past their TTL. On a cluster there is no index to walk, and
+    /// nothing to do: Redis deletes every record by itself [the expiry
+    /// margin](RedisStore::with_expiry_margin) after its `expire_at`, on every shard at once,
+    /// and an expired record is absent to every operation meanwhile; a remembered record keeps
+    /// its response until then (it is never replayed past its TTL all the same).
+    async fn purge(&self, batch: u32) -> Result<(u64, u64), StoreError> {
+        let Some(index) = &self.index else {
+            return Ok((0, 0));
+        };
+        let mut cmd = redis::cmd("EVALSHA");
+        cmd.arg(PURGE.get_hash())
+            .arg(1)
+            .arg(&**index)
+            .arg(self.now_arg())
+            .arg(batch.max(1))
+            .arg(&*self.records);
+        let reply = array(self.call(&PURGE, &cmd).await?);
+        let count = |i: usize| {
+            reply
+                .as_ref()
+                .and_then(|r| r.get(i))
+                .and_then(int)
+                .and_then(|n| u64::try_from(n).ok())
+        };
+        match (count(0), count(1)) {
+            (Some(deleted), Some(freed)) => Ok((deleted, freed)),
+            _ => Err(StoreError::Other(
+                "unexpected reply to the purge script".into(),
+            )),
+        }
+    }
+}
+
 impl Store for RedisStore {
     fn backend(&self) -> &'static str {
         "redis"
@@ -43,7 +79,8 @@ impl Store for RedisStore {
                 .arg(duration_millis(req.lease))
                 .arg(duration_millis(req.ttl))
                 .arg(self.margin_ms())
-                .arg(req.key.hash_hex().to_string());
+                .arg(req.key.hash_hex().to_string())
+                .arg(req.remember_param());
             let (out, behind) = self.call_durable(&CLAIM, &cmd, "claim").await?;
             let bad = |detail: &str| StoreError::corrupt(Some(req.key), detail);
             let items = array(out).ok_or_else(|| bad("unexpected reply to the claim script"))?;
@@ -92,8 +129,13 @@ impl Store for RedisStore {
                     })
                 }
                 Some(3) => {
-                    let (record, _) = decode_record(req.key, &items[1..])?;
-                    record.map(Claim::Completed).ok_or_else(|| bad("vanished"))
+                    let (record, now) = decode_record(req.key, &items[1..])?;
+                    let record = record.ok_or_else(|| bad("vanished"))?;
+                    Ok(if record.is_remembered(now) {
+                        Claim::Remembered(record)
+                    } else {
+                        Claim::Completed(record)
+                    })
                 }
                 _ => Err(bad(&items.get(1).and_then(text).unwrap_or_else(|| {
                     "unexpected reply to the claim script".to_owned()
@@ -214,26 +256,28 @@ impl Store for RedisStore {
         })
     }
 
-    /// On one server, deletes up to `batch` expired records along the index. On a cluster
-    /// there is no index to walk, and nothing to do: Redis deletes every record by itself
-    /// [the expiry margin](RedisStore::with_expiry_margin) after its `expire_at`, on every
-    /// shard at once, and an expired record is absent to every operation meanwhile. Answers 0
-    /// there.
+    /// On one server, deletes up to `batch` expired records along the index (the walk frees
+    /// the responses of remembered records it meets too, see
+    /// [`purge_responses`](Store::purge_responses)). On a cluster it answers 0 (see
+    /// `RedisStore::purge`).
     fn purge_expired(&self, batch: u32) -> BoxFuture<'_, Result<u64, StoreError>> {
         Box::pin(async move {
-            let Some(index) = &self.index else {
-                return Ok(0);
-            };
-            let mut cmd = redis::cmd("EVALSHA");
-            cmd.arg(PURGE.get_hash())
-                .arg(1)
-                .arg(&**index)
-                .arg(self.now_arg())
-                .arg(batch.max(1))
-                .arg(&*self.records);
-            int(&self.call(&PURGE, &cmd).await?)
-                .and_then(|n| u64::try_from(n).ok())
-                .ok_or_else(|| StoreError::Other("unexpected reply to the purge script".into()))
+            let (deleted, freed) = self.purge(batch).await?;
+            self.unreported.freed.fetch_add(freed, Ordering::Relaxed);
+            Ok(deleted + self.unreported.deleted.swap(0, Ordering::Relaxed))
+        })
+    }
+
+    /// One walk of the index does both phases of the purge (its entries are in the order of
+    /// what is due first, a response to free or a record to delete): each method reports its
+    /// own count, and the other's is reported by the next call of the other method.
+    fn purge_responses(&self, batch: u32) -> BoxFuture<'_, Result<u64, StoreError>> {
+        Box::pin(async move {
+            let (deleted, freed) = self.purge(batch).await?;
+            self.unreported
+                .deleted
+                .fetch_add(deleted, Ordering::Relaxed);
+            Ok(freed + self.unreported.freed.swap(0, Ordering::Relaxed))
         })
     }
 

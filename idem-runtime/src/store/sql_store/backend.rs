@@ -54,6 +54,12 @@ pub(crate) trait SqlBackend: Sized + Send + Sync + 'static {
     /// [`Store::purge_expired`](crate::store::interface::Store::purge_expired), likewise.
     fn purge_batch(&self, batch: u32) -> impl Future<Output = Result<u64, StoreError>> + Send;
 
+    /// [`Store::purge_responses`](crate::store::interface::Store::purge_responses), likewise.
+    fn purge_responses_batch(
+        &self,
+        batch: u32,
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send;
+
     /// Whether [`completion_limit`](Self::completion_limit) asks the server (one statement);
     /// otherwise it is [`VALUE_LIMIT`](Self::VALUE_LIMIT).
     const ASKS_LIMIT: bool = false;

@@ -16,7 +16,7 @@ macro_rules! record_columns {
     () => {
         "idem_key, request_hash, state, operation_id, fence, rev, \
          resp_status, resp_headers, resp_body, biz_no, locked_at, lease_until, expire_at, \
-         created_at, updated_at, completed_at"
+         created_at, updated_at, completed_at, replay_until"
     };
 }
 pub(crate) use record_columns;
@@ -40,6 +40,9 @@ pub(crate) struct RawRecord {
     pub created_at: i64,
     pub updated_at: i64,
     pub completed_at: Option<i64>,
+    /// A remembered record's end of replays (`NULL`: `expire_at`), negated once the purge freed
+    /// its response.
+    pub replay_until: Option<i64>,
     /// The database's "now" when the row was read (or the store's clock override), in the
     /// column after `record_columns!()`: every decision about the row is taken against it.
     pub db_now: i64,
@@ -76,7 +79,8 @@ impl RawRecord {
             created_at: row.try_get(first + 13)?,
             updated_at: row.try_get(first + 14)?,
             completed_at: row.try_get(first + 15)?,
-            db_now: row.try_get(first + 16)?,
+            replay_until: row.try_get(first + 16)?,
+            db_now: row.try_get(first + 17)?,
         })
     }
 
@@ -131,6 +135,10 @@ impl RawRecord {
             locked_at: Timestamp::from_millis(self.locked_at),
             lease_until: Timestamp::from_millis(self.lease_until),
             expire_at: Timestamp::from_millis(self.expire_at),
+            // Negative once the purge freed the response (see the stores' migrations).
+            replay_until: self
+                .replay_until
+                .map(|t| Timestamp::from_millis(t.saturating_abs())),
             created_at: Timestamp::from_millis(self.created_at),
             updated_at: Timestamp::from_millis(self.updated_at),
             completed_at: self.completed_at.map(Timestamp::from_millis),

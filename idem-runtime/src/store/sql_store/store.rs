@@ -79,6 +79,10 @@ macro_rules! impl_store {
                     Box::pin(self.purge_batch(batch))
                 }
 
+                fn purge_responses(&self, batch: u32) -> BoxFuture<'_, Result<u64, StoreError>> {
+                    Box::pin(self.purge_responses_batch(batch))
+                }
+
                 fn migrate(&self) -> BoxFuture<'_, Result<(), StoreError>> {
                     Box::pin(ops::migrate(self.core()))
                 }

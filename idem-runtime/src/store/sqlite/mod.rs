@@ -32,7 +32,7 @@ use self::checkpoint::Checkpoints;
 pub use self::statements::NOW_MS_SQL;
 use self::statements::{
     ABANDON_SQL, CLAIM_AND_READ_SQL, CLAIMED_COLUMNS, COMPLETE_SQL, EXTEND_SQL, OWNER_SQL,
-    PURGE_SQL, RELEASE_SQL, SELECT_SQL,
+    PURGE_RESPONSES_SQL, PURGE_SQL, RELEASE_SQL, SELECT_SQL,
 };
 use super::clock::{Clock, Timestamp};
 use super::error::StoreError;
@@ -313,6 +313,7 @@ impl SqlBackend for SqliteStore {
         let operation_id = new_operation_id()?;
         let hash = req.request_hash.to_string();
         let (lease_ms, ttl_ms) = (millis_param(req.lease), millis_param(req.ttl));
+        let remember_ms = req.remember_param();
         for _ in 0..CLAIM_ATTEMPTS {
             let now = self.core.now_param();
             let rows = self
@@ -327,6 +328,7 @@ impl SqlBackend for SqliteStore {
                         .bind(now)
                         .bind(lease_ms)
                         .bind(ttl_ms)
+                        .bind(remember_ms)
                         .fetch_all(&mut *conn)
                         .await;
                     conn.settle(written)
@@ -388,6 +390,27 @@ impl SqlBackend for SqliteStore {
             self.wrote();
         }
         Ok(deleted)
+    }
+
+    async fn purge_responses_batch(&self, batch: u32) -> Result<u64, StoreError> {
+        let now = self.core.now_param();
+        let done = self
+            .core
+            .send(|| async {
+                let mut conn = self.core.write_conn().await?;
+                let written = sqlx::query(PURGE_RESPONSES_SQL)
+                    .bind(now)
+                    .bind(i64::from(batch))
+                    .execute(&mut *conn)
+                    .await;
+                conn.settle(written)
+            })
+            .await?;
+        let freed = done.rows_affected();
+        if freed > 0 {
+            self.wrote();
+        }
+        Ok(freed)
     }
 
     numbered_statements! {

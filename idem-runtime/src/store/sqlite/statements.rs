@@ -50,18 +50,20 @@ macro_rules! claim_upsert {
     () => {
         concat!(
             "INSERT INTO ", table!(), " \
-               (key_hash, idem_key, request_hash, state, operation_id, fence, rev, locked_at, lease_until, expire_at, created_at, updated_at) \
+               (key_hash, idem_key, request_hash, state, operation_id, fence, rev, locked_at, lease_until, expire_at, created_at, updated_at, replay_until) \
              VALUES (?1, ?2, ?3, 0, ?4, 1, 1, ",
             now!("5"),
             ", ",
             now!("5"),
             " + ?6, ",
             now!("5"),
-            " + max(?6, ?7), ",
+            " + max(?6, ?7, ?8), ",
             now!("5"),
             ", ",
             now!("5"),
-            ") \
+            ", CASE WHEN ?8 > 0 THEN ",
+            now!("5"),
+            " + max(?6, ?7) END) \
              ON CONFLICT (key_hash) DO UPDATE SET \
                idem_key = excluded.idem_key, \
                request_hash = excluded.request_hash, \
@@ -82,8 +84,17 @@ macro_rules! claim_upsert {
             now!("5"),
             " THEN ",
             now!("5"),
-            " + max(?6, ?7) \
+            " + max(?6, ?7, ?8) \
                  ELSE max(expire_at, ",
+            now!("5"),
+            " + ?6) END, \
+               replay_until = CASE WHEN expire_at <= ",
+            now!("5"),
+            " THEN CASE WHEN ?8 > 0 THEN ",
+            now!("5"),
+            " + max(?6, ?7) END \
+                 WHEN replay_until IS NULL THEN NULL \
+                 ELSE max(replay_until, ",
             now!("5"),
             " + ?6) END, \
                created_at = CASE WHEN expire_at <= ",
@@ -107,7 +118,8 @@ macro_rules! claim_upsert {
 
 /// The claim (S13, S14): one atomic upsert that inserts a fresh record, or replaces an expired
 /// one (S21), or takes over an expired lease of the same request (S23), and returns the row only
-/// when it claimed. `?5` is the clock override, `?6` the lease and `?7` the TTL in ms.
+/// when it claimed. `?5` is the clock override, `?6` the lease, `?7` the TTL and `?8` the
+/// remember window in ms (0 without one: `replay_until` stays `NULL`).
 /// Unqualified columns in `DO UPDATE` are the existing row's. The operation id changes only for
 /// a record expired by the database's clock (logically absent, S21: a new operation, whose
 /// predecessor's zombie stays fenced out); an ended lease of the same request keeps it (S23).
@@ -138,7 +150,10 @@ pub(super) const COMPLETE_SQL: &str = concat!(
     table!(),
     " SET \
        state = ?3, resp_status = ?4, resp_headers = ?5, resp_body = ?6, biz_no = ?7, \
-       expire_at = COALESCE(?8, expire_at), updated_at = ",
+       expire_at = CASE WHEN replay_until IS NULL THEN COALESCE(?8, expire_at) \
+         ELSE max(expire_at, COALESCE(?8, expire_at)) END, \
+       replay_until = CASE WHEN replay_until IS NULL THEN NULL ELSE COALESCE(?8, replay_until) END, \
+       updated_at = ",
     now!("9"),
     ", completed_at = ",
     now!("9"),
@@ -185,6 +200,9 @@ pub(super) const EXTEND_SQL: &str = concat!(
        expire_at = max(expire_at, ",
     now!("5"),
     " + ?4), \
+       replay_until = CASE WHEN replay_until IS NULL THEN NULL ELSE max(replay_until, ",
+    now!("5"),
+    " + ?4) END, \
        updated_at = ",
     now!("5"),
     ", rev = rev + 1 \
@@ -205,6 +223,26 @@ pub(super) const PURGE_SQL: &str = concat!(
     now!("1"),
     " \
         ORDER BY expire_at, key_hash LIMIT ?2)"
+);
+
+/// The purge's first phase for remembered records: frees the response of at most `?2` records
+/// whose `replay_until` has passed and whose `expire_at` has not, along `idx_idem_replay_until`,
+/// oldest first. `replay_until` turns negative as the response goes (its absolute value still
+/// says when it expired), which takes the row out of the partial index: the next batch does not
+/// scan the freed rows again.
+pub(super) const PURGE_RESPONSES_SQL: &str = concat!(
+    "UPDATE ",
+    table!(),
+    " SET resp_headers = NULL, resp_body = NULL, replay_until = -replay_until, rev = rev + 1 \
+     WHERE key_hash IN \
+       (SELECT key_hash FROM ",
+    table!(),
+    " WHERE replay_until > 0 AND replay_until <= ",
+    now!("1"),
+    " AND state IN (1, 2) AND expire_at > ",
+    now!("1"),
+    " \
+        ORDER BY replay_until, key_hash LIMIT ?2)"
 );
 
 /// The row of a key and the database's "now" (`?2`: the clock override).

@@ -1,9 +1,13 @@
 local now = clock(ARGV[4])
 local lease, ttl, margin = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+local remember = tonumber(ARGV[9])
 local lease_until = now + lease
 local r = redis.call('HMGET', KEYS[1], 'state', 'fence', 'operation_id', 'request_hash',
-  'lease_until', 'expire_at', 'created_at')
-local fence, op, created, expire_at, took = 1, ARGV[3], now, now + math.max(lease, ttl), 0
+  'lease_until', 'expire_at', 'created_at', 'replay_until')
+local window = math.max(lease, ttl)
+local fence, op, created, expire_at, took = 1, ARGV[3], now, now + math.max(window, remember), 0
+local replay_until = nil
+if remember > 0 then replay_until = now + window end
 if r[1] or r[2] or r[3] or r[6] then
   local f, lu, ea, ca = tonumber(r[2]), tonumber(r[5]), tonumber(r[6]), tonumber(r[7])
   if not (r[1] and f and lu and ea and ca and r[3] and r[4]) then
@@ -19,6 +23,8 @@ if r[1] or r[2] or r[3] or r[6] then
     end
     -- An ended lease of the same request: take over, same operation (S23).
     op, created, expire_at, took = r[3], ca, math.max(ea, lease_until), 1
+    replay_until = nil
+    if r[8] then replay_until = math.max(tonumber(r[8]), lease_until) end
   end
   -- Expired: logically absent, a new operation replaces it (S21); the fence still grows.
   fence = f + 1
@@ -27,7 +33,12 @@ end
 redis.call('HSET', KEYS[1], 'idem_key', ARGV[1], 'request_hash', ARGV[2], 'state', '0',
   'operation_id', op, 'fence', int(fence), 'locked_at', int(now), 'lease_until', int(lease_until),
   'expire_at', int(expire_at), 'created_at', int(created), 'updated_at', int(now))
+if replay_until then
+  redis.call('HSET', KEYS[1], 'replay_until', int(replay_until))
+else
+  redis.call('HDEL', KEYS[1], 'replay_until')
+end
 redis.call('HINCRBY', KEYS[1], 'rev', 1)
 keep(KEYS[1], expire_at, now, margin)
-if KEYS[2] then redis.call('ZADD', KEYS[2], int(expire_at), ARGV[8]) end
+if KEYS[2] then redis.call('ZADD', KEYS[2], int(due(expire_at, replay_until)), ARGV[8]) end
 return {1, fence, op, lease_until, expire_at, took, now}

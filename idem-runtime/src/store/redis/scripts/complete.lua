@@ -13,9 +13,17 @@ else
   redis.call('HDEL', KEYS[1], 'biz_no')
 end
 if ARGV[9] ~= '' then
-  local ea = tonumber(ARGV[9])
-  redis.call('HSET', KEYS[1], 'expire_at', ARGV[9])
-  if KEYS[2] then redis.call('ZADD', KEYS[2], ARGV[9], ARGV[12]) end
+  -- A new end of the replayed response: of a remembered record, `replay_until`, which the
+  -- record outlives.
+  local at, ea, ru = tonumber(ARGV[9]), tonumber(ARGV[9]), nil
+  if r[6] then
+    ru, ea = at, math.max(tonumber(r[4]), at)
+    redis.call('HSET', KEYS[1], 'replay_until', int(ru))
+  end
+  redis.call('HSET', KEYS[1], 'expire_at', int(ea))
+  if KEYS[2] then redis.call('ZADD', KEYS[2], int(due(ea, ru)), ARGV[12]) end
   keep(KEYS[1], ea, now, tonumber(ARGV[11]))
+elseif r[6] and KEYS[2] then
+  redis.call('ZADD', KEYS[2], int(due(tonumber(r[4]), tonumber(r[6]))), ARGV[12])
 end
 return 2
