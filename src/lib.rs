@@ -429,7 +429,7 @@ pub use idem_macros::Snapshot;
 
 pub use idem_runtime::engine::problem;
 pub use idem_runtime::engine::{
-    AsIdem, Contract, DefaultPolicy, Disposition, HandlerConfig, Idem, IdempotencyError,
+    AsIdem, Contract, DefaultPolicy, Disposition, Expired, HandlerConfig, Idem, IdempotencyError,
     OperationId, OutcomePolicy, ReplayCache, Snapshot, operation_id, run_once,
 };
 #[cfg(feature = "tonic")]

@@ -16,7 +16,7 @@ use idem::store::Store;
 use idem::{Fingerprint, HandlerConfig, Idem, Snapshot, SqliteStore};
 use serde_json::{Value, json};
 
-use crate::backends::{Fixture, backend_tests, on_store};
+use crate::backends::{Fixture, backend_tests, on_clocked_store, on_store};
 use crate::payments::{Response, exchange, send};
 use crate::servers::unique;
 
@@ -390,6 +390,36 @@ async fn waits(
     let payment = crate::wait::pay(&app, req.into_inner()).await;
     (web::Json(payment), StatusCode::CREATED)
 }
+
+#[idempotent(scope = global, ttl = "1h", remember = "10h", lease = "5s")]
+async fn remembers(
+    app: web::Data<crate::wait::App>,
+    req: web::Json<crate::wait::CreatePayment>,
+) -> (web::Json<crate::wait::Payment>, StatusCode) {
+    let payment = crate::wait::pay(&app, req.into_inner()).await;
+    (web::Json(payment), StatusCode::CREATED)
+}
+
+async fn remembered_over_a_socket(fx: &Fixture) {
+    let idem = Idem::from_arc(fx.store.clone());
+    let app = crate::wait::App::new(idem.clone(), usize::MAX >> 4);
+    let data = web::Data::new(app.clone());
+    let s = Served::start(move || {
+        App::new()
+            .app_data(web::Data::new(idem.clone()))
+            .app_data(data.clone())
+            .app_data(idem::actix::json_config())
+            .route("/remembers", web::post().to(remembers))
+    });
+    crate::remember::remembered_over_a_socket(s.addr, "/remembers", &app, fx.clock()).await;
+}
+
+backend_tests!(
+    2,
+    on_clocked_store,
+    [memory, sqlite, postgres, mysql, redis],
+    remembered_over_a_socket,
+);
 
 async fn duplicates_wait_over_a_socket(fx: &Fixture) {
     let idem = Idem::from_arc(fx.store.clone());

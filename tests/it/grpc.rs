@@ -641,8 +641,9 @@ impl AsIdem for Probe {
 
 #[tonic::async_trait]
 impl Payments for Probe {
-    /// A duplicate waits for the first call (`wait`), at most 10 s.
-    #[idempotent(scope = default, ttl = "1h", lease = "5s", wait = "10s")]
+    /// A duplicate waits for the first call (`wait`), at most 10 s; the key is remembered for
+    /// 10 hours past its 1-hour TTL.
+    #[idempotent(scope = default, ttl = "1h", remember = "10h", lease = "5s", wait = "10s")]
     async fn create_payment(
         &self,
         request: Request<CreatePaymentRequest>,
@@ -765,6 +766,61 @@ async fn a_cancelled_call_keeps_its_operation_id() {
         .await
         .unwrap_err();
     assert_condition(&err, Code::Unauthenticated, "UNSCOPED");
+}
+
+/// A call retried past the TTL, within the remember window, is `FAILED_PRECONDITION` with reason
+/// `KEY_EXPIRED` and what the record kept as `ErrorInfo` metadata; the method does not run.
+/// Another payload is refused as reused; past the window the key is new.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_past_the_ttl_is_key_expired() {
+    use idem::store::ManualClock;
+    use tonic_types::StatusExt;
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::starting_now());
+    let store = idem::SqliteStore::open(dir.path().join("idem.db"))
+        .await
+        .unwrap()
+        .with_clock(clock.clone());
+    idem::store::Store::migrate(&store).await.unwrap();
+    let probe = Probe {
+        idem: tenant_scope(Idem::new(store)),
+        effects: Arc::default(),
+        after_effect: Duration::ZERO,
+    };
+    let effects = probe.effects.clone();
+    let mut client = serve_probe(probe).await;
+    let key = unique("grpc_remember");
+    let call = |amount: &str| with_key(payment(amount), Some(&key), &[("x-tenant-id", "acme")]);
+    let paid = client
+        .create_payment(call("7.00"))
+        .await
+        .unwrap()
+        .into_inner();
+    clock.advance(Duration::from_secs(3601));
+    let err = client.create_payment(call("7.00")).await.unwrap_err();
+    assert_condition(&err, Code::FailedPrecondition, "KEY_EXPIRED");
+    let info = err.get_details_error_info().unwrap();
+    let op = effects.lock().unwrap()[0].clone();
+    assert_eq!(info.metadata["operation_id"], op);
+    assert_eq!(info.metadata["biz_no"], paid.payment_id);
+    assert_eq!(info.metadata["response_status"], "200");
+    for time in ["completed_at", "expired_at", "remember_until"] {
+        assert!(
+            info.metadata[time].ends_with('Z'),
+            "{time}: {:?}",
+            info.metadata
+        );
+    }
+    assert_eq!(
+        effects.lock().unwrap().len(),
+        1,
+        "the method did not run again"
+    );
+    let other = client.create_payment(call("8.00")).await.unwrap_err();
+    assert_condition(&other, Code::FailedPrecondition, "KEY_REUSED");
+    clock.advance(Duration::from_secs(36_000));
+    client.create_payment(call("8.00")).await.unwrap();
+    assert_eq!(effects.lock().unwrap().len(), 2, "a new operation");
 }
 
 /// Duplicates of a call in flight wait for it (`wait = "10s"`) instead of `ABORTED`, and get its

@@ -35,6 +35,7 @@ mod payments;
 mod recorder;
 #[cfg(feature = "cli")]
 mod rekey;
+mod remember;
 mod replay_cache;
 mod snapshot;
 mod vectors;

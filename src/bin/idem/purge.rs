@@ -1,7 +1,9 @@
-//! `idem purge`: deletes expired records in batches, through the store's `purge_expired`.
+//! `idem purge`: deletes expired records in batches, through the store's `purge_expired`, then
+//! frees the responses of remembered records past their TTL (`purge_responses`).
 //!
-//! The rule: only expired records, one batch per statement until a batch comes back short; a
-//! terminal gets one progress line, anything else one line per batch.
+//! The rule: only expired records (and remembered responses past their TTL), one batch per
+//! statement until a batch comes back short; a terminal gets one progress line, anything else
+//! one line per batch.
 
 use std::io::{IsTerminal, Write};
 
@@ -42,5 +44,22 @@ pub(crate) async fn purge(db: &Db, m: &ArgMatches, out: &mut impl Write) -> Resu
         writeln!(out)?;
     }
     writeln!(out, "purged {}", plural(total, "expired record"))?;
+    // The first phase of remembered records: their responses past the TTL (none without
+    // `remember`, and nothing printed then).
+    let mut freed = 0u64;
+    loop {
+        let n = db.store().purge_responses(batch).await?;
+        freed += n;
+        if n < u64::from(batch) {
+            break;
+        }
+    }
+    if freed > 0 {
+        writeln!(
+            out,
+            "freed {} past their TTL (the records stay until their remember window ends)",
+            plural(freed, "remembered response")
+        )?;
+    }
     Ok(())
 }
