@@ -319,6 +319,29 @@ impl Database {
         }
     }
 
+    /// A store on the database reading `clock`, not migrated.
+    pub async fn store_with_clock(&self, clock: Arc<dyn Clock>) -> Arc<dyn Store> {
+        match self.backend {
+            Backend::Sqlite => {
+                let path = self.url.trim_start_matches("sqlite://");
+                Arc::new(SqliteStore::open(path).await.unwrap().with_clock(clock))
+            }
+            Backend::Postgres => Arc::new(
+                PostgresStore::connect(&self.url)
+                    .await
+                    .unwrap()
+                    .with_clock(clock),
+            ),
+            Backend::Mysql => Arc::new(
+                MySqlStore::connect(&self.url)
+                    .await
+                    .unwrap()
+                    .with_clock(clock),
+            ),
+            Backend::Memory | Backend::Redis => unreachable!("no database"),
+        }
+    }
+
     /// A store on the database, not migrated.
     pub async fn store(&self) -> Arc<dyn Store> {
         match self.backend {

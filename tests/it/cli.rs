@@ -171,10 +171,13 @@ async fn commands_on_a_fresh_database(db: &Database) {
         "key_hash",
         "state",
         "expired",
+        "remembered",
         "fence",
         "operation_id",
         "lease_until",
         "expire_at",
+        "replay_until",
+        "response_freed",
         "created_at",
         "updated_at",
         "request_hash",
@@ -191,6 +194,8 @@ async fn commands_on_a_fresh_database(db: &Database) {
         .collect();
     assert!(at.is_sorted() && !at.contains(&usize::MAX), "{text}");
     assert_eq!(json.as_object().unwrap().len(), members.len(), "{text}");
+    // A processing record has no response: nothing is said to be sealed or unreadable.
+    assert_eq!(json["unopened"], serde_json::Value::Null, "{text}");
     // RFC 3339 in UTC with milliseconds: `2024-01-02T03:04:05.678Z`.
     for time in ["lease_until", "expire_at", "created_at", "updated_at"] {
         let t = json[time].as_str().unwrap();
@@ -273,11 +278,77 @@ async fn commands_on_a_fresh_database(db: &Database) {
     assert!(stats.contains("processing    0"), "{stats}");
 }
 
+/// A record remembered past its TTL (`remember`), as the CLI shows it: `inspect` says so and
+/// when its response expired, `stats` counts it, `purge` frees its response and keeps it.
+async fn remembered_records(db: &Database) {
+    use idem::store::{Clock, ManualClock, SystemClock};
+    let url = db.url.as_str();
+    ok(url, &["migrate"]);
+    // Claimed two hours ago with a TTL of one hour, remembered for ten.
+    let two_hours_ago = SystemClock.now() - Duration::from_secs(7200);
+    let clock = std::sync::Arc::new(ManualClock::new(two_hours_ago));
+    let past = db.store_with_clock(clock).await;
+    let key = ScopedKey::new(&["acme"], "pay", "k-remembered").unwrap();
+    let hash = RequestHash::of_bytes(b"the request");
+    let claim = ClaimRequest::new(
+        &key,
+        hash,
+        Duration::from_secs(10),
+        Duration::from_secs(3600),
+    )
+    .remembering(Duration::from_secs(36_000));
+    let Claim::Acquired(lease) = past.claim(&claim).await.unwrap() else {
+        panic!("a fresh key is acquired");
+    };
+    let done = Completion::new(Outcome::Completed, 201, b"{}".to_vec()).with_biz_no("pay_9");
+    past.complete(&lease, &done).await.unwrap();
+
+    let key_hash = key.hash_hex().to_string();
+    let shown = ok(url, &["inspect", "--key-hash", &key_hash]);
+    assert!(
+        field(&shown, "state").starts_with("completed (remembered"),
+        "{shown}"
+    );
+    assert!(
+        field(&shown, "replay until").contains("Z (1h 0m 0s ago"),
+        "{shown}"
+    );
+    assert!(
+        field(&shown, "remember until").contains("Z (in 7h 59m"),
+        "{shown}"
+    );
+    let json = ok(url, &["inspect", "--key-hash", &key_hash, "--json"]);
+    let json: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(json["remembered"], true);
+    assert_eq!(json["response_freed"], false);
+    let stats = ok(url, &["stats"]);
+    assert!(stats.contains("remembered    1"), "{stats}");
+
+    let purged = ok(url, &["purge"]);
+    assert!(purged.contains("freed 1 remembered response"), "{purged}");
+    let shown = ok(url, &["inspect", "--key-hash", &key_hash]);
+    assert!(
+        field(&shown, "replay until").ends_with("(response freed by the purge)"),
+        "{shown}"
+    );
+    // The record still answers for its operation, by the database's clock.
+    let now = db.store().await;
+    match now.claim(&claim).await.unwrap() {
+        Claim::Remembered(r) => {
+            assert_eq!(r.biz_no.as_deref(), Some("pay_9"));
+            assert_eq!(r.operation_id, lease.operation_id);
+            assert!(r.body.is_empty());
+        }
+        other => panic!("expected Remembered, got {other:?}"),
+    }
+}
+
 backend_tests!(
     2,
     on_database,
     [sqlite, postgres, mysql],
     commands_on_a_fresh_database,
+    remembered_records,
 );
 
 #[test]

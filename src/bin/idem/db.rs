@@ -40,6 +40,8 @@ struct Statements {
     rewrite: &'static str,
     /// Records by state (expired ones included: they hold rows until purged).
     by_state: &'static str,
+    /// Remembered records: past their TTL, within their remember window.
+    remembered: &'static str,
     /// Table and index size in bytes (SQLite: the whole database file, and no index figure).
     size: &'static str,
     /// idem's migration history (the table may not exist yet).
@@ -61,6 +63,7 @@ macro_rules! statements {
             one: $backend::sql::STORED_ONE,
             rewrite: $backend::sql::REWRITE_RESPONSE,
             by_state: $backend::sql::COUNT_BY_STATE,
+            remembered: $backend::sql::COUNT_REMEMBERED,
             size: $backend::sql::SIZE,
             history: $backend::sql::MIGRATIONS,
         }
@@ -204,6 +207,7 @@ impl Db {
                     updated_at: r.try_get(11)?,
                     now: r.try_get(12)?,
                     headers: r.try_get(13)?,
+                    replay_until: r.try_get(14)?,
                 }
             }};
         }
@@ -324,6 +328,9 @@ impl Db {
             completed: count(1),
             failed_stored: count(2),
             expired: self.count_expired().await?,
+            remembered: on!(self, .remembered, |q, pool| {
+                sqlx::query_scalar::<_, i64>(q).fetch_one(pool).await?
+            }),
             oldest_processing: oldest.map(|(key_hash, locked_at, now)| Oldest {
                 key_hash,
                 locked_at,

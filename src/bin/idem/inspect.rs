@@ -34,14 +34,30 @@ pub(crate) async fn inspect(
         writeln!(out)?;
         return Ok(());
     }
-    let expired = if r.expired() { " (expired)" } else { "" };
+    let expired = if r.expired() {
+        " (expired)"
+    } else if r.remembered() {
+        " (remembered: its response expired, retries are answered 410 key-expired)"
+    } else {
+        ""
+    };
     writeln!(out, "key           {}", r.key)?;
     writeln!(out, "key hash      {key_hash}")?;
     writeln!(out, "state         {}{expired}", state_name(r.state))?;
     writeln!(out, "fence         {}", r.fence)?;
     writeln!(out, "operation id  {}", r.operation_id)?;
     writeln!(out, "lease until   {}", time(r.lease_until, r.now))?;
-    writeln!(out, "expire at     {}", time(r.expire_at, r.now))?;
+    if let Some(at) = r.replay_until() {
+        let freed = if r.response_freed() {
+            " (response freed by the purge)"
+        } else {
+            ""
+        };
+        writeln!(out, "replay until  {}{freed}", time(at, r.now))?;
+        writeln!(out, "remember until {}", time(r.expire_at, r.now))?;
+    } else {
+        writeln!(out, "expire at     {}", time(r.expire_at, r.now))?;
+    }
     writeln!(out, "created at    {}", time(r.created_at, r.now))?;
     writeln!(out, "updated at    {}", time(r.updated_at, r.now))?;
     writeln!(out, "request hash  {}", r.request_hash.trim())?;

@@ -12,7 +12,7 @@ use idem::seal::{Binding, KeyRing, OpenedResponse, StoredResponse};
 use idem::store::RecordState;
 use serde::Serialize;
 
-use crate::time::as_rfc3339;
+use crate::time::{as_rfc3339, as_rfc3339_opt};
 
 /// One record as stored; times in ms since the Unix epoch, `now` the database's.
 pub(crate) struct Record {
@@ -30,6 +30,9 @@ pub(crate) struct Record {
     pub(crate) updated_at: i64,
     pub(crate) now: i64,
     pub(crate) headers: Option<Vec<u8>>,
+    /// A remembered record's end of replays (its TTL), negative once the purge freed the
+    /// response; `None` for a record not remembered (replayed until `expire_at`).
+    pub(crate) replay_until: Option<i64>,
 }
 
 impl Record {
@@ -66,6 +69,15 @@ pub(crate) struct View {
 
 impl View {
     pub(crate) fn of(record: &Record, key_hash: &[u8], ring: Option<&KeyRing>) -> View {
+        if record.headers.is_none() && record.body.is_none() {
+            // No response stored (processing), or freed by the purge (remembered): nothing
+            // sealed to read.
+            return View {
+                sealed_under: None,
+                opened: None,
+                unopened: None,
+            };
+        }
         let stored = record.response();
         let hash: Option<[u8; 32]> = key_hash.try_into().ok();
         let sealed_under = match stored.sealed_under() {
@@ -154,12 +166,19 @@ pub(crate) struct RecordJson<'a> {
     key_hash: &'a str,
     state: &'static str,
     expired: bool,
+    /// Past its TTL, within its remember window: answered `410 key-expired`.
+    remembered: bool,
     fence: i64,
     operation_id: &'a str,
     #[serde(serialize_with = "as_rfc3339")]
     lease_until: i64,
     #[serde(serialize_with = "as_rfc3339")]
     expire_at: i64,
+    /// When a remembered record's response expired, or expires (its TTL).
+    #[serde(serialize_with = "as_rfc3339_opt")]
+    replay_until: Option<i64>,
+    /// Whether the purge freed a remembered record's response.
+    response_freed: bool,
     #[serde(serialize_with = "as_rfc3339")]
     created_at: i64,
     #[serde(serialize_with = "as_rfc3339")]
@@ -181,6 +200,21 @@ impl Record {
         self.expire_at <= self.now
     }
 
+    /// When a remembered record's response expires (its TTL); `None` when not remembered.
+    pub(crate) fn replay_until(&self) -> Option<i64> {
+        self.replay_until.map(i64::abs)
+    }
+
+    /// Past its TTL and within its remember window, stored: answered `410 key-expired`.
+    pub(crate) fn remembered(&self) -> bool {
+        self.state != 0 && !self.expired() && self.replay_until().is_some_and(|t| t <= self.now)
+    }
+
+    /// Whether the purge freed its response (a remembered record past its TTL).
+    pub(crate) fn response_freed(&self) -> bool {
+        self.replay_until.is_some_and(|t| t < 0)
+    }
+
     pub(crate) fn json<'a>(
         &'a self,
         key_hash: &'a str,
@@ -197,10 +231,13 @@ impl Record {
             key_hash,
             state: state_name(self.state),
             expired: self.expired(),
+            remembered: self.remembered(),
             fence: self.fence,
             operation_id: &self.operation_id,
             lease_until: self.lease_until,
             expire_at: self.expire_at,
+            replay_until: self.replay_until(),
+            response_freed: self.response_freed(),
             created_at: self.created_at,
             updated_at: self.updated_at,
             request_hash: self.request_hash.trim(),
@@ -223,6 +260,8 @@ pub(crate) struct Stats {
     pub(crate) completed: i64,
     pub(crate) failed_stored: i64,
     pub(crate) expired: i64,
+    /// Stored records past their TTL and within their remember window (`remember`).
+    pub(crate) remembered: i64,
     pub(crate) oldest_processing: Option<Oldest>,
     pub(crate) expiring_1h: i64,
     pub(crate) expiring_1d: i64,

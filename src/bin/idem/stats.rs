@@ -28,6 +28,13 @@ pub(crate) async fn stats(db: &Db, json: bool, out: &mut impl Write) -> Result<(
         "{:<14}{} (of the above, logically absent; `idem purge` deletes them)",
         "expired", s.expired
     )?;
+    if s.remembered > 0 {
+        writeln!(
+            out,
+            "{:<14}{} (of the above, past their TTL: answered 410 key-expired until their remember window ends)",
+            "remembered", s.remembered
+        )?;
+    }
     match s.oldest_processing {
         Some(o) => writeln!(
             out,

@@ -21,6 +21,14 @@ pub(crate) fn as_rfc3339<S: Serializer>(ms: &i64, s: S) -> Result<S::Ok, S::Erro
     s.serialize_str(&rfc3339(*ms))
 }
 
+/// [`as_rfc3339`] of a time that may be absent (`null`).
+pub(crate) fn as_rfc3339_opt<S: Serializer>(ms: &Option<i64>, s: S) -> Result<S::Ok, S::Error> {
+    match ms {
+        Some(ms) => s.serialize_str(&rfc3339(*ms)),
+        None => s.serialize_none(),
+    }
+}
+
 /// A signed duration in ms, as `in 1h 2m 3s` / `4s ago`.
 pub(crate) fn relative(ms: i64) -> String {
     let mut s = ms.unsigned_abs() / 1000;

@@ -53,9 +53,9 @@ use crate::key::ScopedKey;
 #[doc(hidden)]
 pub mod sql {
     pub use super::statements::{
-        COUNT_BY_STATE, COUNT_EXPIRED, COUNT_STORED, END_LEASE, EXPIRE, EXPIRING, INSPECT,
-        MIGRATIONS, MIGRATIONS_TABLE, OLDEST_PROCESSING, REWRITE_RESPONSE, SIZE, STORED_ONE,
-        STORED_PAGE, TABLE,
+        COUNT_BY_STATE, COUNT_EXPIRED, COUNT_REMEMBERED, COUNT_STORED, END_LEASE, EXPIRE, EXPIRING,
+        INSPECT, MIGRATIONS, MIGRATIONS_TABLE, OLDEST_PROCESSING, REWRITE_RESPONSE, SIZE,
+        STORED_ONE, STORED_PAGE, TABLE,
     };
 
     /// The claim insert (see the binds in its documentation in the source).

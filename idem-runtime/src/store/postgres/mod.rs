@@ -54,9 +54,9 @@ use super::sql_store::{
 #[doc(hidden)]
 pub mod sql {
     pub use super::statements::{
-        COUNT_BY_STATE, COUNT_EXPIRED, COUNT_STORED, END_LEASE, EXPIRE, EXPIRING, INSPECT,
-        MIGRATIONS, MIGRATIONS_TABLE, OLDEST_PROCESSING, REWRITE_RESPONSE, SIZE, STORED_ONE,
-        STORED_PAGE, TABLE,
+        COUNT_BY_STATE, COUNT_EXPIRED, COUNT_REMEMBERED, COUNT_STORED, END_LEASE, EXPIRE, EXPIRING,
+        INSPECT, MIGRATIONS, MIGRATIONS_TABLE, OLDEST_PROCESSING, REWRITE_RESPONSE, SIZE,
+        STORED_ONE, STORED_PAGE, TABLE,
     };
 
     /// The claim statement (with the read riding along): `$1` key hash, `$2` readable key, `$3`

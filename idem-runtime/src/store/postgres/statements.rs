@@ -288,14 +288,26 @@ pub(super) const PURGE_RESPONSES_SQL: &str = concat!(
 
 /// One record, by key hash (`$1`): `idem_key`, `state`, `fence`, `lease_until`, `expire_at`,
 /// `request_hash`, `resp_status`, `biz_no`, `operation_id`, `resp_body`, `created_at`,
-/// `updated_at`, the database's "now", `resp_headers`, in that order.
+/// `updated_at`, the database's "now", `resp_headers`, `replay_until` (`NULL` unless the record is
+/// remembered past its TTL, negative once its response was freed), in that order.
 pub const INSPECT: &str = concat!(
     "SELECT idem_key, state::bigint, fence, lease_until, expire_at, request_hash::text, \
      resp_status::bigint, biz_no, operation_id::text, resp_body, created_at, updated_at, ",
     db_now!(),
-    ", resp_headers FROM ",
+    ", resp_headers, replay_until FROM ",
     table!(),
     " WHERE key_hash = $1"
+);
+
+/// The number of remembered records (`remember`): stored, past their TTL (`replay_until`,
+/// negative once the purge freed the response) and within their remember window.
+pub const COUNT_REMEMBERED: &str = concat!(
+    "SELECT COUNT(*) FROM ",
+    table!(),
+    ", (SELECT ",
+    db_now!(),
+    " AS n) AS t WHERE replay_until IS NOT NULL AND state IN (1, 2) \
+       AND abs(replay_until) <= n AND expire_at > n"
 );
 
 /// The number of expired records: those a purge would delete now.

@@ -56,9 +56,9 @@ use super::sql_store::{
 #[doc(hidden)]
 pub mod sql {
     pub use super::statements::{
-        COUNT_BY_STATE, COUNT_EXPIRED, COUNT_STORED, END_LEASE, EXPIRE, EXPIRING, INSPECT,
-        MIGRATIONS, MIGRATIONS_TABLE, OLDEST_PROCESSING, REWRITE_RESPONSE, SIZE, STORED_ONE,
-        STORED_PAGE, TABLE,
+        COUNT_BY_STATE, COUNT_EXPIRED, COUNT_REMEMBERED, COUNT_STORED, END_LEASE, EXPIRE, EXPIRING,
+        INSPECT, MIGRATIONS, MIGRATIONS_TABLE, OLDEST_PROCESSING, REWRITE_RESPONSE, SIZE,
+        STORED_ONE, STORED_PAGE, TABLE,
     };
 
     /// The claim upsert: `?1` key hash, `?2` readable key, `?3` request hash, `?4` operation id,
