@@ -88,6 +88,8 @@ label_values! {
         KeyReused => "key_reused",
         /// `409`: another attempt holds the lease.
         InProgress => "in_progress",
+        /// `410`: the key is remembered past its TTL (`remember`); nothing ran.
+        KeyExpired => "key_expired",
         /// `503 store-unavailable`: the claim failed; nothing ran.
         Unavailable => "unavailable",
         /// The claim failed and the handler ran unprotected (`fail_open`).

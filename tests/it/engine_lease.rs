@@ -862,6 +862,88 @@ dropped_while_the_row_is_locked!(
     "SELECT 1 FROM idem_idempotency_records WHERE key_hash = ? FOR UPDATE"
 );
 
+static REMEMBERS: HandlerConfig = HandlerConfig::new("tests::remembers")
+    .ttl(Duration::from_secs(60))
+    .lease(Duration::from_secs(1))
+    .remember(Duration::from_secs(600));
+
+/// What the error type of a `run_once` caller keeps of a `key-expired` answer.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+enum Refused {
+    KeyExpired {
+        operation_id: String,
+        /// ms from the response's expiry to the end of the remember window.
+        remembered_for: u128,
+        completed: bool,
+    },
+    Other(u16),
+}
+
+impl From<IdempotencyError> for Refused {
+    fn from(e: IdempotencyError) -> Self {
+        match e {
+            IdempotencyError::KeyExpired(e) => Refused::KeyExpired {
+                operation_id: e.operation_id,
+                remembered_for: e
+                    .remember_until
+                    .saturating_duration_since(e.expired_at)
+                    .as_millis(),
+                completed: e.completed_at.is_some(),
+            },
+            other => Refused::Other(other.status()),
+        }
+    }
+}
+
+/// `run_once` with `remember`: past the TTL the operation is answered `KeyExpired` (what the
+/// record kept) and does not run; the span says the windows, and the `410` is logged.
+#[tokio::test(flavor = "current_thread")]
+async fn a_remembered_key_is_key_expired_and_logged() {
+    let events = Events::default();
+    let _events = tracing::subscriber::set_default(events.clone());
+    let clock = Arc::new(ManualClock::starting_now());
+    let idem = Idem::new(MemoryStore::with_clock(clock.clone()));
+    let runs = Arc::new(AtomicUsize::new(0));
+    let run = || {
+        let runs = runs.clone();
+        run_once::<String, Refused, _>(
+            &idem,
+            &REMEMBERS,
+            "k-remembered",
+            &[],
+            RequestHash::of_bytes(b"remembered"),
+            async move {
+                runs.fetch_add(1, Ordering::SeqCst);
+                Ok(operation_id().unwrap().to_string())
+            },
+        )
+    };
+    let op = run().await.unwrap();
+    clock.advance(Duration::from_secs(61));
+    match run().await {
+        Err(Refused::KeyExpired {
+            operation_id,
+            remembered_for,
+            completed,
+        }) => {
+            assert_eq!(operation_id, op);
+            assert_eq!(remembered_for, 540_000);
+            assert!(completed);
+        }
+        other => panic!("expected KeyExpired, got {other:?}"),
+    }
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "the operation ran again");
+    let spans = events.matching("SPAN idem idempotent");
+    assert_eq!(spans.len(), 1, "{spans:?}");
+    assert!(
+        spans[0].contains("ttl=60s") && spans[0].contains("remember=600s"),
+        "{spans:?}"
+    );
+    let answered = events.matching("answering 410");
+    assert_eq!(answered.len(), 1, "{answered:?}");
+    assert!(answered[0].contains(&op), "{answered:?}");
+}
+
 static LOGGED: HandlerConfig = HandlerConfig::new("tests::logged").lease(Duration::from_millis(60));
 
 /// Keys and scope parts are personal data in many deployments: idem's spans and events carry the

@@ -129,6 +129,18 @@ where
                 IdempotencyError::Unavailable { .. } => {
                     telemetry::request(scoped, backend, Outcome::Unavailable);
                 }
+                IdempotencyError::KeyExpired(expired) => {
+                    telemetry::request(scoped, backend, Outcome::KeyExpired);
+                    tracing::debug!(
+                        target: "idem",
+                        operation = scoped.operation(),
+                        key_hash = %scoped.hash_hex(),
+                        operation_id = %expired.operation_id,
+                        expired_at = %expired.expired_at.to_rfc3339(),
+                        remember_until = %expired.remember_until.to_rfc3339(),
+                        "the key's response expired with its TTL and the key is remembered: answering 410"
+                    );
+                }
                 _ => {}
             }
             front.reject(e, Some(client_key))

@@ -203,6 +203,9 @@ impl Attempt {
             operation_id = %self.lease.operation_id,
             fence = self.lease.fence,
             took_over = self.lease.took_over,
+            ttl = ?self.settings.ttl,
+            // Absent from the span unless the handler remembers keys.
+            remember = self.settings.remember.map(tracing::field::debug),
         );
         if self.lease.took_over {
             span.in_scope(|| {
