@@ -354,7 +354,7 @@ macro_rules! replayed {
         let body: Option<Vec<u8>> = row.get($first + 8);
         let _biz_no: Option<String> = row.get($first + 9);
         let expire_at: i64 = row.get($first + 12);
-        let db_now: i64 = row.get($first + 16);
+        let db_now: i64 = row.get($first + 17);
         hash == $request
             && state == 1
             && expire_at > db_now
@@ -440,6 +440,8 @@ impl Baseline for MySql {
             .bind(vec![1u8, 0, 0, 0, 0])
             .bind(body())
             .bind(Some("PAY-1"))
+            .bind(None::<i64>)
+            .bind(None::<i64>)
             .bind(None::<i64>)
             .bind(SERVER_CLOCK)
             .bind(SERVER_CLOCK)
@@ -543,6 +545,7 @@ impl Redis {
         self.claim
             .key(format!("{}rec:{hex}", self.prefix))
             .key(format!("{}expire_at", self.prefix))
+            .key(format!("{}replay_until", self.prefix))
             .arg(readable)
             .arg(request)
             .arg(OPERATION_ID)
@@ -551,6 +554,7 @@ impl Redis {
             .arg(TTL_MS)
             .arg(REDIS_MARGIN_MS)
             .arg(hex)
+            .arg(NOT_REMEMBERED)
             .invoke_async(&mut conn)
             .await
             .unwrap()

@@ -123,7 +123,7 @@ fn json(status: StatusCode, body: Vec<u8>, replayed: bool) -> Response {
 
 /// The record columns as idem's stores read them, from column `$first` (`idem_key,
 /// request_hash, state, operation_id, fence, rev, resp_status, resp_headers, resp_body,
-/// biz_no, locked_at, lease_until, expire_at, created_at, updated_at, completed_at`), then the
+/// biz_no, locked_at, lease_until, expire_at, created_at, updated_at, completed_at, replay_until`), then the
 /// database's "now".
 macro_rules! found {
     ($row:expr, $first:expr, $state:ty, $status:ty) => {{
@@ -131,7 +131,7 @@ macro_rules! found {
         let state: $state = row.try_get($first + 2)?;
         let status: Option<$status> = row.try_get($first + 6)?;
         let expire_at: i64 = row.try_get($first + 12)?;
-        let now: i64 = row.try_get($first + 16)?;
+        let now: i64 = row.try_get($first + 17)?;
         Claimed::Found {
             request_hash: row.try_get($first + 1)?,
             state: i64::from(state),
@@ -292,6 +292,8 @@ async fn complete(
             .bind(body)
             .bind(Some(biz_no))
             .bind(None::<i64>)
+            .bind(None::<i64>)
+            .bind(None::<i64>)
             .bind(SERVER_CLOCK)
             .bind(SERVER_CLOCK)
             .bind(hash)
@@ -334,6 +336,7 @@ async fn redis_claim(
     let out: Vec<redis::Value> = REDIS_CLAIM
         .key(format!("idem:rec:{hex}"))
         .key("idem:expire_at")
+        .key("idem:replay_until")
         .arg(key.readable())
         .arg(request)
         .arg(operation_id)
@@ -342,6 +345,7 @@ async fn redis_claim(
         .arg(TTL_MS)
         .arg(REDIS_MARGIN_MS)
         .arg(&hex)
+        .arg(NOT_REMEMBERED)
         .invoke_async(&mut conn)
         .await?;
     let int = |i: usize| -> Result<i64, BoxError> {

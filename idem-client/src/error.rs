@@ -59,6 +59,70 @@ impl Problem {
     }
 }
 
+/// What a `410 key-expired` answer says of the operation the key named: it ran, its stored
+/// response expired with the endpoint's TTL, and the server remembers the key (`remember`), so
+/// the request must not be sent again as it is. Look the result up by its business number; a
+/// new operation needs a new key.
+#[derive(Debug, Clone)]
+pub struct KeyExpired {
+    /// `biz_no`: the business number the operation stored, if the server knows it.
+    pub biz_no: Option<String>,
+    /// `operation_id`: the operation's stable id.
+    pub operation_id: Option<String>,
+    /// `response_status`: the status of the response that expired.
+    pub response_status: Option<u16>,
+    /// `completed_at`, `expired_at`, `remember_until`: RFC 3339 times, as the server wrote them.
+    pub completed_at: Option<String>,
+    /// When the stored response expired (the end of the TTL).
+    pub expired_at: Option<String>,
+    /// Until when the server remembers the key; after it the key is new.
+    pub remember_until: Option<String>,
+    /// The answer itself.
+    pub failure: Failure,
+}
+
+impl KeyExpired {
+    /// The members of a `key-expired` problem in `failure`'s body.
+    fn of(failure: Failure) -> Self {
+        let object: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(&failure.body).unwrap_or_default();
+        let text = |name: &str| object.get(name).and_then(|v| v.as_str()).map(str::to_owned);
+        KeyExpired {
+            biz_no: text("biz_no"),
+            operation_id: text("operation_id"),
+            response_status: object
+                .get("response_status")
+                .and_then(|v| v.as_u64())
+                .and_then(|s| u16::try_from(s).ok()),
+            completed_at: text("completed_at"),
+            expired_at: text("expired_at"),
+            remember_until: text("remember_until"),
+            failure,
+        }
+    }
+}
+
+impl fmt::Display for KeyExpired {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.failure)?;
+        if let Some(biz_no) = &self.biz_no {
+            write!(f, " (business number {biz_no})")?;
+        }
+        Ok(())
+    }
+}
+
+/// Whether `failure` is idem's `410 key-expired` (its problem type ends with `key-expired`,
+/// under idem's base or a service's own).
+fn is_key_expired(failure: &Failure) -> bool {
+    failure.status == StatusCode::GONE
+        && !failure.delivery.replayed
+        && failure
+            .problem
+            .as_ref()
+            .is_some_and(|p| p.kind.ends_with("key-expired"))
+}
+
 /// A final answer with an error status (`4xx`, `5xx`), read in full.
 #[derive(Debug, Clone)]
 pub struct Failure {
@@ -98,6 +162,12 @@ pub enum Error {
     /// (or the original request, unchanged, to get its answer). Never retried.
     #[error("the idempotency key was used for another request: {0}")]
     KeyReused(Box<Failure>),
+    /// `410 key-expired`: the operation ran, its stored response expired with the server's TTL,
+    /// and the server remembers the key (`remember`): sending the request again would not run
+    /// it either. Never retried; the [`KeyExpired`] carries the business number to look the
+    /// result up by.
+    #[error("the operation of this idempotency key ran and its response expired: {0}")]
+    KeyExpired(Box<KeyExpired>),
     /// Any other final error answer: a `4xx` that a retry would only repeat, or a stored
     /// failure replayed (`Idempotent-Replayed: true`).
     #[error("the server refused the request: {0}")]
@@ -123,6 +193,7 @@ impl Error {
     pub fn key(&self) -> Option<&str> {
         match self {
             Error::KeyReused(f) | Error::Refused(f) => f.delivery.key.as_deref(),
+            Error::KeyExpired(e) => e.failure.delivery.key.as_deref(),
             Error::GaveUp(g) => g.key.as_deref(),
             Error::Transport(_) => None,
         }
@@ -132,6 +203,7 @@ impl Error {
     pub fn attempts(&self) -> u32 {
         match self {
             Error::KeyReused(f) | Error::Refused(f) => f.delivery.attempts,
+            Error::KeyExpired(e) => e.failure.delivery.attempts,
             Error::GaveUp(g) => g.attempts,
             Error::Transport(_) => 1,
         }
@@ -141,6 +213,7 @@ impl Error {
     pub fn problem(&self) -> Option<&Problem> {
         match self {
             Error::KeyReused(f) | Error::Refused(f) => f.problem.as_ref(),
+            Error::KeyExpired(e) => e.failure.problem.as_ref(),
             Error::GaveUp(GaveUp {
                 last: LastAttempt::Answered(f),
                 ..
@@ -256,6 +329,8 @@ impl SendIdempotent for reqwest_middleware::RequestBuilder {
         Err(
             if status == StatusCode::UNPROCESSABLE_ENTITY && !failure.delivery.replayed {
                 Error::KeyReused(failure)
+            } else if is_key_expired(&failure) {
+                Error::KeyExpired(Box::new(KeyExpired::of(*failure)))
             } else if classify(status, &failure.headers, SystemTime::now()) == Verdict::Final {
                 Error::Refused(failure)
             } else {

@@ -27,6 +27,8 @@
 //!         println!("{} (replayed: {replayed})", sent.response.text().await?);
 //!     }
 //!     Err(Error::KeyReused(failure)) => panic!("a bug: one key, two requests: {failure}"),
+//!     // Ran long ago (the server remembers the key past its TTL): look the payment up.
+//!     Err(Error::KeyExpired(expired)) => println!("already paid: {:?}", expired.biz_no),
 //!     Err(e) => eprintln!("outcome unknown; retry later with key {:?}: {e}", e.key()),
 //! }
 //! # Ok(())
@@ -45,7 +47,9 @@ mod middleware;
 mod policy;
 mod retry_after;
 
-pub use error::{Delivery, Error, Failure, GaveUp, LastAttempt, Problem, SendIdempotent, Sent};
+pub use error::{
+    Delivery, Error, Failure, GaveUp, KeyExpired, LastAttempt, Problem, SendIdempotent, Sent,
+};
 pub use middleware::{IDEMPOTENCY_KEY, Idempotency};
 pub use policy::{IDEMPOTENT_REPLAYED, RetryPolicy, Verdict, classify, is_replayed};
 pub use retry_after::parse_retry_after;

@@ -154,6 +154,7 @@ pub enum Verdict {
 /// | `409` without `Retry-After` | final | the application's own conflict, not idem's |
 /// | `429`, `503` | retry after `Retry-After` (or backoff) | the request was not run |
 /// | `422` | final | the key was used for another request: a bug in the caller |
+/// | `410` | final | (`key-expired`) the operation ran; its response expired and the server remembers the key |
 /// | other `4xx` (`400`, `401`, `403`, `404`, ..) | final | the same request fails the same way |
 /// | other `5xx` | retry (backoff) | a failure that was not stored (a stored one comes back replayed) |
 ///

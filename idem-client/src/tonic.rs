@@ -18,6 +18,60 @@ use crate::{Delivery, RetryPolicy};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
+/// What idem's tonic front says of a call past the TTL of a remembered key
+/// (`FAILED_PRECONDITION`, `ErrorInfo` reason `KEY_EXPIRED`, domain `idem.rs`): the operation
+/// ran, its stored answer expired, and the server remembers the key, so the call must not be
+/// sent again as it is. The layer never retries it (`FAILED_PRECONDITION` is final); read it
+/// with [`key_expired`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct GrpcKeyExpired {
+    /// The business number the operation stored, if the server knows it.
+    pub biz_no: Option<String>,
+    /// The operation's stable id.
+    pub operation_id: Option<String>,
+    /// The HTTP form of the stored answer's status (`200` for `OK`).
+    pub response_status: Option<u16>,
+    /// When the answer was stored (RFC 3339).
+    pub completed_at: Option<String>,
+    /// When the stored answer expired, the end of the TTL (RFC 3339).
+    pub expired_at: Option<String>,
+    /// Until when the server remembers the key (RFC 3339); after it the key is new.
+    pub remember_until: Option<String>,
+}
+
+/// The [`GrpcKeyExpired`] of `status`, when it is idem's `KEY_EXPIRED` answer.
+///
+/// ```
+/// use std::collections::HashMap;
+/// use tonic_types::{ErrorDetails, StatusExt};
+/// let mut details = ErrorDetails::new();
+/// let metadata = HashMap::from([("biz_no".to_owned(), "pay_7".to_owned())]);
+/// details.set_error_info("KEY_EXPIRED", "idem.rs", metadata);
+/// let status = tonic::Status::with_error_details(tonic::Code::FailedPrecondition, "expired", details);
+/// let expired = idem_client::tonic::key_expired(&status).unwrap();
+/// assert_eq!(expired.biz_no.as_deref(), Some("pay_7"));
+/// assert!(idem_client::tonic::key_expired(&tonic::Status::not_found("no")).is_none());
+/// ```
+pub fn key_expired(status: &tonic::Status) -> Option<GrpcKeyExpired> {
+    if status.code() != Code::FailedPrecondition {
+        return None;
+    }
+    let info = status.get_details_error_info()?;
+    if info.reason != "KEY_EXPIRED" || info.domain != "idem.rs" {
+        return None;
+    }
+    let text = |name: &str| info.metadata.get(name).cloned();
+    Some(GrpcKeyExpired {
+        biz_no: text("biz_no"),
+        operation_id: text("operation_id"),
+        response_status: text("response_status").and_then(|s| s.parse().ok()),
+        completed_at: text("completed_at"),
+        expired_at: text("expired_at"),
+        remember_until: text("remember_until"),
+    })
+}
+
 /// A tower layer for a tonic client's channel: every call through it gets an
 /// `idempotency-key` (a random UUID, unless the caller set one in the request's metadata),
 /// keeps it for its retries, and is retried as idem's tonic front asks:

@@ -244,6 +244,38 @@ async fn a_422_is_key_reused_with_its_problem_and_never_retried() {
 }
 
 #[tokio::test]
+async fn a_410_key_expired_is_typed_with_its_business_number_and_never_retried() {
+    let (url, seen) = serve(vec![Step::Answer(
+        410,
+        PROBLEM,
+        r#"{"type":"https://payments.example/problems/key-expired","title":"Idempotency key expired","status":410,"biz_no":"pay_7","operation_id":"0f9a1c52-7d4b-4b3e-9d59-6c0c1f0e2a11","response_status":201,"completed_at":"2026-01-02T03:04:05.678Z","expired_at":"2026-01-09T03:04:05.000Z","remember_until":"2027-01-02T03:04:05.000Z"}"#,
+    )])
+    .await;
+    let err = post(&url, fast()).await.unwrap_err();
+    let Error::KeyExpired(expired) = &err else {
+        panic!("{err:?}")
+    };
+    assert_eq!(expired.biz_no.as_deref(), Some("pay_7"));
+    assert_eq!(
+        expired.operation_id.as_deref(),
+        Some("0f9a1c52-7d4b-4b3e-9d59-6c0c1f0e2a11")
+    );
+    assert_eq!(expired.response_status, Some(201));
+    assert_eq!(
+        expired.expired_at.as_deref(),
+        Some("2026-01-09T03:04:05.000Z")
+    );
+    assert_eq!(
+        expired.remember_until.as_deref(),
+        Some("2027-01-02T03:04:05.000Z")
+    );
+    assert_eq!(expired.failure.status, 410);
+    assert!(err.to_string().contains("business number pay_7"), "{err}");
+    assert_eq!(err.attempts(), 1);
+    assert_eq!(keys(&seen).len(), 1, "never retried");
+}
+
+#[tokio::test]
 async fn final_statuses_are_sent_once() {
     for status in [400u16, 401, 403, 404, 410] {
         let (url, seen) = serve(vec![Step::Answer(status, &[], "no")]).await;

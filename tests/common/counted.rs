@@ -109,9 +109,22 @@ impl Store for Counted {
         self.inner.get(key)
     }
 
+    fn get_with_now<'a>(
+        &'a self,
+        key: &'a ScopedKey,
+    ) -> BoxFuture<'a, Result<Option<(Record, idem::store::Timestamp)>, StoreError>> {
+        self.other();
+        self.inner.get_with_now(key)
+    }
+
     fn purge_expired(&self, batch: u32) -> BoxFuture<'_, Result<u64, StoreError>> {
         self.other();
         self.inner.purge_expired(batch)
+    }
+
+    fn purge_responses(&self, batch: u32) -> BoxFuture<'_, Result<u64, StoreError>> {
+        self.other();
+        self.inner.purge_responses(batch)
     }
 
     fn migrate(&self) -> BoxFuture<'_, Result<(), StoreError>> {

@@ -190,6 +190,60 @@ async fn superseded_attempt_is_answered_but_not_stored() {
     assert!(events.matching("k-fenced").is_empty());
 }
 
+/// A TTL of 60 s remembered for an hour, with the lease of [`FENCED`].
+static FENCED_REMEMBERED: HandlerConfig = HandlerConfig::new("tests::fenced_remembered")
+    .ttl(Duration::from_secs(60))
+    .lease(Duration::from_millis(60))
+    .remember(Duration::from_secs(3600));
+
+/// The superseded attempt of a remembered key answers as a retry would at that moment: past the
+/// TTL, `key-expired` (410), never the stored response — which the purge may have freed.
+#[tokio::test(flavor = "current_thread")]
+async fn superseded_attempt_of_a_remembered_key_past_its_ttl_is_key_expired() {
+    // A subscriber of its own, as the other tests of the events these attempts log: a callsite
+    // first met with none could be cached as uninteresting for those tests' subscribers.
+    let events = Events::default();
+    let _events = tracing::subscriber::set_default(events.clone());
+    let clock = Arc::new(ManualClock::starting_now());
+    let store = MemoryStore::with_clock(clock.clone());
+    let idem = Idem::new(store.clone());
+    let hash = RequestHash::of_bytes(b"fenced");
+    let (release_first, wait) = tokio::sync::oneshot::channel::<()>();
+    let first = tokio::spawn({
+        let idem = idem.clone();
+        async move {
+            run_once::<String, Status, _>(
+                &idem,
+                &FENCED_REMEMBERED,
+                "k-fenced",
+                &[],
+                hash,
+                async move {
+                    let _ = wait.await;
+                    Ok("first".to_owned())
+                },
+            )
+            .await
+        }
+    });
+    tokio::task::yield_now().await; // the first attempt claims and waits
+    // Past the TTL (the lease long over), a retry takes the operation over and stores.
+    clock.advance(Duration::from_secs(61));
+    let second =
+        run_once::<String, Status, _>(&idem, &FENCED_REMEMBERED, "k-fenced", &[], hash, async {
+            Ok("second".to_owned())
+        })
+        .await
+        .unwrap();
+    assert_eq!(second, "second");
+    // Its lease over too: the key is remembered, its response freed.
+    clock.advance(Duration::from_secs(1));
+    assert_eq!(store.purge_responses(10).await.unwrap(), 1);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    release_first.send(()).unwrap();
+    assert_eq!(first.await.unwrap().unwrap_err(), Status(410));
+}
+
 #[tokio::test(flavor = "current_thread")]
 async fn superseded_attempt_while_the_takeover_runs_answers_409() {
     let clock = Arc::new(ManualClock::starting_now());

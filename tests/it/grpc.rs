@@ -803,6 +803,10 @@ async fn a_call_past_the_ttl_is_key_expired() {
     let op = effects.lock().unwrap()[0].clone();
     assert_eq!(info.metadata["operation_id"], op);
     assert_eq!(info.metadata["biz_no"], paid.payment_id);
+    // The client half reads it as a typed answer.
+    let expired = idem_client::tonic::key_expired(&err).expect("KEY_EXPIRED");
+    assert_eq!(expired.biz_no.as_deref(), Some(paid.payment_id.as_str()));
+    assert_eq!(expired.operation_id.as_deref(), Some(op.as_str()));
     assert_eq!(info.metadata["response_status"], "200");
     for time in ["completed_at", "expired_at", "remember_until"] {
         assert!(

@@ -536,6 +536,21 @@ pub trait Store: core::any::Any + Send + Sync + fmt::Debug {
     /// The live record of `key`, if any (a record expired by the store's clock is `None`).
     fn get<'a>(&'a self, key: &'a ScopedKey) -> BoxFuture<'a, Result<Option<Record>, StoreError>>;
 
+    /// [`Store::get`], with the store's "now" the record was read at (the database server's on
+    /// the SQL stores and Redis), so that the caller decides about it as a claim would: a
+    /// remembered record ([`Record::is_remembered`]) must not be replayed.
+    ///
+    /// The default reads [`Store::clock`] beside [`Store::get`].
+    fn get_with_now<'a>(
+        &'a self,
+        key: &'a ScopedKey,
+    ) -> BoxFuture<'a, Result<Option<(Record, Timestamp)>, StoreError>> {
+        Box::pin(async move {
+            let now = self.clock().now();
+            Ok(self.get(key).await?.map(|r| (r, now)))
+        })
+    }
+
     /// Physically deletes at most `batch` records expired by the store's clock, oldest expiry
     /// first (ties by key hash), using the index on `expire_at`; returns how many were deleted.
     /// Call it repeatedly (see `Sweeper`); sweepers on several instances may run at once.

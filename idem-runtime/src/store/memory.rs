@@ -270,13 +270,20 @@ impl Store for MemoryStore {
     }
 
     fn get<'a>(&'a self, key: &'a ScopedKey) -> BoxFuture<'a, Result<Option<Record>, StoreError>> {
+        Box::pin(async move { Ok(self.get_with_now(key).await?.map(|(record, _)| record)) })
+    }
+
+    fn get_with_now<'a>(
+        &'a self,
+        key: &'a ScopedKey,
+    ) -> BoxFuture<'a, Result<Option<(Record, super::clock::Timestamp)>, StoreError>> {
         Box::pin(async move {
             let now = self.inner.clock.now();
             Ok(self
                 .shard(key.hash())
                 .get(key.hash())
                 .filter(|r| !r.is_expired(now))
-                .cloned())
+                .map(|r| (r.clone(), now)))
         })
     }
 

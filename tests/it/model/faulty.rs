@@ -121,8 +121,22 @@ impl Store for Faulty {
         })
     }
 
+    fn get_with_now<'a>(
+        &'a self,
+        key: &'a ScopedKey,
+    ) -> BoxFuture<'a, Result<Option<(Record, idem::store::Timestamp)>, StoreError>> {
+        Box::pin(async move {
+            self.refused()?;
+            self.inner.get_with_now(key).await
+        })
+    }
+
     fn purge_expired(&self, batch: u32) -> BoxFuture<'_, Result<u64, StoreError>> {
         self.inner.purge_expired(batch)
+    }
+
+    fn purge_responses(&self, batch: u32) -> BoxFuture<'_, Result<u64, StoreError>> {
+        self.inner.purge_responses(batch)
     }
 
     fn migrate(&self) -> BoxFuture<'_, Result<(), StoreError>> {

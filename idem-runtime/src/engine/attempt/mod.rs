@@ -572,16 +572,24 @@ impl Attempt {
         own: Fr::Answer,
         client_key: &str,
     ) -> Fr::Answer {
-        let record = match telemetry::store_call(
+        let (record, remembered) = match telemetry::store_call(
             self.store.backend(),
             "get",
-            bounded(self.wait, self.store.get(&self.lease.key)),
+            bounded(self.wait, self.store.get_with_now(&self.lease.key)),
         )
         .await
         {
-            Ok(Some(record)) => {
-                match seal::open_record(self.key_ring.as_deref(), &self.lease.key, record) {
-                    Ok(record) => record,
+            // Decided as a claim decides, by the store's clock: a record past its TTL is
+            // remembered, never replayed (its response may be freed already).
+            Ok(Some((record, now))) => {
+                let remembered = record.is_remembered(now);
+                let open = if remembered {
+                    seal::open_remembered
+                } else {
+                    seal::open_record
+                };
+                match open(self.key_ring.as_deref(), &self.lease.key, record) {
+                    Ok(record) => (record, remembered),
                     Err(e) => {
                         super::front::unopened(&self.lease.key, self.store.backend(), &e);
                         return front.reject(IdempotencyError::Sealed(e), Some(client_key));
@@ -604,6 +612,9 @@ impl Attempt {
                 request_hash: record.request_hash,
                 retry_after: self.settings.lease,
             },
+            RecordState::Completed | RecordState::FailedStored if remembered => {
+                Claim::Remembered(record)
+            }
             RecordState::Completed | RecordState::FailedStored => Claim::Completed(record),
         };
         match answer(now_claim, self.lease.request_hash, client_key) {

@@ -268,6 +268,8 @@ pub(super) const PURGE_RESPONSES_SQL: &str = concat!(
     table!(),
     " WHERE replay_until > 0 AND replay_until <= ",
     now!("1"),
+    " AND state IN (1, 2) AND expire_at > ",
+    now!("1"),
     " \
        ORDER BY replay_until, key_hash LIMIT $2 FOR UPDATE SKIP LOCKED) \
      UPDATE ",

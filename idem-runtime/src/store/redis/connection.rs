@@ -84,13 +84,18 @@ impl ConnectionLike for RedisConnection {
 }
 
 impl RedisStore {
-    /// `EVALSHA` of `script` on `key`'s record, and on the index too when `indexed` and the
-    /// store has one; the caller adds the arguments.
+    /// `EVALSHA` of `script` on `key`'s record, and on the indexes too (expiries, then
+    /// remembered responses) when `indexed` and the store has them; the caller adds the
+    /// arguments.
     pub(super) fn script(&self, script: &Script, key: &ScopedKey, indexed: bool) -> Cmd {
         let mut cmd = redis::cmd("EVALSHA");
         cmd.arg(script.get_hash());
-        match &self.index {
-            Some(index) if indexed => cmd.arg(2).arg(self.record_key(key)).arg(&**index),
+        match (&self.index, &self.responses) {
+            (Some(index), Some(responses)) if indexed => cmd
+                .arg(3)
+                .arg(self.record_key(key))
+                .arg(&**index)
+                .arg(&**responses),
             _ => cmd.arg(1).arg(self.record_key(key)),
         };
         cmd

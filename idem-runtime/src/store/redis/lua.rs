@@ -14,7 +14,7 @@ use std::sync::LazyLock;
 
 use redis::Script;
 
-/// The claim (S13, S21, S23). `KEYS`: record, index (none on a cluster). `ARGV`: readable key,
+/// The claim (S13, S21, S23). `KEYS`: record, index, index of remembered responses (none on a cluster). `ARGV`: readable key,
 /// request hash, a new operation id, now (`''`: the server's), lease ms, TTL ms, expiry margin
 /// ms, key hash (the index member), remember ms (0: none). Answers `{1, fence, operation id, lease_until, expire_at,
 /// took_over, now}` (acquired), `{2, holder's request hash, retry after ms}` (in progress),
@@ -26,7 +26,7 @@ pub(super) const CLAIM_LUA: &str = concat!(
     include_str!("scripts/claim.lua"),
 );
 
-/// Completion (S18). `KEYS`: record, index (none on a cluster). `ARGV`: fence, operation id,
+/// Completion (S18). `KEYS`: record, index, index of remembered responses (none on a cluster). `ARGV`: fence, operation id,
 /// state, status, headers, body, `'1'` with a business number, the business number, expire_at
 /// (`''`: keep), now, margin, key hash. Answers 2 (stored), 1 (stored earlier under this very
 /// lease: a retry after a lost acknowledgement, or after replicas that did not acknowledge in
@@ -43,7 +43,7 @@ pub(super) const COMPLETE_LUA: &str = concat!(
     include_str!("scripts/complete.lua"),
 );
 
-/// Release: deletes the processing record the lease owns. `KEYS`: record, index (none on a
+/// Release: deletes the processing record the lease owns. `KEYS`: record, indexes (none on a
 /// cluster). `ARGV`: fence, operation id, key hash. Answers 1, or 0 (fenced out).
 pub(super) const RELEASE_LUA: &str = concat!(
     "\n",
@@ -64,7 +64,7 @@ pub(super) const ABANDON_LUA: &str = concat!(
 );
 
 /// Extend: the lease ends `by` from now, the record lives at least as long. `KEYS`: record,
-/// index (none on a cluster). `ARGV`: fence, operation id, by ms, now, margin, key hash. Answers
+/// indexes (none on a cluster). `ARGV`: fence, operation id, by ms, now, margin, key hash. Answers
 /// `{1, lease_until, expire_at}`, or `{0}` (fenced out).
 pub(super) const EXTEND_LUA: &str = concat!(
     "\n",
@@ -84,19 +84,29 @@ pub(super) const GET_LUA: &str = concat!(
     include_str!("scripts/get.lua"),
 );
 
-/// Purge (S21) along the index, what is due first first, ties by key hash (the sorted set's own
-/// order; a record's score is its `replay_until` while it is remembered and still holds its
-/// response, its `expire_at` otherwise): deletes records whose `expire_at` has passed, and frees
-/// the response of remembered records past their `replay_until` (which turns negative), up to
-/// `batch` of both, each re-checked on the record itself; drops the entries of records Redis
-/// already deleted without counting them, looking at no more than ten batches' worth of entries
-/// in one call. `KEYS`: index. `ARGV`: now, batch, record key prefix. Answers `{deleted,
-/// freed}`.
+/// Purge (S21) along the index, oldest expiry first, ties by key hash (the sorted set's own
+/// order): deletes up to `batch` records whose `expire_at` has passed, re-checked on the record
+/// itself; drops the entries of records Redis already deleted without counting them, looking at
+/// no more than ten batches' worth of entries in one call. `KEYS`: index, index of remembered
+/// responses. `ARGV`: now, batch, record key prefix. Answers the number of records deleted.
 pub(super) const PURGE_LUA: &str = concat!(
     "\n",
     include_str!("scripts/prelude.lua"),
     "\n",
     include_str!("scripts/purge.lua"),
+);
+
+/// The purge's first phase for remembered records, along the index of their responses
+/// (`<prefix>replay_until`, scored by `replay_until`): frees the headers and body of up to
+/// `batch` completed records past their `replay_until` and within their `expire_at`, which
+/// turns `replay_until` negative, and drops their entries; drops the entries of records with
+/// nothing to free. `KEYS`: index of remembered responses. `ARGV`: now, batch, record key
+/// prefix. Answers the number of responses freed.
+pub(super) const PURGE_RESPONSES_LUA: &str = concat!(
+    "\n",
+    include_str!("scripts/prelude.lua"),
+    "\n",
+    include_str!("scripts/purge_responses.lua"),
 );
 
 // The operator scripts: what the `idem` CLI's `rekey` calls, and what other tools may call
@@ -123,3 +133,5 @@ pub(super) static ABANDON: LazyLock<Script> = LazyLock::new(|| Script::new(ABAND
 pub(super) static EXTEND: LazyLock<Script> = LazyLock::new(|| Script::new(EXTEND_LUA));
 pub(super) static GET: LazyLock<Script> = LazyLock::new(|| Script::new(GET_LUA));
 pub(super) static PURGE: LazyLock<Script> = LazyLock::new(|| Script::new(PURGE_LUA));
+pub(super) static PURGE_RESPONSES: LazyLock<Script> =
+    LazyLock::new(|| Script::new(PURGE_RESPONSES_LUA));

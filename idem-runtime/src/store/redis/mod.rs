@@ -48,10 +48,11 @@ use crate::key::ScopedKey;
 /// response under its row version ([`REWRITE_STORED`](scripts::REWRITE_STORED)).
 #[doc(hidden)]
 pub mod scripts {
-    /// The claim script: `KEYS` record, index; `ARGV` readable key, request hash, operation id,
-    /// now (`''`: the server's), lease ms, TTL ms, expiry margin ms, key hash in hex.
+    /// The claim script: `KEYS` record, index, index of remembered responses; `ARGV` readable
+    /// key, request hash, operation id, now (`''`: the server's), lease ms, TTL ms, expiry
+    /// margin ms, key hash in hex, remember ms (0: none).
     pub const CLAIM: &str = super::lua::CLAIM_LUA;
-    /// The completion script: `KEYS` record, index; `ARGV` fence, operation id, state, status,
+    /// The completion script: `KEYS` record, index, index of remembered responses; `ARGV` fence, operation id, state, status,
     /// headers blob, body, `'1'` with a business number, the business number, expire_at (`''`),
     /// now (`''`), expiry margin ms, key hash in hex.
     pub const COMPLETE: &str = super::lua::COMPLETE_LUA;
@@ -127,19 +128,13 @@ pub struct RedisStore {
     records: Arc<str>,
     /// `<prefix>expire_at`, the sorted set of expiries; none on a cluster.
     index: Option<Arc<str>>,
+    /// `<prefix>replay_until`, the sorted set of the remembered records whose response the
+    /// purge frees at their TTL (`remember`); none on a cluster.
+    responses: Option<Arc<str>>,
     clock: Option<Arc<dyn Clock>>,
     margin: Duration,
     acks: Option<ReplicaAcks>,
     commands: Arc<AtomicU64>,
-    /// What a walk of the purge did that its caller does not report (see `purge_responses`).
-    unreported: Arc<Unreported>,
-}
-
-/// Counts of the purge's two phases, done by one walk and reported by two methods.
-#[derive(Debug, Default)]
-struct Unreported {
-    deleted: AtomicU64,
-    freed: AtomicU64,
 }
 
 impl fmt::Debug for RedisStore {
@@ -273,12 +268,13 @@ impl RedisStore {
         RedisStore {
             records: Arc::from(format!("{DEFAULT_PREFIX}rec:")),
             index: (!conn.is_cluster()).then(|| Arc::from(format!("{DEFAULT_PREFIX}expire_at"))),
+            responses: (!conn.is_cluster())
+                .then(|| Arc::from(format!("{DEFAULT_PREFIX}replay_until"))),
             conn,
             clock: None,
             margin: DEFAULT_EXPIRY_MARGIN,
             acks: None,
             commands: Arc::new(AtomicU64::new(0)),
-            unreported: Arc::default(),
         }
     }
 
@@ -290,6 +286,7 @@ impl RedisStore {
         self.records = Arc::from(format!("{prefix}rec:"));
         if self.index.is_some() {
             self.index = Some(Arc::from(format!("{prefix}expire_at")));
+            self.responses = Some(Arc::from(format!("{prefix}replay_until")));
         }
         self
     }

@@ -5,12 +5,11 @@
 //! `call_durable`, and is reported done only once the replicas required hold it.
 
 use core::time::Duration;
-use std::sync::atomic::Ordering;
 
 use super::RedisStore;
 use super::connection::load;
 use super::decode::{array, decode_record, int, text};
-use super::lua::{ABANDON, CLAIM, COMPLETE, EXTEND, GET, PURGE, RELEASE};
+use super::lua::{ABANDON, CLAIM, COMPLETE, EXTEND, GET, PURGE, PURGE_RESPONSES, RELEASE};
 use crate::key::ScopedKey;
 use crate::store::clock::{Clock, SystemClock, Timestamp, duration_millis};
 use crate::store::error::StoreError;
@@ -24,41 +23,6 @@ fn fenced_out(lease: &Lease) -> StoreError {
     StoreError::FencedOut {
         key_hash: lease.key.hash_hex().to_string(),
         fence: lease.fence,
-    }
-}
-
-impl RedisStore {
-    /// One walk of the purge along the index: `(deleted, freed)`, records deleted past their
-    /// end and responses freed past their TTL. On a cluster there is no index to walk, and
-    /// nothing to do: Redis deletes every record by itself [the expiry
-    /// margin](RedisStore::with_expiry_margin) after its `expire_at`, on every shard at once,
-    /// and an expired record is absent to every operation meanwhile; a remembered record keeps
-    /// its response until then (it is never replayed past its TTL all the same).
-    async fn purge(&self, batch: u32) -> Result<(u64, u64), StoreError> {
-        let Some(index) = &self.index else {
-            return Ok((0, 0));
-        };
-        let mut cmd = redis::cmd("EVALSHA");
-        cmd.arg(PURGE.get_hash())
-            .arg(1)
-            .arg(&**index)
-            .arg(self.now_arg())
-            .arg(batch.max(1))
-            .arg(&*self.records);
-        let reply = array(self.call(&PURGE, &cmd).await?);
-        let count = |i: usize| {
-            reply
-                .as_ref()
-                .and_then(|r| r.get(i))
-                .and_then(int)
-                .and_then(|n| u64::try_from(n).ok())
-        };
-        match (count(0), count(1)) {
-            (Some(deleted), Some(freed)) => Ok((deleted, freed)),
-            _ => Err(StoreError::Other(
-                "unexpected reply to the purge script".into(),
-            )),
-        }
     }
 }
 
@@ -256,28 +220,66 @@ impl Store for RedisStore {
         })
     }
 
-    /// On one server, deletes up to `batch` expired records along the index (the walk frees
-    /// the responses of remembered records it meets too, see
-    /// [`purge_responses`](Store::purge_responses)). On a cluster it answers 0 (see
-    /// `RedisStore::purge`).
-    fn purge_expired(&self, batch: u32) -> BoxFuture<'_, Result<u64, StoreError>> {
+    fn get_with_now<'a>(
+        &'a self,
+        key: &'a ScopedKey,
+    ) -> BoxFuture<'a, Result<Option<(Record, Timestamp)>, StoreError>> {
         Box::pin(async move {
-            let (deleted, freed) = self.purge(batch).await?;
-            self.unreported.freed.fetch_add(freed, Ordering::Relaxed);
-            Ok(deleted + self.unreported.deleted.swap(0, Ordering::Relaxed))
+            let mut cmd = self.script(&GET, key, false);
+            cmd.arg(self.now_arg());
+            let items = array(self.call(&GET, &cmd).await?).ok_or_else(|| {
+                StoreError::corrupt(Some(key), "unexpected reply to the read script")
+            })?;
+            let (record, now) = decode_record(key, &items)?;
+            Ok(record.filter(|r| !r.is_expired(now)).map(|r| (r, now)))
         })
     }
 
-    /// One walk of the index does both phases of the purge (its entries are in the order of
-    /// what is due first, a response to free or a record to delete): each method reports its
-    /// own count, and the other's is reported by the next call of the other method.
+    /// On one server, deletes up to `batch` expired records along the index. On a cluster
+    /// there is no index to walk, and nothing to do: Redis deletes every record by itself
+    /// [the expiry margin](RedisStore::with_expiry_margin) after its `expire_at`, on every
+    /// shard at once, and an expired record is absent to every operation meanwhile. Answers 0
+    /// there.
+    fn purge_expired(&self, batch: u32) -> BoxFuture<'_, Result<u64, StoreError>> {
+        Box::pin(async move {
+            let (Some(index), Some(responses)) = (&self.index, &self.responses) else {
+                return Ok(0);
+            };
+            let mut cmd = redis::cmd("EVALSHA");
+            cmd.arg(PURGE.get_hash())
+                .arg(2)
+                .arg(&**index)
+                .arg(&**responses)
+                .arg(self.now_arg())
+                .arg(batch.max(1))
+                .arg(&*self.records);
+            int(&self.call(&PURGE, &cmd).await?)
+                .and_then(|n| u64::try_from(n).ok())
+                .ok_or_else(|| StoreError::Other("unexpected reply to the purge script".into()))
+        })
+    }
+
+    /// On one server, frees the responses of up to `batch` remembered records past their TTL
+    /// along the index of remembered responses. On a cluster (no index) it answers 0: a
+    /// remembered record keeps its response until Redis deletes the record at its
+    /// `expire_at` (it is never replayed past its TTL all the same).
     fn purge_responses(&self, batch: u32) -> BoxFuture<'_, Result<u64, StoreError>> {
         Box::pin(async move {
-            let (deleted, freed) = self.purge(batch).await?;
-            self.unreported
-                .deleted
-                .fetch_add(deleted, Ordering::Relaxed);
-            Ok(freed + self.unreported.freed.swap(0, Ordering::Relaxed))
+            let Some(responses) = &self.responses else {
+                return Ok(0);
+            };
+            let mut cmd = redis::cmd("EVALSHA");
+            cmd.arg(PURGE_RESPONSES.get_hash())
+                .arg(1)
+                .arg(&**responses)
+                .arg(self.now_arg())
+                .arg(batch.max(1))
+                .arg(&*self.records);
+            int(&self.call(&PURGE_RESPONSES, &cmd).await?)
+                .and_then(|n| u64::try_from(n).ok())
+                .ok_or_else(|| {
+                    StoreError::Other("unexpected reply to the response purge script".into())
+                })
         })
     }
 
@@ -319,7 +321,14 @@ impl Store for RedisStore {
             }
             let mut conn = self.conn.clone();
             for script in [
-                &*CLAIM, &*COMPLETE, &*RELEASE, &*ABANDON, &*EXTEND, &*GET, &*PURGE,
+                &*CLAIM,
+                &*COMPLETE,
+                &*RELEASE,
+                &*ABANDON,
+                &*EXTEND,
+                &*GET,
+                &*PURGE,
+                &*PURGE_RESPONSES,
             ] {
                 load(script, &mut conn).await?;
             }

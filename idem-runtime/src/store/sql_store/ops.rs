@@ -185,16 +185,17 @@ pub(crate) fn returned_lease(
     })
 }
 
-/// `Store::get`: the record of `key` unless it has expired by the database's "now".
+/// `Store::get_with_now`: the record of `key` unless it has expired by the database's "now",
+/// with that "now".
 pub(crate) async fn get<B: SqlBackend>(
     core: &SqlCore<B>,
     key: &ScopedKey,
-) -> Result<Option<Record>, StoreError> {
+) -> Result<Option<(Record, crate::store::clock::Timestamp)>, StoreError> {
     Ok(core
         .select(key)
         .await?
         .filter(|s| !s.record.is_expired(s.now))
-        .map(|s| s.record))
+        .map(|s| (s.record, s.now)))
 }
 
 /// `Store::migrate`: on a connection of its own, out of the pool, closed afterwards: the lock

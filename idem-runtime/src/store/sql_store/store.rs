@@ -11,7 +11,7 @@ macro_rules! impl_store {
             use core::time::Duration;
 
             use $crate::key::ScopedKey;
-            use $crate::store::clock::Clock;
+            use $crate::store::clock::{Clock, Timestamp};
             use $crate::store::error::StoreError;
             use $crate::store::interface::{
                 BoxFuture, Claim, ClaimRequest, Completion, Lease, Record, Store,
@@ -68,6 +68,15 @@ macro_rules! impl_store {
                     &'a self,
                     key: &'a ScopedKey,
                 ) -> BoxFuture<'a, Result<Option<Record>, StoreError>> {
+                    Box::pin(
+                        async move { Ok(self.get_with_now(key).await?.map(|(record, _)| record)) },
+                    )
+                }
+
+                fn get_with_now<'a>(
+                    &'a self,
+                    key: &'a ScopedKey,
+                ) -> BoxFuture<'a, Result<Option<(Record, Timestamp)>, StoreError>> {
                     Box::pin(async move {
                         ops::get(self.core(), key)
                             .await

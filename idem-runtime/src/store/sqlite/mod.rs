@@ -62,7 +62,7 @@ pub mod sql {
     };
 
     /// The claim upsert: `?1` key hash, `?2` readable key, `?3` request hash, `?4` operation id,
-    /// `?5` clock override (`NULL`), `?6` lease ms, `?7` TTL ms.
+    /// `?5` clock override (`NULL`), `?6` lease ms, `?7` TTL ms, `?8` remember ms (0: none).
     pub const CLAIM: &str = super::statements::CLAIM_SQL;
     /// The completion update.
     pub const COMPLETE: &str = super::statements::COMPLETE_SQL;

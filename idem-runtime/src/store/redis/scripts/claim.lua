@@ -1,6 +1,6 @@
 local now = clock(ARGV[4])
 local lease, ttl, margin = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
-local remember = tonumber(ARGV[9])
+local remember = tonumber(ARGV[9]) or 0
 local lease_until = now + lease
 local r = redis.call('HMGET', KEYS[1], 'state', 'fence', 'operation_id', 'request_hash',
   'lease_until', 'expire_at', 'created_at', 'replay_until')
@@ -40,5 +40,7 @@ else
 end
 redis.call('HINCRBY', KEYS[1], 'rev', 1)
 keep(KEYS[1], expire_at, now, margin)
-if KEYS[2] then redis.call('ZADD', KEYS[2], int(due(expire_at, replay_until)), ARGV[8]) end
+if KEYS[2] then redis.call('ZADD', KEYS[2], int(expire_at), ARGV[8]) end
+-- Only a remembered record, or one that was, has an entry among the responses to free.
+if replay_until or r[8] then due(ARGV[8], replay_until) end
 return {1, fence, op, lease_until, expire_at, took, now}

@@ -21,9 +21,10 @@ if ARGV[9] ~= '' then
     redis.call('HSET', KEYS[1], 'replay_until', int(ru))
   end
   redis.call('HSET', KEYS[1], 'expire_at', int(ea))
-  if KEYS[2] then redis.call('ZADD', KEYS[2], int(due(ea, ru)), ARGV[12]) end
+  if KEYS[2] then redis.call('ZADD', KEYS[2], int(ea), ARGV[12]) end
+  due(ARGV[12], ru)
   keep(KEYS[1], ea, now, tonumber(ARGV[11]))
-elseif r[6] and KEYS[2] then
-  redis.call('ZADD', KEYS[2], int(due(tonumber(r[4]), tonumber(r[6]))), ARGV[12])
+elseif r[6] then
+  due(ARGV[12], tonumber(r[6]))
 end
 return 2

@@ -9,6 +9,7 @@ if r[6] then
   redis.call('HSET', KEYS[1], 'replay_until', int(ru))
 end
 redis.call('HINCRBY', KEYS[1], 'rev', 1)
-if KEYS[2] then redis.call('ZADD', KEYS[2], int(due(ea, ru)), ARGV[6]) end
+if KEYS[2] then redis.call('ZADD', KEYS[2], int(ea), ARGV[6]) end
+due(ARGV[6], ru)
 keep(KEYS[1], ea, now, tonumber(ARGV[5]))
 return {1, lu, ea}

@@ -12,9 +12,13 @@ local function record(key)
     'resp_status', 'resp_headers', 'resp_body', 'biz_no', 'locked_at', 'lease_until', 'expire_at',
     'created_at', 'updated_at', 'completed_at', 'replay_until')
 end
--- The index's score of a record: when the purge has something to do with it, the end of its
--- replays while a remembered record still holds its response, its expiry otherwise.
-local function due(expire_at, replay_until)
-  if replay_until and replay_until > 0 then return math.min(replay_until, expire_at) end
-  return expire_at
+-- Keeps the entry of a remembered record in the index of responses to free (`KEYS[3]`) at
+-- `replay_until`, or drops it once there is none to free.
+local function due(member, replay_until)
+  if not KEYS[3] then return end
+  if replay_until and replay_until > 0 then
+    redis.call('ZADD', KEYS[3], int(replay_until), member)
+  else
+    redis.call('ZREM', KEYS[3], member)
+  end
 end

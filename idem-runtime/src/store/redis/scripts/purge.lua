@@ -1,36 +1,22 @@
 local now, batch = clock(ARGV[1]), tonumber(ARGV[2])
-local deleted, freed, seen = 0, 0, 0
-while deleted + freed < batch and seen < 10 * batch do
-  local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', int(now), 'LIMIT', 0,
-    batch - deleted - freed)
+local deleted, seen = 0, 0
+while deleted < batch and seen < 10 * batch do
+  local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', int(now), 'LIMIT', 0, batch - deleted)
   if #ids == 0 then break end
   for _, id in ipairs(ids) do
     local key = ARGV[3] .. id
-    local f = redis.call('HMGET', key, 'expire_at', 'replay_until', 'state')
-    local ea, ru = tonumber(f[1]), tonumber(f[2])
+    local ea = tonumber(redis.call('HGET', key, 'expire_at'))
     if ea and ea > now then
-      if f[3] == '0' then
-        -- Still processing: its completion puts it back in line.
-        ru = nil
-      elseif ru and ru > 0 and ru <= now then
-        -- A remembered record past its TTL: its response goes, what identifies the operation
-        -- stays until `expire_at`; `replay_until` turns negative (its absolute value still says
-        -- when the response expired).
-        redis.call('HDEL', key, 'resp_headers', 'resp_body')
-        redis.call('HSET', key, 'replay_until', int(-ru))
-        redis.call('HINCRBY', key, 'rev', 1)
-        freed = freed + 1
-        ru = -ru
-      end
-      redis.call('ZADD', KEYS[1], int(due(ea, ru)), id)
+      redis.call('ZADD', KEYS[1], int(ea), id)
     else
       if ea then
         redis.call('UNLINK', key)
         deleted = deleted + 1
       end
       redis.call('ZREM', KEYS[1], id)
+      if KEYS[2] then redis.call('ZREM', KEYS[2], id) end
     end
   end
   seen = seen + #ids
 end
-return {deleted, freed}
+return deleted
