@@ -331,6 +331,13 @@ async fn remembered_records(db: &Database) {
         field(&shown, "replay until").ends_with("(response freed by the purge)"),
         "{shown}"
     );
+    // Nothing stored is left to seal: `rekey` skips it rather than call it damaged.
+    let keys = [(
+        "IDEM_ENCRYPTION_KEYS",
+        "k1:AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=",
+    )];
+    let rekeyed = ok_with(url, &["rekey", "--accept-plaintext"], &keys);
+    assert!(!rekeyed.contains("do not open"), "{rekeyed}");
     // The record still answers for its operation, by the database's clock.
     let now = db.store().await;
     match now.claim(&claim).await.unwrap() {

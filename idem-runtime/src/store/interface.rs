@@ -417,6 +417,32 @@ impl Record {
     }
 }
 
+/// The `replay_until` column as a time: negative once the purge freed the response (see the
+/// stores' migrations), so its absolute value; and none unless it falls within the record's
+/// life (`created_at < replay_until <= expire_at`, which every value idem writes does). A build
+/// from before `remember` replaces a record without clearing the column: a stale value left so
+/// (during a rolling deployment, or after a downgrade) is not the new record's, and must not
+/// make it remembered.
+#[cfg_attr(
+    not(any(
+        feature = "postgres",
+        feature = "mysql",
+        feature = "sqlite",
+        feature = "redis"
+    )),
+    allow(dead_code)
+)]
+pub(crate) fn valid_replay_until(
+    replay_until: Option<i64>,
+    created_at: i64,
+    expire_at: i64,
+) -> Option<Timestamp> {
+    replay_until
+        .map(i64::saturating_abs)
+        .filter(|t| created_at < *t && *t <= expire_at)
+        .map(Timestamp::from_millis)
+}
+
 /// What a claim finds in an existing record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Found {

@@ -1306,3 +1306,131 @@ async fn sqlite_two_processes_one_file() {
         );
     }
 }
+
+/// A `replay_until` left by a build from before `remember`, which replaces an expired record
+/// without clearing the column, is not the new record's: its response is replayed within its
+/// TTL, the purge leaves it alone, and a takeover does not make it remembered. `stale` writes
+/// such a value (before the record's creation) into `key`'s record.
+async fn stale_replay_until_is_not_the_records(
+    store: &dyn Store,
+    clock: &ManualClock,
+    stale: impl AsyncFn(&ScopedKey),
+) {
+    let key = unique_key("stale");
+    let lease = acquire(store, &req(&key, hash("a"))).await;
+    store.complete(&lease, &done()).await.unwrap();
+    stale(&key).await;
+    clock.advance(Duration::from_secs(1));
+    match store.claim(&req(&key, hash("a"))).await.unwrap() {
+        Claim::Completed(r) => assert_eq!(r.body, b"ok"),
+        other => panic!("expected Completed, got {other:?}"),
+    }
+    assert_eq!(store.purge_responses(10).await.unwrap(), 0);
+    assert!(matches!(
+        store.claim(&req(&key, hash("a"))).await.unwrap(),
+        Claim::Completed(r) if r.body == b"ok"
+    ));
+    // An attempt without a result, taken over: still a record of its TTL.
+    let open = unique_key("stale-open");
+    acquire(store, &req(&open, hash("a"))).await;
+    stale(&open).await;
+    clock.advance(LEASE + Duration::from_secs(1));
+    let taken = acquire(store, &req(&open, hash("a"))).await;
+    assert!(taken.took_over);
+    store.complete(&taken, &done()).await.unwrap();
+    clock.advance(LEASE + Duration::from_secs(1));
+    assert!(matches!(
+        store.claim(&req(&open, hash("a"))).await.unwrap(),
+        Claim::Completed(r) if r.body == b"ok"
+    ));
+}
+
+#[tokio::test]
+async fn sqlite_stale_replay_until_is_not_the_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::starting_now());
+    let store = sqlite_store(&dir.path().join("idem.db"))
+        .await
+        .with_clock(clock.clone());
+    let pool = store.pool().clone();
+    stale_replay_until_is_not_the_records(&store, &clock, async |key: &ScopedKey| {
+        sqlx::query(
+            "UPDATE idem_idempotency_records SET replay_until = created_at - 1000 \
+             WHERE key_hash = ?1",
+        )
+        .bind(&key.hash()[..])
+        .execute(&pool)
+        .await
+        .unwrap();
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn postgres_stale_replay_until_is_not_the_records() {
+    let Some(store) = postgres_store().await else {
+        return;
+    };
+    let clock = Arc::new(ManualClock::starting_now());
+    let pool = store.pool().clone();
+    let store = store.with_clock(clock.clone());
+    stale_replay_until_is_not_the_records(&store, &clock, async |key: &ScopedKey| {
+        sqlx::query(
+            "UPDATE idem.idempotency_records SET replay_until = created_at - 1000 \
+             WHERE key_hash = $1",
+        )
+        .bind(&key.hash()[..])
+        .execute(&pool)
+        .await
+        .unwrap();
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn mysql_stale_replay_until_is_not_the_records() {
+    let Some(store) = mysql_store().await else {
+        return;
+    };
+    let clock = Arc::new(ManualClock::starting_now());
+    let pool = store.pool().clone();
+    let store = store.with_clock(clock.clone());
+    stale_replay_until_is_not_the_records(&store, &clock, async |key: &ScopedKey| {
+        sqlx::query(
+            "UPDATE idem_idempotency_records SET replay_until = created_at - 1000 \
+             WHERE key_hash = ?",
+        )
+        .bind(&key.hash()[..])
+        .execute(&pool)
+        .await
+        .unwrap();
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn redis_stale_replay_until_is_not_the_records() {
+    let Some(store) = redis_store().await else {
+        return;
+    };
+    let clock = Arc::new(ManualClock::starting_now());
+    let store = store.with_clock(clock.clone());
+    let stale = async |key: &ScopedKey| {
+        let record = redis_record_key(&store, key).await;
+        let mut conn = store.connection().clone();
+        let created: i64 = redis::cmd("HGET")
+            .arg(&record)
+            .arg("created_at")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let () = redis::cmd("HSET")
+            .arg(&record)
+            .arg("replay_until")
+            .arg(created - 1000)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+    };
+    stale_replay_until_is_not_the_records(&store, &clock, stale).await;
+}

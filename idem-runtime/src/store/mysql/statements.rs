@@ -149,7 +149,7 @@ pub(super) const TAKEOVER_SQL: &str = concat!(
        expire_at = GREATEST(expire_at, ",
     now!(),
     " + ?), \
-       replay_until = CASE WHEN replay_until IS NULL THEN NULL ELSE GREATEST(replay_until, ",
+       replay_until = CASE WHEN replay_until IS NULL OR replay_until <= created_at THEN NULL ELSE GREATEST(replay_until, ",
     now!(),
     " + ?) END, updated_at = LAST_INSERT_ID(",
     now!(),
@@ -183,9 +183,9 @@ pub(super) const COMPLETE_SQL: &str = concat!(
     table!(),
     " SET \
        state = ?, resp_status = ?, resp_headers = ?, resp_body = ?, biz_no = ?, \
-       expire_at = CASE WHEN replay_until IS NULL THEN COALESCE(?, expire_at) \
+       expire_at = CASE WHEN replay_until IS NULL OR replay_until <= created_at THEN COALESCE(?, expire_at) \
          ELSE GREATEST(expire_at, COALESCE(?, expire_at)) END, \
-       replay_until = CASE WHEN replay_until IS NULL THEN NULL ELSE COALESCE(?, replay_until) END, \
+       replay_until = CASE WHEN replay_until IS NULL OR replay_until <= created_at THEN NULL ELSE COALESCE(?, replay_until) END, \
        updated_at = ",
     now!(),
     ", completed_at = ",
@@ -236,7 +236,7 @@ pub(super) const EXTEND_SQL: &str = concat!(
     " + ?, expire_at = GREATEST(expire_at, ",
     now!(),
     " + ?), \
-       replay_until = CASE WHEN replay_until IS NULL THEN NULL ELSE GREATEST(replay_until, ",
+       replay_until = CASE WHEN replay_until IS NULL OR replay_until <= created_at THEN NULL ELSE GREATEST(replay_until, ",
     now!(),
     " + ?) END, \
        updated_at = LAST_INSERT_ID(",
@@ -278,7 +278,7 @@ pub(super) const PURGE_RESPONSES_SQL: &str = concat!(
     "UPDATE ",
     table!(),
     " SET resp_headers = NULL, resp_body = NULL, replay_until = -replay_until, rev = rev + 1 \
-     WHERE replay_until > 0 AND replay_until <= ",
+     WHERE replay_until > 0 AND replay_until > created_at AND replay_until <= ",
     now!(),
     " AND state IN (1, 2) AND expire_at > ",
     now!(),
@@ -311,7 +311,7 @@ pub const COUNT_REMEMBERED: &str = concat!(
     ", (SELECT ",
     now_signed!(),
     " AS n) AS t WHERE replay_until IS NOT NULL AND state IN (1, 2) \
-       AND ABS(replay_until) <= n AND expire_at > n"
+       AND ABS(replay_until) > created_at AND ABS(replay_until) <= n AND expire_at > n"
 );
 
 /// The number of expired records: those a purge would delete now.
@@ -374,7 +374,7 @@ pub const EXPIRE: &str = concat!(
 pub const COUNT_STORED: &str = concat!(
     "SELECT COUNT(*) FROM ",
     table!(),
-    " WHERE state IN (1, 2) AND expire_at > ",
+    " WHERE state IN (1, 2) AND resp_headers IS NOT NULL AND expire_at > ",
     now_signed!()
 );
 
@@ -394,7 +394,7 @@ pub const STORED_PAGE: &str = concat!(
     stored_columns!(),
     " FROM ",
     table!(),
-    " WHERE key_hash > ? AND state IN (1, 2) AND expire_at > ",
+    " WHERE key_hash > ? AND state IN (1, 2) AND resp_headers IS NOT NULL AND expire_at > ",
     now_signed!(),
     " ORDER BY key_hash LIMIT ?"
 );
@@ -406,7 +406,7 @@ pub const STORED_ONE: &str = concat!(
     stored_columns!(),
     " FROM ",
     table!(),
-    " WHERE key_hash = ? AND state IN (1, 2) AND expire_at > ",
+    " WHERE key_hash = ? AND state IN (1, 2) AND resp_headers IS NOT NULL AND expire_at > ",
     now_signed!()
 );
 

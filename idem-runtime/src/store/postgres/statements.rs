@@ -131,7 +131,7 @@ pub(super) const TAKEOVER_SQL: &str = concat!(
     " THEN CASE WHEN $8::bigint > 0 THEN ",
     now!("5"),
     " + GREATEST($6::bigint, $7::bigint) END \
-         WHEN r.replay_until IS NULL THEN NULL \
+         WHEN r.replay_until IS NULL OR r.replay_until <= r.created_at THEN NULL \
          ELSE GREATEST(r.replay_until, ",
     now!("5"),
     " + $6::bigint) END, \
@@ -176,9 +176,9 @@ pub(super) const COMPLETE_SQL: &str = concat!(
     table!(),
     " SET \
        state = $3, resp_status = $4, resp_headers = $5, resp_body = $6, biz_no = $7, \
-       expire_at = CASE WHEN replay_until IS NULL THEN COALESCE($8, expire_at) \
+       expire_at = CASE WHEN replay_until IS NULL OR replay_until <= created_at THEN COALESCE($8, expire_at) \
          ELSE GREATEST(expire_at, COALESCE($8, expire_at)) END, \
-       replay_until = CASE WHEN replay_until IS NULL THEN NULL ELSE COALESCE($8, replay_until) END, \
+       replay_until = CASE WHEN replay_until IS NULL OR replay_until <= created_at THEN NULL ELSE COALESCE($8, replay_until) END, \
        updated_at = ",
     now!("9"),
     ", completed_at = ",
@@ -226,7 +226,7 @@ pub(super) const EXTEND_SQL: &str = concat!(
        expire_at = GREATEST(expire_at, ",
     now!("5"),
     " + $4::bigint), \
-       replay_until = CASE WHEN replay_until IS NULL THEN NULL ELSE GREATEST(replay_until, ",
+       replay_until = CASE WHEN replay_until IS NULL OR replay_until <= created_at THEN NULL ELSE GREATEST(replay_until, ",
     now!("5"),
     " + $4::bigint) END, \
        updated_at = ",
@@ -266,7 +266,7 @@ pub(super) const PURGE_RESPONSES_SQL: &str = concat!(
     "WITH batch AS MATERIALIZED ( \
        SELECT key_hash FROM ",
     table!(),
-    " WHERE replay_until > 0 AND replay_until <= ",
+    " WHERE replay_until > 0 AND replay_until > created_at AND replay_until <= ",
     now!("1"),
     " AND state IN (1, 2) AND expire_at > ",
     now!("1"),
@@ -277,7 +277,7 @@ pub(super) const PURGE_RESPONSES_SQL: &str = concat!(
     " r SET resp_headers = NULL, resp_body = NULL, replay_until = -r.replay_until, rev = r.rev + 1 \
      FROM batch \
      WHERE r.key_hash = batch.key_hash AND r.state IN (1, 2) \
-       AND r.replay_until > 0 AND r.replay_until <= ",
+       AND r.replay_until > 0 AND r.replay_until > r.created_at AND r.replay_until <= ",
     now!("1"),
     " AND r.expire_at > ",
     now!("1")
@@ -309,7 +309,7 @@ pub const COUNT_REMEMBERED: &str = concat!(
     ", (SELECT ",
     db_now!(),
     " AS n) AS t WHERE replay_until IS NOT NULL AND state IN (1, 2) \
-       AND abs(replay_until) <= n AND expire_at > n"
+       AND abs(replay_until) > created_at AND abs(replay_until) <= n AND expire_at > n"
 );
 
 /// The number of expired records: those a purge would delete now.
@@ -372,7 +372,7 @@ pub const EXPIRE: &str = concat!(
 pub const COUNT_STORED: &str = concat!(
     "SELECT COUNT(*) FROM ",
     table!(),
-    " WHERE state IN (1, 2) AND expire_at > ",
+    " WHERE state IN (1, 2) AND resp_headers IS NOT NULL AND expire_at > ",
     db_now!()
 );
 
@@ -393,7 +393,7 @@ pub const STORED_PAGE: &str = concat!(
     stored_columns!(),
     " FROM ",
     table!(),
-    " WHERE key_hash > $1 AND state IN (1, 2) AND expire_at > ",
+    " WHERE key_hash > $1 AND state IN (1, 2) AND resp_headers IS NOT NULL AND expire_at > ",
     db_now!(),
     " ORDER BY key_hash LIMIT $2"
 );
@@ -405,7 +405,7 @@ pub const STORED_ONE: &str = concat!(
     stored_columns!(),
     " FROM ",
     table!(),
-    " WHERE key_hash = $1 AND state IN (1, 2) AND expire_at > ",
+    " WHERE key_hash = $1 AND state IN (1, 2) AND resp_headers IS NOT NULL AND expire_at > ",
     db_now!()
 );
 

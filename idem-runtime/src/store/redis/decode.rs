@@ -103,12 +103,15 @@ pub(super) fn decode_record(
         Value::Nil => None,
         _ => Some(time(14, "completed_at")?),
     };
-    // Negative once the purge freed the response.
+    // Negative once the purge freed the response; a stale value (left by a build from before
+    // `remember` that replaced the record) is not this record's.
     let replay_until = match &f[15] {
         Value::Nil => None,
-        _ => Some(Timestamp::from_millis(
-            time(15, "replay_until")?.as_millis().saturating_abs(),
-        )),
+        _ => crate::store::interface::valid_replay_until(
+            Some(time(15, "replay_until")?.as_millis()),
+            time(12, "created_at")?.as_millis(),
+            time(11, "expire_at")?.as_millis(),
+        ),
     };
     let record = Record {
         key,

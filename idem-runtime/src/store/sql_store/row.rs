@@ -7,7 +7,7 @@ use crate::fingerprint::RequestHash;
 use crate::store::clock::Timestamp;
 use crate::store::error::StoreError;
 use crate::store::headers::decode_headers;
-use crate::store::interface::{Record, RecordState};
+use crate::store::interface::{Record, RecordState, valid_replay_until};
 
 /// The columns every SQL backend reads, in [`RawRecord`] order. A macro only so that the
 /// backends' statements can be `concat!`ed at compile time; it expands to a string literal and
@@ -135,10 +135,7 @@ impl RawRecord {
             locked_at: Timestamp::from_millis(self.locked_at),
             lease_until: Timestamp::from_millis(self.lease_until),
             expire_at: Timestamp::from_millis(self.expire_at),
-            // Negative once the purge freed the response (see the stores' migrations).
-            replay_until: self
-                .replay_until
-                .map(|t| Timestamp::from_millis(t.saturating_abs())),
+            replay_until: valid_replay_until(self.replay_until, self.created_at, self.expire_at),
             created_at: Timestamp::from_millis(self.created_at),
             updated_at: Timestamp::from_millis(self.updated_at),
             completed_at: self.completed_at.map(Timestamp::from_millis),

@@ -93,7 +93,7 @@ macro_rules! claim_upsert {
             " THEN CASE WHEN ?8 > 0 THEN ",
             now!("5"),
             " + max(?6, ?7) END \
-                 WHEN replay_until IS NULL THEN NULL \
+                 WHEN replay_until IS NULL OR replay_until <= created_at THEN NULL \
                  ELSE max(replay_until, ",
             now!("5"),
             " + ?6) END, \
@@ -150,9 +150,9 @@ pub(super) const COMPLETE_SQL: &str = concat!(
     table!(),
     " SET \
        state = ?3, resp_status = ?4, resp_headers = ?5, resp_body = ?6, biz_no = ?7, \
-       expire_at = CASE WHEN replay_until IS NULL THEN COALESCE(?8, expire_at) \
+       expire_at = CASE WHEN replay_until IS NULL OR replay_until <= created_at THEN COALESCE(?8, expire_at) \
          ELSE max(expire_at, COALESCE(?8, expire_at)) END, \
-       replay_until = CASE WHEN replay_until IS NULL THEN NULL ELSE COALESCE(?8, replay_until) END, \
+       replay_until = CASE WHEN replay_until IS NULL OR replay_until <= created_at THEN NULL ELSE COALESCE(?8, replay_until) END, \
        updated_at = ",
     now!("9"),
     ", completed_at = ",
@@ -200,7 +200,7 @@ pub(super) const EXTEND_SQL: &str = concat!(
        expire_at = max(expire_at, ",
     now!("5"),
     " + ?4), \
-       replay_until = CASE WHEN replay_until IS NULL THEN NULL ELSE max(replay_until, ",
+       replay_until = CASE WHEN replay_until IS NULL OR replay_until <= created_at THEN NULL ELSE max(replay_until, ",
     now!("5"),
     " + ?4) END, \
        updated_at = ",
@@ -237,7 +237,7 @@ pub(super) const PURGE_RESPONSES_SQL: &str = concat!(
      WHERE key_hash IN \
        (SELECT key_hash FROM ",
     table!(),
-    " WHERE replay_until > 0 AND replay_until <= ",
+    " WHERE replay_until > 0 AND replay_until > created_at AND replay_until <= ",
     now!("1"),
     " AND state IN (1, 2) AND expire_at > ",
     now!("1"),
@@ -285,7 +285,7 @@ pub const COUNT_REMEMBERED: &str = concat!(
     ", (SELECT ",
     db_now!(),
     " AS n) AS t WHERE replay_until IS NOT NULL AND state IN (1, 2) \
-       AND abs(replay_until) <= n AND expire_at > n"
+       AND abs(replay_until) > created_at AND abs(replay_until) <= n AND expire_at > n"
 );
 
 /// The number of expired records: those a purge would delete now.
@@ -348,7 +348,7 @@ pub const EXPIRE: &str = concat!(
 pub const COUNT_STORED: &str = concat!(
     "SELECT COUNT(*) FROM ",
     table!(),
-    " WHERE state IN (1, 2) AND expire_at > ",
+    " WHERE state IN (1, 2) AND resp_headers IS NOT NULL AND expire_at > ",
     db_now!()
 );
 
@@ -368,7 +368,7 @@ pub const STORED_PAGE: &str = concat!(
     stored_columns!(),
     " FROM ",
     table!(),
-    " WHERE key_hash > ?1 AND state IN (1, 2) AND expire_at > ",
+    " WHERE key_hash > ?1 AND state IN (1, 2) AND resp_headers IS NOT NULL AND expire_at > ",
     db_now!(),
     " ORDER BY key_hash LIMIT ?2"
 );
@@ -380,7 +380,7 @@ pub const STORED_ONE: &str = concat!(
     stored_columns!(),
     " FROM ",
     table!(),
-    " WHERE key_hash = ?1 AND state IN (1, 2) AND expire_at > ",
+    " WHERE key_hash = ?1 AND state IN (1, 2) AND resp_headers IS NOT NULL AND expire_at > ",
     db_now!()
 );
 

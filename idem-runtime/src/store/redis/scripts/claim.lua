@@ -24,7 +24,9 @@ if r[1] or r[2] or r[3] or r[6] then
     -- An ended lease of the same request: take over, same operation (S23).
     op, created, expire_at, took = r[3], ca, math.max(ea, lease_until), 1
     replay_until = nil
-    if r[8] then replay_until = math.max(tonumber(r[8]), lease_until) end
+    -- A value from before the record was created is stale (left by a build without
+    -- `remember`): not this record's.
+    if r[8] and tonumber(r[8]) > ca then replay_until = math.max(tonumber(r[8]), lease_until) end
   end
   -- Expired: logically absent, a new operation replaces it (S21); the fence still grows.
   fence = f + 1

@@ -16,7 +16,7 @@ if ARGV[9] ~= '' then
   -- A new end of the replayed response: of a remembered record, `replay_until`, which the
   -- record outlives.
   local at, ea, ru = tonumber(ARGV[9]), tonumber(ARGV[9]), nil
-  if r[6] then
+  if remembered then
     ru, ea = at, math.max(tonumber(r[4]), at)
     redis.call('HSET', KEYS[1], 'replay_until', int(ru))
   end
@@ -24,7 +24,7 @@ if ARGV[9] ~= '' then
   if KEYS[2] then redis.call('ZADD', KEYS[2], int(ea), ARGV[12]) end
   due(ARGV[12], ru)
   keep(KEYS[1], ea, now, tonumber(ARGV[11]))
-elseif r[6] then
+elseif remembered then
   due(ARGV[12], tonumber(r[6]))
 end
 return 2

@@ -4,7 +4,7 @@ local lu = now + tonumber(ARGV[3])
 local ea = math.max(tonumber(r[4]), lu)
 redis.call('HSET', KEYS[1], 'lease_until', int(lu), 'expire_at', int(ea), 'updated_at', int(now))
 local ru = nil
-if r[6] then
+if remembered then
   ru = math.max(tonumber(r[6]), lu)
   redis.call('HSET', KEYS[1], 'replay_until', int(ru))
 end

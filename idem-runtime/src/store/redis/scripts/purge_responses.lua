@@ -5,9 +5,9 @@ while freed < batch and seen < 10 * batch do
   if #ids == 0 then break end
   for _, id in ipairs(ids) do
     local key = ARGV[3] .. id
-    local f = redis.call('HMGET', key, 'expire_at', 'replay_until', 'state')
-    local ea, ru = tonumber(f[1]), tonumber(f[2])
-    if ea and ea > now and ru and ru > 0 and ru <= now and f[3] ~= '0' then
+    local f = redis.call('HMGET', key, 'expire_at', 'replay_until', 'state', 'created_at')
+    local ea, ru, ca = tonumber(f[1]), tonumber(f[2]), tonumber(f[4])
+    if ea and ea > now and ru and ca and ru > ca and ru <= now and f[3] ~= '0' then
       -- A remembered record past its TTL: its response goes, what identifies the operation
       -- stays until `expire_at`; `replay_until` turns negative (its absolute value still says
       -- when the response expired).
