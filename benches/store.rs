@@ -81,8 +81,20 @@ fn key(client: &str) -> ScopedKey {
 }
 
 async fn idem_claim_complete(store: &dyn Store, client: &str) {
+    idem_claim_complete_remembering(store, client, None).await;
+}
+
+/// `claim + complete` of `client`'s key, remembered for `remember` past the TTL if given.
+async fn idem_claim_complete_remembering(
+    store: &dyn Store,
+    client: &str,
+    remember: Option<Duration>,
+) {
     let key = key(client);
-    let req = ClaimRequest::new(&key, RequestHash::of_bytes(b"{}"), LEASE, TTL);
+    let mut req = ClaimRequest::new(&key, RequestHash::of_bytes(b"{}"), LEASE, TTL);
+    if let Some(remember) = remember {
+        req = req.remembering(remember);
+    }
     let Claim::Acquired(lease) = store.claim(&req).await.unwrap() else {
         panic!("not acquired")
     };
@@ -671,6 +683,7 @@ async fn bench_postgres(url: &str) {
     let (idem, base) = replays(n, &store, &keys, Some(&select)).await;
     let path = "replay vs a plain `SELECT` of the row (not a claim)";
     row("PostgreSQL", path, idem, base);
+    remember_cost("PostgreSQL", "pg", n, &store).await;
 }
 
 async fn bench_mysql(url: &str) {
@@ -682,6 +695,7 @@ async fn bench_mysql(url: &str) {
     let [cc, rp] = paths(counts);
     bench("MariaDB", [&cc, &rp], "my", n, &store, Some(&base)).await;
     check_statements("MariaDB", store.statement_count() - sent, n, counts);
+    remember_cost("MariaDB", "my", n, &store).await;
 }
 
 async fn bench_sqlite() {
@@ -696,6 +710,7 @@ async fn bench_sqlite() {
     let [cc, rp] = paths(counts);
     bench("SQLite", [&cc, &rp], "sq", n, &store, Some(&base)).await;
     check_statements("SQLite", store.statement_count() - sent, n, counts);
+    remember_cost("SQLite", "sq", n, &store).await;
 }
 
 async fn bench_redis(url: &str) {
@@ -709,12 +724,41 @@ async fn bench_redis(url: &str) {
     let [cc, rp] = [cc, rp].map(|p| p.replace("statement", "script call"));
     bench("Redis", [&cc, &rp], "rd", n, &store, Some(&base)).await;
     check_statements("Redis", store.command_count() - sent, n, counts);
+    remember_cost("Redis", "rd", n, &store).await;
 }
 
 async fn bench_memory() {
     let store = MemoryStore::new();
     let paths = ["claim + complete", "replay"];
     bench("memory", paths, "mem", 20_000, &store, None::<&Infallible>).await;
+    remember_cost("memory", "mem", 20_000, &store).await;
+}
+
+/// How long the records of [`remember_cost`] are remembered: a year.
+const REMEMBER: Duration = Duration::from_secs(365 * 86_400);
+
+/// The rows of the second table: what `remember` costs each store's `claim + complete`.
+static REMEMBER_ROWS: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// `claim + complete` through `store` with `remember = 1y` against the same without, paired:
+/// the cost of the setting (the claim writes `replay_until`, and the remembered record enters
+/// the index of responses the purge frees).
+async fn remember_cost<S: Store + Clone>(backend: &str, label: &str, n: usize, store: &S) {
+    let (with, without) = (format!("{label}-rm"), format!("{label}-nr"));
+    let (with, without) = (with.as_str(), without.as_str());
+    let remembering = |_: usize| {
+        let store = store.clone();
+        async move { idem_claim_complete_remembering(&store, &fresh(with), Some(REMEMBER)).await }
+    };
+    let plain = |_: usize| {
+        let store = store.clone();
+        async move { idem_claim_complete_remembering(&store, &fresh(without), None).await }
+    };
+    let (a, b) = pair(n, remembering, plain).await;
+    REMEMBER_ROWS.lock().unwrap().push(format!(
+        "| {backend} | claim + complete | {a:.1} | {b:.1} | {:.3}x |",
+        a / b
+    ));
 }
 
 fn main() {
@@ -747,5 +791,11 @@ fn main() {
             Err(_) => eprintln!("note: IDEM_TEST_REDIS_URL unset, Redis skipped"),
         }
         bench_memory().await;
+        println!();
+        println!("| backend | path | with `remember` µs/op | without µs/op | ratio |");
+        println!("|---|---|---|---|---|");
+        for row in REMEMBER_ROWS.lock().unwrap().iter() {
+            println!("{row}");
+        }
     });
 }
