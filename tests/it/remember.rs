@@ -117,9 +117,57 @@ async fn axum_remembered_over_a_socket(fx: &Fixture) {
     served.abort();
 }
 
+/// The same with the records sealed at rest (`Idem::with_encryption`): past the TTL the `410`
+/// carries the business number, also once the purge has freed the response (the record's
+/// sealed receipt keeps it), and the handler does not run again.
+async fn sealed_and_freed_over_a_socket(fx: &Fixture) {
+    let idem =
+        Idem::from_arc(fx.store.clone()).with_encryption(crate::encryption::ring(&[("k1", 1)]));
+    let app = App::new(idem, usize::MAX >> 4);
+    let router = Router::new()
+        .route("/remembers", post(remembers))
+        .with_state(app.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let served = tokio::spawn(axum::serve(listener, router).into_future());
+    let key = unique("remember-sealed");
+    let post = || {
+        let key = key.clone();
+        async move {
+            let body = r#"{"amount":100}"#;
+            send(
+                addr,
+                "POST",
+                "/remembers",
+                &[("Idempotency-Key", &key)],
+                Some(body),
+            )
+            .await
+        }
+    };
+    let first = post().await;
+    assert_eq!(first.status, 201);
+    let paid: Value = serde_json::from_slice(&first.body).unwrap();
+    fx.clock().advance(TTL + Duration::from_secs(1));
+    for freed in [false, true] {
+        if freed {
+            // Other tests' records may share the table: at least this one is freed.
+            assert!(fx.store.purge_responses(10_000).await.unwrap() >= 1);
+        }
+        let expired = post().await;
+        assert_eq!(expired.status, 410, "freed: {freed}");
+        let problem: Value = serde_json::from_slice(&expired.body).unwrap();
+        assert_eq!(problem["biz_no"], paid["id"], "freed: {freed}: {problem}");
+        assert_eq!(problem["operation_id"], app.runs()[0].as_str());
+    }
+    assert_eq!(app.runs().len(), 1);
+    served.abort();
+}
+
 backend_tests!(
     2,
     on_clocked_store,
     [memory, sqlite, postgres, mysql, redis],
     axum_remembered_over_a_socket,
+    sealed_and_freed_over_a_socket,
 );

@@ -145,8 +145,8 @@ pub struct Expired {
     /// The client's key.
     pub idempotency_key: String,
     /// The business number the operation stored (S11), if it gave one. A record sealed
-    /// ([`Idem::with_encryption`](super::Idem::with_encryption)) keeps it inside its response,
-    /// so it is known only until the purge frees the response.
+    /// ([`Idem::with_encryption`](super::Idem::with_encryption)) keeps it in a sealed receipt
+    /// beside its response, which outlives the response.
     pub biz_no: Option<String>,
     /// The operation's stable id.
     pub operation_id: String,

@@ -21,6 +21,12 @@ pub(super) const VERSION_1: u8 = 1;
 
 pub(super) const NONCE: usize = 24;
 
+/// The beginning of a sealed record's business number column: its receipt,
+/// `idem-receipt:<format>:<key id>:<base64 of nonce and ciphertext>`. The receipt seals the
+/// business number again, bound like the response, so that a remembered record whose response
+/// the purge freed still proves what it is ([`open_remembered`]).
+pub const RECEIPT: &str = "idem-receipt:";
+
 /// What a replay depends on besides the stored response itself: bound to its seal, so that a
 /// database writer who changes any of it beside the ciphertext makes the record not open.
 ///
@@ -119,14 +125,100 @@ impl KeyRing {
         let mut meta = Vec::with_capacity(1 + id.len());
         meta.push(VERSION);
         meta.extend_from_slice(id.as_bytes());
+        let receipt = self.receipt(key_hash, &binding, completion.biz_no.as_deref())?;
         Ok(Completion {
             outcome: completion.outcome,
             status: completion.status,
             headers: vec![(SEALED.to_owned(), meta)],
             body,
-            biz_no: None,
+            biz_no: Some(receipt),
             expire_at: completion.expire_at,
         })
+    }
+
+    /// The receipt of a sealed record ([`RECEIPT`]): `biz_no` sealed under the primary key with
+    /// its own nonce, bound as the response is, in the business number column, which the purge
+    /// keeps when it frees a remembered record's response.
+    fn receipt(
+        &self,
+        key_hash: &str,
+        binding: &Binding,
+        biz_no: Option<&str>,
+    ) -> Result<String, getrandom::Error> {
+        use base64::Engine as _;
+        let (id, cipher) = &self.keys[0];
+        let mut nonce = [0u8; NONCE];
+        getrandom::fill(&mut nonce)?;
+        let mut plain = vec![u8::from(biz_no.is_some())];
+        plain.extend_from_slice(biz_no.unwrap_or("").as_bytes());
+        let sealed = cipher
+            .encrypt(
+                XNonce::from_slice(&nonce),
+                Payload {
+                    msg: &plain,
+                    aad: &receipt_aad(id, key_hash, binding),
+                },
+            )
+            .expect("XChaCha20-Poly1305 seals any length idem stores");
+        let mut raw = nonce.to_vec();
+        raw.extend_from_slice(&sealed);
+        let encoded = base64::engine::general_purpose::STANDARD.encode(raw);
+        Ok(format!("{RECEIPT}{VERSION}:{id}:{encoded}"))
+    }
+
+    /// The business number a receipt ([`RECEIPT`]) seals, checked against the record's
+    /// [`Binding`] and key hash (hex).
+    ///
+    /// # Errors
+    /// A [`SealError`] when it does not open: the record was altered, or its key is not in the
+    /// ring.
+    pub(crate) fn open_receipt(
+        &self,
+        key_hash: &str,
+        binding: &Binding,
+        receipt: &str,
+    ) -> Result<Option<String>, SealError> {
+        use base64::Engine as _;
+        let rest = receipt
+            .strip_prefix(RECEIPT)
+            .ok_or_else(|| malformed("a receipt without its prefix"))?;
+        let mut parts = rest.splitn(3, ':');
+        let (Some(version), Some(id), Some(encoded)) = (parts.next(), parts.next(), parts.next())
+        else {
+            return Err(malformed("a receipt without its key id"));
+        };
+        if version != VERSION.to_string() {
+            return Err(malformed(&format!("receipt format {version}")));
+        }
+        let cipher = self
+            .keys
+            .iter()
+            .find(|(k, _)| k == id)
+            .map(|(_, c)| c)
+            .ok_or_else(|| SealError::UnknownKey(id.to_owned()))?;
+        let raw = base64::engine::general_purpose::STANDARD
+            .decode(encoded)
+            .map_err(|_| SealError::Tampered(id.to_owned()))?;
+        if raw.len() < NONCE {
+            return Err(SealError::Tampered(id.to_owned()));
+        }
+        let (nonce, sealed) = raw.split_at(NONCE);
+        let plain = cipher
+            .decrypt(
+                XNonce::from_slice(nonce),
+                Payload {
+                    msg: sealed,
+                    aad: &receipt_aad(id, key_hash, binding),
+                },
+            )
+            .map_err(|_| SealError::Tampered(id.to_owned()))?;
+        match plain.split_first() {
+            Some((0, [])) => Ok(None),
+            Some((1, biz_no)) => String::from_utf8(biz_no.to_vec())
+                .map(Some)
+                .map_err(|_| malformed("a receipt whose business number is not UTF-8")),
+            _ => Err(malformed("a receipt that does not decode")),
+        }
     }
 
     /// Opens a record sealed by [`seal`](Self::seal) under any key of the ring, checking its
@@ -239,8 +331,12 @@ pub(crate) fn open_record(
 
 /// Opens a remembered record (past its TTL, [`Claim::Remembered`](crate::store::Claim)) as
 /// [`open_record`] does while it still holds its response. Once the purge freed the response,
-/// nothing sealed is left: a ring that refuses plaintext then drops the plaintext `biz_no`
-/// column too (a sealing handle stores none, so one there was written by someone else).
+/// its receipt ([`RECEIPT`], in the business number column) is what proves it: it opens only
+/// under the record's [`Binding`] (operation id, request hash, status, state) and key hash,
+/// and gives the business number back. A ring that refuses plaintext refuses a freed record
+/// without a receipt ([`SealError::Unsealed`]): a sealing handle writes one with every
+/// response, so such a record was written by someone who could not seal. Without a ring, a
+/// receipt is [`SealError::UnknownKey`], as a sealed response is.
 pub(crate) fn open_remembered(
     ring: Option<&KeyRing>,
     key: &crate::key::ScopedKey,
@@ -249,10 +345,32 @@ pub(crate) fn open_remembered(
     if !(record.headers.is_empty() && record.body.is_empty()) {
         return open_record(ring, key, record);
     }
-    if ring.is_some_and(|r| !r.accept_plaintext) {
-        record.biz_no = None;
+    let receipt = record.biz_no.take_if(|b| b.starts_with(RECEIPT));
+    match (ring, receipt) {
+        (Some(ring), Some(receipt)) => {
+            let binding = Binding::of(&record);
+            record.biz_no = ring.open_receipt(&key.hash_hex().to_string(), &binding, &receipt)?;
+        }
+        (Some(ring), None) if !ring.accept_plaintext => {
+            return Err(SealError::Unsealed(
+                "a freed response without its sealed receipt",
+            ));
+        }
+        (None, Some(receipt)) => {
+            let id = receipt[RECEIPT.len()..].split(':').nth(1).unwrap_or("");
+            return Err(SealError::UnknownKey(id.to_owned()));
+        }
+        (_, None) => {}
     }
     Ok(record)
+}
+
+/// The associated data of a receipt: a domain of its own, then what [`aad`] binds for a
+/// response (format 2).
+fn receipt_aad(id: &str, key_hash: &str, binding: &Binding) -> Vec<u8> {
+    let mut out = b"idem-receipt\0".to_vec();
+    out.extend_from_slice(&aad(VERSION, id, key_hash, Some(binding)));
+    out
 }
 
 /// The value of a record's [`SEALED`] entry when it is sealed, `None` when it is plaintext.

@@ -38,7 +38,7 @@ mod stored;
 #[cfg(test)]
 mod tests;
 
-pub use format::{Binding, SEALED, SealError};
+pub use format::{Binding, RECEIPT, SEALED, SealError};
 pub(crate) use format::{open_record, open_remembered};
 pub use ring::{KeyRing, KeyRingError};
 pub use stored::{OpenedResponse, ResealError, StoredResponse};

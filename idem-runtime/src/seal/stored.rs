@@ -68,6 +68,22 @@ impl KeyRing {
         )
     }
 
+    /// The business number a remembered record's receipt seals (its business number column,
+    /// starting with [`RECEIPT`](super::RECEIPT)), once the purge freed its response: for tools
+    /// that read a store directly (the `idem` CLI's `inspect`). `key_hash` is the record's.
+    ///
+    /// # Errors
+    /// A [`SealError`] when it does not open under `binding` (the record was altered), or its
+    /// key is not in the ring.
+    pub fn open_receipt_stored(
+        &self,
+        key_hash: &[u8; 32],
+        binding: &Binding,
+        receipt: &str,
+    ) -> Result<Option<String>, SealError> {
+        self.open_receipt(&hex(key_hash), binding, receipt)
+    }
+
     /// The same response sealed under the primary key in the current format, for a record read
     /// from its store's columns with its [`Binding`]: what `idem rekey` writes back. A plaintext
     /// response is sealed; one sealed under an older key of the ring, or in format 1, is opened
@@ -137,7 +153,8 @@ impl KeyRing {
         Ok(Some(StoredResponse {
             headers: crate::store::headers::encode_headers(&sealed.headers),
             body: sealed.body,
-            biz_no: None,
+            // The receipt under the new primary key.
+            biz_no: sealed.biz_no,
         }))
     }
 }

@@ -4,7 +4,7 @@ use base64::Engine as _;
 use chacha20poly1305::XNonce;
 use chacha20poly1305::aead::{Aead, Payload};
 
-use super::format::{NONCE, VERSION, VERSION_1, aad, encode_plain, hex};
+use super::format::{NONCE, RECEIPT, VERSION, VERSION_1, aad, encode_plain, hex};
 use super::{
     Binding, KeyRing, KeyRingError, ResealError, SEALED, SealError, StoredResponse, open_record,
 };
@@ -68,7 +68,12 @@ fn sealed_holds_nothing_readable_and_opens_to_the_original() {
     let c = completion();
     let sealed = sealed_by(&ring(), &c);
     assert_eq!((sealed.status, sealed.outcome), (201, Outcome::Completed));
-    assert_eq!(sealed.biz_no, None);
+    // The business number column holds the receipt: sealed too.
+    let receipt = sealed.biz_no.as_deref().unwrap();
+    assert!(
+        receipt.starts_with(RECEIPT) && !receipt.contains("pay_1"),
+        "{receipt}"
+    );
     assert_eq!(sealed.expire_at, c.expire_at);
     for plain in [&b"cus_42"[..], b"100.00", b"pay_1", b"location"] {
         assert!(!contains(&sealed.body, plain));
@@ -293,7 +298,14 @@ fn reseal_moves_every_response_under_the_primary() {
     let old = KeyRing::new("k1", [1; 32]).unwrap().accepting_plaintext();
     let under_k1 = old.reseal_stored(&hash, &b, &plain).unwrap().unwrap();
     assert_eq!(under_k1.sealed_under().unwrap().as_deref(), Some("k1"));
-    assert_eq!(under_k1.biz_no, None);
+    assert!(
+        under_k1
+            .biz_no
+            .as_deref()
+            .is_some_and(|r| r.starts_with("idem-receipt:2:k1:")),
+        "{:?}",
+        under_k1.biz_no
+    );
     let rotated = ring().accepting_plaintext();
     let v1 = sealed_in_format_1(&rotated, &hex(&hash), &c);
     let under_k2_v1 = StoredResponse {
@@ -328,5 +340,68 @@ fn reseal_moves_every_response_under_the_primary() {
     assert!(matches!(
         garbage.sealed_under(),
         Err(SealError::Malformed(_))
+    ));
+}
+
+/// A remembered record whose response the purge freed proves what it is by its receipt: the
+/// business number comes back only under the record's own binding and key hash, and a freed
+/// record without a receipt (or with a changed one) is refused as a changed response is.
+#[test]
+fn a_freed_response_keeps_a_receipt_bound_to_its_record() {
+    let key = crate::key::ScopedKey::new(&["t"], "op", "k").unwrap();
+    let hash = key.hash_hex().to_string();
+    let c = completion();
+    let sealed = ring()
+        .seal(&hash, "op", &RequestHash::of_bytes(b"r"), &c)
+        .unwrap();
+    let mut freed = stored(&sealed);
+    (freed.headers, freed.body) = (Vec::new(), Vec::new());
+    let open = |ring: Option<&KeyRing>, record: &Record| {
+        super::format::open_remembered(ring, &key, record.clone())
+    };
+    assert_eq!(
+        open(Some(&ring()), &freed).unwrap().biz_no,
+        c.biz_no,
+        "the receipt opens to the business number"
+    );
+    let tampered = |e: Result<Record, SealError>| matches!(e, Err(SealError::Tampered(_)));
+    let mut forged = freed.clone();
+    forged.status = Some(200);
+    assert!(tampered(open(Some(&ring()), &forged)), "another status");
+    let mut moved = freed.clone();
+    moved.operation_id = "another operation".to_owned();
+    assert!(tampered(open(Some(&ring()), &moved)), "another operation");
+    let mut other_request = freed.clone();
+    other_request.request_hash = RequestHash::of_bytes(b"other");
+    assert!(
+        tampered(open(Some(&ring()), &other_request)),
+        "another request"
+    );
+    let elsewhere = crate::key::ScopedKey::new(&["t"], "op", "other").unwrap();
+    assert!(matches!(
+        super::format::open_remembered(Some(&ring()), &elsewhere, freed.clone()),
+        Err(SealError::Tampered(_))
+    ));
+    // No receipt: written by someone who could not seal.
+    let mut bare = freed.clone();
+    bare.biz_no = Some("pay_forged".to_owned());
+    assert!(matches!(
+        open(Some(&ring()), &bare),
+        Err(SealError::Unsealed(_))
+    ));
+    assert_eq!(
+        open(Some(&ring().accepting_plaintext()), &bare)
+            .unwrap()
+            .biz_no
+            .as_deref(),
+        Some("pay_forged"),
+        "while plaintext is accepted"
+    );
+    // A handle without a ring, or without the receipt's key.
+    assert!(matches!(open(None, &freed), Err(SealError::UnknownKey(_))));
+    let other_ring = KeyRing::new("k9", [9; 32]).unwrap();
+    assert!(matches!(
+        open(Some(&other_ring), &freed),
+        Err(SealError::UnknownKey(_))
     ));
 }

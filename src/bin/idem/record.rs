@@ -67,15 +67,55 @@ pub(crate) struct View {
     pub(crate) unopened: Option<String>,
 }
 
+/// The key id of a receipt (`idem-receipt:<format>:<key id>:..`), if `biz_no` is one.
+fn receipt_key(biz_no: &str) -> Option<String> {
+    let rest = biz_no.strip_prefix(idem::seal::RECEIPT)?;
+    rest.split(':').nth(1).map(str::to_owned)
+}
+
 impl View {
+    /// A freed remembered record's receipt, opened with `ring` when it can.
+    fn of_receipt(record: &Record, key_hash: &[u8], ring: Option<&KeyRing>, id: String) -> View {
+        let hash: Option<[u8; 32]> = key_hash.try_into().ok();
+        let receipt = record.biz_no.as_deref().unwrap_or_default();
+        let opened = match (ring, hash, record.binding()) {
+            (None, _, _) => Err(NO_RING.to_owned()),
+            (Some(ring), Some(hash), Some(binding)) => ring
+                .open_receipt_stored(&hash, &binding, receipt)
+                .map_err(|e| e.to_string()),
+            (Some(_), None, _) => Err("a key hash that is not 32 bytes".to_owned()),
+            (Some(_), _, None) => Err(UNBOUND.to_owned()),
+        };
+        match opened {
+            Ok(biz_no) => View {
+                sealed_under: Some(id.clone()),
+                opened: Some(OpenedResponse {
+                    sealed_under: Some(id),
+                    headers: Vec::new(),
+                    body: Vec::new(),
+                    biz_no,
+                }),
+                unopened: None,
+            },
+            Err(why) => View {
+                sealed_under: Some(id),
+                opened: None,
+                unopened: Some(why),
+            },
+        }
+    }
+
     pub(crate) fn of(record: &Record, key_hash: &[u8], ring: Option<&KeyRing>) -> View {
         if record.headers.is_none() && record.body.is_none() {
-            // No response stored (processing), or freed by the purge (remembered): nothing
-            // sealed to read.
-            return View {
-                sealed_under: None,
-                opened: None,
-                unopened: None,
+            // No response stored (processing), or freed by the purge (remembered): of a sealed
+            // record, only its receipt is left, which seals the business number.
+            return match record.biz_no.as_deref().and_then(receipt_key) {
+                None => View {
+                    sealed_under: None,
+                    opened: None,
+                    unopened: None,
+                },
+                Some(id) => Self::of_receipt(record, key_hash, ring, id),
             };
         }
         let stored = record.response();
