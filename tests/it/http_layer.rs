@@ -41,7 +41,12 @@ struct Harness {
 }
 
 async fn memory() -> Harness {
-    let store = Arc::new(MemoryStore::new());
+    memory_on(Arc::new(idem::store::SystemClock))
+}
+
+/// [`memory`] reading `clock`.
+fn memory_on(clock: Arc<dyn idem::store::Clock>) -> Harness {
+    let store = Arc::new(MemoryStore::with_clock(clock));
     Harness {
         records: Records::Memory(store.clone()),
         store,
@@ -313,6 +318,40 @@ async fn a_duplicate_with_a_wait_gets_the_first_answer() {
     let (first_status, _, first_body) = first.await.unwrap();
     assert_eq!((first_status, first_body), (StatusCode::CREATED, body));
     assert_eq!(h.hits(), 1);
+}
+
+/// With `HandlerConfig::remember`, a retry past the TTL is `410 key-expired` with the business
+/// number and does not reach the handler; another payload is `422`; past the window, a new
+/// operation.
+#[tokio::test]
+async fn a_retry_past_the_ttl_of_a_remembered_key_is_410() {
+    let clock = Arc::new(idem::store::ManualClock::starting_now());
+    let h = memory_on(clock.clone());
+    let hour = Duration::from_secs(3600);
+    let app = h.app(|l| {
+        l.config(
+            HandlerConfig::for_route()
+                .ttl(hour)
+                .remember(hour.saturating_mul(10)),
+        )
+    });
+    let (s1, ..) = send(&app, req(Some("k-remember"), BODY)).await;
+    assert_eq!(s1, StatusCode::CREATED);
+    clock.advance(hour + Duration::from_secs(1));
+    let (s2, h2, b2) = send(&app, req(Some("k-remember"), BODY)).await;
+    assert_eq!(s2, StatusCode::GONE);
+    assert_eq!(h2[CONTENT_TYPE], "application/problem+json");
+    let problem: serde_json::Value = serde_json::from_slice(&b2).unwrap();
+    assert_eq!(problem["biz_no"], "pay_1", "{problem}");
+    assert_eq!(problem["response_status"], 201);
+    let other = BODY.replace("EUR", "USD");
+    let (s3, ..) = send(&app, req(Some("k-remember"), &other)).await;
+    assert_eq!(s3, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(h.hits(), 1, "the handler ran past the TTL");
+    clock.advance(hour.saturating_mul(10));
+    let (s4, ..) = send(&app, req(Some("k-remember"), &other)).await;
+    assert_eq!(s4, StatusCode::CREATED);
+    assert_eq!(h.hits(), 2);
 }
 
 #[tokio::test]
