@@ -455,6 +455,7 @@ impl Baseline for MySql {
             .bind(None::<i64>)
             .bind(None::<i64>)
             .bind(None::<i64>)
+            .bind(None::<i64>)
             .bind(SERVER_CLOCK)
             .bind(SERVER_CLOCK)
             .bind(&r.key_hash)

@@ -294,6 +294,7 @@ async fn complete(
             .bind(None::<i64>)
             .bind(None::<i64>)
             .bind(None::<i64>)
+            .bind(None::<i64>)
             .bind(SERVER_CLOCK)
             .bind(SERVER_CLOCK)
             .bind(hash)

@@ -331,13 +331,6 @@ async fn remembered_records(db: &Database) {
         field(&shown, "replay until").ends_with("(response freed by the purge)"),
         "{shown}"
     );
-    // Nothing stored is left to seal: `rekey` skips it rather than call it damaged.
-    let keys = [(
-        "IDEM_ENCRYPTION_KEYS",
-        "k1:AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=",
-    )];
-    let rekeyed = ok_with(url, &["rekey", "--accept-plaintext"], &keys);
-    assert!(!rekeyed.contains("do not open"), "{rekeyed}");
     // The record still answers for its operation, by the database's clock.
     let now = db.store().await;
     match now.claim(&claim).await.unwrap() {
@@ -348,6 +341,27 @@ async fn remembered_records(db: &Database) {
         }
         other => panic!("expected Remembered, got {other:?}"),
     }
+    // Switching encryption on: `rekey` seals what is left of it, its business number, into a
+    // receipt; the response columns stay empty; `inspect` opens it with the key ring.
+    let keys = [(
+        "IDEM_ENCRYPTION_KEYS",
+        "k1:AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=",
+    )];
+    let rekeyed = ok_with(url, &["rekey", "--accept-plaintext"], &keys);
+    assert!(rekeyed.contains("resealed 1 of 1"), "{rekeyed}");
+    match now.claim(&claim).await.unwrap() {
+        Claim::Remembered(r) => {
+            let receipt = r.biz_no.unwrap_or_default();
+            assert!(receipt.starts_with(idem::seal::RECEIPT), "{receipt}");
+            assert!(r.body.is_empty() && r.headers.is_empty());
+        }
+        other => panic!("expected Remembered, got {other:?}"),
+    }
+    let shown = ok_with(url, &["inspect", "--key-hash", &key_hash], &keys);
+    assert_eq!(field(&shown, "business no"), "pay_9", "{shown}");
+    assert_eq!(field(&shown, "sealed under"), "key `k1`", "{shown}");
+    let again = ok_with(url, &["rekey", "--dry-run"], &keys);
+    assert!(again.contains("would reseal 0 of "), "{again}");
 }
 
 backend_tests!(

@@ -139,7 +139,7 @@ impl KeyRing {
     /// The receipt of a sealed record ([`RECEIPT`]): `biz_no` sealed under the primary key with
     /// its own nonce, bound as the response is, in the business number column, which the purge
     /// keeps when it frees a remembered record's response.
-    fn receipt(
+    pub(super) fn receipt(
         &self,
         key_hash: &str,
         binding: &Binding,
@@ -240,10 +240,24 @@ impl KeyRing {
             &record.body,
             self.accept_plaintext,
         )?;
-        if let Some((headers, biz_no, body)) = opened {
-            record.headers = headers;
-            record.biz_no = biz_no;
-            record.body = body;
+        match opened {
+            Some((headers, biz_no, body)) => {
+                record.headers = headers;
+                record.biz_no = biz_no;
+                record.body = body;
+            }
+            // Accepted as plaintext, yet it holds the receipt of a sealed record: its sealed
+            // response was replaced.
+            None if record
+                .biz_no
+                .as_deref()
+                .is_some_and(|b| b.starts_with(RECEIPT)) =>
+            {
+                return Err(malformed(
+                    "a sealed record's receipt beside a plaintext response: the record was altered",
+                ));
+            }
+            None => {}
         }
         Ok(record)
     }

@@ -104,10 +104,17 @@ impl KeyRing {
         binding: &Binding,
         stored: &StoredResponse,
     ) -> Result<Option<StoredResponse>, ResealError> {
+        if stored.is_freed() {
+            return self.reseal_freed(key_hash, binding, stored);
+        }
         let sealed = stored.sealed_as()?;
+        let primary = (VERSION, self.primary().to_owned());
         let current = match &sealed {
             None => !self.seals,
-            Some(sealed) => self.seals && *sealed == (VERSION, self.primary().to_owned()),
+            // With its receipt under the primary too.
+            Some(sealed) => {
+                self.seals && *sealed == primary && stored.receipt_as().as_ref() == Some(&primary)
+            }
         };
         if current {
             return Ok(None);
@@ -159,6 +166,48 @@ impl KeyRing {
     }
 }
 
+impl KeyRing {
+    /// [`reseal_stored`](Self::reseal_stored) of a remembered record whose response the purge
+    /// freed: only its receipt is left, resealed under the primary key (a rotation), made from
+    /// its plaintext business number (by a ring that accepts plaintext, as for a plaintext
+    /// response), or opened back to plaintext (a ring that seals nothing). `None` when it is
+    /// as it should be already. The columns it returns hold no response (they stay empty).
+    fn reseal_freed(
+        &self,
+        key_hash: &[u8; 32],
+        binding: &Binding,
+        stored: &StoredResponse,
+    ) -> Result<Option<StoredResponse>, ResealError> {
+        let hex = hex(key_hash);
+        let receipt = stored.receipt_as();
+        let primary = (VERSION, self.primary().to_owned());
+        let biz_no = match (&receipt, self.seals) {
+            (Some(r), true) if *r == primary => return Ok(None),
+            (None, false) => return Ok(None),
+            (Some(_), _) => {
+                self.open_receipt(&hex, binding, stored.biz_no.as_deref().unwrap_or(""))?
+            }
+            (None, true) if !self.accept_plaintext => {
+                return Err(SealError::Unsealed("plaintext").into());
+            }
+            (None, true) => stored.biz_no.clone(),
+        };
+        let biz_no = if self.seals {
+            Some(
+                self.receipt(&hex, binding, biz_no.as_deref())
+                    .map_err(ResealError::Random)?,
+            )
+        } else {
+            biz_no
+        };
+        Ok(Some(StoredResponse {
+            headers: Vec::new(),
+            body: Vec::new(),
+            biz_no,
+        }))
+    }
+}
+
 /// The response of one record as its store's columns hold it: `resp_headers` (idem's
 /// length-prefixed blob), `resp_body` and `biz_no` of the SQL tables, the same fields of a
 /// Redis hash. For tools that read and rewrite a store directly, as the `idem` CLI's `inspect`
@@ -169,7 +218,7 @@ pub struct StoredResponse {
     pub headers: Vec<u8>,
     /// The `resp_body` column: the body, or for a sealed response its nonce and ciphertext.
     pub body: Vec<u8>,
-    /// The `biz_no` column (always empty for a sealed response).
+    /// The `biz_no` column: for a sealed response, its receipt ([`RECEIPT`](super::RECEIPT)).
     pub biz_no: Option<String>,
 }
 
@@ -196,8 +245,18 @@ impl StoredResponse {
         Ok(self.sealed_as()?.map(|(_, id)| id.to_owned()))
     }
 
-    /// The format and key id it is sealed in; `None` for a plaintext response.
+    /// Whether the purge freed this response (a remembered record past its TTL): its response
+    /// columns are empty, its business number column holds the receipt of a sealed record.
+    pub fn is_freed(&self) -> bool {
+        self.headers.is_empty() && self.body.is_empty()
+    }
+
+    /// The format and key id it is sealed in; `None` for a plaintext response. A freed
+    /// response is sealed as its receipt is.
     fn sealed_as(&self) -> Result<Option<(u8, String)>, SealError> {
+        if self.is_freed() {
+            return Ok(self.receipt_as());
+        }
         let headers = self.decoded_headers()?;
         let Some(meta) = sealed_meta(&headers)? else {
             return Ok(None);
@@ -209,6 +268,14 @@ impl StoredResponse {
             Some((version, _)) => Err(malformed(&format!("format version {version}"))),
             None => Err(malformed("no version")),
         }
+    }
+
+    /// The format and key id of the receipt in the business number column, if it holds one.
+    fn receipt_as(&self) -> Option<(u8, String)> {
+        let rest = self.biz_no.as_deref()?.strip_prefix(super::RECEIPT)?;
+        let mut parts = rest.splitn(3, ':');
+        let version = parts.next()?.parse().ok()?;
+        Some((version, parts.next()?.to_owned()))
     }
 
     fn decoded_headers(&self) -> Result<Vec<(String, Vec<u8>)>, SealError> {

@@ -405,3 +405,69 @@ fn a_freed_response_keeps_a_receipt_bound_to_its_record() {
         Err(SealError::UnknownKey(_))
     ));
 }
+
+/// `idem rekey` of a remembered record whose response the purge freed: its receipt moves under
+/// the primary key (rotation), is made from a plaintext business number (switching encryption
+/// on, by a ring that accepts plaintext) or opened back to plaintext (switching it off); the
+/// response columns stay empty.
+#[test]
+fn rekey_moves_the_receipt_of_a_freed_response() {
+    let key = crate::key::ScopedKey::new(&["t"], "op", "k").unwrap();
+    let hash: [u8; 32] = *key.hash();
+    let c = completion();
+    let k1 = KeyRing::new("k1", [1; 32]).unwrap();
+    let sealed = k1
+        .seal(&hex(&hash), "op", &RequestHash::of_bytes(b"r"), &c)
+        .unwrap();
+    let binding = Binding::of(&stored(&sealed));
+    let freed = StoredResponse {
+        headers: Vec::new(),
+        body: Vec::new(),
+        biz_no: sealed.biz_no.clone(),
+    };
+    assert!(freed.is_freed());
+    assert_eq!(freed.sealed_under().unwrap().as_deref(), Some("k1"));
+    assert_eq!(
+        k1.reseal_stored(&hash, &binding, &freed).unwrap(),
+        None,
+        "current"
+    );
+    // Rotation: k2 primary, k1 kept to open.
+    let rotated = ring();
+    let moved = rotated
+        .reseal_stored(&hash, &binding, &freed)
+        .unwrap()
+        .expect("resealed");
+    assert!(moved.is_freed());
+    assert_eq!(moved.sealed_under().unwrap().as_deref(), Some("k2"));
+    let record = |biz_no: Option<String>| Record {
+        headers: Vec::new(),
+        body: Vec::new(),
+        biz_no,
+        ..stored(&sealed)
+    };
+    let only_k2 = KeyRing::new("k2", [2; 32]).unwrap();
+    let opened = super::format::open_remembered(Some(&only_k2), &key, record(moved.biz_no.clone()));
+    assert_eq!(opened.unwrap().biz_no, c.biz_no, "opens without k1");
+    // Switched off: opened back to plaintext.
+    let off = ring().sealing_nothing();
+    let plain = off
+        .reseal_stored(&hash, &binding, &moved)
+        .unwrap()
+        .expect("unsealed");
+    assert!(plain.is_freed());
+    assert_eq!(plain.biz_no, c.biz_no);
+    assert_eq!(off.reseal_stored(&hash, &binding, &plain).unwrap(), None);
+    // Switched on again: a strict ring refuses the plaintext, an accepting one seals it.
+    assert!(matches!(
+        only_k2.reseal_stored(&hash, &binding, &plain),
+        Err(ResealError::Open(SealError::Unsealed("plaintext")))
+    ));
+    let on = only_k2.clone().accepting_plaintext();
+    let receipt = on
+        .reseal_stored(&hash, &binding, &plain)
+        .unwrap()
+        .expect("sealed");
+    let opened = super::format::open_remembered(Some(&only_k2), &key, record(receipt.biz_no));
+    assert_eq!(opened.unwrap().biz_no, c.biz_no);
+}

@@ -334,7 +334,8 @@ pub struct Record {
     /// when it has one.
     pub expire_at: Timestamp,
     /// For a remembered record, when its response stops being replayed (the TTL's end, before
-    /// `expire_at`); `None`: replayed until `expire_at`.
+    /// `expire_at`), negated once the purge freed the response ([`Record::replays_until`] is
+    /// the time either way); `None`: replayed until `expire_at`.
     pub replay_until: Option<Timestamp>,
     /// When the record was first claimed.
     pub created_at: Timestamp,
@@ -372,25 +373,42 @@ impl Record {
     /// When the stored response stops being replayed: `replay_until` for a remembered record,
     /// `expire_at` otherwise.
     pub fn replays_until(&self) -> Timestamp {
-        self.replay_until.unwrap_or(self.expire_at)
+        self.replay_until.map_or(self.expire_at, |t| {
+            Timestamp::from_millis(t.as_millis().saturating_abs())
+        })
+    }
+
+    /// `true` once the purge freed the response of this remembered record.
+    pub fn response_freed(&self) -> bool {
+        self.replay_until.is_some_and(|t| t.as_millis() < 0)
+    }
+
+    /// `true` when its response is past its TTL at `now`, or freed already (whatever `now`
+    /// says: a store's clock that stepped back never makes a freed response replayable).
+    fn response_expired(&self, now: Timestamp) -> bool {
+        self.response_freed() || self.replays_until() <= now
     }
 
     /// `true` when, at `now`, the record is stored, past its TTL and within its remember
     /// window: its response is no longer replayed, its operation still known.
     pub fn is_remembered(&self, now: Timestamp) -> bool {
-        self.state != RecordState::Processing
-            && self.replays_until() <= now
-            && !self.is_expired(now)
+        self.state != RecordState::Processing && self.response_expired(now) && !self.is_expired(now)
     }
 
     /// Applies a completion's new expiry ([`Completion::expire_at`]): it moves the end of the
     /// replayed response, which for a remembered record is `replay_until` (the record then
     /// lives at least as long); `None` keeps the claim's.
+    ///
+    /// A remembered response's end is never before its creation (`created_at` + 1 ms at the
+    /// earliest): an expiry in the past makes it remembered at once, as on every store.
     pub(crate) fn set_expiry(&mut self, expire_at: Option<Timestamp>) {
         let Some(at) = expire_at else { return };
         match self.replay_until {
             None => self.expire_at = at,
-            Some(_) => (self.replay_until, self.expire_at) = (Some(at), self.expire_at.max(at)),
+            Some(_) => {
+                let at = at.max(self.created_at + Duration::from_millis(1));
+                (self.replay_until, self.expire_at) = (Some(at), self.expire_at.max(at));
+            }
         }
     }
 
@@ -409,7 +427,7 @@ impl Record {
                 request_hash: self.request_hash,
                 retry_after: self.lease_until.saturating_duration_since(now),
             },
-            RecordState::Completed | RecordState::FailedStored if self.replays_until() <= now => {
+            RecordState::Completed | RecordState::FailedStored if self.response_expired(now) => {
                 Found::Remembered
             }
             RecordState::Completed | RecordState::FailedStored => Found::Completed,
@@ -417,12 +435,12 @@ impl Record {
     }
 }
 
-/// The `replay_until` column as a time: negative once the purge freed the response (see the
-/// stores' migrations), so its absolute value; and none unless it falls within the record's
-/// life (`created_at < replay_until <= expire_at`, which every value idem writes does). A build
-/// from before `remember` replaces a record without clearing the column: a stale value left so
-/// (during a rolling deployment, or after a downgrade) is not the new record's, and must not
-/// make it remembered.
+/// The `replay_until` column as a time, negative once the purge freed the response (see the
+/// stores' migrations), as [`Record::replay_until`] holds it; none unless its absolute value
+/// falls within the record's life (`created_at < |replay_until| <= expire_at`, which every
+/// value idem writes does). A build from before `remember` replaces a record without clearing
+/// the column: a stale value left so (during a rolling deployment, or after a downgrade) is
+/// not the new record's, and must not make it remembered.
 #[cfg_attr(
     not(any(
         feature = "postgres",
@@ -438,8 +456,7 @@ pub(crate) fn valid_replay_until(
     expire_at: i64,
 ) -> Option<Timestamp> {
     replay_until
-        .map(i64::saturating_abs)
-        .filter(|t| created_at < *t && *t <= expire_at)
+        .filter(|t| (created_at + 1..=expire_at).contains(&t.saturating_abs()))
         .map(Timestamp::from_millis)
 }
 

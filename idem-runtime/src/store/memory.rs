@@ -322,8 +322,7 @@ impl Store for MemoryStore {
             // Frees the response of remembered records past their TTL, oldest first, each
             // re-checked under its shard's lock; the record itself stays until `expire_at`.
             let now = self.inner.clock.now();
-            let holds_response =
-                |r: &Record| r.is_remembered(now) && !(r.body.is_empty() && r.headers.is_empty());
+            let holds_response = |r: &Record| r.is_remembered(now) && !r.response_freed();
             let mut due: Vec<(super::clock::Timestamp, [u8; 32])> = Vec::new();
             for shard in self.inner.shards.iter() {
                 let shard = lock(shard);
@@ -340,6 +339,9 @@ impl Store for MemoryStore {
                 let mut shard = self.shard(&key);
                 if let Some(r) = shard.get_mut(&key).filter(|r| holds_response(r)) {
                     (r.headers, r.body) = (Vec::new(), Vec::new());
+                    // Negated, as the other stores mark a freed response.
+                    let until = r.replays_until().as_millis();
+                    r.replay_until = Some(super::clock::Timestamp::from_millis(-until));
                     freed += 1;
                 }
             }

@@ -1325,7 +1325,8 @@ async fn stale_replay_until_is_not_the_records(
         Claim::Completed(r) => assert_eq!(r.body, b"ok"),
         other => panic!("expected Completed, got {other:?}"),
     }
-    assert_eq!(store.purge_responses(10).await.unwrap(), 0);
+    // Other tests' records may share the table: what counts is that this one keeps its body.
+    store.purge_responses(1000).await.unwrap();
     assert!(matches!(
         store.claim(&req(&key, hash("a"))).await.unwrap(),
         Claim::Completed(r) if r.body == b"ok"

@@ -56,6 +56,7 @@ macro_rules! store_suite {
             completion_retried_after_lost_ack,
             remembered_past_the_ttl,
             remembered_attempt_without_a_result_goes_on,
+            remembered_completion_expiring_at_once,
         );
     };
     (@tests $make:path, $start:expr, $($test:ident,)*) => {

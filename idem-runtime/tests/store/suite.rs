@@ -827,11 +827,19 @@ pub async fn purge_frees_remembered_responses(f: &Fixture) {
         assert_eq!(r.biz_no.as_deref(), Some("PAY-2026-0001"));
         assert_eq!(r.status, Some(201));
         assert_eq!(
-            r.replay_until,
-            Some(r.created_at + TTL),
+            r.replays_until(),
+            r.created_at + TTL,
             "still says when it expired"
         );
+        assert!(r.response_freed());
     }
+    // The store's clock steps back before the TTL's end (a failover to a server whose clock
+    // is behind): a freed response is never replayed, whatever the clock says.
+    f.clock.set(f.now() - Duration::from_secs(2));
+    for key in &keys {
+        remembered(f.store.claim(&remembering(key, hash("a"))).await.unwrap());
+    }
+    f.advance(Duration::from_secs(2));
     match f.store.claim(&long).await.unwrap() {
         Claim::Completed(r) => assert_eq!(r.body, snapshot().body),
         other => panic!("expected Completed, got {other:?}"),
@@ -846,4 +854,19 @@ pub async fn purge_frees_remembered_responses(f: &Fixture) {
     for key in &keys {
         acquire(&*f.store, &remembering(key, hash("z"))).await;
     }
+}
+
+/// A completion whose expiry is already past (`Completion::expire_at`) on a remembered record
+/// ends its replays at once: remembered from then on, never replayed for the whole window.
+pub async fn remembered_completion_expiring_at_once(f: &Fixture) {
+    let key = unique_key("remember-now");
+    let lease = acquire(&*f.store, &remembering(&key, hash("a"))).await;
+    let at_once = snapshot().with_expire_at(idem_runtime::store::Timestamp::from_millis(0));
+    f.store.complete(&lease, &at_once).await.unwrap();
+    f.advance(Duration::from_millis(1));
+    let r = remembered(f.store.claim(&remembering(&key, hash("a"))).await.unwrap());
+    assert_eq!(
+        r.expire_at, lease.expire_at,
+        "still remembered to the end of its window"
+    );
 }

@@ -240,19 +240,25 @@ impl Record {
         self.expire_at <= self.now
     }
 
-    /// When a remembered record's response expires (its TTL); `None` when not remembered.
+    /// When a remembered record's response expires (its TTL); `None` when not remembered. A
+    /// value outside the record's life is a stale one (left by a build from before
+    /// `remember` that replaced the record): not this record's, as the stores read it.
     pub(crate) fn replay_until(&self) -> Option<i64> {
-        self.replay_until.map(i64::abs)
+        self.replay_until
+            .map(i64::abs)
+            .filter(|t| self.created_at < *t && *t <= self.expire_at)
     }
 
     /// Past its TTL and within its remember window, stored: answered `410 key-expired`.
     pub(crate) fn remembered(&self) -> bool {
-        self.state != 0 && !self.expired() && self.replay_until().is_some_and(|t| t <= self.now)
+        self.state != 0
+            && !self.expired()
+            && (self.response_freed() || self.replay_until().is_some_and(|t| t <= self.now))
     }
 
     /// Whether the purge freed its response (a remembered record past its TTL).
     pub(crate) fn response_freed(&self) -> bool {
-        self.replay_until.is_some_and(|t| t < 0)
+        self.replay_until().is_some() && self.replay_until.is_some_and(|t| t < 0)
     }
 
     pub(crate) fn json<'a>(

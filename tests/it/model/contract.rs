@@ -8,7 +8,9 @@
 //! * a live record of another payload answers `422` (S7), processing or stored;
 //! * a processing record of the same payload answers `409` while its lease runs (S8), and is
 //!   taken over under the **same** operation id once the lease has ended (S23);
-//! * a stored record of the same payload is replayed (S2);
+//! * a stored record of the same payload is replayed (S2) within its TTL; past it, on a route
+//!   that remembers keys, it answers `410` with its business number until the remember window
+//!   ends, and never runs the handler;
 //! * a response the policy calls final is stored; one it calls "never started" deletes the record
 //!   only when the attempt created the operation, and otherwise ends the lease and keeps the
 //!   operation id, like every other response that is not final (S25);
@@ -31,22 +33,38 @@ pub enum Route {
     Suppress,
     /// `exact_replay`, a 300 ms lease (real time): results the store refuses for a while.
     Short,
+    /// `exact_replay`, a 5 min lease, remembered for [`REMEMBER_MS`] past its TTL.
+    Remembered,
 }
 
 impl Route {
-    pub const ALL: [Route; 3] = [Route::Exact, Route::Suppress, Route::Short];
+    pub const ALL: [Route; 4] = [
+        Route::Exact,
+        Route::Suppress,
+        Route::Short,
+        Route::Remembered,
+    ];
 
     pub fn path(self) -> &'static str {
         match self {
             Route::Exact => "/exact",
             Route::Suppress => "/suppress",
             Route::Short => "/short",
+            Route::Remembered => "/remembered",
+        }
+    }
+
+    /// How long its records live from their claim: the TTL, or the remember window.
+    pub fn life_ms(self) -> i64 {
+        match self {
+            Route::Remembered => REMEMBER_MS,
+            _ => TTL_MS,
         }
     }
 
     pub fn contract(self) -> Replay {
         match self {
-            Route::Exact | Route::Short => Replay::ExactReplay,
+            Route::Exact | Route::Short | Route::Remembered => Replay::ExactReplay,
             Route::Suppress => Replay::SuppressOnly,
         }
     }
@@ -54,7 +72,7 @@ impl Route {
     /// The lease, in ms of the store's clock (and of real time for the keeper).
     pub fn lease_ms(self) -> i64 {
         match self {
-            Route::Exact | Route::Suppress => 300_000,
+            Route::Exact | Route::Suppress | Route::Remembered => 300_000,
             Route::Short => 300,
         }
     }
@@ -62,6 +80,9 @@ impl Route {
 
 /// Every route's TTL, in ms.
 pub const TTL_MS: i64 = 3_600_000;
+
+/// How long [`Route::Remembered`] remembers a key, from its claim: ten TTLs.
+pub const REMEMBER_MS: i64 = 10 * TTL_MS;
 
 /// What a handler does when it runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -132,6 +153,9 @@ pub enum Expect {
     Replay { run: u32, status: u16 },
     /// An idempotency answer: `409`, `422`, `503`.
     Reject(u16),
+    /// `410 key-expired`: the stored response of `run`, with `status`, expired with the TTL;
+    /// the key is remembered.
+    Expired { run: u32, status: u16 },
     /// Its own answer (a superseded attempt whose record is gone).
     Own,
 }
@@ -157,6 +181,8 @@ struct Rec {
     fence: u64,
     state: State,
     expire_at: i64,
+    /// Of a remembered record, when its response stops being replayed.
+    replay_until: Option<i64>,
     /// The key its stored response is sealed under.
     sealed_under: Option<u8>,
     /// What a database writer changed of it.
@@ -214,6 +240,14 @@ impl Contract {
                 })
             }
             Some(rec) if rec.payload != request.payload => Expect::Reject(422),
+            Some(Rec {
+                state: State::Stored { run, status },
+                replay_until: Some(until),
+                ..
+            }) if *until <= self.now => Expect::Expired {
+                run: *run,
+                status: *status,
+            },
             Some(Rec {
                 state: State::Stored { run, status },
                 ..
@@ -277,10 +311,16 @@ impl Contract {
         let key = (request.route, request.key);
         let lease_until = self.now + request.route.lease_ms();
         let fence = self.records.get(&key).map_or(1, |rec| rec.fence + 1);
-        let expire_at = match (continues, self.records.get(&key)) {
-            // A takeover keeps the record's expiry, at least to the end of the new lease.
-            (Some(_), Some(rec)) => rec.expire_at.max(lease_until),
-            _ => (self.now + TTL_MS).max(lease_until),
+        let (expire_at, replay_until) = match (continues, self.records.get(&key)) {
+            // A takeover keeps the record's windows, at least to the end of the new lease.
+            (Some(_), Some(rec)) => (
+                rec.expire_at.max(lease_until),
+                rec.replay_until.map(|t| t.max(lease_until)),
+            ),
+            _ => (
+                (self.now + request.route.life_ms()).max(lease_until),
+                (request.route == Route::Remembered).then_some(self.now + TTL_MS),
+            ),
         };
         // An attempt that held the lease before is superseded (fenced out): it still hangs,
         // but no longer holds the record.
@@ -295,6 +335,7 @@ impl Contract {
                     lease_until,
                 },
                 expire_at,
+                replay_until,
                 sealed_under: None,
                 tampered: None,
             },
@@ -338,6 +379,14 @@ impl Contract {
                 ..
             }) if !opens(h.level, *key) => Expect::Reject(503),
             Some(rec) if rec.payload != h.request.payload => Expect::Reject(422),
+            Some(Rec {
+                state: State::Stored { run, status },
+                replay_until: Some(until),
+                ..
+            }) if *until <= self.now => Expect::Expired {
+                run: *run,
+                status: *status,
+            },
             Some(Rec {
                 state: State::Stored { run, status },
                 ..

@@ -134,6 +134,17 @@ async fn short(State(app): State<App>, Json(req): Json<Op>) -> (StatusCode, Json
     handle(app, req).await
 }
 
+#[idempotent(
+    scope = global,
+    fingerprint(fields = [payload]),
+    ttl = "1h",
+    remember = "10h",
+    lease = "5m"
+)]
+async fn remembered(State(app): State<App>, Json(req): Json<Op>) -> (StatusCode, Json<Ran>) {
+    handle(app, req).await
+}
+
 // ---------------------------------------------------------------------------------------------
 // Steps.
 
@@ -219,6 +230,7 @@ fn router(app: App) -> Router {
         .route(Route::Exact.path(), post(exact))
         .route(Route::Suppress.path(), post(suppress))
         .route(Route::Short.path(), post(short))
+        .route(Route::Remembered.path(), post(remembered))
         .with_state(app)
 }
 
@@ -381,6 +393,7 @@ impl World {
                     Route::Exact.lease_ms() + 1,
                     Route::Short.lease_ms() + 1,
                     contract::TTL_MS + 1,
+                    contract::REMEMBER_MS - contract::TTL_MS + 1,
                 ])),
                 89..=92 => Step::Purge,
                 // An operator looks at records that exist, and acts on records they looked at.
@@ -785,6 +798,12 @@ fn own(answer: &Answer, run: u32, status: u16) -> Result<(), String> {
 fn observed(answer: &Answer, expect: &Expect, route: Route) -> Result<(), String> {
     let ok = match expect {
         Expect::Reject(code) => answer.status == *code && !answer.replayed,
+        Expect::Expired { run, status } => {
+            answer.status == 410
+                && !answer.replayed
+                && answer.body["biz_no"] == format!("run-{run}")
+                && answer.body["response_status"] == *status
+        }
         Expect::Replay { run, status } => {
             answer.replayed
                 && answer.body["biz"] == format!("run-{run}")

@@ -266,6 +266,7 @@ fn complete_query<'q>(
         .bind(completion.expire_at.map(Timestamp::as_millis))
         .bind(completion.expire_at.map(Timestamp::as_millis))
         .bind(completion.expire_at.map(Timestamp::as_millis))
+        .bind(completion.expire_at.map(Timestamp::as_millis))
         .bind(now)
         .bind(now)
         .bind(&lease.key.hash()[..])

@@ -185,7 +185,7 @@ pub(super) const COMPLETE_SQL: &str = concat!(
        state = ?, resp_status = ?, resp_headers = ?, resp_body = ?, biz_no = ?, \
        expire_at = CASE WHEN replay_until IS NULL OR replay_until <= created_at THEN COALESCE(?, expire_at) \
          ELSE GREATEST(expire_at, COALESCE(?, expire_at)) END, \
-       replay_until = CASE WHEN replay_until IS NULL OR replay_until <= created_at THEN NULL ELSE COALESCE(?, replay_until) END, \
+       replay_until = CASE WHEN replay_until IS NULL OR replay_until <= created_at THEN NULL ELSE CASE WHEN ? IS NULL THEN replay_until ELSE GREATEST(?, created_at + 1) END END, \
        updated_at = ",
     now!(),
     ", completed_at = ",
@@ -374,7 +374,7 @@ pub const EXPIRE: &str = concat!(
 pub const COUNT_STORED: &str = concat!(
     "SELECT COUNT(*) FROM ",
     table!(),
-    " WHERE state IN (1, 2) AND resp_headers IS NOT NULL AND expire_at > ",
+    " WHERE state IN (1, 2) AND expire_at > ",
     now_signed!()
 );
 
@@ -394,7 +394,7 @@ pub const STORED_PAGE: &str = concat!(
     stored_columns!(),
     " FROM ",
     table!(),
-    " WHERE key_hash > ? AND state IN (1, 2) AND resp_headers IS NOT NULL AND expire_at > ",
+    " WHERE key_hash > ? AND state IN (1, 2) AND expire_at > ",
     now_signed!(),
     " ORDER BY key_hash LIMIT ?"
 );
@@ -406,17 +406,19 @@ pub const STORED_ONE: &str = concat!(
     stored_columns!(),
     " FROM ",
     table!(),
-    " WHERE key_hash = ? AND state IN (1, 2) AND resp_headers IS NOT NULL AND expire_at > ",
+    " WHERE key_hash = ? AND state IN (1, 2) AND expire_at > ",
     now_signed!()
 );
 
 /// Replaces the response of a stored record while it is still the operation at the row version
 /// given: never over what the store wrote since. Binds: `idem_key`, `resp_headers`, `resp_body`,
-/// `biz_no`, then key hash, operation id, row version (`rev`). Changes one row, or none.
+/// `biz_no`, then key hash, operation id, row version (`rev`). Changes one row, or none. A
+/// remembered record whose response the purge freed keeps its response columns empty: only
+/// its key and business number (the receipt) change.
 pub const REWRITE_RESPONSE: &str = concat!(
     "UPDATE ",
     table!(),
-    " SET idem_key = ?, resp_headers = ?, resp_body = ?, biz_no = ?, updated_at = ",
+    " SET idem_key = ?, resp_headers = CASE WHEN resp_headers IS NULL THEN NULL ELSE ? END, resp_body = CASE WHEN resp_body IS NULL THEN NULL ELSE ? END, biz_no = ?, updated_at = ",
     now_signed!(),
     ", rev = rev + 1 WHERE key_hash = ? AND operation_id = ? AND rev = ? AND state IN (1, 2)"
 );

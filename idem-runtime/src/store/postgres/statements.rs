@@ -178,7 +178,7 @@ pub(super) const COMPLETE_SQL: &str = concat!(
        state = $3, resp_status = $4, resp_headers = $5, resp_body = $6, biz_no = $7, \
        expire_at = CASE WHEN replay_until IS NULL OR replay_until <= created_at THEN COALESCE($8, expire_at) \
          ELSE GREATEST(expire_at, COALESCE($8, expire_at)) END, \
-       replay_until = CASE WHEN replay_until IS NULL OR replay_until <= created_at THEN NULL ELSE COALESCE($8, replay_until) END, \
+       replay_until = CASE WHEN replay_until IS NULL OR replay_until <= created_at THEN NULL ELSE CASE WHEN $8 IS NULL THEN replay_until ELSE GREATEST($8, created_at + 1) END END, \
        updated_at = ",
     now!("9"),
     ", completed_at = ",
@@ -372,7 +372,7 @@ pub const EXPIRE: &str = concat!(
 pub const COUNT_STORED: &str = concat!(
     "SELECT COUNT(*) FROM ",
     table!(),
-    " WHERE state IN (1, 2) AND resp_headers IS NOT NULL AND expire_at > ",
+    " WHERE state IN (1, 2) AND expire_at > ",
     db_now!()
 );
 
@@ -393,7 +393,7 @@ pub const STORED_PAGE: &str = concat!(
     stored_columns!(),
     " FROM ",
     table!(),
-    " WHERE key_hash > $1 AND state IN (1, 2) AND resp_headers IS NOT NULL AND expire_at > ",
+    " WHERE key_hash > $1 AND state IN (1, 2) AND expire_at > ",
     db_now!(),
     " ORDER BY key_hash LIMIT $2"
 );
@@ -405,17 +405,19 @@ pub const STORED_ONE: &str = concat!(
     stored_columns!(),
     " FROM ",
     table!(),
-    " WHERE key_hash = $1 AND state IN (1, 2) AND resp_headers IS NOT NULL AND expire_at > ",
+    " WHERE key_hash = $1 AND state IN (1, 2) AND expire_at > ",
     db_now!()
 );
 
 /// Replaces the response of a stored record (`$1` `idem_key`, `$2` `resp_headers`, `$3`
 /// `resp_body`, `$4` `biz_no`) while it (key hash `$5`) is still operation `$6` at row version
-/// `$7`: never over what the store wrote since. Changes one row, or none.
+/// `$7`: never over what the store wrote since. Changes one row, or none. A
+/// remembered record whose response the purge freed keeps its response columns empty: only
+/// its key and business number (the receipt) change.
 pub const REWRITE_RESPONSE: &str = concat!(
     "UPDATE ",
     table!(),
-    " SET idem_key = $1, resp_headers = $2, resp_body = $3, biz_no = $4, updated_at = ",
+    " SET idem_key = $1, resp_headers = CASE WHEN resp_headers IS NULL THEN NULL ELSE $2 END, resp_body = CASE WHEN resp_body IS NULL THEN NULL ELSE $3 END, biz_no = $4, updated_at = ",
     db_now!(),
     ", rev = rev + 1 WHERE key_hash = $5 AND operation_id = $6 AND rev = $7 AND state IN (1, 2)"
 );

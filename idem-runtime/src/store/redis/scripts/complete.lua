@@ -17,7 +17,9 @@ if ARGV[9] ~= '' then
   -- record outlives.
   local at, ea, ru = tonumber(ARGV[9]), tonumber(ARGV[9]), nil
   if remembered then
-    ru, ea = at, math.max(tonumber(r[4]), at)
+    -- Never before the record's creation: an end in the past is remembered at once.
+    ru = math.max(at, tonumber(r[7]) + 1)
+    ea = math.max(tonumber(r[4]), ru)
     redis.call('HSET', KEYS[1], 'replay_until', int(ru))
   end
   redis.call('HSET', KEYS[1], 'expire_at', int(ea))
