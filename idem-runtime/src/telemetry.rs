@@ -366,7 +366,7 @@ mod tests {
         }
         check(Outcome::ALL, |o| o as usize, Outcome::label);
         check(Settled::ALL, |s| s as usize, Settled::label);
-        assert_eq!(Outcome::ALL.len(), 7);
+        assert_eq!(Outcome::ALL.len(), 8);
         assert_eq!(Outcome::Unprotected.label(), "unprotected");
         assert_eq!(Settled::FencedOut.label(), "fenced_out");
     }

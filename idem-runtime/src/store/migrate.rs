@@ -12,6 +12,7 @@ use sqlx::migrate::{Migration, Migrator};
 use super::error::StoreError;
 
 /// One row of idem's migration history.
+#[derive(Clone)]
 pub(crate) struct Applied {
     pub version: i64,
     pub checksum: Vec<u8>,
@@ -115,15 +116,33 @@ mod tests {
     fn earlier_checksums_are_accepted_and_only_those() {
         static MIGRATOR: Migrator = sqlx::migrate!("migrations/sqlite");
         let m = MIGRATOR.iter().next().unwrap();
+        // The later migrations, applied as they are.
+        let later: Vec<Applied> = MIGRATOR
+            .iter()
+            .skip(1)
+            .map(|m| applied(m.version, m.checksum.to_vec()))
+            .collect();
+        let with_later = |first: Applied| [vec![first], later.clone()].concat();
         let own = applied(m.version, m.checksum.to_vec());
-        assert!(pending(&MIGRATOR, &[own], &[]).unwrap().is_empty());
+        assert!(
+            pending(&MIGRATOR, &with_later(own), &[])
+                .unwrap()
+                .is_empty()
+        );
         let old = applied(m.version, vec![0xab; 48]);
-        assert!(pending(&MIGRATOR, std::slice::from_ref(&old), &[]).is_err());
+        assert!(pending(&MIGRATOR, &with_later(old.clone()), &[]).is_err());
         let earlier = [(m.version, "ab".repeat(48))];
         let earlier: Vec<(i64, &str)> = earlier.iter().map(|(v, s)| (*v, s.as_str())).collect();
-        assert!(pending(&MIGRATOR, &[old], &earlier).unwrap().is_empty());
+        assert!(
+            pending(&MIGRATOR, &with_later(old), &earlier)
+                .unwrap()
+                .is_empty()
+        );
         let other = applied(m.version, vec![0xcd; 48]);
-        assert!(pending(&MIGRATOR, &[other], &earlier).is_err());
-        assert_eq!(pending(&MIGRATOR, &[], &earlier).unwrap().len(), 1);
+        assert!(pending(&MIGRATOR, &with_later(other), &earlier).is_err());
+        assert_eq!(
+            pending(&MIGRATOR, &[], &earlier).unwrap().len(),
+            MIGRATOR.iter().count()
+        );
     }
 }
