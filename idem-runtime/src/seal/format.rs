@@ -24,7 +24,7 @@ pub(super) const NONCE: usize = 24;
 /// The beginning of a sealed record's business number column: its receipt,
 /// `idem-receipt:<format>:<key id>:<base64 of nonce and ciphertext>`. The receipt seals the
 /// business number again, bound like the response, so that a remembered record whose response
-/// the purge freed still proves what it is ([`open_remembered`]).
+/// the purge freed still proves what it is, when a retry of it is answered `410 key-expired`.
 pub const RECEIPT: &str = "idem-receipt:";
 
 /// What a replay depends on besides the stored response itself: bound to its seal, so that a
