@@ -326,6 +326,7 @@ async fn remembered_records(db: &Database) {
 
     let purged = ok(url, &["purge"]);
     assert!(purged.contains("freed 1 remembered response"), "{purged}");
+    assert!(purged.contains("freed 1 (total 1)\n"), "progress: {purged}");
     let shown = ok(url, &["inspect", "--key-hash", &key_hash]);
     assert!(
         field(&shown, "replay until").ends_with("(response freed by the purge)"),

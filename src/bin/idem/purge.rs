@@ -26,34 +26,18 @@ pub(crate) async fn purge(db: &Db, m: &ArgMatches, out: &mut impl Write) -> Resu
     }
     let batch = *m.get_one::<u32>("batch").unwrap_or(&1000);
     let tty = std::io::stdout().is_terminal();
-    let mut total = 0u64;
-    loop {
-        let n = db.store().purge_expired(batch).await?;
-        total += n;
-        if tty {
-            write!(out, "\rpurged {total} / ~{expired}")?;
-            out.flush()?;
-        } else if n > 0 {
-            writeln!(out, "purged {n} (total {total})")?;
-        }
-        if n < u64::from(batch) {
-            break;
-        }
-    }
-    if tty {
-        writeln!(out)?;
-    }
+    let store = db.store();
+    let total = in_batches(out, tty, batch, "purged", Some(expired), || {
+        store.purge_expired(batch)
+    })
+    .await?;
     writeln!(out, "purged {}", plural(total, "expired record"))?;
     // The first phase of remembered records: their responses past the TTL (none without
     // `remember`, and nothing printed then).
-    let mut freed = 0u64;
-    loop {
-        let n = db.store().purge_responses(batch).await?;
-        freed += n;
-        if n < u64::from(batch) {
-            break;
-        }
-    }
+    let freed = in_batches(out, tty, batch, "freed", None, || {
+        store.purge_responses(batch)
+    })
+    .await?;
     if freed > 0 {
         writeln!(
             out,
@@ -62,4 +46,42 @@ pub(crate) async fn purge(db: &Db, m: &ArgMatches, out: &mut impl Write) -> Resu
         )?;
     }
     Ok(())
+}
+
+/// Runs `phase` until a batch comes back short, with its progress: one `\r` line on a terminal
+/// (`<verb> <total> / ~<expected>` when the total is known), otherwise one line per batch that
+/// did something. Returns the total.
+async fn in_batches<F, Fut>(
+    out: &mut impl Write,
+    tty: bool,
+    batch: u32,
+    verb: &str,
+    expected: Option<i64>,
+    mut phase: F,
+) -> Result<u64, Error>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<u64, idem::store::StoreError>>,
+{
+    let mut total = 0u64;
+    loop {
+        let n = phase().await?;
+        total += n;
+        if tty && (n > 0 || expected.is_some()) {
+            match expected {
+                Some(expected) => write!(out, "\r{verb} {total} / ~{expected}")?,
+                None => write!(out, "\r{verb} {total}")?,
+            }
+            out.flush()?;
+        } else if n > 0 {
+            writeln!(out, "{verb} {n} (total {total})")?;
+        }
+        if n < u64::from(batch) {
+            break;
+        }
+    }
+    if tty && (total > 0 || expected.is_some()) {
+        writeln!(out)?;
+    }
+    Ok(total)
 }
