@@ -31,7 +31,7 @@ struct Order {
     request_body = CreateOrder,
     responses((status = 201, description = "Created", body = Order)),
 )]
-#[idempotent(scope = [header("X-Tenant-Id")], ttl = "24h")]
+#[idempotent(scope = [header("X-Tenant-Id")], ttl = "24h", remember = "90d")]
 async fn create_order(Json(req): Json<CreateOrder>) -> (StatusCode, Json<Order>) {
     let id = format!("ord_{}", req.amount);
     (StatusCode::CREATED, Json(Order { id }))
@@ -94,12 +94,19 @@ fn an_idempotent_operation_says_what_a_caller_must_know() {
     assert!(responses["201"]["content"]["application/json"].is_object());
     assert!(responses["201"]["headers"]["Idempotent-Replayed"].is_object());
     let problem = json!({ "$ref": "#/components/schemas/IdempotencyProblem" });
-    for status in ["400", "409", "422", "503"] {
+    // `410 key-expired` too: the key is remembered past its TTL.
+    for status in ["400", "409", "410", "422", "503"] {
         assert_eq!(
             responses[status]["content"]["application/problem+json"]["schema"], problem,
             "{status}"
         );
     }
+    assert!(
+        responses["410"]["description"]
+            .as_str()
+            .unwrap()
+            .contains("biz_no")
+    );
     for status in ["409", "503"] {
         assert!(
             responses[status]["headers"]["Retry-After"].is_object(),
@@ -112,6 +119,8 @@ fn an_idempotent_operation_says_what_a_caller_must_know() {
             "contract": "exact_replay",
             "ttl": "P1D",
             "ttl_seconds": 86400,
+            "remember": "P90D",
+            "remember_seconds": 7776000,
             "key": { "in": "header", "name": "Idempotency-Key" },
             "scope": ["header(\"X-Tenant-Id\")"],
         })
@@ -119,6 +128,9 @@ fn an_idempotent_operation_says_what_a_caller_must_know() {
     assert_eq!(op["x-fern-idempotent"], true);
     let schema = &doc["components"]["schemas"]["IdempotencyProblem"];
     assert_eq!(schema["required"], json!(["type", "title", "status"]));
+    for member in ["biz_no", "operation_id", "expired_at", "remember_until"] {
+        assert!(schema["properties"][member].is_object(), "{member}");
+    }
     // The user's schemas are still there.
     assert!(doc["components"]["schemas"]["Order"].is_object());
 }
@@ -133,6 +145,9 @@ fn a_named_operation_matches_in_either_attribute_order() {
     // The default TTL, 7 days.
     assert_eq!(op["x-idempotency"]["ttl"], "P7D");
     assert!(op["responses"]["200"]["headers"]["Idempotent-Replayed"].is_object());
+    // Not remembered past its TTL: no `410`, no `remember`.
+    assert!(op["responses"].get("410").is_none());
+    assert!(op["x-idempotency"].get("remember").is_none());
 }
 
 #[test]
@@ -451,6 +466,7 @@ fn the_layers_description_is_its_configuration() {
         LayerDoc {
             contract: idem::Contract::SuppressOnly,
             ttl: REFUND_TTL,
+            remember: None,
             header: "X-Refund-Key".into(),
             scope: vec!["header(\"X-Tenant-Id\")".into()],
         }
@@ -536,6 +552,7 @@ fn the_actix_middlewares_description_is_its_configuration() {
     let doc = LayerDoc {
         contract: idem::Contract::ExactReplay,
         ttl: std::time::Duration::from_secs(90 * 86_400),
+        remember: None,
         header: "X-Payout-Key".into(),
         scope: vec!["caller.tenant_id".into(), "caller.user_id".into()],
     };

@@ -468,6 +468,13 @@ fn handler_doc(plan: &Plan<'_>, pv: &TokenStream) -> TokenStream {
     let ttl = plan
         .ttl
         .map_or_else(|| quote!(#pv::DEFAULT_TTL), |t| t.value.to_tokens(pv));
+    let remember = match plan.remember {
+        Some(r) => {
+            let value = r.value.to_tokens(pv);
+            quote!(::core::option::Option::Some(#value))
+        }
+        None => quote!(::core::option::Option::None),
+    };
     let key = match plan.key {
         Key::DefaultHeader => quote!(#pv::KeyDoc::Header("Idempotency-Key")),
         Key::Source(Source::Header { name, .. }) => quote!(#pv::KeyDoc::Header(#name)),
@@ -491,6 +498,7 @@ fn handler_doc(plan: &Plan<'_>, pv: &TokenStream) -> TokenStream {
             operation: #operation,
             contract: #pv::Contract::#contract,
             ttl: #ttl,
+            remember: #remember,
             key: #key,
             scope: &[#(#scope),*],
         }

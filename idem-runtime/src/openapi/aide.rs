@@ -122,6 +122,7 @@ pub fn idempotency(api: TransformOpenApi<'_>) -> TransformOpenApi<'_> {
 /// let refunds = LayerDoc {
 ///     contract: Contract::ExactReplay,
 ///     ttl: Duration::from_secs(86_400),
+///     remember: None,
 ///     header: "Idempotency-Key".into(),
 ///     scope: vec!["default".into()],
 /// };
@@ -288,6 +289,7 @@ mod tests {
             operation: None,
             contract: crate::engine::Contract::ExactReplay,
             ttl: core::time::Duration::from_secs(60),
+            remember: None,
             key: super::super::KeyDoc::Header("Idempotency-Key"),
             scope: &[],
         };

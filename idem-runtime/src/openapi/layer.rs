@@ -30,6 +30,7 @@ use crate::engine::Contract;
 /// assert_eq!(layer.doc(), LayerDoc {
 ///     contract: Contract::SuppressOnly,
 ///     ttl: Duration::from_secs(86_400),
+///     remember: None,
 ///     header: "X-Request-Id".into(),
 ///     scope: vec![],
 /// });
@@ -42,6 +43,8 @@ pub struct LayerDoc {
     pub contract: Contract,
     /// How long a key is remembered.
     pub ttl: Duration,
+    /// How long, from the claim, the key is remembered past the TTL (`remember`), if at all.
+    pub remember: Option<Duration>,
     /// The request header carrying the key (`Idempotency-Key` by default).
     pub header: String,
     /// The scope parts: those named with `scope_named`, `["scope(..)"]` for a scope function
@@ -60,6 +63,7 @@ impl LayerDoc {
     /// let doc = LayerDoc {
     ///     contract: Contract::ExactReplay,
     ///     ttl: Duration::from_secs(7 * 86_400),
+    ///     remember: None,
     ///     header: "Idempotency-Key".into(),
     ///     scope: vec!["default".into()],
     /// };
@@ -87,7 +91,7 @@ impl LayerDoc {
     /// # use core::time::Duration;
     /// # use idem_runtime::engine::Contract;
     /// # use idem_runtime::openapi::LayerDoc;
-    /// # let doc = LayerDoc { contract: Contract::ExactReplay, ttl: Duration::from_secs(86_400),
+    /// # let doc = LayerDoc { contract: Contract::ExactReplay, ttl: Duration::from_secs(86_400), remember: None,
     /// #     header: "X-Request-Id".into(), scope: vec![] };
     /// let mut operation = serde_json::json!({ "responses": { "200": { "description": "OK" } } });
     /// doc.describe(&mut operation);
@@ -103,6 +107,7 @@ impl LayerDoc {
         Facts {
             contract: self.contract,
             ttl: self.ttl,
+            remember: self.remember,
             header: Some(&self.header),
             scope: self.scope.iter().map(String::as_str).collect(),
         }
@@ -142,7 +147,7 @@ pub(crate) fn describe_layer_paths<P: AsRef<str>>(
 /// # use core::time::Duration;
 /// # use idem_runtime::engine::Contract;
 /// use idem_runtime::openapi::{LayerDoc, describe_paths};
-/// # let layer = LayerDoc { contract: Contract::ExactReplay, ttl: Duration::from_secs(86_400),
+/// # let layer = LayerDoc { contract: Contract::ExactReplay, ttl: Duration::from_secs(86_400), remember: None,
 /// #     header: "Idempotency-Key".into(), scope: vec!["default".into()] };
 /// let mut document = serde_json::json!({
 ///     "openapi": "3.1.0",
@@ -267,6 +272,7 @@ impl crate::http::layer::LayerConfig {
                 contract => contract,
             },
             ttl: self.handler.ttl,
+            remember: self.handler.remember,
             header: crate::http::display_header_name(&self.header),
             scope,
         }
@@ -283,6 +289,7 @@ mod tests {
         LayerDoc {
             contract: Contract::SuppressOnly,
             ttl: Duration::from_secs(3_600),
+            remember: None,
             header: "X-Request-Id".into(),
             scope: vec!["header(\"X-Tenant-Id\")".into()],
         }

@@ -48,6 +48,9 @@ pub struct HandlerDoc {
     pub contract: Contract,
     /// How long a key is remembered.
     pub ttl: Duration,
+    /// How long, from the claim, the key is remembered past the TTL (`remember`), if at all:
+    /// a retry then is `410 key-expired`.
+    pub remember: Option<Duration>,
     /// Where the key comes from.
     pub key: KeyDoc,
     /// The scope parts as written in the attribute (`caller.tenant_id`, `header("X-Tenant")`);
@@ -105,6 +108,7 @@ impl HandlerDoc {
     ///     operation: None,
     ///     contract: Contract::ExactReplay,
     ///     ttl: Duration::from_secs(7 * 86_400),
+    ///     remember: None,
     ///     key: KeyDoc::Header("Idempotency-Key"),
     ///     scope: &["caller.tenant_id"],
     /// };
@@ -126,8 +130,14 @@ impl HandlerDoc {
     /// Whether `other` describes its operation as this one does: everything but where the
     /// function is.
     fn says_the_same(&self, other: &HandlerDoc) -> bool {
-        (self.contract, self.ttl, self.key, self.scope)
-            == (other.contract, other.ttl, other.key, other.scope)
+        (self.contract, self.ttl, self.remember, self.key, self.scope)
+            == (
+                other.contract,
+                other.ttl,
+                other.remember,
+                other.key,
+                other.scope,
+            )
     }
 
     /// Adds this handler's idempotency to `operation`, an OpenAPI 3 Operation object: the key's
@@ -141,7 +151,7 @@ impl HandlerDoc {
     /// # use idem_runtime::engine::Contract;
     /// # use idem_runtime::openapi::{HandlerDoc, KeyDoc};
     /// # let doc = HandlerDoc { function: "create_payment", module: "api", operation: None,
-    /// #     contract: Contract::ExactReplay, ttl: Duration::from_secs(86_400),
+    /// #     contract: Contract::ExactReplay, ttl: Duration::from_secs(86_400), remember: None,
     /// #     key: KeyDoc::Header("Idempotency-Key"), scope: &[] };
     /// let mut operation = serde_json::json!({
     ///     "responses": { "201": { "description": "Created" } }
@@ -168,6 +178,7 @@ impl HandlerDoc {
         Facts {
             contract: self.contract,
             ttl: self.ttl,
+            remember: self.remember,
             header: match self.key {
                 KeyDoc::Header(name) => Some(name),
                 KeyDoc::Value => None,
@@ -182,6 +193,7 @@ impl HandlerDoc {
 struct Facts<'a> {
     contract: Contract,
     ttl: Duration,
+    remember: Option<Duration>,
     /// The key's header; `None` for a key taken from a value of the request.
     header: Option<&'a str>,
     scope: Vec<&'a str>,
@@ -194,13 +206,18 @@ impl Facts<'_> {
             Some(name) => json!({ "in": "header", "name": name }),
             None => json!({ "in": "request" }),
         };
-        json!({
+        let mut extension = json!({
             "contract": self.contract.as_str(),
             "ttl": iso_duration(self.ttl),
             "ttl_seconds": self.ttl.as_secs(),
             "key": key,
             "scope": self.scope,
-        })
+        });
+        if let (Some(remember), Some(x)) = (self.remember, extension.as_object_mut()) {
+            x.insert("remember".into(), iso_duration(remember).into());
+            x.insert("remember_seconds".into(), remember.as_secs().into());
+        }
+        extension
     }
 
     /// Adds the parts of an idempotent operation to `operation` ([`HandlerDoc::describe`]):
@@ -248,7 +265,13 @@ fn describe_answers(op: &mut Map<String, Value>) {
                 .or_insert_with(replayed_header);
         }
     }
-    for (status, description) in PROBLEMS {
+    // An operation that remembers keys past their TTL also answers `410 key-expired`.
+    let remembers = op
+        .get("x-idempotency")
+        .is_some_and(|x| x.get("remember").is_some());
+    let expired = remembers.then_some((410, KEY_EXPIRED));
+    let responses = object(op, "responses");
+    for (status, description) in PROBLEMS.into_iter().chain(expired) {
         let response = responses
             .entry(status.to_string())
             .or_insert_with(|| json!({ "description": description }));
@@ -292,6 +315,11 @@ pub(crate) fn describe_marked(document: &mut Value) {
         add_problem_schema(document);
     }
 }
+
+/// The answer of an operation that remembers keys past their TTL (`remember`).
+const KEY_EXPIRED: &str = "The key's operation ran, and its stored response expired with the TTL; \
+     the key is remembered (`x-idempotency.remember`), so the operation does not run again: \
+     look the result up by `biz_no`; a new operation needs a new key";
 
 /// The answers idem gives for an idempotency condition, each a problem document.
 const PROBLEMS: [(u16, &str); 4] = [
@@ -338,6 +366,12 @@ pub fn problem_schema() -> Value {
             "retry_after": { "type": "integer", "format": "int64", "minimum": 0, "description": "Seconds to wait before retrying with the same key (409, 503); also the `Retry-After` header." },
             "idempotency_key": { "type": "string", "description": "The key of the request." },
             "path": { "type": "string", "description": "The JSON path of a value that has no canonical form (400)." },
+            "biz_no": { "type": "string", "description": "The business number the operation stored (410 key-expired)." },
+            "operation_id": { "type": "string", "description": "The operation's stable id (410 key-expired)." },
+            "response_status": { "type": "integer", "format": "int32", "description": "The status of the stored response that expired (410 key-expired)." },
+            "completed_at": { "type": "string", "format": "date-time", "description": "When the response was stored (410 key-expired)." },
+            "expired_at": { "type": "string", "format": "date-time", "description": "When the stored response expired, the end of the TTL (410 key-expired)." },
+            "remember_until": { "type": "string", "format": "date-time", "description": "Until when the key is remembered; after it the key is new (410 key-expired)." },
         },
     })
 }
@@ -353,7 +387,7 @@ pub fn problem_schema() -> Value {
 /// # use idem_runtime::engine::Contract;
 /// use idem_runtime::openapi::{HandlerDoc, KeyDoc, describe_document};
 /// # let create = HandlerDoc { function: "create_payment", module: "api", operation: None,
-/// #     contract: Contract::ExactReplay, ttl: Duration::from_secs(86_400),
+/// #     contract: Contract::ExactReplay, ttl: Duration::from_secs(86_400), remember: None,
 /// #     key: KeyDoc::Header("Idempotency-Key"), scope: &[] };
 /// let mut document = serde_json::json!({
 ///     "openapi": "3.1.0",
@@ -513,6 +547,7 @@ mod tests {
             operation,
             contract: Contract::LatestState,
             ttl: Duration::from_secs(36 * 3_600),
+            remember: None,
             key: KeyDoc::Header("Idempotency-Key"),
             scope: &["default"],
         }

@@ -133,6 +133,7 @@ impl IdempotencyWith {
     /// let doc = |header: &str| LayerDoc {
     ///     contract: Contract::ExactReplay,
     ///     ttl: Duration::from_secs(86_400),
+    ///     remember: None,
     ///     header: header.into(),
     ///     scope: vec!["default".into()],
     /// };
