@@ -92,6 +92,22 @@ pub struct PostgresStore {
 }
 
 impl PostgresStore {
+    /// One batch of a purge phase (`sql`: its statement, binding the clock override and the
+    /// batch); returns the rows it changed.
+    async fn purge_with(&self, sql: &'static str, batch: u32) -> Result<u64, StoreError> {
+        let now = self.core.now_param();
+        let done = self
+            .core
+            .send(|| {
+                sqlx::query(sql)
+                    .bind(now)
+                    .bind(i64::from(batch))
+                    .execute(&self.core.pool)
+            })
+            .await?;
+        Ok(done.rows_affected())
+    }
+
     /// The pool options [`connect`](Self::connect) and [`connect_with`](Self::connect_with) use:
     /// up to 10 connections; acquiring one gives up after 5 s ([`StoreError::Unavailable`]); a
     /// connection idle for 500 ms or more is checked (a `ping`) before it is used, one used more
@@ -377,31 +393,11 @@ impl SqlBackend for PostgresStore {
     }
 
     async fn purge_batch(&self, batch: u32) -> Result<u64, StoreError> {
-        let now = self.core.now_param();
-        let done = self
-            .core
-            .send(|| {
-                sqlx::query(PURGE_SQL)
-                    .bind(now)
-                    .bind(i64::from(batch))
-                    .execute(&self.core.pool)
-            })
-            .await?;
-        Ok(done.rows_affected())
+        self.purge_with(PURGE_SQL, batch).await
     }
 
     async fn purge_responses_batch(&self, batch: u32) -> Result<u64, StoreError> {
-        let now = self.core.now_param();
-        let done = self
-            .core
-            .send(|| {
-                sqlx::query(PURGE_RESPONSES_SQL)
-                    .bind(now)
-                    .bind(i64::from(batch))
-                    .execute(&self.core.pool)
-            })
-            .await?;
-        Ok(done.rows_affected())
+        self.purge_with(PURGE_RESPONSES_SQL, batch).await
     }
 
     numbered_statements! {

@@ -209,15 +209,7 @@ impl Store for RedisStore {
     }
 
     fn get<'a>(&'a self, key: &'a ScopedKey) -> BoxFuture<'a, Result<Option<Record>, StoreError>> {
-        Box::pin(async move {
-            let mut cmd = self.script(&GET, key, false);
-            cmd.arg(self.now_arg());
-            let items = array(self.call(&GET, &cmd).await?).ok_or_else(|| {
-                StoreError::corrupt(Some(key), "unexpected reply to the read script")
-            })?;
-            let (record, now) = decode_record(key, &items)?;
-            Ok(record.filter(|r| !r.is_expired(now)))
-        })
+        Box::pin(async move { Ok(self.get_with_now(key).await?.map(|(record, _)| record)) })
     }
 
     fn get_with_now<'a>(

@@ -89,6 +89,31 @@ pub struct SqliteStore {
 }
 
 impl SqliteStore {
+    /// One batch of a purge phase (`sql`: its statement, binding the clock override and the
+    /// batch) on the writer; returns the rows it changed. A batch that changed rows grows the
+    /// WAL like any write: a store that only purges (an idle service's sweeper) checkpoints in
+    /// the background too.
+    async fn purge_with(&self, sql: &'static str, batch: u32) -> Result<u64, StoreError> {
+        let now = self.core.now_param();
+        let done = self
+            .core
+            .send(|| async {
+                let mut conn = self.core.write_conn().await?;
+                let written = sqlx::query(sql)
+                    .bind(now)
+                    .bind(i64::from(batch))
+                    .execute(&mut *conn)
+                    .await;
+                conn.settle(written)
+            })
+            .await?;
+        let changed = done.rows_affected();
+        if changed > 0 {
+            self.wrote();
+        }
+        Ok(changed)
+    }
+
     /// The recommended connection options for `path`: create the file if missing, WAL journal,
     /// `synchronous = NORMAL` (durable across process crashes; the last commits may be lost on
     /// power loss), 5 s busy timeout.
@@ -370,47 +395,11 @@ impl SqlBackend for SqliteStore {
     }
 
     async fn purge_batch(&self, batch: u32) -> Result<u64, StoreError> {
-        let now = self.core.now_param();
-        let done = self
-            .core
-            .send(|| async {
-                let mut conn = self.core.write_conn().await?;
-                let written = sqlx::query(PURGE_SQL)
-                    .bind(now)
-                    .bind(i64::from(batch))
-                    .execute(&mut *conn)
-                    .await;
-                conn.settle(written)
-            })
-            .await?;
-        let deleted = done.rows_affected();
-        // A batch that deleted rows grows the WAL like any write: a store that only purges
-        // (an idle service's sweeper) checkpoints in the background too.
-        if deleted > 0 {
-            self.wrote();
-        }
-        Ok(deleted)
+        self.purge_with(PURGE_SQL, batch).await
     }
 
     async fn purge_responses_batch(&self, batch: u32) -> Result<u64, StoreError> {
-        let now = self.core.now_param();
-        let done = self
-            .core
-            .send(|| async {
-                let mut conn = self.core.write_conn().await?;
-                let written = sqlx::query(PURGE_RESPONSES_SQL)
-                    .bind(now)
-                    .bind(i64::from(batch))
-                    .execute(&mut *conn)
-                    .await;
-                conn.settle(written)
-            })
-            .await?;
-        let freed = done.rows_affected();
-        if freed > 0 {
-            self.wrote();
-        }
-        Ok(freed)
+        self.purge_with(PURGE_RESPONSES_SQL, batch).await
     }
 
     numbered_statements! {
