@@ -99,29 +99,15 @@ impl KeyRing {
         request_hash: &RequestHash,
         completion: &Completion,
     ) -> Result<Completion, getrandom::Error> {
-        let (id, cipher) = &self.keys[0];
-        let mut nonce = [0u8; NONCE];
-        getrandom::fill(&mut nonce)?;
-        let plain = encode_plain(completion);
         let binding = Binding {
             operation_id: operation_id.to_owned(),
             request_hash: *request_hash,
             status: completion.status,
             state: completion.outcome.into(),
         };
-        let aad = aad(VERSION, id, key_hash, Some(&binding));
-        let sealed = cipher
-            .encrypt(
-                XNonce::from_slice(&nonce),
-                Payload {
-                    msg: &plain,
-                    aad: &aad,
-                },
-            )
-            .expect("XChaCha20-Poly1305 seals any length idem stores");
-        let mut body = Vec::with_capacity(NONCE + sealed.len());
-        body.extend_from_slice(&nonce);
-        body.extend_from_slice(&sealed);
+        let (id, body) = self.seal_bytes(&encode_plain(completion), |id| {
+            aad(VERSION, id, key_hash, Some(&binding))
+        })?;
         let mut meta = Vec::with_capacity(1 + id.len());
         meta.push(VERSION);
         meta.extend_from_slice(id.as_bytes());
@@ -146,24 +132,54 @@ impl KeyRing {
         biz_no: Option<&str>,
     ) -> Result<String, getrandom::Error> {
         use base64::Engine as _;
+        let mut plain = vec![u8::from(biz_no.is_some())];
+        plain.extend_from_slice(biz_no.unwrap_or("").as_bytes());
+        let (id, raw) = self.seal_bytes(&plain, |id| receipt_aad(id, key_hash, binding))?;
+        let encoded = base64::engine::general_purpose::STANDARD.encode(raw);
+        Ok(format!("{RECEIPT}{VERSION}:{id}:{encoded}"))
+    }
+
+    /// `plain` sealed under the primary key with a fresh random nonce, authenticated with the
+    /// AAD `aad` makes of the key's id: that id, and the nonce followed by the ciphertext.
+    fn seal_bytes(
+        &self,
+        plain: &[u8],
+        aad: impl FnOnce(&str) -> Vec<u8>,
+    ) -> Result<(&str, Vec<u8>), getrandom::Error> {
         let (id, cipher) = &self.keys[0];
         let mut nonce = [0u8; NONCE];
         getrandom::fill(&mut nonce)?;
-        let mut plain = vec![u8::from(biz_no.is_some())];
-        plain.extend_from_slice(biz_no.unwrap_or("").as_bytes());
         let sealed = cipher
             .encrypt(
                 XNonce::from_slice(&nonce),
                 Payload {
-                    msg: &plain,
-                    aad: &receipt_aad(id, key_hash, binding),
+                    msg: plain,
+                    aad: &aad(id),
                 },
             )
             .expect("XChaCha20-Poly1305 seals any length idem stores");
-        let mut raw = nonce.to_vec();
-        raw.extend_from_slice(&sealed);
-        let encoded = base64::engine::general_purpose::STANDARD.encode(raw);
-        Ok(format!("{RECEIPT}{VERSION}:{id}:{encoded}"))
+        let mut out = Vec::with_capacity(NONCE + sealed.len());
+        out.extend_from_slice(&nonce);
+        out.extend_from_slice(&sealed);
+        Ok((id, out))
+    }
+
+    /// `raw` (a nonce followed by the ciphertext) opened under the ring's key `id`, checked
+    /// against `aad`.
+    fn open_bytes(&self, id: &str, raw: &[u8], aad: &[u8]) -> Result<Vec<u8>, SealError> {
+        let cipher = self
+            .keys
+            .iter()
+            .find(|(k, _)| k == id)
+            .map(|(_, c)| c)
+            .ok_or_else(|| SealError::UnknownKey(id.to_owned()))?;
+        if raw.len() < NONCE {
+            return Err(SealError::Tampered(id.to_owned()));
+        }
+        let (nonce, sealed) = raw.split_at(NONCE);
+        cipher
+            .decrypt(XNonce::from_slice(nonce), Payload { msg: sealed, aad })
+            .map_err(|_| SealError::Tampered(id.to_owned()))
     }
 
     /// The business number a receipt ([`RECEIPT`]) seals, checked against the record's
@@ -190,28 +206,13 @@ impl KeyRing {
         if version != VERSION.to_string() {
             return Err(malformed(&format!("receipt format {version}")));
         }
-        let cipher = self
-            .keys
-            .iter()
-            .find(|(k, _)| k == id)
-            .map(|(_, c)| c)
-            .ok_or_else(|| SealError::UnknownKey(id.to_owned()))?;
+        if !self.keys.iter().any(|(k, _)| k == id) {
+            return Err(SealError::UnknownKey(id.to_owned()));
+        }
         let raw = base64::engine::general_purpose::STANDARD
             .decode(encoded)
             .map_err(|_| SealError::Tampered(id.to_owned()))?;
-        if raw.len() < NONCE {
-            return Err(SealError::Tampered(id.to_owned()));
-        }
-        let (nonce, sealed) = raw.split_at(NONCE);
-        let plain = cipher
-            .decrypt(
-                XNonce::from_slice(nonce),
-                Payload {
-                    msg: sealed,
-                    aad: &receipt_aad(id, key_hash, binding),
-                },
-            )
-            .map_err(|_| SealError::Tampered(id.to_owned()))?;
+        let plain = self.open_bytes(id, &raw, &receipt_aad(id, key_hash, binding))?;
         match plain.split_first() {
             Some((0, [])) => Ok(None),
             Some((1, biz_no)) => String::from_utf8(biz_no.to_vec())
@@ -288,25 +289,7 @@ impl KeyRing {
             version => return Err(malformed(&format!("format version {version}"))),
         };
         let id = core::str::from_utf8(id).map_err(|_| malformed("a key id that is not UTF-8"))?;
-        let cipher = self
-            .keys
-            .iter()
-            .find(|(k, _)| k == id)
-            .map(|(_, c)| c)
-            .ok_or_else(|| SealError::UnknownKey(id.to_owned()))?;
-        if body.len() < NONCE {
-            return Err(SealError::Tampered(id.to_owned()));
-        }
-        let (nonce, sealed) = body.split_at(NONCE);
-        let plain = cipher
-            .decrypt(
-                XNonce::from_slice(nonce),
-                Payload {
-                    msg: sealed,
-                    aad: &aad(*version, id, key_hash, bound),
-                },
-            )
-            .map_err(|_| SealError::Tampered(id.to_owned()))?;
+        let plain = self.open_bytes(id, body, &aad(*version, id, key_hash, bound))?;
         decode_plain(&plain)
             .map(Some)
             .ok_or_else(|| malformed("a plaintext that does not decode"))
