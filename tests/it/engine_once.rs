@@ -151,7 +151,9 @@ async fn in_progress_error_carries_retry_after() {
     impl From<IdempotencyError> for Wait {
         fn from(e: IdempotencyError) -> Self {
             match e {
-                IdempotencyError::InProgress { retry_after } => Wait(Some(retry_after.as_secs())),
+                IdempotencyError::InProgress { retry_after, .. } => {
+                    Wait(Some(retry_after.as_secs()))
+                }
                 _ => Wait(None),
             }
         }

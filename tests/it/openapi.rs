@@ -128,7 +128,14 @@ fn an_idempotent_operation_says_what_a_caller_must_know() {
     assert_eq!(op["x-fern-idempotent"], true);
     let schema = &doc["components"]["schemas"]["IdempotencyProblem"];
     assert_eq!(schema["required"], json!(["type", "title", "status"]));
-    for member in ["biz_no", "operation_id", "expired_at", "remember_until"] {
+    for member in [
+        "biz_no",
+        "operation_id",
+        "expired_at",
+        "remember_until",
+        "key_expires_at",
+        "waited",
+    ] {
         assert!(schema["properties"][member].is_object(), "{member}");
     }
     // The user's schemas are still there.

@@ -63,7 +63,9 @@ pub(crate) async fn remembered_over_a_socket(
     let replay = post(100).await;
     assert_eq!(replay.header("idempotent-replayed"), Some("true"));
     assert_eq!(replay.body, first.body);
-    assert_eq!(post(200).await.status, 422);
+    let reused = post(200).await;
+    assert_eq!(reused.status, 422);
+    let reused: Value = serde_json::from_slice(&reused.body).unwrap();
 
     clock.advance(TTL + Duration::from_secs(1));
     let expired = post(100).await;
@@ -94,8 +96,16 @@ pub(crate) async fn remembered_over_a_socket(
         assert!(at.ends_with('Z') && at.len() == 24, "{time}: {at}");
     }
     assert!(problem["expired_at"].as_str() < problem["remember_until"].as_str());
+    // The 422 says until when the key stays bound to its first request: the remember window.
+    assert_eq!(
+        reused["key_expires_at"], problem["remember_until"],
+        "{reused}"
+    );
     assert_eq!(app.runs().len(), 1, "the handler ran again past the TTL");
-    assert_eq!(post(200).await.status, 422, "another payload, past the TTL");
+    let reused = post(200).await;
+    assert_eq!(reused.status, 422, "another payload, past the TTL");
+    let reused: Value = serde_json::from_slice(&reused.body).unwrap();
+    assert_eq!(reused["key_expires_at"], problem["remember_until"]);
 
     clock.advance(REMEMBER);
     let again = post(200).await;

@@ -153,6 +153,11 @@ async fn send(router: &Router, path: &str, key: &str, amount: u64) -> Answer {
     }
 }
 
+/// The problem document of a refusal.
+fn problem(body: &str) -> serde_json::Value {
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"))
+}
+
 /// [`send`] in a task of its own.
 fn spawn_send(router: &Router, path: &str, key: &str, amount: u64) -> JoinHandle<Answer> {
     let (router, path, key) = (router.clone(), path.to_owned(), key.to_owned());
@@ -236,6 +241,13 @@ async fn past_the_bound_409_and_another_request_422(fx: &Fixture) {
         started.elapsed() >= Duration::from_millis(200),
         "waited the bound"
     );
+    // The problem says how long the request waited.
+    let waited = problem(&late.body)["waited"].as_f64();
+    assert!(
+        waited.is_some_and(|w| (0.2..5.0).contains(&w)),
+        "{}",
+        late.body
+    );
     let started = tokio::time::Instant::now();
     let other = send(&router, "/waits-briefly", &key, 999).await;
     assert_eq!(
@@ -248,10 +260,29 @@ async fn past_the_bound_409_and_another_request_422(fx: &Fixture) {
         started.elapsed() < Duration::from_millis(200),
         "422 at once"
     );
+    // In flight, the key's end is not known yet.
+    assert_eq!(problem(&other.body).get("key_expires_at"), None);
     app.gate.add_permits(1);
     assert_eq!(first.await.unwrap().status, StatusCode::CREATED);
     let again = send(&router, "/waits-briefly", &key, 100).await;
     assert!(again.replayed && again.status == StatusCode::CREATED);
+    // Stored: the key is bound to its first request until the end of its record, the default
+    // TTL from now (by the database's clock, this machine's too).
+    let other = send(&router, "/waits-briefly", &key, 999).await;
+    assert_eq!(other.status, StatusCode::UNPROCESSABLE_ENTITY);
+    let at =
+        |d: Duration| idem::store::Timestamp::from_system_time(std::time::SystemTime::now() + d);
+    let (ttl, slack) = (idem::HandlerConfig::DEFAULT_TTL, Duration::from_secs(600));
+    let expires = problem(&other.body)["key_expires_at"]
+        .as_str()
+        .map(str::to_owned);
+    assert!(
+        expires.as_ref().is_some_and(|e| {
+            (at(ttl - slack).to_rfc3339()..at(ttl + slack).to_rfc3339()).contains(e)
+        }),
+        "{}",
+        other.body
+    );
     assert_eq!(idem.waiting(), 0);
 }
 
@@ -333,6 +364,7 @@ async fn over_the_cap_409_at_once(fx: &Fixture) {
     assert_eq!(over.status, StatusCode::CONFLICT, "{}", over.body);
     assert!(over.retry_after);
     assert!(started.elapsed() < Duration::from_secs(5), "409 at once");
+    assert_eq!(problem(&over.body)["waited"], 0.0, "{}", over.body);
     app.gate.add_permits(1);
     assert_eq!(first.await.unwrap().status, StatusCode::CREATED);
     for w in waiting {

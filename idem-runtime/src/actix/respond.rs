@@ -49,7 +49,7 @@ impl ResponseError for Problem {
 /// ```
 /// use actix_web::ResponseError;
 /// use idem_runtime::engine::IdempotencyError;
-/// let e = IdempotencyError::InProgress { retry_after: std::time::Duration::from_millis(1200) };
+/// let e = IdempotencyError::InProgress { retry_after: std::time::Duration::from_millis(1200), waited: None };
 /// let resp = e.error_response();
 /// assert_eq!(resp.status(), 409);
 /// assert_eq!(resp.headers().get("retry-after").unwrap(), "2");

@@ -56,7 +56,7 @@ pub(crate) fn problem_response(e: &IdempotencyError, client_key: Option<&str>) -
 /// ```
 /// use idem_runtime::engine::IdempotencyError;
 /// use axum::response::IntoResponse;
-/// let resp = IdempotencyError::InProgress { retry_after: std::time::Duration::from_millis(1200) }
+/// let resp = IdempotencyError::InProgress { retry_after: std::time::Duration::from_millis(1200), waited: None }
 ///     .into_response();
 /// assert_eq!(resp.status(), 409);
 /// assert_eq!(resp.headers()["retry-after"], "2");

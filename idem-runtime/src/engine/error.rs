@@ -17,7 +17,7 @@ use crate::store::{Chain, Record, Timestamp};
 /// ```
 /// use core::time::Duration;
 /// use idem_runtime::engine::IdempotencyError;
-/// let e = IdempotencyError::InProgress { retry_after: Duration::from_millis(1500) };
+/// let e = IdempotencyError::InProgress { retry_after: Duration::from_millis(1500), waited: None };
 /// assert_eq!(e.status(), 409);
 /// assert_eq!(e.retry_after(), Some(Duration::from_secs(2))); // whole seconds, rounded up
 /// assert_eq!(e.problem_type(), "https://docs.rs/idem/latest/idem/problem/index.html#in-progress");
@@ -45,6 +45,11 @@ pub enum IdempotencyError {
     KeyReused {
         /// The client's key.
         idempotency_key: String,
+        /// Until when the key stays bound to its first request (the end of its record: the TTL,
+        /// or the remember window of a remembered key), when the key's operation has stored
+        /// its response; `None` while it is in flight. Past it the key is new. Sent as the
+        /// problem's `key_expires_at` member (RFC 3339).
+        key_expires_at: Option<Timestamp>,
     },
     /// The key's operation ran, and its stored response expired at the endpoint's TTL; the key
     /// is remembered past it ([`HandlerConfig::remember`]), so the operation does not run again
@@ -60,12 +65,20 @@ pub enum IdempotencyError {
     KeyExpired(Box<Expired>),
     /// A request with this key is still running (`409` + `Retry-After`, `in-progress`, S8).
     #[error(
-        "a request with this idempotency key is still being processed: retry in {} s with the same key",
+        "a request with this idempotency key is still being processed{}: retry in {} s with the same key",
+        .waited.map(|w| format!(" (this one waited {} s for it)", waited_secs(w))).unwrap_or_default(),
         retry_secs(*.retry_after)
     )]
     InProgress {
         /// Time left on the holder's lease.
         retry_after: Duration,
+        /// How long this request waited for the attempt in flight before this answer, on an
+        /// endpoint that waits ([`HandlerConfig::wait`]): the bound, or zero when the handle had
+        /// its most waiters already. `None` on an endpoint that does not wait. Sent as the
+        /// problem's `waited` member (seconds, to the millisecond).
+        ///
+        /// [`HandlerConfig::wait`]: super::HandlerConfig::wait
+        waited: Option<Duration>,
     },
     /// The store cannot be reached; the handler did not run (`503` + `Retry-After`,
     /// `store-unavailable`).
@@ -183,6 +196,11 @@ fn retry_secs(d: Duration) -> u64 {
     problem::retry_after_secs(d)
 }
 
+/// `d` in seconds, to the millisecond: the `waited` member.
+fn waited_secs(d: Duration) -> f64 {
+    d.as_millis() as f64 / 1000.0
+}
+
 impl IdempotencyError {
     /// The HTTP status: 400, 401, 409, 410, 413, 422 or 503 — never 429, and never 500 (S9) for an
     /// idempotency condition. The one `500` is [`IdempotencyError::Misconfigured`], a server set
@@ -190,7 +208,7 @@ impl IdempotencyError {
     ///
     /// ```
     /// use idem_runtime::engine::IdempotencyError;
-    /// let e = IdempotencyError::KeyReused { idempotency_key: "k".into() };
+    /// let e = IdempotencyError::KeyReused { idempotency_key: "k".into(), key_expires_at: None };
     /// assert_eq!(e.status(), 422);
     /// ```
     pub fn status(&self) -> u16 {
@@ -222,12 +240,12 @@ impl IdempotencyError {
     /// assert_eq!(e.retry_after(), Some(Duration::from_secs(1)));
     /// let t = IdempotencyError::TimedOut { after: Duration::from_secs(120) };
     /// assert_eq!(t.retry_after(), Some(Duration::from_secs(1)));
-    /// let k = IdempotencyError::KeyReused { idempotency_key: "k".into() };
+    /// let k = IdempotencyError::KeyReused { idempotency_key: "k".into(), key_expires_at: None };
     /// assert_eq!(k.retry_after(), None);
     /// ```
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
-            IdempotencyError::InProgress { retry_after }
+            IdempotencyError::InProgress { retry_after, .. }
             | IdempotencyError::Unavailable { retry_after } => {
                 Some(Duration::from_secs(retry_secs(*retry_after)))
             }
@@ -265,16 +283,20 @@ impl IdempotencyError {
     }
 
     /// The RFC 9457 problem details of this error. `idempotency_key` (the client's key, when it
-    /// was valid) is echoed as an extension member.
+    /// was valid) is echoed as an extension member, and so is what the variant knows of the
+    /// key's windows: `waited` (`409`), `key_expires_at` (`422`), `expired_at` and
+    /// `remember_until` (`410`).
     ///
     /// ```
     /// use core::time::Duration;
     /// use idem_runtime::engine::IdempotencyError;
-    /// let p = IdempotencyError::InProgress { retry_after: Duration::from_secs(3) }
+    /// let waited = Some(Duration::from_millis(2000));
+    /// let p = IdempotencyError::InProgress { retry_after: Duration::from_secs(3), waited }
     ///     .problem(Some("k-1"));
     /// let json: serde_json::Value = serde_json::from_str(&p.to_json()).unwrap();
     /// assert_eq!(json["status"], 409);
     /// assert_eq!(json["retry_after"], 3);
+    /// assert_eq!(json["waited"], 2.0);
     /// assert_eq!(json["idempotency_key"], "k-1");
     /// ```
     pub fn problem(&self, idempotency_key: Option<&str>) -> Problem {
@@ -301,6 +323,20 @@ impl IdempotencyError {
         }
         if let Some(k) = idempotency_key {
             p = p.extension("idempotency_key", k);
+        }
+        if let IdempotencyError::InProgress {
+            waited: Some(waited),
+            ..
+        } = self
+        {
+            p = p.extension("waited", waited_secs(*waited));
+        }
+        if let IdempotencyError::KeyReused {
+            key_expires_at: Some(at),
+            ..
+        } = self
+        {
+            p = p.extension("key_expires_at", at.to_rfc3339());
         }
         if let IdempotencyError::KeyExpired(e) = self {
             if let Some(biz_no) = &e.biz_no {

@@ -21,6 +21,7 @@
 //! [`Settlement::Release`]: super::front::Settlement::Release
 
 use core::future::Future;
+use core::time::Duration;
 
 use super::attempt::Attempt;
 use super::error::IdempotencyError;
@@ -107,7 +108,7 @@ where
         Admission::Reject(e) => {
             let backend = idem.store().backend();
             match &e {
-                IdempotencyError::InProgress { retry_after } => {
+                IdempotencyError::InProgress { retry_after, .. } => {
                     telemetry::request(scoped, backend, Outcome::InProgress);
                     tracing::debug!(
                         target: "idem",
@@ -218,7 +219,9 @@ pub(crate) async fn admit(
 /// for it, up to `settings.wait`, and is then admitted as a retry would be: claimed again each
 /// time the attempt settles in this process ([`Waiters::wake`]), and on a backed-off schedule
 /// for an attempt of another process. Past the bound, or over the handle's cap of waiters, the
-/// last `InProgress` is the answer (`409` + `Retry-After`). Dropped (the client hung up), it
+/// last `InProgress` is the answer (`409` + `Retry-After`, `waited`); an attempt of this process
+/// that settled during the last claim before the bound earns one claim more, past it, so that
+/// a waiter is not answered `409` for a record stored a moment before. Dropped (the client hung up), it
 /// leaves nothing behind: the waiter is counted out as it drops.
 ///
 /// [`Waiters::wake`]: super::wait::Waiters::wake
@@ -240,26 +243,19 @@ async fn wait_for_first(
             max_waiters = idem.max_waiters(),
             "the first attempt is in flight and the handle has its most waiters: answering 409"
         );
-        return first;
+        return waited(first, Duration::ZERO);
     };
     let mut count = WaitCount::start(key, backend);
-    let deadline = tokio::time::Instant::now() + settings.wait;
+    let start = tokio::time::Instant::now();
+    let deadline = start + settings.wait;
     let (mut poll, mut last) = (FIRST_POLL, first);
     let mut armed = waiter.armed();
-    loop {
-        if !waiter.pause(armed, &mut poll, deadline).await {
-            count.ended(Waited::TimedOut);
-            tracing::debug!(
-                target: "idem",
-                operation = key.operation(),
-                key_hash = %key.hash_hex(),
-                wait = ?settings.wait,
-                "the first attempt is still in flight after the wait: answering 409"
-            );
-            return last;
-        }
+    // Past the bound, a pause lets one claim more through when the attempt settled during the
+    // last claim; that claim is the last (at most one claim past the bound).
+    while waiter.pause(armed, &mut poll, deadline).await {
         // Armed before the claim: a settlement during it wakes the next pause.
         armed = waiter.armed();
+        let past_the_bound = tokio::time::Instant::now() >= deadline;
         match claim(idem, key, client_key, hash, settings).await {
             now @ Admission::Reject(IdempotencyError::InProgress { .. }) => last = now,
             // The store failed this claim: the attempt in flight is all the waiter knows of;
@@ -271,6 +267,31 @@ async fn wait_for_first(
                 return answered;
             }
         }
+        if past_the_bound {
+            break;
+        }
+    }
+    count.ended(Waited::TimedOut);
+    tracing::debug!(
+        target: "idem",
+        operation = key.operation(),
+        key_hash = %key.hash_hex(),
+        wait = ?settings.wait,
+        "the first attempt is still in flight after the wait: answering 409"
+    );
+    waited(last, start.elapsed())
+}
+
+/// A waiter's `409`: `admission`, an `InProgress`, saying how long the request waited.
+fn waited(admission: Admission, how_long: Duration) -> Admission {
+    match admission {
+        Admission::Reject(IdempotencyError::InProgress { retry_after, .. }) => {
+            Admission::Reject(IdempotencyError::InProgress {
+                retry_after,
+                waited: Some(how_long),
+            })
+        }
+        other => other,
     }
 }
 

@@ -116,9 +116,10 @@ pub(crate) enum Answer {
 
 /// The answer to a claim that did not acquire the key: what a retry of request `hash` sees.
 pub(crate) fn answer(claim: Claim, hash: RequestHash, client_key: &str) -> Answer {
-    let reused = || {
+    let reused = |key_expires_at| {
         Answer::Reject(IdempotencyError::KeyReused {
             idempotency_key: client_key.to_owned(),
+            key_expires_at,
         })
     };
     match claim {
@@ -126,11 +127,15 @@ pub(crate) fn answer(claim: Claim, hash: RequestHash, client_key: &str) -> Answe
         Claim::InProgress {
             request_hash,
             retry_after,
-        } if request_hash == hash => Answer::Reject(IdempotencyError::InProgress { retry_after }),
+        } if request_hash == hash => Answer::Reject(IdempotencyError::InProgress {
+            retry_after,
+            waited: None,
+        }),
         Claim::Remembered(record) if record.request_hash == hash => Answer::Reject(
             IdempotencyError::KeyExpired(Box::new(Expired::of(&record, client_key))),
         ),
-        Claim::Completed(_) | Claim::Remembered(_) | Claim::InProgress { .. } => reused(),
+        Claim::Completed(record) | Claim::Remembered(record) => reused(Some(record.expire_at)),
+        Claim::InProgress { .. } => reused(None),
         Claim::Acquired(_) => unreachable!("`answer` is only asked about claims not acquired"),
     }
 }

@@ -38,11 +38,15 @@
 //!
 //! ### key-reused
 //! `422`: the key was already used for a request with another fingerprint. A new operation
-//! needs a new key; a retry must resend the original request unchanged.
+//! needs a new key; a retry must resend the original request unchanged. Once the first request's
+//! answer is stored, `key_expires_at` (RFC 3339) says until when the key stays bound to it: the
+//! end of the endpoint's TTL, or of its remember window.
 //!
 //! ### in-progress
 //! `409`: a request with the same key and payload is still running. Retry the same request after
-//! `Retry-After` seconds.
+//! `Retry-After` seconds. On an endpoint that waits for the attempt in flight (`wait = ".."`),
+//! `waited` says how many seconds this request waited before the answer (`0`: the server had
+//! its most waiters already).
 //!
 //! ### key-expired
 //! `410`: the key's operation ran and its stored response expired with the endpoint's TTL; the

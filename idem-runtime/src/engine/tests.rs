@@ -21,6 +21,7 @@ fn problem_documents() {
         (
             IdempotencyError::KeyReused {
                 idempotency_key: "k".into(),
+                key_expires_at: None,
             },
             422,
             problem::KEY_REUSED,
@@ -29,6 +30,7 @@ fn problem_documents() {
         (
             IdempotencyError::InProgress {
                 retry_after: Duration::from_millis(2500),
+                waited: None,
             },
             409,
             problem::IN_PROGRESS,
@@ -64,6 +66,39 @@ fn problem_documents() {
         assert_eq!(json["retry_after"].as_u64(), retry);
         assert_eq!(e.retry_after().map(|d| d.as_secs()), retry);
     }
+}
+
+/// `409` and `422` say what they know of the key's windows: how long the request waited for the
+/// attempt in flight, until when the key stays bound to its first request; absent when unknown.
+#[test]
+fn problems_say_the_windows() {
+    let waited = IdempotencyError::InProgress {
+        retry_after: Duration::from_secs(1),
+        waited: Some(Duration::from_millis(1500)),
+    };
+    let p = waited.problem(None);
+    assert_eq!(p.get("waited"), Some(&serde_json::Value::from(1.5)));
+    assert!(waited.to_string().contains("waited 1.5 s"), "{waited}");
+    let not_waiting = IdempotencyError::InProgress {
+        retry_after: Duration::from_secs(1),
+        waited: None,
+    };
+    assert_eq!(not_waiting.problem(None).get("waited"), None);
+
+    let at = crate::store::Timestamp::from_millis(1_700_000_000_123);
+    let reused = IdempotencyError::KeyReused {
+        idempotency_key: "k".into(),
+        key_expires_at: Some(at),
+    };
+    assert_eq!(
+        reused.problem(None).get("key_expires_at"),
+        Some(&serde_json::Value::from("2023-11-14T22:13:20.123Z"))
+    );
+    let in_flight = IdempotencyError::KeyReused {
+        idempotency_key: "k".into(),
+        key_expires_at: None,
+    };
+    assert_eq!(in_flight.problem(None).get("key_expires_at"), None);
 }
 
 #[test]

@@ -148,18 +148,20 @@ pub(crate) struct Waiter {
 impl Waiter {
     /// Waits until the key's attempt in this process settles, `poll` has passed (then doubled,
     /// up to 250 ms) unless the key is held in this process, or `deadline`, whichever is first;
-    /// `false` once `deadline` has passed (do not claim again).
+    /// `false` once `deadline` has passed (do not claim again), unless the attempt settled
+    /// during the claim this pause follows: that claim may have read the record just before,
+    /// and one claim more answers with what the attempt left instead of `409`.
     ///
     /// Call it with the wake-up armed before the claim it follows: [`Waiter::armed`].
     pub(crate) async fn pause(
         &self,
-        armed: Armed<'_>,
+        mut armed: Armed<'_>,
         poll: &mut Duration,
         deadline: Instant,
     ) -> bool {
         let now = Instant::now();
         if now >= deadline {
-            return false;
+            return armed.fired();
         }
         let until = if self.waiters.held_here(&self.hash) {
             // Woken by the holder as it settles; claimed again now and then all the same, in
@@ -185,6 +187,14 @@ impl Waiter {
 
 /// A wake-up armed before a claim ([`Waiter::armed`]).
 pub(crate) struct Armed<'a>(core::pin::Pin<Box<tokio::sync::futures::Notified<'a>>>);
+
+impl Armed<'_> {
+    /// Whether the wake-up came already (without waiting for it).
+    fn fired(&mut self) -> bool {
+        let mut cx = core::task::Context::from_waker(core::task::Waker::noop());
+        self.0.as_mut().poll(&mut cx).is_ready()
+    }
+}
 
 impl Drop for Waiter {
     fn drop(&mut self) {
@@ -237,6 +247,29 @@ mod tests {
                 .await
         );
         assert_eq!(Instant::now(), started, "woken at once, not at the poll");
+    }
+
+    /// The attempt settles while the waiter's last claim before the bound is on its way: one
+    /// claim more (its answer is the replay), not a `409` at the bound. Without a settlement, the
+    /// bound is the end.
+    #[tokio::test(start_paused = true)]
+    async fn a_wake_up_during_the_last_claim_gets_one_claim_more() {
+        let waiters = Arc::new(Waiters::new(8));
+        let waiter = waiters.enter(&key("a")).unwrap();
+        let deadline = Instant::now() + Duration::from_millis(100);
+        let mut poll = FIRST_POLL;
+        let armed = waiter.armed();
+        tokio::time::advance(Duration::from_millis(150)).await;
+        assert!(
+            !waiter.pause(armed, &mut poll, deadline).await,
+            "no wake-up"
+        );
+        let armed = waiter.armed();
+        waiters.wake(&key("a"));
+        assert!(waiter.pause(armed, &mut poll, deadline).await);
+        // Fired once: the next pause past the bound is the end again.
+        let armed = waiter.armed();
+        assert!(!waiter.pause(armed, &mut poll, deadline).await);
     }
 
     #[tokio::test(start_paused = true)]

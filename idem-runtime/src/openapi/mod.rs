@@ -372,6 +372,8 @@ pub fn problem_schema() -> Value {
             "completed_at": { "type": "string", "format": "date-time", "description": "When the response was stored (410 key-expired)." },
             "expired_at": { "type": "string", "format": "date-time", "description": "When the stored response expired, the end of the TTL (410 key-expired)." },
             "remember_until": { "type": "string", "format": "date-time", "description": "Until when the key is remembered; after it the key is new (410 key-expired)." },
+            "key_expires_at": { "type": "string", "format": "date-time", "description": "Until when the key stays bound to its first request, once that request's answer is stored; after it the key is new (422 key-reused)." },
+            "waited": { "type": "number", "minimum": 0, "description": "Seconds this request waited for the attempt in flight before the answer, on an endpoint that waits (409 in-progress)." },
         },
     })
 }

@@ -23,9 +23,9 @@ pub const ERROR_DOMAIN: &str = "idem.rs";
 /// | condition | code | details |
 /// |---|---|---|
 /// | no key, invalid key, request not fingerprintable, body too large | `INVALID_ARGUMENT` | `BadRequest` (key) |
-/// | key reused with another request | `FAILED_PRECONDITION` | `PreconditionFailure` |
+/// | key reused with another request | `FAILED_PRECONDITION` | `PreconditionFailure`; metadata `key_expires_at` once the key's operation stored its answer |
 /// | key remembered past its TTL (`remember`): the response expired, the operation ran | `FAILED_PRECONDITION` | `ErrorInfo` reason `KEY_EXPIRED`, metadata `biz_no`, `operation_id`, `response_status`, `completed_at`, `expired_at`, `remember_until` |
-/// | a call with this key still in flight | `ABORTED` | `RetryInfo` |
+/// | a call with this key still in flight | `ABORTED` | `RetryInfo`; metadata `waited` (seconds) on a method that waits |
 /// | store unavailable, handler timed out, stored result unreadable | `UNAVAILABLE` | `RetryInfo` |
 /// | no identity to scope the key by | `UNAUTHENTICATED` | |
 /// | server set up wrongly (not a condition of the request) | `INTERNAL` | |
@@ -36,7 +36,7 @@ pub const ERROR_DOMAIN: &str = "idem.rs";
 /// use tonic_types::StatusExt;
 ///
 /// let s = idem_runtime::tonic::status(
-///     &IdempotencyError::InProgress { retry_after: Duration::from_millis(1500) },
+///     &IdempotencyError::InProgress { retry_after: Duration::from_millis(1500), waited: None },
 ///     Some("k-1"),
 /// );
 /// assert_eq!(s.code(), tonic::Code::Aborted);
@@ -63,17 +63,23 @@ pub fn status(error: &IdempotencyError, client_key: Option<&str>) -> tonic::Stat
     if let Some(key) = client_key {
         metadata.insert("idempotency_key".to_owned(), key.to_owned());
     }
-    if let IdempotencyError::KeyExpired(_) = error {
-        // The problem document's members, as `ErrorInfo` metadata (strings).
-        let problem = error.problem(client_key);
-        for name in [
+    let members: &[&str] = match error {
+        IdempotencyError::KeyExpired(_) => &[
             "biz_no",
             "operation_id",
             "response_status",
             "completed_at",
             "expired_at",
             "remember_until",
-        ] {
+        ],
+        IdempotencyError::KeyReused { .. } => &["key_expires_at"],
+        IdempotencyError::InProgress { .. } => &["waited"],
+        _ => &[],
+    };
+    if !members.is_empty() {
+        // The problem document's members, as `ErrorInfo` metadata (strings).
+        let problem = error.problem(client_key);
+        for &name in members {
             let value = match problem.get(name) {
                 Some(serde_json::Value::String(s)) => s.clone(),
                 Some(other) => other.to_string(),
@@ -94,7 +100,9 @@ pub fn status(error: &IdempotencyError, client_key: Option<&str>) -> tonic::Stat
                 error.to_string(),
             )]);
         }
-        IdempotencyError::KeyReused { idempotency_key } => {
+        IdempotencyError::KeyReused {
+            idempotency_key, ..
+        } => {
             details.add_precondition_failure_violation(
                 "IDEMPOTENCY_KEY",
                 idempotency_key.clone(),
@@ -183,9 +191,11 @@ mod tests {
             IdempotencyError::InvalidKey(InvalidKey::Repeated),
             IdempotencyError::KeyReused {
                 idempotency_key: "k".into(),
+                key_expires_at: None,
             },
             IdempotencyError::InProgress {
                 retry_after: Duration::from_secs(2),
+                waited: None,
             },
             IdempotencyError::Unavailable {
                 retry_after: Duration::from_secs(1),
@@ -215,6 +225,29 @@ mod tests {
         }
         let misconfigured = IdempotencyError::Misconfigured { message: "fix it" };
         assert_eq!(status(&misconfigured, None).code(), Code::Internal);
+    }
+
+    /// The windows of the problem documents, as `ErrorInfo` metadata.
+    #[test]
+    fn windows_as_metadata() {
+        let waited = IdempotencyError::InProgress {
+            retry_after: Duration::from_secs(1),
+            waited: Some(Duration::from_millis(250)),
+        };
+        let info = status(&waited, None).get_details_error_info().unwrap();
+        assert_eq!(
+            info.metadata.get("waited").map(String::as_str),
+            Some("0.25")
+        );
+        let reused = IdempotencyError::KeyReused {
+            idempotency_key: "k".into(),
+            key_expires_at: Some(crate::store::Timestamp::from_millis(0)),
+        };
+        let info = status(&reused, None).get_details_error_info().unwrap();
+        assert_eq!(
+            info.metadata.get("key_expires_at").map(String::as_str),
+            Some("1970-01-01T00:00:00.000Z")
+        );
     }
 
     #[test]
