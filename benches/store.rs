@@ -433,8 +433,10 @@ impl Replay for PgSelect {
     }
 }
 
+/// MariaDB's statements by hand; `causal`: the completion and the replay's read as a store on a
+/// Galera node sends them.
 #[derive(Clone)]
-struct MySql(MySqlPool);
+struct MySql(MySqlPool, bool);
 
 impl Baseline for MySql {
     async fn claim_complete(&self, label: &str) {
@@ -446,7 +448,12 @@ impl Baseline for MySql {
         // The statement's time, handed back through `LAST_INSERT_ID(now)` (idem derives the
         // lease's deadlines from it).
         assert!(done.last_insert_id() > 0);
-        let done = sqlx::query(idem::store::mysql::sql::COMPLETE)
+        let complete = if self.1 {
+            idem::store::mysql::sql::complete_causal()
+        } else {
+            idem::store::mysql::sql::COMPLETE
+        };
+        let done = sqlx::query(complete)
             .bind(1i16)
             .bind(201i16)
             .bind(vec![1u8, 0, 0, 0, 0])
@@ -479,7 +486,12 @@ impl Replay for MySql {
             .unwrap_err();
         let db = err.as_database_error().unwrap();
         assert_eq!(db.code().as_deref(), Some("23000"));
-        let row = sqlx::query(idem::store::mysql::sql::select())
+        let select = if self.1 {
+            idem::store::mysql::sql::select_causal()
+        } else {
+            idem::store::mysql::sql::select()
+        };
+        let row = sqlx::query(select)
             .bind(SERVER_CLOCK)
             .bind(hash)
             .fetch_one(&self.0)
@@ -691,12 +703,95 @@ async fn bench_mysql(url: &str) {
     let store = MySqlStore::connect(url).await.unwrap();
     store.migrate().await.unwrap();
     let n = 200;
-    let base = MySql(store.pool().clone());
+    let base = MySql(store.pool().clone(), false);
     let (counts, sent) = ([2, 2], store.statement_count());
     let [cc, rp] = paths(counts);
     bench("MariaDB", [&cc, &rp], "my", n, &store, Some(&base)).await;
     check_statements("MariaDB", store.statement_count() - sent, n, counts);
     remember_cost("MariaDB", "my", n, &store).await;
+}
+
+/// The rows of the Galera table: idem on a node against the same statements by hand there,
+/// against idem on one MariaDB server, and with causal reads against without.
+static GALERA_ROWS: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+fn galera_row(path: &str, against: &str, a: f64, b: f64) {
+    GALERA_ROWS.lock().unwrap().push(format!(
+        "| {path} | {against} | {a:.1} | {b:.1} | {:.3}x |",
+        a / b
+    ));
+}
+
+/// idem on node 1 of a 3-node Galera cluster (`urls`, as `IDEM_TEST_GALERA_URLS`): against its
+/// statements by hand on the same node, against idem on the single server `single` (when
+/// given), and its causal reads (`wsrep_sync_wait`) against plain reads.
+async fn bench_galera(urls: &str, single: Option<&str>) {
+    let url = urls.split(',').next().unwrap();
+    let store = MySqlStore::connect(url).await.unwrap();
+    assert!(store.is_galera());
+    store.migrate().await.unwrap();
+    let n = 200;
+    let base = MySql(store.pool().clone(), true);
+    let cc = |store: MySqlStore, label: &'static str| {
+        move |_: usize| {
+            let store = store.clone();
+            async move { idem_claim_complete(&store, &fresh(label)).await }
+        }
+    };
+    let (idem, hand) = against(
+        n,
+        cc(store.clone(), "gl-cc"),
+        Some(|_: usize| {
+            let base = base.clone();
+            async move { base.claim_complete("gl-cc-raw").await }
+        }),
+    )
+    .await;
+    galera_row(
+        "claim + complete",
+        "the same statements by hand",
+        idem,
+        hand.unwrap(),
+    );
+    let keys = Arc::new(completed(&store, "gl-rp", REPLAY_KEYS).await);
+    let (idem, hand) = replays(n, &store, &keys, Some(&base)).await;
+    galera_row("replay", "the same statements by hand", idem, hand.unwrap());
+
+    let plain = store.clone().with_galera(false);
+    let (a, b) = pair(n, cc(store.clone(), "gl-cw"), cc(plain.clone(), "gl-cp")).await;
+    galera_row("claim + complete", "without causal reads", a, b);
+    let (a, b) = replays(n, &store, &keys, Some(&StoreReplay(plain))).await;
+    galera_row("replay", "without causal reads", a, b.unwrap());
+
+    let Some(single) = single else { return };
+    let one = MySqlStore::connect(single).await.unwrap();
+    one.migrate().await.unwrap();
+    let (a, b) = pair(n, cc(store.clone(), "gl-cs"), cc(one.clone(), "my-cs")).await;
+    galera_row("claim + complete", "idem on one MariaDB server", a, b);
+    let one_keys = Arc::new(completed(&one, "my-rs", REPLAY_KEYS).await);
+    let (a, b) = pair(
+        n,
+        |i: usize| {
+            let (store, keys) = (store.clone(), keys.clone());
+            async move { idem_replay(&store, &keys[i % keys.len()]).await }
+        },
+        |i: usize| {
+            let (one, keys) = (one.clone(), one_keys.clone());
+            async move { idem_replay(&one, &keys[i % keys.len()]).await }
+        },
+    )
+    .await;
+    galera_row("replay", "idem on one MariaDB server", a, b);
+}
+
+/// A replay through an idem store, as the other side of [`replays`].
+#[derive(Clone)]
+struct StoreReplay(MySqlStore);
+
+impl Replay for StoreReplay {
+    async fn replay(&self, client: &str) {
+        idem_replay(&self.0, client).await;
+    }
 }
 
 async fn bench_sqlite() {
@@ -791,12 +886,30 @@ fn main() {
             Ok(url) => bench_redis(&url).await,
             Err(_) => eprintln!("note: IDEM_TEST_REDIS_URL unset, Redis skipped"),
         }
+        match std::env::var("IDEM_TEST_GALERA_URLS") {
+            Ok(urls) => {
+                let single = std::env::var("IDEM_TEST_MYSQL_URL").ok();
+                bench_galera(&urls, single.as_deref()).await;
+            }
+            Err(_) => eprintln!("note: IDEM_TEST_GALERA_URLS unset, MariaDB Galera skipped"),
+        }
         bench_memory().await;
         println!();
         println!("| backend | path | with `remember` µs/op | without µs/op | ratio |");
         println!("|---|---|---|---|---|");
         for row in REMEMBER_ROWS.lock().unwrap().iter() {
             println!("{row}");
+        }
+        let galera = GALERA_ROWS.lock().unwrap();
+        if !galera.is_empty() {
+            println!();
+            println!(
+                "| MariaDB Galera, node 1 of 3 | against | idem µs/op | other µs/op | ratio |"
+            );
+            println!("|---|---|---|---|---|");
+            for row in galera.iter() {
+                println!("{row}");
+            }
         }
     });
 }

@@ -6,6 +6,7 @@
 
 mod backends;
 mod faults;
+mod galera_cluster;
 mod proxy;
 mod replicas;
 mod skew;
@@ -78,6 +79,12 @@ store_suite!(
     crate::support::postgres_private
 );
 store_suite!(mysql, crate::support::mysql, crate::support::mysql_private);
+// The same store on a node of a 3-node Galera cluster (multi-primary).
+store_suite!(
+    galera,
+    crate::support::galera,
+    crate::support::galera_private
+);
 store_suite!(
     mysql_returning,
     crate::support::mysql_returning,

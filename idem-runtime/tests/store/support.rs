@@ -250,6 +250,43 @@ pub async fn postgres_private(start: Timestamp) -> Option<Fixture> {
     })
 }
 
+/// The client URLs of the three nodes of the Galera cluster `scripts/test` starts
+/// (`IDEM_TEST_GALERA_URLS`, comma-separated).
+pub fn galera_urls() -> Option<Vec<String>> {
+    Some(
+        server_url("IDEM_TEST_GALERA_URLS")?
+            .split(',')
+            .map(str::to_owned)
+            .collect(),
+    )
+}
+
+/// A store on node `n` (0-based) of the Galera cluster: it finds out it is on one at connect.
+pub async fn galera_store(url: &str) -> idem_runtime::store::mysql::MySqlStore {
+    let store = idem_runtime::store::mysql::MySqlStore::connect(url)
+        .await
+        .unwrap();
+    assert!(store.is_galera(), "{url}: wsrep_on not detected");
+    store
+}
+
+/// The store suite on the Galera cluster: a store on its first node, migrated.
+pub async fn galera(start: Timestamp) -> Option<Fixture> {
+    let urls = galera_urls()?;
+    let store = galera_store(&urls[0]).await;
+    store.migrate().await.unwrap();
+    mysql_fixture(start, store, None)
+}
+
+/// [`galera`] in a database of its own (created on the cluster, so on every node).
+pub async fn galera_private(start: Timestamp) -> Option<Fixture> {
+    let urls = galera_urls()?;
+    let (url, guard) = private_database(&urls[0], "gal").await;
+    let store = galera_store(&url).await;
+    store.migrate().await.unwrap();
+    mysql_fixture(start, store, Some(Box::new(guard)))
+}
+
 /// A MariaDB store in a database of its own, migrated, with a manual clock at `start`.
 pub async fn mysql_private(start: Timestamp) -> Option<Fixture> {
     mysql_private_with(start, |store| store).await

@@ -77,9 +77,13 @@ fn short_name<T>() -> &'static str {
     name.rsplit("::").next().unwrap_or(name)
 }
 
-/// `TxStore` for one concrete SQL store.
+/// `TxStore` for one concrete SQL store; `$begin` gives the statement that begins its
+/// transactions (`None`: the driver's `BEGIN`).
 macro_rules! tx_store {
     ($store:ty, $db:ty, $conn:ty) => {
+        tx_store!($store, $db, $conn, |_: &$store| None);
+    };
+    ($store:ty, $db:ty, $conn:ty, $begin:expr) => {
         impl sealed::Sealed for $store {}
 
         impl TxStore for $store {
@@ -96,7 +100,8 @@ macro_rules! tx_store {
 
             fn __begin(store: &dyn Store) -> BoxFuture<'_, Result<Self::Transaction, StoreError>> {
                 Box::pin(async move {
-                    crate::store::sql_store::begin_cancel_safe(downcast::<$store>(store)?.pool())
+                    let store = downcast::<$store>(store)?;
+                    crate::store::sql_store::begin_cancel_safe_with(store.pool(), ($begin)(store))
                         .await
                         .map_err(<$store as crate::store::sql_store::SqlBackend>::classify)
                 })
@@ -140,8 +145,18 @@ tx_store!(
     sqlx::Postgres,
     sqlx::PgConnection
 );
+// On a Galera node a statement inside a transaction does not wait for the node to catch up
+// (`wsrep_sync_wait` applies outside transactions only), so the transaction's `BEGIN` does: the
+// claim, committed through any node just before, is then visible to the completion in it.
 #[cfg(feature = "mysql")]
-tx_store!(crate::store::MySqlStore, sqlx::MySql, sqlx::MySqlConnection);
+tx_store!(
+    crate::store::MySqlStore,
+    sqlx::MySql,
+    sqlx::MySqlConnection,
+    |store: &crate::store::MySqlStore| store
+        .is_galera()
+        .then_some("SET STATEMENT wsrep_sync_wait = 1 FOR START TRANSACTION")
+);
 // A deferred `BEGIN`: SQLite's write lock, which every other write of the database (claims of
 // any key included) waits for, is taken at the handler's first write and held until the commit,
 // not for the whole handler. `BEGIN IMMEDIATE` made a duplicate of a slow request wait for it

@@ -9,7 +9,7 @@ use sqlx::Row as _;
 use sqlx::mysql::{MySql, MySqlDatabaseError, MySqlQueryResult};
 
 use super::statements::{
-    CLAIM_RETURNING_KEY_HASH, CLAIM_RETURNING_SQL, INSERT_SQL, REPLACE_SQL, TAKEOVER_SQL,
+    CLAIM_RETURNING_KEY_HASH, CLAIM_RETURNING_SQL, INSERT_SQL, REPLACE_SQL, TAKEOVER_SQL, statement,
 };
 use super::{MySqlStore, classify, error_number, read};
 use crate::store::clock::Timestamp;
@@ -106,7 +106,7 @@ pub(super) async fn claim(store: &MySqlStore, req: &ClaimRequest<'_>) -> Result<
             let done = store
                 .core
                 .send(|| {
-                    sqlx::query(REPLACE_SQL)
+                    sqlx::query(statement(store.core.causal, REPLACE_SQL, |c| c.replace))
                         .bind(req.key.readable())
                         .bind(&hash)
                         .bind(&operation_id)
@@ -143,7 +143,7 @@ pub(super) async fn claim(store: &MySqlStore, req: &ClaimRequest<'_>) -> Result<
             let done = store
                 .core
                 .send(|| {
-                    sqlx::query(TAKEOVER_SQL)
+                    sqlx::query(statement(store.core.causal, TAKEOVER_SQL, |c| c.takeover))
                         // The readable key in the taker's form, as the other stores write it:
                         // an encrypting handle's takeover leaves nothing of the client key.
                         .bind(req.key.readable())
@@ -199,7 +199,9 @@ impl MySqlStore {
         }
         let query = || {
             bind_claim(
-                sqlx::query(CLAIM_RETURNING_SQL),
+                sqlx::query(statement(self.core.causal, CLAIM_RETURNING_SQL, |c| {
+                    c.claim_returning
+                })),
                 req,
                 hash,
                 operation_id,

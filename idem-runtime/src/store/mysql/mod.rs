@@ -28,7 +28,7 @@ use self::claim::{Returning, statement_now};
 pub use self::statements::NOW_MS_SQL;
 use self::statements::{
     ABANDON_SQL, COMPLETE_SQL, EXTEND_SQL, OWNER_SQL, PURGE_DELETE_SQL, PURGE_RESPONSES_SQL,
-    PURGE_SELECT_SQL, RELEASE_SQL, SELECT_SQL,
+    PURGE_SELECT_SQL, RELEASE_SQL, SELECT_SQL, WSREP_ON_SQL, statement,
 };
 use super::clock::{Clock, Timestamp};
 use super::error::StoreError;
@@ -65,6 +65,14 @@ pub mod sql {
     /// The read of an existing record (clock override, key hash).
     pub fn select() -> &'static str {
         super::statements::SELECT_SQL
+    }
+    /// The same read on a node of a Galera cluster (`MySqlStore::with_galera`): causal.
+    pub fn select_causal() -> &'static str {
+        super::statements::CAUSAL.select
+    }
+    /// The completion update on a node of a Galera cluster: causal.
+    pub fn complete_causal() -> &'static str {
+        super::statements::CAUSAL.complete
     }
 }
 
@@ -147,10 +155,19 @@ impl MySqlStore {
         let pool = connect_pool(pool_options, options)
             .await
             .map_err(classify)?;
-        Ok(Self::from_pool(pool))
+        let galera = is_galera(&pool).await.map_err(classify)?;
+        if galera {
+            tracing::info!(
+                target: "idem",
+                "the MariaDB server is a node of a Galera cluster (wsrep_on): the store's statements on existing records are causal (wsrep_sync_wait)"
+            );
+        }
+        Ok(Self::from_pool(pool).with_galera(galera))
     }
 
-    /// A store over an existing pool (the application's own, typically).
+    /// A store over an existing pool (the application's own, typically). It does not ask the
+    /// server whether it is a node of a Galera cluster, as [`connect`](Self::connect) does: on
+    /// one, say so with [`with_galera`](Self::with_galera).
     pub fn from_pool(pool: MySqlPool) -> Self {
         Self {
             core: SqlCore::new(pool),
@@ -178,6 +195,39 @@ impl MySqlStore {
         // Its own flag: the clones made before keep claiming as they did.
         self.returning = Arc::new(Returning::untried());
         self
+    }
+
+    /// Whether the server is a node of a MariaDB Galera cluster (multi-primary): then every
+    /// statement of the store that reads or changes an existing record is causal, waiting until
+    /// the node has applied every write the cluster committed before it (`SET STATEMENT
+    /// wsrep_sync_wait = 7 FOR ..`): a claim that lost its race reads the winner's record, and a
+    /// completion finds its claim, even when they were written through another node (a proxy
+    /// may send a pool's connections to different nodes). A fresh claim's `INSERT` stays as it
+    /// is. [`connect`](Self::connect) and the other `connect_*` find it out (`@@wsrep_on`); set
+    /// it for a store made with [`from_pool`](Self::from_pool) (its `migrate` warns when it
+    /// finds a Galera node the store was not told of).
+    ///
+    /// Whether on a cluster or not, a claim or a completion the cluster's certification rolled
+    /// back (error 1213) is sent again, still fenced, and a node outside the primary component
+    /// (error 1047) is an outage: [`StoreError::Unavailable`], `503` + `Retry-After`, the
+    /// handler not run. `docs/storage.md`, "Multi-primary MariaDB (Galera)".
+    ///
+    /// ```no_run
+    /// # async fn demo(pool: sqlx::MySqlPool) {
+    /// use idem_runtime::store::mysql::MySqlStore;
+    /// let store = MySqlStore::from_pool(pool).with_galera(true);
+    /// assert!(store.is_galera());
+    /// # }
+    /// ```
+    pub fn with_galera(mut self, galera: bool) -> Self {
+        self.core.causal = galera;
+        self
+    }
+
+    /// Whether the store treats its server as a node of a Galera cluster
+    /// ([`with_galera`](Self::with_galera)).
+    pub fn is_galera(&self) -> bool {
+        self.core.causal
     }
 
     /// Decides by `clock` instead of the database server's clock: **for tests** (a
@@ -256,8 +306,9 @@ fn complete_query<'q>(
     completion: &'q Completion,
     headers: &'q [u8],
     now: Option<i64>,
+    causal: bool,
 ) -> sqlx::query::Query<'q, MySql, sqlx::mysql::MySqlArguments> {
-    sqlx::query(COMPLETE_SQL)
+    sqlx::query(statement(causal, COMPLETE_SQL, |c| c.complete))
         .bind(RecordState::from(completion.outcome).code())
         .bind(completion.status as i16)
         .bind(headers)
@@ -274,6 +325,20 @@ fn complete_query<'q>(
         .bind(&lease.operation_id)
 }
 
+/// Whether the server behind `pool` is a node of a Galera cluster: `@@wsrep_on` is `1`. A server
+/// without the variable (MySQL, MariaDB built without wsrep) is not.
+async fn is_galera<'e>(on: impl sqlx::MySqlExecutor<'e>) -> Result<bool, sqlx::Error> {
+    match sqlx::query_scalar::<_, i64>(WSREP_ON_SQL)
+        .fetch_one(on)
+        .await
+    {
+        Ok(on) => Ok(on == 1),
+        // ER_UNKNOWN_SYSTEM_VARIABLE
+        Err(e) if error_number(&e) == Some(1193) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
 /// The MySQL error number of `err`, when the server answered with one.
 fn error_number(err: &sqlx::Error) -> Option<u16> {
     err.as_database_error()
@@ -287,9 +352,12 @@ fn read(row: &MySqlRow) -> Result<RawRecord, sqlx::Error> {
     RawRecord::read::<_, i8, i16>(row, 0)
 }
 
-/// Transient error numbers: lock wait timeout (1205), deadlock (1213), too many connections
-/// (1040), shutdown in progress (1053), network errors (1152, 1154-1161), read-only server during
-/// a failover (1290, 1836), connection killed (1927, MariaDB), disconnected by the server (4031).
+/// Transient error numbers: lock wait timeout (1205), deadlock (1213; on Galera also a
+/// transaction that failed certification), too many connections (1040), shutdown in progress
+/// (1053), network errors (1152, 1154-1161), read-only server during a failover (1290, 1836),
+/// connection killed (1927, MariaDB), disconnected by the server (4031), a Galera node outside
+/// the primary component (1047 `WSREP has not yet prepared node for application use`, 1180
+/// on a commit there).
 /// Not 1153, a packet over `max_allowed_packet`: the same statement fails the same way every
 /// time, so a result that large is refused for good.
 fn classify(err: sqlx::Error) -> StoreError {
@@ -300,7 +368,8 @@ fn classify(err: sqlx::Error) -> StoreError {
                 .is_some_and(|e| {
                     matches!(
                         e.number(),
-                        1205 | 1213 | 1040 | 1053 | 1152 | 1154..=1161 | 1290 | 1836 | 1927 | 4031
+                        1205 | 1213 | 1040 | 1047 | 1053 | 1152 | 1154
+                            ..=1161 | 1180 | 1290 | 1836 | 1927 | 4031
                     )
                 })
         },
@@ -373,8 +442,9 @@ impl SqlBackend for MySqlStore {
         conn: &'e mut MySqlConnection,
         key: &'e ScopedKey,
         now: Option<i64>,
+        causal: bool,
     ) -> Result<Option<RawRecord>, sqlx::Error> {
-        let row = sqlx::query(SELECT_SQL)
+        let row = sqlx::query(statement(causal, SELECT_SQL, |c| c.select))
             .bind(now)
             .bind(&key.hash()[..])
             .fetch_optional(conn)
@@ -389,8 +459,9 @@ impl SqlBackend for MySqlStore {
         completion: &'e Completion,
         headers: &'e [u8],
         now: Option<i64>,
+        causal: bool,
     ) -> Result<u64, sqlx::Error> {
-        let done = complete_query(lease, fence, completion, headers, now)
+        let done = complete_query(lease, fence, completion, headers, now, causal)
             .execute(conn)
             .await?;
         Ok(done.rows_affected())
@@ -403,8 +474,9 @@ impl SqlBackend for MySqlStore {
         fence: i64,
         by_ms: i64,
         now: Option<i64>,
+        causal: bool,
     ) -> Result<MySqlQueryResult, sqlx::Error> {
-        sqlx::query(EXTEND_SQL)
+        sqlx::query(statement(causal, EXTEND_SQL, |c| c.extend))
             .bind(now)
             .bind(by_ms)
             .bind(now)
@@ -436,13 +508,13 @@ impl SqlBackend for MySqlStore {
     lease_statements! {
         conn: MySqlConnection,
         state: i8,
-        owner: OWNER_SQL,
-        release: RELEASE_SQL,
-        abandon: ABANDON_SQL,
+        owner: |causal| statement(causal, OWNER_SQL, |c| c.owner),
+        release: |causal| statement(causal, RELEASE_SQL, |c| c.release),
+        abandon: |causal| statement(causal, ABANDON_SQL, |c| c.abandon),
     }
 
-    async fn migrate_on(conn: &mut MySqlConnection) -> Result<(), StoreError> {
-        migrate::migrate_on(conn).await
+    async fn migrate_on(conn: &mut MySqlConnection, causal: bool) -> Result<(), StoreError> {
+        migrate::migrate_on(conn, causal).await
     }
 
     fn classify(err: sqlx::Error) -> StoreError {

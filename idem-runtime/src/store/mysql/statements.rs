@@ -175,6 +175,56 @@ pub(super) const SELECT_SQL: &str = concat!(
     " WHERE key_hash = ?"
 );
 
+/// The statements of a store on a node of a Galera cluster (`MySqlStore::with_galera`) that
+/// read or change an existing record, in their causal form: each first waits until the node has
+/// applied every write the cluster committed before it (`wsrep_sync_wait = 7`: reads, updates
+/// and deletes, inserts), for that statement only, so that the pool's connections keep their
+/// settings. A fresh claim's `INSERT` stays as it is: the cluster's certification settles a race
+/// with a row the node has not applied yet.
+pub(super) struct Causal {
+    pub select: &'static str,
+    pub owner: &'static str,
+    pub complete: &'static str,
+    pub release: &'static str,
+    pub abandon: &'static str,
+    pub extend: &'static str,
+    pub replace: &'static str,
+    pub takeover: &'static str,
+    pub claim_returning: &'static str,
+}
+
+pub(super) static CAUSAL: std::sync::LazyLock<Causal> = std::sync::LazyLock::new(|| {
+    // Made once per process, kept for its life: `sqlx::query` takes `&'static str`.
+    let causal = |sql: &str| -> &'static str {
+        Box::leak(format!("SET STATEMENT wsrep_sync_wait = 7 FOR {sql}").into_boxed_str())
+    };
+    Causal {
+        select: causal(SELECT_SQL),
+        owner: causal(OWNER_SQL),
+        complete: causal(COMPLETE_SQL),
+        release: causal(RELEASE_SQL),
+        abandon: causal(ABANDON_SQL),
+        extend: causal(EXTEND_SQL),
+        replace: causal(REPLACE_SQL),
+        takeover: causal(TAKEOVER_SQL),
+        claim_returning: causal(CLAIM_RETURNING_SQL),
+    }
+});
+
+/// `sql`, or on a Galera node (`causal`) its causal form, `pick`ed from [`CAUSAL`].
+pub(super) fn statement(
+    causal: bool,
+    sql: &'static str,
+    pick: fn(&Causal) -> &'static str,
+) -> &'static str {
+    if causal { pick(&CAUSAL) } else { sql }
+}
+
+/// Whether the server is a node of a MariaDB Galera cluster: `wsrep_on`, on MariaDB (Percona
+/// XtraDB Cluster has `wsrep_on` too, but is MySQL, without `SET STATEMENT .. FOR`).
+pub(super) const WSREP_ON_SQL: &str =
+    "SELECT CAST(@@wsrep_on AS SIGNED) * (VERSION() LIKE '%MariaDB%')";
+
 /// Completion (S18): one short statement, only while the lease's fence and operation id are the
 /// record's and it is processing (S23). No expiry condition: a result nobody superseded is
 /// stored even when it comes after `expire_at`.

@@ -413,12 +413,12 @@ impl SqlBackend for PostgresStore {
     lease_statements! {
         conn: PgConnection,
         state: i16,
-        owner: OWNER_SQL,
-        release: RELEASE_SQL,
-        abandon: ABANDON_SQL,
+        owner: |_| OWNER_SQL,
+        release: |_| RELEASE_SQL,
+        abandon: |_| ABANDON_SQL,
     }
 
-    async fn migrate_on(conn: &mut PgConnection) -> Result<(), StoreError> {
+    async fn migrate_on(conn: &mut PgConnection, _causal: bool) -> Result<(), StoreError> {
         migrate::migrate_on(conn).await
     }
 

@@ -95,10 +95,13 @@ pub(crate) trait SqlBackend: Sized + Send + Sync + 'static {
     type Extended: Send;
 
     /// The row of `key`, expired or not, with the database's "now" (`now`: the clock override).
+    /// `causal` (here and below): the statement waits until the server has applied every write
+    /// its cluster committed before it ([`SqlCore::causal`]).
     fn select<'e>(
         conn: &'e mut <Self::Db as Database>::Connection,
         key: &'e ScopedKey,
         now: Option<i64>,
+        causal: bool,
     ) -> impl Future<Output = Result<Option<RawRecord>, sqlx::Error>> + Send;
 
     /// The completion `UPDATE` of `lease` (fence, operation id, state processing): rows
@@ -110,12 +113,14 @@ pub(crate) trait SqlBackend: Sized + Send + Sync + 'static {
         completion: &'e Completion,
         headers: &'e [u8],
         now: Option<i64>,
+        causal: bool,
     ) -> impl Future<Output = Result<u64, sqlx::Error>> + Send;
 
     /// `(state, fence, operation_id)` of the record of `key`.
     fn owner<'e>(
         conn: &'e mut <Self::Db as Database>::Connection,
         key: &'e ScopedKey,
+        causal: bool,
     ) -> impl Future<Output = Result<Option<(i64, i64, String)>, sqlx::Error>> + Send;
 
     /// Deletes the record `lease` owns (fence, operation id, state processing): rows affected.
@@ -123,6 +128,7 @@ pub(crate) trait SqlBackend: Sized + Send + Sync + 'static {
         conn: &'e mut <Self::Db as Database>::Connection,
         lease: &'e Lease,
         fence: i64,
+        causal: bool,
     ) -> impl Future<Output = Result<u64, sqlx::Error>> + Send;
 
     /// Ends the lease at once, keeping the record: rows affected.
@@ -131,6 +137,7 @@ pub(crate) trait SqlBackend: Sized + Send + Sync + 'static {
         lease: &'e Lease,
         fence: i64,
         now: Option<i64>,
+        causal: bool,
     ) -> impl Future<Output = Result<u64, sqlx::Error>> + Send;
 
     /// Renews `lease` for `by_ms` ms from now.
@@ -140,15 +147,18 @@ pub(crate) trait SqlBackend: Sized + Send + Sync + 'static {
         fence: i64,
         by_ms: i64,
         now: Option<i64>,
+        causal: bool,
     ) -> impl Future<Output = Result<Self::Extended, sqlx::Error>> + Send;
 
     /// The lease renewed by `by`, from what [`SqlBackend::extend`] read back, or
     /// [`StoreError::FencedOut`].
     fn extended(out: Self::Extended, lease: &Lease, by: Duration) -> Result<Lease, StoreError>;
 
-    /// Applies the pending migrations on `conn`, a connection of its own.
+    /// Applies the pending migrations on `conn`, a connection of its own; `causal`: what the
+    /// store was told of its server ([`SqlCore::causal`]).
     fn migrate_on(
         conn: &mut <Self::Db as Database>::Connection,
+        causal: bool,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
     /// The [`StoreError`] of a driver error (transient ones are `Unavailable`).
@@ -169,6 +179,11 @@ pub(crate) struct SqlCore<B: SqlBackend> {
     writer: Option<HeldWriter<B::Db>>,
     pub clock: Option<Arc<dyn Clock>>,
     pub statements: Arc<StatementCounter>,
+    /// Whether the statements that read or change an existing record wait until the server has
+    /// applied every write its cluster committed before them: on a multi-primary cluster
+    /// (MariaDB Galera), where a node applies the other nodes' writes a moment after they
+    /// commit, and a pool's connections may reach different nodes.
+    pub causal: bool,
 }
 
 impl<B: SqlBackend> SqlCore<B> {
@@ -189,6 +204,7 @@ impl<B: SqlBackend> SqlCore<B> {
             writer,
             clock: None,
             statements: Arc::default(),
+            causal: false,
         }
     }
 
@@ -234,7 +250,7 @@ impl<B: SqlBackend> SqlCore<B> {
         let raw = self
             .send(|| async {
                 let mut conn = self.pool.acquire().await?;
-                B::select(&mut conn, key, now).await
+                B::select(&mut conn, key, now, self.causal).await
             })
             .await?;
         raw.map(RawRecord::into_stored).transpose()
@@ -248,6 +264,7 @@ impl<B: SqlBackend> Clone for SqlCore<B> {
             writer: self.writer.clone(),
             clock: self.clock.clone(),
             statements: Arc::clone(&self.statements),
+            causal: self.causal,
         }
     }
 }

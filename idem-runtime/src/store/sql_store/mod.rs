@@ -30,6 +30,7 @@ pub(crate) use backend::{SqlBackend, SqlCore};
 pub(crate) use row::Stored;
 pub(crate) use row::{RawRecord, millis_param, record_columns};
 pub use send::begin_cancel_safe;
+pub(crate) use send::begin_cancel_safe_with;
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 pub(crate) use send::{connect_pool, ping_when_idle};
 pub(crate) use shared::lease_statements;

@@ -43,7 +43,16 @@ pub(crate) async fn complete<B: SqlBackend>(
     let done = core
         .send(|| async {
             let mut conn = core.write_conn().await?;
-            let written = B::complete(&mut conn, lease, fence, completion, &headers, now).await;
+            let written = B::complete(
+                &mut conn,
+                lease,
+                fence,
+                completion,
+                &headers,
+                now,
+                core.causal,
+            )
+            .await;
             conn.settle(written)
         })
         .await?;
@@ -53,7 +62,7 @@ pub(crate) async fn complete<B: SqlBackend>(
     let owner = core
         .send(|| async {
             let mut conn = core.pool.acquire().await?;
-            B::owner(&mut conn, &lease.key).await
+            B::owner(&mut conn, &lease.key, core.causal).await
         })
         .await?;
     completed_earlier(owner, lease)
@@ -98,6 +107,7 @@ pub(crate) async fn complete_in<B: SqlBackend>(
         completion,
         &headers,
         core.now_param(),
+        core.causal,
     )
     .await
     .map_err(B::classify)?;
@@ -105,7 +115,7 @@ pub(crate) async fn complete_in<B: SqlBackend>(
         return Ok(());
     }
     core.statements.add(1);
-    let owner = B::owner(&mut *conn, &lease.key)
+    let owner = B::owner(&mut *conn, &lease.key, core.causal)
         .await
         .map_err(B::classify)?;
     completed_earlier(owner, lease)
@@ -123,7 +133,7 @@ pub(crate) async fn release<B: SqlBackend>(
     let rows = core
         .send(|| async {
             let mut conn = core.write_conn().await?;
-            let written = B::release(&mut conn, lease, fence).await;
+            let written = B::release(&mut conn, lease, fence, core.causal).await;
             conn.settle(written)
         })
         .await?;
@@ -140,7 +150,7 @@ pub(crate) async fn abandon<B: SqlBackend>(
     let rows = core
         .send(|| async {
             let mut conn = core.write_conn().await?;
-            let written = B::abandon(&mut conn, lease, fence, now).await;
+            let written = B::abandon(&mut conn, lease, fence, now, core.causal).await;
             conn.settle(written)
         })
         .await?;
@@ -161,7 +171,7 @@ pub(crate) async fn extend<B: SqlBackend>(
     let out = core
         .send(|| async {
             let mut conn = core.write_conn().await?;
-            let written = B::extend(&mut conn, lease, fence, by_ms, now).await;
+            let written = B::extend(&mut conn, lease, fence, by_ms, now, core.causal).await;
             conn.settle(written)
         })
         .await?;
@@ -208,7 +218,7 @@ pub(crate) async fn migrate<B: SqlBackend>(core: &SqlCore<B>) -> Result<(), Stor
         .await
         .map_err(|e| crate::store::migrate::migrate_error("cannot connect", e))?
         .detach();
-    let result = B::migrate_on(&mut conn).await;
+    let result = B::migrate_on(&mut conn, core.causal).await;
     let _ = conn.close().await;
     result
 }

@@ -66,11 +66,24 @@ impl StatementCounter {
 pub async fn begin_cancel_safe<DB: sqlx::Database>(
     pool: &sqlx::Pool<DB>,
 ) -> Result<sqlx::Transaction<'static, DB>, sqlx::Error> {
+    begin_cancel_safe_with(pool, None).await
+}
+
+/// [`begin_cancel_safe`] with `statement` instead of the driver's `BEGIN`, if given.
+pub(crate) async fn begin_cancel_safe_with<DB: sqlx::Database>(
+    pool: &sqlx::Pool<DB>,
+    statement: Option<&'static str>,
+) -> Result<sqlx::Transaction<'static, DB>, sqlx::Error> {
+    let begin = |pool: sqlx::Pool<DB>| async move {
+        match statement {
+            Some(statement) => pool.begin_with(statement).await,
+            None => pool.begin().await,
+        }
+    };
     if tokio::runtime::Handle::try_current().is_err() {
-        return pool.begin().await;
+        return begin(pool.clone()).await;
     }
-    let pool = pool.clone();
-    match tokio::spawn(async move { pool.begin().await }).await {
+    match tokio::spawn(begin(pool.clone())).await {
         Ok(begun) => begun,
         Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
         // The runtime is shutting down.

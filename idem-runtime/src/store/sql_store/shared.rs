@@ -4,7 +4,8 @@
 
 /// `owner`, `release` and `abandon`, whose statements bind (key hash[, fence, operation id[,
 /// clock override]]) in that order on every backend. `$conn` is the backend's connection,
-/// `$state` the integer type its `state` column decodes to.
+/// `$state` the integer type its `state` column decodes to; each statement is given as a
+/// function of `causal` (see [`SqlCore::causal`](super::SqlCore::causal)) to its text.
 macro_rules! lease_statements {
     (
         conn: $conn:ty,
@@ -16,9 +17,10 @@ macro_rules! lease_statements {
         async fn owner<'e>(
             conn: &'e mut $conn,
             key: &'e $crate::key::ScopedKey,
+            causal: bool,
         ) -> Result<Option<(i64, i64, String)>, sqlx::Error> {
             use sqlx::Row as _;
-            let row = sqlx::query($owner)
+            let row = sqlx::query(($owner)(causal))
                 .bind(&key.hash()[..])
                 .fetch_optional(conn)
                 .await?;
@@ -36,8 +38,9 @@ macro_rules! lease_statements {
             conn: &'e mut $conn,
             lease: &'e $crate::store::interface::Lease,
             fence: i64,
+            causal: bool,
         ) -> Result<u64, sqlx::Error> {
-            let done = sqlx::query($release)
+            let done = sqlx::query(($release)(causal))
                 .bind(&lease.key.hash()[..])
                 .bind(fence)
                 .bind(&lease.operation_id)
@@ -51,8 +54,9 @@ macro_rules! lease_statements {
             lease: &'e $crate::store::interface::Lease,
             fence: i64,
             now: Option<i64>,
+            causal: bool,
         ) -> Result<u64, sqlx::Error> {
-            let done = sqlx::query($abandon)
+            let done = sqlx::query(($abandon)(causal))
                 .bind(&lease.key.hash()[..])
                 .bind(fence)
                 .bind(&lease.operation_id)
@@ -84,6 +88,8 @@ macro_rules! numbered_statements {
             conn: &'e mut $conn,
             key: &'e $crate::key::ScopedKey,
             now: Option<i64>,
+            // One server: every read is causal.
+            _causal: bool,
         ) -> Result<Option<$crate::store::sql_store::RawRecord>, sqlx::Error> {
             let row = sqlx::query($select)
                 .bind(&key.hash()[..])
@@ -100,6 +106,8 @@ macro_rules! numbered_statements {
             completion: &'e $crate::store::interface::Completion,
             headers: &'e [u8],
             now: Option<i64>,
+            // One server: every statement is causal.
+            _causal: bool,
         ) -> Result<u64, sqlx::Error> {
             let state = $crate::store::interface::RecordState::from(completion.outcome).code();
             let done = sqlx::query($complete)
@@ -128,6 +136,7 @@ macro_rules! numbered_statements {
             fence: i64,
             by_ms: i64,
             now: Option<i64>,
+            _causal: bool,
         ) -> Result<Option<(i64, i64)>, sqlx::Error> {
             use sqlx::Row as _;
             let row = sqlx::query($extend)

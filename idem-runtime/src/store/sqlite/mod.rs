@@ -414,12 +414,12 @@ impl SqlBackend for SqliteStore {
     lease_statements! {
         conn: SqliteConnection,
         state: i64,
-        owner: OWNER_SQL,
-        release: RELEASE_SQL,
-        abandon: ABANDON_SQL,
+        owner: |_| OWNER_SQL,
+        release: |_| RELEASE_SQL,
+        abandon: |_| ABANDON_SQL,
     }
 
-    async fn migrate_on(conn: &mut SqliteConnection) -> Result<(), StoreError> {
+    async fn migrate_on(conn: &mut SqliteConnection, _causal: bool) -> Result<(), StoreError> {
         migrate::migrate_on(conn).await
     }
 
