@@ -163,6 +163,7 @@ impl Backend {
         Some(Database {
             backend: self,
             url,
+            nodes: Vec::new(),
             _dir: dir,
         })
     }
@@ -305,6 +306,8 @@ pub struct Database {
     pub backend: Backend,
     /// Its URL, for `DATABASE_URL`.
     pub url: String,
+    /// On a multi-primary cluster, its URL on each node (`url` is the first); empty otherwise.
+    pub nodes: Vec<String>,
     _dir: Option<tempfile::TempDir>,
 }
 
@@ -315,8 +318,29 @@ impl Database {
         Database {
             backend,
             url,
+            nodes: Vec::new(),
             _dir: None,
         }
+    }
+
+    /// A fresh database on the MariaDB Galera cluster of `IDEM_TEST_GALERA_URLS` (one URL per
+    /// node), created through its first node and so on every node.
+    pub async fn on_galera() -> Option<Database> {
+        let urls: Vec<String> = server_url("IDEM_TEST_GALERA_URLS")?
+            .split(',')
+            .map(str::to_owned)
+            .collect();
+        let name = unique("db");
+        let admin = SqlPool::connect(&urls[0]).await;
+        admin.execute(format!("CREATE DATABASE {name}")).await;
+        admin.close().await;
+        let nodes: Vec<String> = urls.iter().map(|u| with_database(u, &name)).collect();
+        Some(Database {
+            backend: Backend::Mysql,
+            url: nodes[0].clone(),
+            nodes,
+            _dir: None,
+        })
     }
 
     /// A store on the database reading `clock`, not migrated.

@@ -495,3 +495,106 @@ backend_tests!(
     sqlite_takeover_waits_for_the_transaction,
 );
 backend_tests!(2, on_clocked_store, [postgres, mysql], zombie_cannot_commit);
+
+/// On a MariaDB Galera cluster: the handler's transaction on node 1 has written its row when
+/// another node commits a row with the same primary key. Certification rolls the handler's
+/// transaction back (1213 at its commit): its row and its result together, so the client is
+/// answered `503` + `Retry-After`, and the record keeps its operation id with its lease ended.
+/// Once the other row is gone, the retry runs the handler again under the same operation id and
+/// commits one row.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn galera_certification_failure_rolls_back_row_and_result() {
+    let Some(urls) = crate::servers::server_url("IDEM_TEST_GALERA_URLS") else {
+        return;
+    };
+    let urls: Vec<&str> = urls.split(',').collect();
+    let store = idem::MySqlStore::connect(urls[0]).await.unwrap();
+    assert!(store.is_galera());
+    idem::store::Store::migrate(&store).await.unwrap();
+    let table = unique("atomic_galera");
+    let item = unique("item");
+    let (first, other) = (
+        store.pool().clone(),
+        sqlx::MySqlPool::connect(urls[1]).await.unwrap(),
+    );
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "CREATE TABLE {table} (operation_id VARCHAR(64) NOT NULL, item VARCHAR(64) PRIMARY KEY)"
+    )))
+    .execute(&first)
+    .await
+    .unwrap();
+    let app = App {
+        idem: Idem::new(store),
+        table: table.clone(),
+        runs: Arc::default(),
+        then: Arc::default(),
+    };
+    let (wrote, go) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+    app.then.lock().unwrap().push(Then::Pause {
+        wrote: wrote.clone(),
+        go: go.clone(),
+    });
+    let key = unique("k");
+    let order = |item: &str| {
+        Request::post("/orders")
+            .header("content-type", "application/json")
+            .header("idempotency-key", key.as_str())
+            .body(Body::from(format!(r#"{{"item":"{item}"}}"#)))
+            .unwrap()
+    };
+    let attempt = tokio::spawn({
+        let (router, request) = (router(&app), order(&item));
+        async move { router.oneshot(request).await.unwrap() }
+    });
+    wrote_within(&wrote).await;
+    // Another node commits the same primary key first.
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "INSERT INTO {table} (operation_id, item) VALUES ('elsewhere', ?)"
+    )))
+    .bind(&item)
+    .execute(&other)
+    .await
+    .unwrap();
+    go.notify_one();
+    let refused = attempt.await.unwrap();
+    assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert!(refused.headers().contains_key("retry-after"));
+    let rows: Vec<(String,)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SET STATEMENT wsrep_sync_wait = 1 FOR SELECT operation_id FROM {table}"
+    )))
+    .fetch_all(&first)
+    .await
+    .unwrap();
+    assert_eq!(
+        rows,
+        [("elsewhere".to_owned(),)],
+        "only the other node's row"
+    );
+    assert_eq!(
+        record_state(&app, &key).await,
+        Some(RecordState::Processing),
+        "the record waits for the retry"
+    );
+
+    sqlx::query(sqlx::AssertSqlSafe(format!("DELETE FROM {table}")))
+        .execute(&other)
+        .await
+        .unwrap();
+    let retry = router(&app).oneshot(order(&item)).await.unwrap();
+    assert_eq!(retry.status(), StatusCode::CREATED);
+    assert_eq!(body(retry).await["run"], 2);
+    let rows: Vec<(String,)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SET STATEMENT wsrep_sync_wait = 1 FOR SELECT operation_id FROM {table}"
+    )))
+    .fetch_all(&first)
+    .await
+    .unwrap();
+    assert_eq!(rows.len(), 1, "one row, the retry's");
+    let scoped = idem::key::ScopedKey::new::<&str>(&[], "POST /orders", &key).unwrap();
+    let record = app.idem.store().get(&scoped).await.unwrap().unwrap();
+    assert_eq!(
+        rows[0].0, record.operation_id,
+        "the retry ran under the first attempt's operation id"
+    );
+    other.close().await;
+}

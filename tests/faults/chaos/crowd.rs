@@ -598,11 +598,17 @@ async fn check_database(run: &Run, db: &Database) -> String {
     )
 }
 
-/// Runs `plan`; panics on any violation, after printing the tally.
+/// Runs `plan` on a fresh database of its backend; panics on any violation, after printing the
+/// tally.
 pub async fn run(plan: Plan, knobs: &Knobs) {
     let Some(db) = plan.backend.database().await else {
         return;
     };
+    run_on(plan, db, knobs).await;
+}
+
+/// Runs `plan` on `db` (on a multi-primary cluster, process `i` on node `i`).
+pub async fn run_on(plan: Plan, db: Database, knobs: &Knobs) {
     let started = Instant::now();
     let seed = rng::seed();
     let mut rng = Rng::new(seed ^ fxhash(plan.name) ^ fxhash(plan.backend.name()));

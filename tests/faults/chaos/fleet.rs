@@ -39,6 +39,23 @@ pub struct PaymentRow {
 
 /// What the final checks read of a [`Database`] the processes shared.
 impl Database {
+    /// A pool on a MariaDB database; on a Galera cluster its reads are causal, so that they see
+    /// what the processes wrote through the other nodes.
+    async fn mysql_pool(&self) -> sqlx::MySqlPool {
+        let options = sqlx::mysql::MySqlPoolOptions::new();
+        let options = if self.nodes.is_empty() {
+            options
+        } else {
+            options.after_connect(|conn, _| {
+                Box::pin(async move {
+                    sqlx::Executor::execute(conn, "SET SESSION wsrep_sync_wait = 1").await?;
+                    Ok(())
+                })
+            })
+        };
+        options.connect(&self.url).await.unwrap()
+    }
+
     /// Every idempotency record.
     pub async fn records(&self) -> Vec<RecordRow> {
         type Row = (String, String, i64, i64, i64);
@@ -70,7 +87,7 @@ impl Database {
                 rows
             }
             Backend::Mysql => {
-                let pool = sqlx::MySqlPool::connect(&self.url).await.unwrap();
+                let pool = self.mysql_pool().await;
                 let rows = sqlx::query_as(
                     "SELECT idem_key, operation_id, CAST(state AS SIGNED), fence, \
                      CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01', UTC_TIMESTAMP(6)) DIV 1000 \
@@ -124,7 +141,7 @@ impl Database {
                 rows
             }
             Backend::Mysql => {
-                let pool = sqlx::MySqlPool::connect(&self.url).await.unwrap();
+                let pool = self.mysql_pool().await;
                 let rows = sqlx::query_as(SQL).fetch_all(&pool).await.unwrap();
                 pool.close().await;
                 rows
@@ -176,6 +193,9 @@ struct Proc {
 pub struct Fleet {
     bin: PathBuf,
     env: Vec<(String, String)>,
+    /// On a multi-primary cluster, the database's URL on each node: process `i` talks to node
+    /// `i` modulo their number.
+    nodes: Vec<String>,
     procs: Mutex<Vec<Proc>>,
     logs: tempfile::TempDir,
 }
@@ -196,6 +216,7 @@ impl Fleet {
         let fleet = Fleet {
             bin: example_binary(),
             env: vars,
+            nodes: db.nodes.clone(),
             procs: Mutex::new(procs),
             logs: tempfile::tempdir().unwrap(),
         };
@@ -235,8 +256,11 @@ impl Fleet {
             }
             None => Command::new(&self.bin),
         };
+        command.envs(self.env.iter().map(|(k, v)| (k, v)));
+        if !self.nodes.is_empty() {
+            command.env("DATABASE_URL", &self.nodes[i % self.nodes.len()]);
+        }
         let child = command
-            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .env("PAYMENTS_ADDR", p.addr.to_string())
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())

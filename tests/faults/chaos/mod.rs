@@ -16,7 +16,8 @@
 //!    with processes killed and restarted ([`clients`]).
 //! 6. `failover_*`: the store's primary killed under load and its replica promoted, on
 //!    PostgreSQL (a streaming standby) and a Redis Cluster, with durable acknowledgement (the
-//!    promise must hold) and without (the losses are measured) ([`failover`]).
+//!    promise must hold) and without (the losses are measured); a node of a MariaDB Galera
+//!    cluster killed, or split off, under load ([`failover`]).
 //!
 //! Each prints its tally to stderr, past the test harness's capture. The short form runs in
 //! `scripts/test`; `scripts/chaos --long` (or the variables below) runs the long one:
@@ -158,6 +159,21 @@ async fn hang_ups_mariadb() {
     crowd::run(hang_ups(Backend::Mysql), &Knobs::from_env()).await;
 }
 
+/// The same on a 3-node MariaDB Galera cluster, each process on its own node: a retry often
+/// lands on another node than its first attempt, and the nodes certify each other's writes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hang_ups_galera() {
+    let _serial = SERIAL.lock().await;
+    let Some(db) = crate::backends::Database::on_galera().await else {
+        return;
+    };
+    let plan = crowd::Plan {
+        name: "hang-ups, one process per Galera node",
+        ..hang_ups(Backend::Mysql)
+    };
+    crowd::run_on(plan, db, &Knobs::from_env()).await;
+}
+
 // ---------------------------------------------------------------- 3. the zombie holder
 
 /// Both wake points on every backend at once (each mostly waits for a lease to run out).
@@ -202,6 +218,12 @@ async fn storm_postgres() {
 async fn storm_mariadb() {
     let _serial = SERIAL.lock().await;
     storm::through_the_example(Backend::Mysql, Knobs::from_env().storm).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn storm_galera() {
+    let _serial = SERIAL.lock().await;
+    storm::across_galera_nodes(Knobs::from_env().storm).await;
 }
 
 // ---------------------------------------------------------------- 5. clients through faults
@@ -249,4 +271,22 @@ async fn failover_redis_cluster_acks() {
 async fn failover_redis_cluster_asynchronous() {
     let _serial = SERIAL.lock().await;
     failover::redis_cluster(false, failover::Shape::of(&Knobs::from_env())).await;
+}
+
+/// A Galera node killed under load and restarted: its process answers `503` meanwhile, the
+/// others go on; every key one payment.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failover_galera_node_killed() {
+    let _serial = SERIAL.lock().await;
+    let shape = failover::Shape::of(&Knobs::from_env());
+    failover::galera(failover::Fault::Kill, shape).await;
+}
+
+/// A Galera node split off under load (non-primary): its claims are refused, not run
+/// unprotected; let back, it catches up; every key one payment.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failover_galera_node_split_off() {
+    let _serial = SERIAL.lock().await;
+    let shape = failover::Shape::of(&Knobs::from_env());
+    failover::galera(failover::Fault::Split, shape).await;
 }

@@ -31,11 +31,20 @@ const HANG: Duration = Duration::from_secs(120);
 
 /// Sends `raw` `n` times at once: every connection is opened first, then all requests go.
 async fn storm(addr: SocketAddr, raw: Vec<u8>, n: usize) -> Vec<Result<Response, Failure>> {
+    storm_across(&[addr], raw, n).await
+}
+
+/// [`storm`] with the connections spread over `addrs` in turn.
+async fn storm_across(
+    addrs: &[SocketAddr],
+    raw: Vec<u8>,
+    n: usize,
+) -> Vec<Result<Response, Failure>> {
     let raw = Arc::new(raw);
     let barrier = Arc::new(tokio::sync::Barrier::new(n));
     let tasks: Vec<_> = (0..n)
-        .map(|_| {
-            let (raw, barrier) = (raw.clone(), barrier.clone());
+        .map(|i| {
+            let (raw, barrier, addr) = (raw.clone(), barrier.clone(), addrs[i % addrs.len()]);
             tokio::spawn(async move {
                 let stream = TcpStream::connect(addr).await;
                 barrier.wait().await;
@@ -52,7 +61,7 @@ async fn storm(addr: SocketAddr, raw: Vec<u8>, n: usize) -> Vec<Result<Response,
     };
     tokio::time::timeout(HANG, all)
         .await
-        .unwrap_or_else(|_| panic!("the storm on {addr} hung"))
+        .unwrap_or_else(|_| panic!("the storm on {addrs:?} hung"))
 }
 
 /// Checks the answers: one ran (`201`, not replayed), the others `409` or its replay. Returns
@@ -152,6 +161,48 @@ pub async fn through_the_example(backend: Backend, n: usize) {
         backend.name(),
         took.as_secs_f64()
     ));
+}
+
+/// Storms of one key through processes of the example on different nodes of the MariaDB Galera
+/// cluster at once (one process per node): through two nodes, then through three. Each is one
+/// payment, one record at fence 1: the nodes' certification lets one claim through, and every
+/// other answer is `409` or the replay.
+pub async fn across_galera_nodes(n: usize) {
+    let Some(db) = crate::backends::Database::on_galera().await else {
+        return;
+    };
+    let fleet = Fleet::start(&db, 3, &[("PAYMENTS_STORE_TIMEOUT_MS", "20000".to_owned())]).await;
+    for nodes in [2, 3] {
+        let key = unique("galera_storm");
+        let body =
+            json!({"amount": "9.99", "currency": "EUR", "customer_id": "cus_s", "order_id": key})
+                .to_string();
+        let raw = client::request(
+            "POST",
+            "/v1/payments",
+            &[("Idempotency-Key", &key)],
+            Some(&body),
+        );
+        let started = Instant::now();
+        let answers = storm_across(&fleet.addrs()[..nodes], raw, n).await;
+        let took = started.elapsed();
+        let summary = judge(&format!("galera, {nodes} nodes"), &answers);
+        let payments: Vec<_> = db
+            .payments()
+            .await
+            .into_iter()
+            .filter(|p| p.order_id == key)
+            .collect();
+        assert_eq!(payments.len(), 1, "{payments:?}");
+        let record = db.record(&key).await.unwrap();
+        assert_eq!((record.state, record.fence), (1, 1), "{record:?}");
+        report(&format!(
+            "storm [galera] through {nodes} processes, one per node: {summary}; payments 1, \
+             record fence 1; {:.2} s",
+            took.as_secs_f64()
+        ));
+    }
+    fleet.assert_alive();
 }
 
 #[derive(Clone)]

@@ -6,6 +6,8 @@
 //!   `scripts/db.sh` with PostgreSQL's durable defaults), two processes of `examples/payments`
 //!   behind a TCP proxy that stands for the virtual IP (or PgBouncer) in front of them; the
 //!   primary is killed, the standby promoted, the proxy pointed at it.
+//! - MariaDB Galera: three processes, one per node of a multi-primary cluster; a node is
+//!   killed and restarts, or is split off and let back ([`galera`]).
 //! - Redis Cluster: a cluster of the test's own (3 masters, 1 replica each), an in-process
 //!   `#[idempotent]` axum handler on a real socket whose effect is a ledger outside Redis (a
 //!   payment processor's, which no failover rolls back); a master is killed, the cluster
@@ -37,10 +39,12 @@ use super::client::{self, Cut, Failure};
 use super::report;
 use super::rng::Rng;
 
+mod galera;
 mod postgres;
 mod proxy;
 mod redis;
 
+pub use galera::{Fault, galera};
 pub use postgres::postgres;
 pub use redis::redis_cluster;
 
