@@ -26,7 +26,7 @@
 //! | `--key-header NAME` | `Idempotency-Key` | the header that carries the key |
 //! | `--key K` | a new one per run | the key replayed by `--mix replay` (keys are otherwise `lg-<run>-<connection>-<n>`) |
 //! | `--threads N` | `1` | client threads (one is enough below ~30k requests/s and leaves the CPUs to the server) |
-//! | `--json` | | one JSON object on stdout instead of the text report |
+//! | `--json` | | one JSON object on stdout instead of the text report (`sent`: every request sent, the warm-up's included) |
 //! | `--burst N` | | burst mode instead of the closed loop: open N connections, then send one request on each at the same moment (a barrier); `--connections`, `--duration`, `--mix` and `--key` do not apply (keys are `lg-<run>-<burst>` or `lg-<run>-<burst>-<n>`) |
 //! | `--burst-keys one\|distinct` | `distinct` | in a burst, one key on all N requests (a single-key storm) or N distinct keys |
 //! | `--repeat R` | `5` | measured bursts, new keys in each, after one unmeasured (none with `--warmup 0`); the report gives the median over bursts |
@@ -309,6 +309,8 @@ struct Tally {
     status: BTreeMap<u16, u64>,
     replayed: u64,
     io_errors: u64,
+    /// Every request sent, the warm-up's and those that ended past the end included.
+    sent: u64,
 }
 
 impl Tally {
@@ -319,6 +321,7 @@ impl Tally {
         }
         self.replayed += other.replayed;
         self.io_errors += other.io_errors;
+        self.sent += other.sent;
     }
 }
 
@@ -496,6 +499,7 @@ async fn run_connection(cfg: Arc<Config>, id: usize, from: Instant, end: Instant
         let start = Instant::now();
         let result = exchange(&cfg, s, key.as_deref()).await;
         let done = Instant::now();
+        tally.sent += 1;
         let counted = start >= from && done <= end;
         match result {
             Ok((status, replayed)) => {
@@ -578,6 +582,7 @@ async fn run(cfg: Config) -> Result<(), BoxError> {
             "connections": cfg.connections,
             "duration_s": secs,
             "requests": requests,
+            "sent": tally.sent,
             "rps": rps,
             "errors": errors,
             "io_errors": tally.io_errors,

@@ -48,8 +48,9 @@ pg_start() {
   port=$(cat "$dir/port")
   # A durable server (PG_DURABLE=1 at init) keeps PostgreSQL's own durability settings.
   [ -f "$dir/durable" ] && fast=""
+  # PG_OPTS: more settings, e.g. "-c shared_preload_libraries=pg_stat_statements".
   as_postgres "$PGBIN/pg_ctl" -D "$dir/data" -l "$dir/pg.log" -w -t 30 -o \
-    "-c listen_addresses=127.0.0.1 -p $port -k $dir $fast -c max_connections=300" \
+    "-c listen_addresses=127.0.0.1 -p $port -k $dir $fast -c max_connections=300 ${PG_OPTS:-}" \
     start >/dev/null
 }
 

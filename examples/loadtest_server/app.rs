@@ -1,6 +1,7 @@
 //! The service of `examples/loadtest_server.rs`, and of the in-process paths of
 //! `benches/request.rs`: one small payment handler, bare, under `#[idempotent]` and with the
-//! statements idem sends written by hand (`by_hand.rs`), and the floors it is measured against.
+//! statements idem sends written by hand (`by_hand.rs`), the least a correct layer sends
+//! written by hand (`minimal.rs`), and the floors it is measured against.
 //! Both measure the very same handlers: [`open`] the store, then [`router`].
 
 use std::error::Error;
@@ -19,6 +20,8 @@ use serde::{Deserialize, Serialize};
 
 #[path = "by_hand.rs"]
 mod by_hand;
+#[path = "minimal.rs"]
+mod minimal;
 
 pub type BoxError = Box<dyn Error + Send + Sync>;
 
@@ -235,6 +238,7 @@ pub async fn open(
         }
     };
     opened.0.migrate().await?;
+    minimal::create(&opened.1).await?;
     Ok(opened)
 }
 
@@ -324,7 +328,7 @@ impl App {
     }
 }
 
-/// Every route of the service (`/floor`, `/floor2` and `/hand` only over a store with a
+/// Every route of the service (`/floor`, `/floor2`, `/hand` and `/minimal` only over a store with a
 /// connection of its own).
 pub fn router(app: App) -> Router {
     let cached = App {
@@ -350,7 +354,8 @@ pub fn router(app: App) -> Router {
         router = router
             .route("/floor", post(floor))
             .route("/floor2", post(floor2))
-            .route("/hand", post(by_hand::by_hand));
+            .route("/hand", post(by_hand::by_hand))
+            .route("/minimal", post(minimal::minimal));
     }
     router.with_state(app)
 }

@@ -1,0 +1,486 @@
+//! `/minimal`: the least a correct idempotency layer sends, written by hand for each backend —
+//! the second floor of `/idem` (BENCHMARKS.md, "HTTP end to end"), beside `/hand` (idem's own
+//! statements by hand).
+//!
+//! Its own table, `idem_minimal`, of the columns such a layer cannot do without: the key hash,
+//! the request hash, the state, a fencing token, the lease's and the record's end by the
+//! database's clock, and the response's status, headers and body; and one index besides the key,
+//! on the record's end, without which expired records cannot be deleted but by scanning them
+//! all. Two statements for a fresh key:
+//!
+//! - the claim inserts the row, or reads the existing one in the same statement (PostgreSQL;
+//!   on SQLite and MariaDB, whose `INSERT` cannot read a conflicting row, a `SELECT` after the
+//!   conflict) with the database's clock read once, and returns the fence (fresh) or the state,
+//!   request hash, lease, expiry, status, headers and body (a record);
+//! - the completion updates state, status, headers and body, fenced by key hash, fence and
+//!   state.
+//!
+//! On Redis one script each: the claim (`HMGET`, then `HSET` + `PEXPIRE` for a fresh key) and
+//! the completion (fence checked, `HSET`).
+//!
+//! What idem sends that this floor lacks, each a guarantee or a feature (BENCHMARKS.md says what
+//! each costs): the operation id, bound by the claim and checked by the completion (a record
+//! purged and claimed afresh starts at fence 1 again: the fence alone would let the first
+//! record's zombie complete the second); the readable key, the business number, the creation,
+//! update and completion times and the remember window (inspection, reconciliation,
+//! `latest_state`, `remember`); a clock override (tests); on Redis, the index of expiries the
+//! purge and `idem stats` read. Like `/hand`, it has no lease keeper, takeover, retry, timeout
+//! or telemetry; a statement that fails answers `503`.
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use idem::Fingerprint;
+use idem::axum::Json;
+use idem::key::ScopedKey;
+use sqlx::Row;
+
+use super::{App, BoxError, CreatePayment, Pool, charge};
+
+/// The lease and TTL `#[idempotent]` binds by default (30 s, 7 days), in ms.
+const LEASE_MS: i64 = 30_000;
+const TTL_MS: i64 = 7 * 86_400 * 1000;
+/// The empty header blob idem stores for a response with no whitelisted header.
+const NO_HEADERS: [u8; 5] = [1, 0, 0, 0, 0];
+
+/// The columns every backend's table has, besides the key and the response's blobs.
+macro_rules! columns {
+    () => {
+        "request_hash CHAR(64) NOT NULL, state SMALLINT NOT NULL, fence BIGINT NOT NULL, \
+         lease_until BIGINT NOT NULL, expire_at BIGINT NOT NULL, resp_status SMALLINT"
+    };
+}
+
+/// The index of the records' ends (PostgreSQL, SQLite).
+const INDEX: &str = "CREATE INDEX IF NOT EXISTS idem_minimal_expire_at ON idem_minimal (expire_at)";
+
+/// The table, created at start (the route's own: idem's migrations know nothing of it).
+pub(super) async fn create(pool: &Pool) -> Result<(), BoxError> {
+    match pool {
+        Pool::Memory => Ok(()),
+        Pool::Postgres(p) => {
+            sqlx::query(concat!(
+                "CREATE TABLE IF NOT EXISTS idem_minimal (key_hash BYTEA PRIMARY KEY, ",
+                columns!(),
+                ", resp_headers BYTEA, resp_body BYTEA)"
+            ))
+            .execute(p)
+            .await?;
+            sqlx::query(INDEX).execute(p).await?;
+            Ok(())
+        }
+        Pool::MySql(p) => {
+            sqlx::query(concat!(
+                "CREATE TABLE IF NOT EXISTS idem_minimal (key_hash BINARY(32) PRIMARY KEY, ",
+                columns!(),
+                ", resp_headers BLOB, resp_body MEDIUMBLOB, \
+                 INDEX idem_minimal_expire_at (expire_at)) ENGINE = InnoDB"
+            ))
+            .execute(p)
+            .await?;
+            Ok(())
+        }
+        Pool::Sqlite { writes, .. } => {
+            let mut conn = writes.lock().await;
+            sqlx::query(concat!(
+                "CREATE TABLE IF NOT EXISTS idem_minimal (key_hash BLOB PRIMARY KEY, ",
+                columns!(),
+                ", resp_headers BLOB, resp_body BLOB) WITHOUT ROWID"
+            ))
+            .execute(&mut *conn)
+            .await?;
+            sqlx::query(INDEX).execute(&mut *conn).await?;
+            Ok(())
+        }
+        #[cfg(feature = "redis")]
+        Pool::Redis(_) => Ok(()),
+    }
+}
+
+/// What the claim found.
+enum Claimed {
+    /// This request owns the key: run, then complete under this fence.
+    Acquired(i64),
+    /// A record, and the database's "now".
+    Found(Found),
+}
+
+struct Found {
+    request_hash: String,
+    state: i64,
+    lease_until: i64,
+    expire_at: i64,
+    status: Option<i64>,
+    headers: Option<Vec<u8>>,
+    body: Option<Vec<u8>>,
+    now: i64,
+}
+
+/// `POST /minimal`.
+pub(super) async fn minimal(
+    State(app): State<App>,
+    headers: HeaderMap,
+    Json(req): Json<CreatePayment>,
+) -> Response {
+    let Some(client) = headers.get("idempotency-key").and_then(|v| v.to_str().ok()) else {
+        return StatusCode::BAD_REQUEST.into_response();
+    };
+    let Ok(key) = ScopedKey::new::<&str>(&[], "POST /minimal", client) else {
+        return StatusCode::BAD_REQUEST.into_response();
+    };
+    let request = req.fingerprint().to_string();
+    match run(&app.pool, &key.hash()[..], &request, req).await {
+        Ok(response) => response,
+        Err(_) => StatusCode::SERVICE_UNAVAILABLE.into_response(),
+    }
+}
+
+async fn run(
+    pool: &Pool,
+    hash: &[u8],
+    request: &str,
+    req: CreatePayment,
+) -> Result<Response, BoxError> {
+    Ok(match claim(pool, hash, request).await? {
+        Claimed::Acquired(fence) => {
+            let (status, Json(payment)) = charge(req);
+            let body = serde_json::to_vec(&payment)?;
+            if !complete(pool, hash, fence, status.as_u16(), &body).await? {
+                return Ok(StatusCode::CONFLICT.into_response());
+            }
+            json(status, body, false)
+        }
+        Claimed::Found(found) => {
+            if found.request_hash.trim_end() != request {
+                StatusCode::UNPROCESSABLE_ENTITY.into_response()
+            } else if found.expire_at <= found.now {
+                // Expired: a layer would replace the record (a takeover); never met here.
+                StatusCode::CONFLICT.into_response()
+            } else if found.state == 0 {
+                // In flight: `409` until the lease ends (then a layer would take it over).
+                let secs = ((found.lease_until - found.now).max(0) + 999) / 1000;
+                (StatusCode::CONFLICT, [("retry-after", secs.to_string())]).into_response()
+            } else {
+                let status = found
+                    .status
+                    .and_then(|s| u16::try_from(s).ok())
+                    .and_then(|s| StatusCode::from_u16(s).ok())
+                    .ok_or("a stored status out of range")?;
+                if found.headers.as_deref() != Some(&NO_HEADERS[..]) {
+                    return Err("stored headers this route never writes".into());
+                }
+                json(status, found.body.unwrap_or_default(), true)
+            }
+        }
+    })
+}
+
+fn json(status: StatusCode, body: Vec<u8>, replayed: bool) -> Response {
+    let mut res = Response::builder()
+        .status(status)
+        .header("content-type", "application/json");
+    if replayed {
+        res = res.header("idempotent-replayed", "true");
+    }
+    res.body(Body::from(body))
+        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+}
+
+/// PostgreSQL: insert, or read the existing row, in one statement; the clock read once.
+const PG_CLAIM: &str = "WITH t AS (SELECT floor(extract(epoch FROM statement_timestamp()) * 1000)::bigint AS now), \
+     ins AS (INSERT INTO idem_minimal (key_hash, request_hash, state, fence, lease_until, expire_at) \
+       SELECT $1, $2, 0, 1, now + $3, now + $4 FROM t \
+       ON CONFLICT (key_hash) DO NOTHING RETURNING fence) \
+     SELECT fence, NULL::smallint, NULL::char(64), NULL::bigint, NULL::bigint, NULL::smallint, \
+       NULL::bytea, NULL::bytea, NULL::bigint FROM ins \
+     UNION ALL \
+     SELECT NULL, r.state, r.request_hash, r.lease_until, r.expire_at, r.resp_status, \
+       r.resp_headers, r.resp_body, t.now FROM idem_minimal r, t \
+     WHERE r.key_hash = $1 AND NOT EXISTS (SELECT 1 FROM ins)";
+const PG_SELECT: &str = "SELECT NULL::bigint, state, request_hash, lease_until, expire_at, \
+     resp_status, resp_headers, resp_body, \
+     floor(extract(epoch FROM statement_timestamp()) * 1000)::bigint \
+     FROM idem_minimal WHERE key_hash = $1";
+const PG_COMPLETE: &str = "UPDATE idem_minimal SET state = 1, resp_status = $3, \
+     resp_headers = $4, resp_body = $5 WHERE key_hash = $1 AND fence = $2 AND state = 0";
+
+/// MariaDB: the insert; on a duplicate key, the row. `UTC_TIMESTAMP(6)` is one value per
+/// statement.
+macro_rules! my_now {
+    () => {
+        "(TIMESTAMPDIFF(MICROSECOND, '1970-01-01', UTC_TIMESTAMP(6)) DIV 1000)"
+    };
+}
+const MY_CLAIM: &str = concat!(
+    "INSERT INTO idem_minimal (key_hash, request_hash, state, fence, lease_until, expire_at) \
+     VALUES (?, ?, 0, 1, ",
+    my_now!(),
+    " + ?, ",
+    my_now!(),
+    " + ?)"
+);
+const MY_SELECT: &str = concat!(
+    "SELECT NULL, state, request_hash, lease_until, expire_at, resp_status, resp_headers, \
+     resp_body, CAST(",
+    my_now!(),
+    " AS SIGNED) FROM idem_minimal WHERE key_hash = ?"
+);
+const MY_COMPLETE: &str = "UPDATE idem_minimal SET state = 1, resp_status = ?, \
+     resp_headers = ?, resp_body = ? WHERE key_hash = ? AND fence = ? AND state = 0";
+
+/// SQLite: the insert, nothing returned on a conflict; then the row.
+macro_rules! lite_now {
+    () => {
+        "CAST(round((julianday('now') - 2440587.5) * 86400000) AS INTEGER)"
+    };
+}
+const LITE_CLAIM: &str = concat!(
+    "INSERT INTO idem_minimal (key_hash, request_hash, state, fence, lease_until, expire_at) \
+     SELECT ?1, ?2, 0, 1, now + ?3, now + ?4 FROM (SELECT ",
+    lite_now!(),
+    " AS now) WHERE true ON CONFLICT (key_hash) DO NOTHING RETURNING fence"
+);
+const LITE_SELECT: &str = concat!(
+    "SELECT NULL, state, request_hash, lease_until, expire_at, resp_status, resp_headers, \
+     resp_body, ",
+    lite_now!(),
+    " FROM idem_minimal WHERE key_hash = ?1"
+);
+const LITE_COMPLETE: &str = "UPDATE idem_minimal SET state = 1, resp_status = ?3, \
+     resp_headers = ?4, resp_body = ?5 WHERE key_hash = ?1 AND fence = ?2 AND state = 0";
+
+/// SQLite's integers all decode as `i64`.
+fn lite_found(row: &sqlx::sqlite::SqliteRow) -> Result<Claimed, BoxError> {
+    Ok(Claimed::Found(Found {
+        state: row.try_get(1)?,
+        request_hash: row.try_get(2)?,
+        lease_until: row.try_get(3)?,
+        expire_at: row.try_get(4)?,
+        status: row.try_get(5)?,
+        headers: row.try_get(6)?,
+        body: row.try_get(7)?,
+        now: row.try_get(8)?,
+    }))
+}
+
+async fn claim(pool: &Pool, hash: &[u8], request: &str) -> Result<Claimed, BoxError> {
+    match pool {
+        Pool::Memory => Err("no store to write by hand".into()),
+        Pool::Postgres(p) => {
+            let row = sqlx::query(PG_CLAIM)
+                .bind(hash)
+                .bind(request)
+                .bind(LEASE_MS)
+                .bind(TTL_MS)
+                .fetch_optional(p)
+                .await?;
+            match row {
+                Some(row) => pg_found(&row),
+                // The conflicting row was committed after the statement's snapshot.
+                None => pg_found(&sqlx::query(PG_SELECT).bind(hash).fetch_one(p).await?),
+            }
+        }
+        Pool::MySql(p) => {
+            let inserted = sqlx::query(MY_CLAIM)
+                .bind(hash)
+                .bind(request)
+                .bind(LEASE_MS)
+                .bind(TTL_MS)
+                .execute(p)
+                .await;
+            match inserted {
+                Ok(_) => return Ok(Claimed::Acquired(1)),
+                Err(e)
+                    if e.as_database_error().and_then(|d| d.code()).as_deref() == Some("23000") => {
+                }
+                Err(e) => return Err(e.into()),
+            }
+            let row = sqlx::query(MY_SELECT).bind(hash).fetch_one(p).await?;
+            my_found(&row)
+        }
+        Pool::Sqlite { reads, writes } => {
+            let claimed = sqlx::query(LITE_CLAIM)
+                .bind(hash)
+                .bind(request)
+                .bind(LEASE_MS)
+                .bind(TTL_MS)
+                .fetch_optional(&mut *writes.lock().await)
+                .await?;
+            if let Some(row) = claimed {
+                return Ok(Claimed::Acquired(row.try_get(0)?));
+            }
+            lite_found(&sqlx::query(LITE_SELECT).bind(hash).fetch_one(reads).await?)
+        }
+        #[cfg(feature = "redis")]
+        Pool::Redis(conn) => redis_claim(conn, hash, request).await,
+    }
+}
+
+/// PostgreSQL's `state` and `resp_status` are `SMALLINT`s.
+fn pg_found(row: &sqlx::postgres::PgRow) -> Result<Claimed, BoxError> {
+    if let Some(fence) = row.try_get::<Option<i64>, _>(0)? {
+        return Ok(Claimed::Acquired(fence));
+    }
+    Ok(Claimed::Found(Found {
+        state: row.try_get::<i16, _>(1)?.into(),
+        request_hash: row.try_get(2)?,
+        lease_until: row.try_get(3)?,
+        expire_at: row.try_get(4)?,
+        status: row.try_get::<Option<i16>, _>(5)?.map(i64::from),
+        headers: row.try_get(6)?,
+        body: row.try_get(7)?,
+        now: row.try_get(8)?,
+    }))
+}
+
+/// MariaDB's `SMALLINT`s decode as `i16`.
+fn my_found(row: &sqlx::mysql::MySqlRow) -> Result<Claimed, BoxError> {
+    Ok(Claimed::Found(Found {
+        state: row.try_get::<i16, _>(1)?.into(),
+        request_hash: row.try_get(2)?,
+        lease_until: row.try_get(3)?,
+        expire_at: row.try_get(4)?,
+        status: row.try_get::<Option<i16>, _>(5)?.map(i64::from),
+        headers: row.try_get(6)?,
+        body: row.try_get(7)?,
+        now: row.try_get(8)?,
+    }))
+}
+
+/// The completion, fenced: whether it landed.
+async fn complete(
+    pool: &Pool,
+    hash: &[u8],
+    fence: i64,
+    status: u16,
+    body: &[u8],
+) -> Result<bool, BoxError> {
+    let status = i16::try_from(status)?;
+    let done = match pool {
+        Pool::Memory => return Err("no store to write by hand".into()),
+        Pool::Postgres(p) => sqlx::query(PG_COMPLETE)
+            .bind(hash)
+            .bind(fence)
+            .bind(status)
+            .bind(&NO_HEADERS[..])
+            .bind(body)
+            .execute(p)
+            .await?
+            .rows_affected(),
+        Pool::MySql(p) => sqlx::query(MY_COMPLETE)
+            .bind(status)
+            .bind(&NO_HEADERS[..])
+            .bind(body)
+            .bind(hash)
+            .bind(fence)
+            .execute(p)
+            .await?
+            .rows_affected(),
+        Pool::Sqlite { writes, .. } => sqlx::query(LITE_COMPLETE)
+            .bind(hash)
+            .bind(fence)
+            .bind(status)
+            .bind(&NO_HEADERS[..])
+            .bind(body)
+            .execute(&mut *writes.lock().await)
+            .await?
+            .rows_affected(),
+        #[cfg(feature = "redis")]
+        Pool::Redis(conn) => return redis_complete(conn, hash, fence, status, body).await,
+    };
+    Ok(done == 1)
+}
+
+/// Redis: the record's hash, kept until its end (`PEXPIRE`); "now" from `TIME`.
+#[cfg(feature = "redis")]
+static REDIS_CLAIM: std::sync::LazyLock<redis::Script> = std::sync::LazyLock::new(|| {
+    redis::Script::new(
+        "local r = redis.call('HMGET', KEYS[1], 'request_hash', 'state', 'lease_until', \
+           'expire_at', 'resp_status', 'resp_headers', 'resp_body') \
+         local t = redis.call('TIME') \
+         local now = t[1] * 1000 + math.floor(t[2] / 1000) \
+         if r[1] then return {0, now, r[1], r[2], r[3], r[4], r[5], r[6], r[7]} end \
+         local lease, ttl = tonumber(ARGV[2]), tonumber(ARGV[3]) \
+         redis.call('HSET', KEYS[1], 'request_hash', ARGV[1], 'state', '0', 'fence', '1', \
+           'lease_until', string.format('%d', now + lease), \
+           'expire_at', string.format('%d', now + ttl)) \
+         redis.call('PEXPIRE', KEYS[1], ttl) \
+         return {1}",
+    )
+});
+#[cfg(feature = "redis")]
+static REDIS_COMPLETE: std::sync::LazyLock<redis::Script> = std::sync::LazyLock::new(|| {
+    redis::Script::new(
+        "local r = redis.call('HMGET', KEYS[1], 'fence', 'state') \
+         if r[1] ~= ARGV[1] or r[2] ~= '0' then return 0 end \
+         redis.call('HSET', KEYS[1], 'state', '1', 'resp_status', ARGV[2], \
+           'resp_headers', ARGV[3], 'resp_body', ARGV[4]) \
+         return 1",
+    )
+});
+
+#[cfg(feature = "redis")]
+fn redis_key(hash: &[u8]) -> Vec<u8> {
+    [&b"idem_minimal:"[..], hash].concat()
+}
+
+#[cfg(feature = "redis")]
+async fn redis_claim(
+    conn: &idem::store::redis::RedisConnection,
+    hash: &[u8],
+    request: &str,
+) -> Result<Claimed, BoxError> {
+    let mut conn = conn.clone();
+    let out: Vec<redis::Value> = REDIS_CLAIM
+        .key(redis_key(hash))
+        .arg(request)
+        .arg(LEASE_MS)
+        .arg(TTL_MS)
+        .invoke_async(&mut conn)
+        .await?;
+    let int = |i: usize| -> Result<i64, BoxError> {
+        match out.get(i) {
+            Some(redis::Value::Int(n)) => Ok(*n),
+            Some(redis::Value::BulkString(b)) => Ok(std::str::from_utf8(b)?.parse()?),
+            _ => Err(format!("no integer at {i}").into()),
+        }
+    };
+    let bytes = |i: usize| match out.get(i) {
+        Some(redis::Value::BulkString(b)) => Some(b.clone()),
+        _ => None,
+    };
+    if int(0)? == 1 {
+        return Ok(Claimed::Acquired(1));
+    }
+    Ok(Claimed::Found(Found {
+        now: int(1)?,
+        request_hash: String::from_utf8(bytes(2).unwrap_or_default())?,
+        state: int(3)?,
+        lease_until: int(4)?,
+        expire_at: int(5)?,
+        status: int(6).ok(),
+        headers: bytes(7),
+        body: bytes(8),
+    }))
+}
+
+#[cfg(feature = "redis")]
+async fn redis_complete(
+    conn: &idem::store::redis::RedisConnection,
+    hash: &[u8],
+    fence: i64,
+    status: i16,
+    body: &[u8],
+) -> Result<bool, BoxError> {
+    let mut conn = conn.clone();
+    let done: i64 = REDIS_COMPLETE
+        .key(redis_key(hash))
+        .arg(fence)
+        .arg(status)
+        .arg(&NO_HEADERS[..])
+        .arg(body)
+        .invoke_async(&mut conn)
+        .await?;
+    Ok(done == 1)
+}
