@@ -433,11 +433,12 @@ async fn postgres_migration_history_is_idem_own() {
         "CREATE TABLE IF NOT EXISTS app_orders (id BIGINT PRIMARY KEY)",
     )
     .await;
-    let ours: Vec<i64> = sqlx::query_scalar("SELECT version FROM idem._sqlx_migrations")
-        .fetch_all(store.pool())
-        .await
-        .unwrap();
-    assert_eq!(ours.len(), 2);
+    let ours: Vec<i64> =
+        sqlx::query_scalar("SELECT version FROM idem._sqlx_migrations ORDER BY version")
+            .fetch_all(store.pool())
+            .await
+            .unwrap();
+    assert_eq!(ours, [20261130000001, 20261207000001, 20261207000002]);
     let theirs: Vec<i64> = sqlx::query_scalar("SELECT version FROM public._sqlx_migrations")
         .fetch_all(store.pool())
         .await
@@ -898,6 +899,54 @@ async fn sqlite_corrupt_row_is_reported() {
         }
         other => panic!("expected Corrupt, got {other:?}"),
     }
+}
+
+/// The table has no CHECK constraints (they cost every write; migration `20261207000002`): a
+/// row another writer left in a state no build writes is refused as corrupt, never replayed nor
+/// run again, and a lease whose record was changed so does not have its completion acknowledged.
+#[tokio::test]
+async fn postgres_row_in_an_unknown_state_is_reported() {
+    let Some(store) = postgres_store().await else {
+        return;
+    };
+    let set_state_7 = |key: ScopedKey| {
+        let pool = store.pool().clone();
+        async move {
+            sqlx::query("UPDATE idem.idempotency_records SET state = 7 WHERE key_hash = $1")
+                .bind(&key.hash()[..])
+                .execute(&pool)
+                .await
+                .unwrap();
+        }
+    };
+    let (stored, running) = (unique_key("pgcorrupt"), unique_key("pgcorrupt-run"));
+    let lease = acquire(&store, &req(&stored, hash("a"))).await;
+    store.complete(&lease, &done()).await.unwrap();
+    set_state_7(stored.clone()).await;
+    for _ in 0..2 {
+        match store.claim(&req(&stored, hash("a"))).await {
+            Err(StoreError::Corrupt { key_hash, detail }) => {
+                assert_eq!(key_hash, Some(stored.hash_hex().to_string()));
+                assert!(detail.contains("unknown state 7"), "{detail}");
+            }
+            other => panic!("expected Corrupt, got {other:?}"),
+        }
+    }
+    // Changed under a running lease: its completion matches no row, and the record's owner
+    // (same fence and operation id, state 7) is not "completed earlier".
+    let lease = acquire(&store, &req(&running, hash("a"))).await;
+    set_state_7(running.clone()).await;
+    let completed = store.complete(&lease, &done()).await;
+    assert!(
+        matches!(completed, Err(StoreError::FencedOut { .. })),
+        "{completed:?}"
+    );
+    sqlx::query("DELETE FROM idem.idempotency_records WHERE key_hash IN ($1, $2)")
+        .bind(&stored.hash()[..])
+        .bind(&running.hash()[..])
+        .execute(store.pool())
+        .await
+        .unwrap();
 }
 
 #[tokio::test]

@@ -50,42 +50,34 @@ pub const NOW_MS_SQL: &str = db_now!();
 /// The claim (S13, S14): insert, or return the existing row from the statement's snapshot.
 /// `$5` is the clock override, `$6` the lease, `$7` the TTL and `$8` the remember window in ms
 /// (0 without one: `replay_until` stays `NULL`); every column that holds a time is computed
-/// here, from the database's clock. The last column is that "now".
+/// here, from the database's clock, read once (`t`). A fresh claim returns what its lease needs
+/// (`fence`, `lease_until`, `expire_at`; the other columns `NULL`); an existing row all of
+/// [`record_columns!`]. The last column is that "now".
 pub(super) const CLAIM_SQL: &str = concat!(
-    "WITH claimed AS ( \
+    "WITH t AS (SELECT ",
+    now!("5"),
+    " AS now), \
+     claimed AS ( \
        INSERT INTO ",
     table!(),
     " \
          (key_hash, idem_key, request_hash, state, operation_id, fence, rev, locked_at, lease_until, expire_at, created_at, updated_at, replay_until) \
-       VALUES ($1, $2, $3, 0, $4, 1, 1, ",
-    now!("5"),
-    ", ",
-    now!("5"),
-    " + $6::bigint, ",
-    now!("5"),
-    " + GREATEST($6::bigint, $7::bigint, $8::bigint), ",
-    now!("5"),
-    ", ",
-    now!("5"),
-    ", CASE WHEN $8::bigint > 0 THEN ",
-    now!("5"),
-    " + GREATEST($6::bigint, $7::bigint) END) \
+       SELECT $1, $2, $3, 0, $4, 1, 1, now, now + $6::bigint, \
+         now + GREATEST($6::bigint, $7::bigint, $8::bigint), now, now, \
+         CASE WHEN $8::bigint > 0 THEN now + GREATEST($6::bigint, $7::bigint) END FROM t \
        ON CONFLICT (key_hash) DO NOTHING \
-       RETURNING ",
-    record_columns!(),
-    ", locked_at AS db_now \
+       RETURNING fence, lease_until, expire_at, locked_at \
      ) \
-     SELECT TRUE AS claimed, ",
-    record_columns!(),
-    ", db_now FROM claimed \
+     SELECT TRUE AS claimed, NULL::text, NULL::char(64), NULL::smallint, NULL::varchar(64), \
+       fence, NULL::bigint, NULL::smallint, NULL::bytea, NULL::bytea, NULL::text, NULL::bigint, \
+       lease_until, expire_at, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, locked_at \
+     FROM claimed \
      UNION ALL \
      SELECT FALSE AS claimed, ",
     record_columns!(),
-    ", ",
-    now!("5"),
-    " FROM ",
+    ", t.now FROM ",
     table!(),
-    " \
+    ", t \
       WHERE key_hash = $1 AND NOT EXISTS (SELECT 1 FROM claimed)"
 );
 

@@ -260,8 +260,10 @@ pub(crate) fn completed_earlier(
     lease: &Lease,
 ) -> Result<(), StoreError> {
     match owner {
+        // A state no build writes (another writer's row) is not "stored": fenced out, never a
+        // completion acknowledged for a snapshot that is not there.
         Some((state, fence, operation_id))
-            if state != RecordState::Processing.code() as i64
+            if RecordState::from_code(state).is_some_and(|s| s != RecordState::Processing)
                 && u64::try_from(fence) == Ok(lease.fence)
                 && operation_id == lease.operation_id =>
         {
