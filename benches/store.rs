@@ -25,6 +25,10 @@ use idem::store::{Claim, ClaimRequest, Completion, Outcome, Store};
 use sha2::{Digest, Sha256};
 use sqlx::{MySqlPool, PgPool, Row, SqlitePool};
 
+#[path = "../examples/loadtest_server/minimal_sql.rs"]
+#[allow(dead_code)]
+mod minimal;
+
 const ROUNDS: usize = 15;
 const LEASE: Duration = Duration::from_secs(30);
 const TTL: Duration = Duration::from_secs(3600);
@@ -412,6 +416,175 @@ impl Replay for Postgres {
     }
 }
 
+/// The least a correct layer sends on PostgreSQL (`examples/loadtest_server/minimal_sql.rs`):
+/// the second floor, on a table of its own.
+#[derive(Clone)]
+struct PgMinimal(PgPool);
+
+impl PgMinimal {
+    /// Claims and completes `key_hash` for `request`.
+    async fn claim_complete_key(&self, key_hash: &[u8], request: &str) {
+        let row = sqlx::query(minimal::PG_CLAIM)
+            .bind(key_hash)
+            .bind(request)
+            .bind(LEASE_MS)
+            .bind(TTL_MS)
+            .fetch_one(&self.0)
+            .await
+            .unwrap();
+        let fence: Option<i64> = row.get(0);
+        let done = sqlx::query(minimal::PG_COMPLETE)
+            .bind(key_hash)
+            .bind(fence.expect("claimed"))
+            .bind(201i16)
+            .bind(&minimal::NO_HEADERS[..])
+            .bind(body())
+            .execute(&self.0)
+            .await
+            .unwrap();
+        assert_eq!(done.rows_affected(), 1);
+    }
+
+    /// The records idem's replays read, in the floor's table.
+    async fn seed(&self, keys: &[String]) {
+        minimal::create_postgres(&self.0).await.unwrap();
+        let request = RequestHash::of_bytes(b"{}").to_string();
+        for k in keys {
+            self.claim_complete_key(&key(k).hash()[..], &request).await;
+        }
+    }
+}
+
+impl Baseline for PgMinimal {
+    async fn claim_complete(&self, label: &str) {
+        let r = raw(&fresh(label));
+        self.claim_complete_key(&r.key_hash, &r.request_hex).await;
+    }
+}
+
+impl Replay for PgMinimal {
+    async fn replay(&self, client: &str) {
+        let key = key(client);
+        let request = RequestHash::of_bytes(b"{}").to_string();
+        let row = sqlx::query(minimal::PG_CLAIM)
+            .bind(&key.hash()[..])
+            .bind(&request)
+            .bind(LEASE_MS)
+            .bind(TTL_MS)
+            .fetch_one(&self.0)
+            .await
+            .unwrap();
+        let (fence, state, hash): (Option<i64>, i16, String) = (row.get(0), row.get(1), row.get(2));
+        let (expire_at, status, body, now): (i64, Option<i16>, Option<Vec<u8>>, i64) =
+            (row.get(4), row.get(5), row.get(7), row.get(8));
+        assert!(fence.is_none() && state == 1 && hash == request && expire_at > now);
+        assert!(status == Some(201) && body.is_some());
+    }
+}
+
+/// The least a correct layer sends on MariaDB: an `INSERT`, on a duplicate a `SELECT`.
+#[derive(Clone)]
+struct MyMinimal(MySqlPool);
+
+impl MyMinimal {
+    async fn claim_complete_key(&self, key_hash: &[u8], request: &str) {
+        sqlx::query(minimal::MY_CLAIM)
+            .bind(key_hash)
+            .bind(request)
+            .bind(LEASE_MS)
+            .bind(TTL_MS)
+            .execute(&self.0)
+            .await
+            .unwrap();
+        let done = sqlx::query(minimal::MY_COMPLETE)
+            .bind(201i16)
+            .bind(&minimal::NO_HEADERS[..])
+            .bind(body())
+            .bind(key_hash)
+            .bind(1i64)
+            .execute(&self.0)
+            .await
+            .unwrap();
+        assert_eq!(done.rows_affected(), 1);
+    }
+
+    async fn seed(&self, keys: &[String]) {
+        minimal::create_mysql(&self.0).await.unwrap();
+        let request = RequestHash::of_bytes(b"{}").to_string();
+        for k in keys {
+            self.claim_complete_key(&key(k).hash()[..], &request).await;
+        }
+    }
+}
+
+impl Baseline for MyMinimal {
+    async fn claim_complete(&self, label: &str) {
+        let r = raw(&fresh(label));
+        self.claim_complete_key(&r.key_hash, &r.request_hex).await;
+    }
+}
+
+impl Replay for MyMinimal {
+    async fn replay(&self, client: &str) {
+        let key = key(client);
+        let hash = &key.hash()[..];
+        let request = RequestHash::of_bytes(b"{}").to_string();
+        let err = sqlx::query(minimal::MY_CLAIM)
+            .bind(hash)
+            .bind(&request)
+            .bind(LEASE_MS)
+            .bind(TTL_MS)
+            .execute(&self.0)
+            .await
+            .unwrap_err();
+        let db = err.as_database_error().unwrap();
+        assert_eq!(db.code().as_deref(), Some("23000"));
+        let row = sqlx::query(minimal::MY_SELECT)
+            .bind(hash)
+            .fetch_one(&self.0)
+            .await
+            .unwrap();
+        let (state, stored, expire_at): (i16, String, i64) = (row.get(1), row.get(2), row.get(4));
+        let (status, body, now): (Option<i16>, Option<Vec<u8>>, i64) =
+            (row.get(5), row.get(7), row.get(8));
+        assert!(state == 1 && stored == request && expire_at > now);
+        assert!(status == Some(201) && body.is_some());
+    }
+}
+
+/// idem's `claim + complete` and replays of `keys` against the minimal layer's, two rows.
+async fn against_minimal<S, B>(
+    backend: &str,
+    label: &str,
+    n: usize,
+    store: &S,
+    keys: &Arc<Vec<String>>,
+    min: &B,
+) where
+    S: Store + Clone,
+    B: Baseline,
+{
+    let cc = format!("{label}-min-cc");
+    let cc = cc.as_str();
+    let idem = |_: usize| {
+        let store = store.clone();
+        async move { idem_claim_complete(&store, &fresh(cc)).await }
+    };
+    let floor = |_: usize| {
+        let min = min.clone();
+        async move { min.claim_complete(cc).await }
+    };
+    let (a, b) = pair(n, idem, floor).await;
+    row(
+        backend,
+        "claim + complete vs the minimal layer's statements",
+        a,
+        Some(b),
+    );
+    let (a, b) = replays(n, store, keys, Some(min)).await;
+    row(backend, "replay vs the minimal layer's statements", a, b);
+}
+
 /// What the claim form costs a PostgreSQL replay: `ON CONFLICT DO UPDATE` locks the row even when
 /// it updates nothing. Reference: a plain `SELECT` of the same row (which could not claim).
 #[derive(Clone)]
@@ -696,6 +869,9 @@ async fn bench_postgres(url: &str) {
     let (idem, base) = replays(n, &store, &keys, Some(&select)).await;
     let path = "replay vs a plain `SELECT` of the row (not a claim)";
     row("PostgreSQL", path, idem, base);
+    let min = PgMinimal(store.pool().clone());
+    min.seed(&keys).await;
+    against_minimal("PostgreSQL", "pg", n, &store, &keys, &min).await;
     remember_cost("PostgreSQL", "pg", n, &store).await;
 }
 
@@ -706,8 +882,11 @@ async fn bench_mysql(url: &str) {
     let base = MySql(store.pool().clone(), false);
     let (counts, sent) = ([2, 2], store.statement_count());
     let [cc, rp] = paths(counts);
-    bench("MariaDB", [&cc, &rp], "my", n, &store, Some(&base)).await;
+    let keys = bench("MariaDB", [&cc, &rp], "my", n, &store, Some(&base)).await;
     check_statements("MariaDB", store.statement_count() - sent, n, counts);
+    let min = MyMinimal(store.pool().clone());
+    min.seed(&keys).await;
+    against_minimal("MariaDB", "my", n, &store, &keys, &min).await;
     remember_cost("MariaDB", "my", n, &store).await;
 }
 

@@ -38,61 +38,24 @@ use sqlx::Row;
 
 use super::{App, BoxError, CreatePayment, Pool, charge};
 
+#[path = "minimal_sql.rs"]
+mod sql;
+use sql::{
+    LITE_CLAIM, LITE_COMPLETE, LITE_SELECT, MY_CLAIM, MY_COMPLETE, MY_SELECT, NO_HEADERS, PG_CLAIM,
+    PG_COMPLETE, PG_SELECT,
+};
+
 /// The lease and TTL `#[idempotent]` binds by default (30 s, 7 days), in ms.
 const LEASE_MS: i64 = 30_000;
 const TTL_MS: i64 = 7 * 86_400 * 1000;
-/// The empty header blob idem stores for a response with no whitelisted header.
-const NO_HEADERS: [u8; 5] = [1, 0, 0, 0, 0];
-
-/// The columns every backend's table has, besides the key and the response's blobs.
-macro_rules! columns {
-    () => {
-        "request_hash CHAR(64) NOT NULL, state SMALLINT NOT NULL, fence BIGINT NOT NULL, \
-         lease_until BIGINT NOT NULL, expire_at BIGINT NOT NULL, resp_status SMALLINT"
-    };
-}
-
-/// The index of the records' ends (PostgreSQL, SQLite).
-const INDEX: &str = "CREATE INDEX IF NOT EXISTS idem_minimal_expire_at ON idem_minimal (expire_at)";
 
 /// The table, created at start (the route's own: idem's migrations know nothing of it).
 pub(super) async fn create(pool: &Pool) -> Result<(), BoxError> {
     match pool {
         Pool::Memory => Ok(()),
-        Pool::Postgres(p) => {
-            sqlx::query(concat!(
-                "CREATE TABLE IF NOT EXISTS idem_minimal (key_hash BYTEA PRIMARY KEY, ",
-                columns!(),
-                ", resp_headers BYTEA, resp_body BYTEA)"
-            ))
-            .execute(p)
-            .await?;
-            sqlx::query(INDEX).execute(p).await?;
-            Ok(())
-        }
-        Pool::MySql(p) => {
-            sqlx::query(concat!(
-                "CREATE TABLE IF NOT EXISTS idem_minimal (key_hash BINARY(32) PRIMARY KEY, ",
-                columns!(),
-                ", resp_headers BLOB, resp_body MEDIUMBLOB, \
-                 INDEX idem_minimal_expire_at (expire_at)) ENGINE = InnoDB"
-            ))
-            .execute(p)
-            .await?;
-            Ok(())
-        }
-        Pool::Sqlite { writes, .. } => {
-            let mut conn = writes.lock().await;
-            sqlx::query(concat!(
-                "CREATE TABLE IF NOT EXISTS idem_minimal (key_hash BLOB PRIMARY KEY, ",
-                columns!(),
-                ", resp_headers BLOB, resp_body BLOB) WITHOUT ROWID"
-            ))
-            .execute(&mut *conn)
-            .await?;
-            sqlx::query(INDEX).execute(&mut *conn).await?;
-            Ok(())
-        }
+        Pool::Postgres(p) => Ok(sql::create_postgres(p).await?),
+        Pool::MySql(p) => Ok(sql::create_mysql(p).await?),
+        Pool::Sqlite { writes, .. } => Ok(sql::create_sqlite(&mut *writes.lock().await).await?),
         #[cfg(feature = "redis")]
         Pool::Redis(_) => Ok(()),
     }
@@ -186,69 +149,6 @@ fn json(status: StatusCode, body: Vec<u8>, replayed: bool) -> Response {
     res.body(Body::from(body))
         .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
 }
-
-/// PostgreSQL: insert, or read the existing row, in one statement; the clock read once.
-const PG_CLAIM: &str = "WITH t AS (SELECT floor(extract(epoch FROM statement_timestamp()) * 1000)::bigint AS now), \
-     ins AS (INSERT INTO idem_minimal (key_hash, request_hash, state, fence, lease_until, expire_at) \
-       SELECT $1, $2, 0, 1, now + $3, now + $4 FROM t \
-       ON CONFLICT (key_hash) DO NOTHING RETURNING fence) \
-     SELECT fence, NULL::smallint, NULL::char(64), NULL::bigint, NULL::bigint, NULL::smallint, \
-       NULL::bytea, NULL::bytea, NULL::bigint FROM ins \
-     UNION ALL \
-     SELECT NULL, r.state, r.request_hash, r.lease_until, r.expire_at, r.resp_status, \
-       r.resp_headers, r.resp_body, t.now FROM idem_minimal r, t \
-     WHERE r.key_hash = $1 AND NOT EXISTS (SELECT 1 FROM ins)";
-const PG_SELECT: &str = "SELECT NULL::bigint, state, request_hash, lease_until, expire_at, \
-     resp_status, resp_headers, resp_body, \
-     floor(extract(epoch FROM statement_timestamp()) * 1000)::bigint \
-     FROM idem_minimal WHERE key_hash = $1";
-const PG_COMPLETE: &str = "UPDATE idem_minimal SET state = 1, resp_status = $3, \
-     resp_headers = $4, resp_body = $5 WHERE key_hash = $1 AND fence = $2 AND state = 0";
-
-/// MariaDB: the insert; on a duplicate key, the row. `UTC_TIMESTAMP(6)` is one value per
-/// statement.
-macro_rules! my_now {
-    () => {
-        "(TIMESTAMPDIFF(MICROSECOND, '1970-01-01', UTC_TIMESTAMP(6)) DIV 1000)"
-    };
-}
-const MY_CLAIM: &str = concat!(
-    "INSERT INTO idem_minimal (key_hash, request_hash, state, fence, lease_until, expire_at) \
-     VALUES (?, ?, 0, 1, ",
-    my_now!(),
-    " + ?, ",
-    my_now!(),
-    " + ?)"
-);
-const MY_SELECT: &str = concat!(
-    "SELECT NULL, state, request_hash, lease_until, expire_at, resp_status, resp_headers, \
-     resp_body, CAST(",
-    my_now!(),
-    " AS SIGNED) FROM idem_minimal WHERE key_hash = ?"
-);
-const MY_COMPLETE: &str = "UPDATE idem_minimal SET state = 1, resp_status = ?, \
-     resp_headers = ?, resp_body = ? WHERE key_hash = ? AND fence = ? AND state = 0";
-
-/// SQLite: the insert, nothing returned on a conflict; then the row.
-macro_rules! lite_now {
-    () => {
-        "CAST(round((julianday('now') - 2440587.5) * 86400000) AS INTEGER)"
-    };
-}
-const LITE_CLAIM: &str = concat!(
-    "INSERT INTO idem_minimal (key_hash, request_hash, state, fence, lease_until, expire_at) \
-     SELECT ?1, ?2, 0, 1, now + ?3, now + ?4 FROM (SELECT ",
-    lite_now!(),
-    " AS now) WHERE true ON CONFLICT (key_hash) DO NOTHING RETURNING fence"
-);
-const LITE_SELECT: &str = concat!(
-    "SELECT NULL, state, request_hash, lease_until, expire_at, resp_status, resp_headers, \
-     resp_body, ",
-    lite_now!(),
-    " FROM idem_minimal WHERE key_hash = ?1"
-);
-const LITE_COMPLETE: &str = "UPDATE idem_minimal SET state = 1, resp_status = ?3, \
-     resp_headers = ?4, resp_body = ?5 WHERE key_hash = ?1 AND fence = ?2 AND state = 0";
 
 /// SQLite's integers all decode as `i64`.
 fn lite_found(row: &sqlx::sqlite::SqliteRow) -> Result<Claimed, BoxError> {
