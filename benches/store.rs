@@ -552,6 +552,167 @@ impl Replay for MyMinimal {
     }
 }
 
+/// The least a correct layer sends on SQLite: an `INSERT .. ON CONFLICT DO NOTHING RETURNING`,
+/// on a conflict a `SELECT`.
+#[derive(Clone)]
+struct SqliteMinimal(SqlitePool);
+
+impl SqliteMinimal {
+    async fn claim_complete_key(&self, key_hash: &[u8], request: &str) {
+        let row = sqlx::query(minimal::LITE_CLAIM)
+            .bind(key_hash)
+            .bind(request)
+            .bind(LEASE_MS)
+            .bind(TTL_MS)
+            .fetch_one(&self.0)
+            .await
+            .unwrap();
+        let fence: i64 = row.get(0);
+        let done = sqlx::query(minimal::LITE_COMPLETE)
+            .bind(key_hash)
+            .bind(fence)
+            .bind(201i64)
+            .bind(&minimal::NO_HEADERS[..])
+            .bind(body())
+            .execute(&self.0)
+            .await
+            .unwrap();
+        assert_eq!(done.rows_affected(), 1);
+    }
+
+    async fn seed(&self, keys: &[String]) {
+        minimal::create_sqlite(&mut self.0.acquire().await.unwrap())
+            .await
+            .unwrap();
+        let request = RequestHash::of_bytes(b"{}").to_string();
+        for k in keys {
+            self.claim_complete_key(&key(k).hash()[..], &request).await;
+        }
+    }
+}
+
+impl Baseline for SqliteMinimal {
+    async fn claim_complete(&self, label: &str) {
+        let r = raw(&fresh(label));
+        self.claim_complete_key(&r.key_hash, &r.request_hex).await;
+    }
+}
+
+impl Replay for SqliteMinimal {
+    async fn replay(&self, client: &str) {
+        let key = key(client);
+        let hash = &key.hash()[..];
+        let request = RequestHash::of_bytes(b"{}").to_string();
+        let claimed = sqlx::query(minimal::LITE_CLAIM)
+            .bind(hash)
+            .bind(&request)
+            .bind(LEASE_MS)
+            .bind(TTL_MS)
+            .fetch_optional(&self.0)
+            .await
+            .unwrap();
+        assert!(claimed.is_none());
+        let row = sqlx::query(minimal::LITE_SELECT)
+            .bind(hash)
+            .fetch_one(&self.0)
+            .await
+            .unwrap();
+        let (state, stored, expire_at): (i64, String, i64) = (row.get(1), row.get(2), row.get(4));
+        let (status, body, now): (Option<i64>, Option<Vec<u8>>, i64) =
+            (row.get(5), row.get(7), row.get(8));
+        assert!(state == 1 && stored == request && expire_at > now);
+        assert!(status == Some(201) && body.is_some());
+    }
+}
+
+/// The least a correct layer sends on Redis: one script per claim, one per completion, on the
+/// store's connection under a prefix of its own.
+#[derive(Clone)]
+struct RedisMinimal {
+    conn: idem::store::redis::RedisConnection,
+    prefix: Arc<str>,
+    claim: Arc<redis::Script>,
+    complete: Arc<redis::Script>,
+}
+
+impl RedisMinimal {
+    fn new(store: &RedisStore, prefix: &str) -> Self {
+        RedisMinimal {
+            conn: store.connection().clone(),
+            prefix: format!("{prefix}minimal:").into(),
+            claim: Arc::new(redis::Script::new(minimal::REDIS_CLAIM)),
+            complete: Arc::new(redis::Script::new(minimal::REDIS_COMPLETE)),
+        }
+    }
+
+    fn record(&self, key_hash: &[u8]) -> Vec<u8> {
+        [self.prefix.as_bytes(), key_hash].concat()
+    }
+
+    async fn claim_complete_key(&self, key_hash: &[u8], request: &str) {
+        let mut conn = self.conn.clone();
+        let out: Vec<redis::Value> = self
+            .claim
+            .key(self.record(key_hash))
+            .arg(request)
+            .arg(LEASE_MS)
+            .arg(TTL_MS)
+            .invoke_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(out.first().map(redis_int), Some(1));
+        let done: i64 = self
+            .complete
+            .key(self.record(key_hash))
+            .arg(1)
+            .arg(201)
+            .arg(&minimal::NO_HEADERS[..])
+            .arg(body())
+            .invoke_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(done, 1);
+    }
+
+    async fn seed(&self, keys: &[String]) {
+        let request = RequestHash::of_bytes(b"{}").to_string();
+        for k in keys {
+            self.claim_complete_key(&key(k).hash()[..], &request).await;
+        }
+    }
+}
+
+impl Baseline for RedisMinimal {
+    async fn claim_complete(&self, label: &str) {
+        let r = raw(&fresh(label));
+        self.claim_complete_key(&r.key_hash, &r.request_hex).await;
+    }
+}
+
+impl Replay for RedisMinimal {
+    async fn replay(&self, client: &str) {
+        let key = key(client);
+        let request = RequestHash::of_bytes(b"{}").to_string();
+        let mut conn = self.conn.clone();
+        let out: Vec<redis::Value> = self
+            .claim
+            .key(self.record(&key.hash()[..]))
+            .arg(&request)
+            .arg(LEASE_MS)
+            .arg(TTL_MS)
+            .invoke_async(&mut conn)
+            .await
+            .unwrap();
+        // `{0, now, request_hash, state, lease_until, expire_at, resp_status, headers, body}`
+        assert_eq!(redis_int(&out[0]), 0);
+        assert_eq!(redis_bytes(&out[2]), Some(request.as_bytes()));
+        assert_eq!(redis_int(&out[3]), 1);
+        assert!(redis_int(&out[5]) > redis_int(&out[1]));
+        assert_eq!(redis_int(&out[6]), 201);
+        assert!(redis_bytes(&out[8]).is_some());
+    }
+}
+
 /// idem's `claim + complete` and replays of `keys` against the minimal layer's, two rows.
 async fn against_minimal<S, B>(
     backend: &str,
@@ -983,8 +1144,11 @@ async fn bench_sqlite() {
     let base = Sqlite(store.pool().clone());
     let (counts, sent) = ([2, 2], store.statement_count());
     let [cc, rp] = paths(counts);
-    bench("SQLite", [&cc, &rp], "sq", n, &store, Some(&base)).await;
+    let keys = bench("SQLite", [&cc, &rp], "sq", n, &store, Some(&base)).await;
     check_statements("SQLite", store.statement_count() - sent, n, counts);
+    let min = SqliteMinimal(store.pool().clone());
+    min.seed(&keys).await;
+    against_minimal("SQLite", "sq", n, &store, &keys, &min).await;
     remember_cost("SQLite", "sq", n, &store).await;
 }
 
@@ -997,8 +1161,11 @@ async fn bench_redis(url: &str) {
     let (counts, sent) = ([2, 1], store.command_count());
     let [cc, rp] = paths(counts);
     let [cc, rp] = [cc, rp].map(|p| p.replace("statement", "script call"));
-    bench("Redis", [&cc, &rp], "rd", n, &store, Some(&base)).await;
+    let keys = bench("Redis", [&cc, &rp], "rd", n, &store, Some(&base)).await;
     check_statements("Redis", store.command_count() - sent, n, counts);
+    let min = RedisMinimal::new(&store, &prefix);
+    min.seed(&keys).await;
+    against_minimal("Redis", "rd", n, &store, &keys, &min).await;
     remember_cost("Redis", "rd", n, &store).await;
 }
 

@@ -292,33 +292,13 @@ async fn complete(
     Ok(done == 1)
 }
 
-/// Redis: the record's hash, kept until its end (`PEXPIRE`); "now" from `TIME`.
+/// Redis: the scripts of `minimal_sql.rs`.
 #[cfg(feature = "redis")]
-static REDIS_CLAIM: std::sync::LazyLock<redis::Script> = std::sync::LazyLock::new(|| {
-    redis::Script::new(
-        "local r = redis.call('HMGET', KEYS[1], 'request_hash', 'state', 'lease_until', \
-           'expire_at', 'resp_status', 'resp_headers', 'resp_body') \
-         local t = redis.call('TIME') \
-         local now = t[1] * 1000 + math.floor(t[2] / 1000) \
-         if r[1] then return {0, now, r[1], r[2], r[3], r[4], r[5], r[6], r[7]} end \
-         local lease, ttl = tonumber(ARGV[2]), tonumber(ARGV[3]) \
-         redis.call('HSET', KEYS[1], 'request_hash', ARGV[1], 'state', '0', 'fence', '1', \
-           'lease_until', string.format('%d', now + lease), \
-           'expire_at', string.format('%d', now + ttl)) \
-         redis.call('PEXPIRE', KEYS[1], ttl) \
-         return {1}",
-    )
-});
+static REDIS_CLAIM: std::sync::LazyLock<redis::Script> =
+    std::sync::LazyLock::new(|| redis::Script::new(sql::REDIS_CLAIM));
 #[cfg(feature = "redis")]
-static REDIS_COMPLETE: std::sync::LazyLock<redis::Script> = std::sync::LazyLock::new(|| {
-    redis::Script::new(
-        "local r = redis.call('HMGET', KEYS[1], 'fence', 'state') \
-         if r[1] ~= ARGV[1] or r[2] ~= '0' then return 0 end \
-         redis.call('HSET', KEYS[1], 'state', '1', 'resp_status', ARGV[2], \
-           'resp_headers', ARGV[3], 'resp_body', ARGV[4]) \
-         return 1",
-    )
-});
+static REDIS_COMPLETE: std::sync::LazyLock<redis::Script> =
+    std::sync::LazyLock::new(|| redis::Script::new(sql::REDIS_COMPLETE));
 
 #[cfg(feature = "redis")]
 fn redis_key(hash: &[u8]) -> Vec<u8> {

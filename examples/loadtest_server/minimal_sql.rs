@@ -116,3 +116,25 @@ pub const LITE_SELECT: &str = concat!(
 );
 pub const LITE_COMPLETE: &str = "UPDATE idem_minimal SET state = 1, resp_status = ?3, \
      resp_headers = ?4, resp_body = ?5 WHERE key_hash = ?1 AND fence = ?2 AND state = 0";
+
+/// Redis: the record's hash, kept until its end (`PEXPIRE`); "now" from `TIME`. `KEYS[1]` the
+/// record, `ARGV` the request hash, lease ms, TTL ms. Returns `{1}` (claimed, fence 1) or `{0,
+/// now, request_hash, state, lease_until, expire_at, resp_status, resp_headers, resp_body}`.
+pub const REDIS_CLAIM: &str = "local r = redis.call('HMGET', KEYS[1], 'request_hash', 'state', \
+       'lease_until', 'expire_at', 'resp_status', 'resp_headers', 'resp_body') \
+     local t = redis.call('TIME') \
+     local now = t[1] * 1000 + math.floor(t[2] / 1000) \
+     if r[1] then return {0, now, r[1], r[2], r[3], r[4], r[5], r[6], r[7]} end \
+     local lease, ttl = tonumber(ARGV[2]), tonumber(ARGV[3]) \
+     redis.call('HSET', KEYS[1], 'request_hash', ARGV[1], 'state', '0', 'fence', '1', \
+       'lease_until', string.format('%d', now + lease), \
+       'expire_at', string.format('%d', now + ttl)) \
+     redis.call('PEXPIRE', KEYS[1], ttl) \
+     return {1}";
+
+/// Redis: the completion, fenced (`ARGV`: fence, status, headers, body); 1 when it landed.
+pub const REDIS_COMPLETE: &str = "local r = redis.call('HMGET', KEYS[1], 'fence', 'state') \
+     if r[1] ~= ARGV[1] or r[2] ~= '0' then return 0 end \
+     redis.call('HSET', KEYS[1], 'state', '1', 'resp_status', ARGV[2], \
+       'resp_headers', ARGV[3], 'resp_body', ARGV[4]) \
+     return 1";
