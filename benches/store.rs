@@ -416,12 +416,42 @@ impl Replay for Postgres {
     }
 }
 
+/// A backend's minimal layer (`examples/loadtest_server/minimal_sql.rs`): its table, and a
+/// fresh key claimed and completed.
+trait MinimalFloor: Replay {
+    /// Creates the floor's table (nothing on Redis).
+    async fn create(&self) {}
+
+    /// Claims and completes `key_hash` for `request`.
+    async fn claim_complete_key(&self, key_hash: &[u8], request: &str);
+
+    /// The records idem's replays read, in the floor's table.
+    async fn seed(&self, keys: &[String]) {
+        self.create().await;
+        let request = RequestHash::of_bytes(b"{}").to_string();
+        for k in keys {
+            self.claim_complete_key(&key(k).hash()[..], &request).await;
+        }
+    }
+}
+
+impl<F: MinimalFloor> Baseline for F {
+    async fn claim_complete(&self, label: &str) {
+        let r = raw(&fresh(label));
+        self.claim_complete_key(&r.key_hash, &r.request_hex).await;
+    }
+}
+
 /// The least a correct layer sends on PostgreSQL (`examples/loadtest_server/minimal_sql.rs`):
 /// the second floor, on a table of its own.
 #[derive(Clone)]
 struct PgMinimal(PgPool);
 
-impl PgMinimal {
+impl MinimalFloor for PgMinimal {
+    async fn create(&self) {
+        minimal::create_postgres(&self.0).await.unwrap();
+    }
+
     /// Claims and completes `key_hash` for `request`.
     async fn claim_complete_key(&self, key_hash: &[u8], request: &str) {
         let row = sqlx::query(minimal::PG_CLAIM)
@@ -443,22 +473,6 @@ impl PgMinimal {
             .await
             .unwrap();
         assert_eq!(done.rows_affected(), 1);
-    }
-
-    /// The records idem's replays read, in the floor's table.
-    async fn seed(&self, keys: &[String]) {
-        minimal::create_postgres(&self.0).await.unwrap();
-        let request = RequestHash::of_bytes(b"{}").to_string();
-        for k in keys {
-            self.claim_complete_key(&key(k).hash()[..], &request).await;
-        }
-    }
-}
-
-impl Baseline for PgMinimal {
-    async fn claim_complete(&self, label: &str) {
-        let r = raw(&fresh(label));
-        self.claim_complete_key(&r.key_hash, &r.request_hex).await;
     }
 }
 
@@ -486,7 +500,11 @@ impl Replay for PgMinimal {
 #[derive(Clone)]
 struct MyMinimal(MySqlPool);
 
-impl MyMinimal {
+impl MinimalFloor for MyMinimal {
+    async fn create(&self) {
+        minimal::create_mysql(&self.0).await.unwrap();
+    }
+
     async fn claim_complete_key(&self, key_hash: &[u8], request: &str) {
         sqlx::query(minimal::MY_CLAIM)
             .bind(key_hash)
@@ -506,21 +524,6 @@ impl MyMinimal {
             .await
             .unwrap();
         assert_eq!(done.rows_affected(), 1);
-    }
-
-    async fn seed(&self, keys: &[String]) {
-        minimal::create_mysql(&self.0).await.unwrap();
-        let request = RequestHash::of_bytes(b"{}").to_string();
-        for k in keys {
-            self.claim_complete_key(&key(k).hash()[..], &request).await;
-        }
-    }
-}
-
-impl Baseline for MyMinimal {
-    async fn claim_complete(&self, label: &str) {
-        let r = raw(&fresh(label));
-        self.claim_complete_key(&r.key_hash, &r.request_hex).await;
     }
 }
 
@@ -557,7 +560,12 @@ impl Replay for MyMinimal {
 #[derive(Clone)]
 struct SqliteMinimal(SqlitePool);
 
-impl SqliteMinimal {
+impl MinimalFloor for SqliteMinimal {
+    async fn create(&self) {
+        let mut conn = self.0.acquire().await.unwrap();
+        minimal::create_sqlite(&mut conn).await.unwrap();
+    }
+
     async fn claim_complete_key(&self, key_hash: &[u8], request: &str) {
         let row = sqlx::query(minimal::LITE_CLAIM)
             .bind(key_hash)
@@ -578,23 +586,6 @@ impl SqliteMinimal {
             .await
             .unwrap();
         assert_eq!(done.rows_affected(), 1);
-    }
-
-    async fn seed(&self, keys: &[String]) {
-        minimal::create_sqlite(&mut self.0.acquire().await.unwrap())
-            .await
-            .unwrap();
-        let request = RequestHash::of_bytes(b"{}").to_string();
-        for k in keys {
-            self.claim_complete_key(&key(k).hash()[..], &request).await;
-        }
-    }
-}
-
-impl Baseline for SqliteMinimal {
-    async fn claim_complete(&self, label: &str) {
-        let r = raw(&fresh(label));
-        self.claim_complete_key(&r.key_hash, &r.request_hex).await;
     }
 }
 
@@ -648,7 +639,9 @@ impl RedisMinimal {
     fn record(&self, key_hash: &[u8]) -> Vec<u8> {
         [self.prefix.as_bytes(), key_hash].concat()
     }
+}
 
+impl MinimalFloor for RedisMinimal {
     async fn claim_complete_key(&self, key_hash: &[u8], request: &str) {
         let mut conn = self.conn.clone();
         let out: Vec<redis::Value> = self
@@ -672,20 +665,6 @@ impl RedisMinimal {
             .await
             .unwrap();
         assert_eq!(done, 1);
-    }
-
-    async fn seed(&self, keys: &[String]) {
-        let request = RequestHash::of_bytes(b"{}").to_string();
-        for k in keys {
-            self.claim_complete_key(&key(k).hash()[..], &request).await;
-        }
-    }
-}
-
-impl Baseline for RedisMinimal {
-    async fn claim_complete(&self, label: &str) {
-        let r = raw(&fresh(label));
-        self.claim_complete_key(&r.key_hash, &r.request_hex).await;
     }
 }
 

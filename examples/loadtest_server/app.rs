@@ -115,6 +115,26 @@ fn charge(req: CreatePayment) -> (StatusCode, Json<Payment>) {
     (StatusCode::CREATED, Json(payment(req)))
 }
 
+/// The key of a hand-written route's request (`/hand`, `/minimal`): its `Idempotency-Key`
+/// scoped to `operation`, as `#[idempotent(scope = global)]` scopes it (`None`: answer `400`).
+fn client_key(headers: &axum::http::HeaderMap, operation: &str) -> Option<idem::key::ScopedKey> {
+    let client = headers.get("idempotency-key")?.to_str().ok()?;
+    idem::key::ScopedKey::new::<&str>(&[], operation, client).ok()
+}
+
+/// A hand-written route's JSON answer, marked `Idempotent-Replayed: true` when `replayed`.
+fn json_answer(status: StatusCode, body: Vec<u8>, replayed: bool) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let mut res = axum::response::Response::builder()
+        .status(status)
+        .header("content-type", "application/json");
+    if replayed {
+        res = res.header("idempotent-replayed", "true");
+    }
+    res.body(axum::body::Body::from(body))
+        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+}
+
 async fn bare(Json(req): Json<CreatePayment>) -> (StatusCode, Json<Payment>) {
     charge(req)
 }

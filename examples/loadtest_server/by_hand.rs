@@ -15,7 +15,6 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -24,7 +23,7 @@ use idem::axum::Json;
 use idem::key::ScopedKey;
 use sqlx::Row;
 
-use super::{App, BoxError, CreatePayment, Pool, charge};
+use super::{App, BoxError, CreatePayment, Pool, charge, client_key, json_answer};
 
 /// The lease and TTL `#[idempotent]` binds by default (30 s, 7 days), in ms.
 const LEASE_MS: i64 = 30_000;
@@ -58,10 +57,7 @@ pub(super) async fn by_hand(
     headers: HeaderMap,
     Json(req): Json<CreatePayment>,
 ) -> Response {
-    let Some(client) = headers.get("idempotency-key").and_then(|v| v.to_str().ok()) else {
-        return StatusCode::BAD_REQUEST.into_response();
-    };
-    let Ok(key) = ScopedKey::new::<&str>(&[], "POST /hand", client) else {
+    let Some(key) = client_key(&headers, "POST /hand") else {
         return StatusCode::BAD_REQUEST.into_response();
     };
     let request = req.fingerprint().to_string();
@@ -88,7 +84,7 @@ async fn run(
             if !done {
                 return Ok(StatusCode::CONFLICT.into_response());
             }
-            Ok(json(status, body, false))
+            Ok(json_answer(status, body, false))
         }
         Claimed::Found {
             request_hash,
@@ -105,20 +101,9 @@ async fn run(
                 .and_then(|s| u16::try_from(s).ok())
                 .and_then(|s| StatusCode::from_u16(s).ok())
                 .ok_or("a stored status out of range")?;
-            json(status, body.unwrap_or_default(), true)
+            json_answer(status, body.unwrap_or_default(), true)
         }),
     }
-}
-
-fn json(status: StatusCode, body: Vec<u8>, replayed: bool) -> Response {
-    let mut res = Response::builder()
-        .status(status)
-        .header("content-type", "application/json");
-    if replayed {
-        res = res.header("idempotent-replayed", "true");
-    }
-    res.body(Body::from(body))
-        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
 }
 
 /// The record columns as idem's stores read them, from column `$first` (`idem_key,

@@ -27,16 +27,14 @@
 //! purge and `idem stats` read. Like `/hand`, it has no lease keeper, takeover, retry, timeout
 //! or telemetry; a statement that fails answers `503`.
 
-use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use idem::Fingerprint;
 use idem::axum::Json;
-use idem::key::ScopedKey;
 use sqlx::Row;
 
-use super::{App, BoxError, CreatePayment, Pool, charge};
+use super::{App, BoxError, CreatePayment, Pool, charge, client_key, json_answer};
 
 #[path = "minimal_sql.rs"]
 mod sql;
@@ -86,10 +84,7 @@ pub(super) async fn minimal(
     headers: HeaderMap,
     Json(req): Json<CreatePayment>,
 ) -> Response {
-    let Some(client) = headers.get("idempotency-key").and_then(|v| v.to_str().ok()) else {
-        return StatusCode::BAD_REQUEST.into_response();
-    };
-    let Ok(key) = ScopedKey::new::<&str>(&[], "POST /minimal", client) else {
+    let Some(key) = client_key(&headers, "POST /minimal") else {
         return StatusCode::BAD_REQUEST.into_response();
     };
     let request = req.fingerprint().to_string();
@@ -112,7 +107,7 @@ async fn run(
             if !complete(pool, hash, fence, status.as_u16(), &body).await? {
                 return Ok(StatusCode::CONFLICT.into_response());
             }
-            json(status, body, false)
+            json_answer(status, body, false)
         }
         Claimed::Found(found) => {
             if found.request_hash.trim_end() != request {
@@ -133,35 +128,32 @@ async fn run(
                 if found.headers.as_deref() != Some(&NO_HEADERS[..]) {
                     return Err("stored headers this route never writes".into());
                 }
-                json(status, found.body.unwrap_or_default(), true)
+                json_answer(status, found.body.unwrap_or_default(), true)
             }
         }
     })
 }
 
-fn json(status: StatusCode, body: Vec<u8>, replayed: bool) -> Response {
-    let mut res = Response::builder()
-        .status(status)
-        .header("content-type", "application/json");
-    if replayed {
-        res = res.header("idempotent-replayed", "true");
-    }
-    res.body(Body::from(body))
-        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
-}
-
-/// SQLite's integers all decode as `i64`.
-fn lite_found(row: &sqlx::sqlite::SqliteRow) -> Result<Claimed, BoxError> {
-    Ok(Claimed::Found(Found {
-        state: row.try_get(1)?,
-        request_hash: row.try_get(2)?,
-        lease_until: row.try_get(3)?,
-        expire_at: row.try_get(4)?,
-        status: row.try_get(5)?,
-        headers: row.try_get(6)?,
-        body: row.try_get(7)?,
-        now: row.try_get(8)?,
-    }))
+/// A row of the claim or read-back statements of `minimal_sql.rs`: a fence in column 0 (fresh), or the
+/// record from column 1 and "now" last, `state` and `resp_status` decoded as `$small` (the
+/// backend's `SMALLINT`).
+macro_rules! found {
+    ($row:expr, $small:ty) => {{
+        let row = &$row;
+        match row.try_get::<Option<i64>, _>(0)? {
+            Some(fence) => Claimed::Acquired(fence),
+            None => Claimed::Found(Found {
+                state: row.try_get::<$small, _>(1)?.into(),
+                request_hash: row.try_get(2)?,
+                lease_until: row.try_get(3)?,
+                expire_at: row.try_get(4)?,
+                status: row.try_get::<Option<$small>, _>(5)?.map(i64::from),
+                headers: row.try_get(6)?,
+                body: row.try_get(7)?,
+                now: row.try_get(8)?,
+            }),
+        }
+    }};
 }
 
 async fn claim(pool: &Pool, hash: &[u8], request: &str) -> Result<Claimed, BoxError> {
@@ -176,9 +168,12 @@ async fn claim(pool: &Pool, hash: &[u8], request: &str) -> Result<Claimed, BoxEr
                 .fetch_optional(p)
                 .await?;
             match row {
-                Some(row) => pg_found(&row),
+                Some(row) => Ok(found!(row, i16)),
                 // The conflicting row was committed after the statement's snapshot.
-                None => pg_found(&sqlx::query(PG_SELECT).bind(hash).fetch_one(p).await?),
+                None => Ok(found!(
+                    sqlx::query(PG_SELECT).bind(hash).fetch_one(p).await?,
+                    i16
+                )),
             }
         }
         Pool::MySql(p) => {
@@ -197,7 +192,7 @@ async fn claim(pool: &Pool, hash: &[u8], request: &str) -> Result<Claimed, BoxEr
                 Err(e) => return Err(e.into()),
             }
             let row = sqlx::query(MY_SELECT).bind(hash).fetch_one(p).await?;
-            my_found(&row)
+            Ok(found!(row, i16))
         }
         Pool::Sqlite { reads, writes } => {
             let claimed = sqlx::query(LITE_CLAIM)
@@ -210,42 +205,14 @@ async fn claim(pool: &Pool, hash: &[u8], request: &str) -> Result<Claimed, BoxEr
             if let Some(row) = claimed {
                 return Ok(Claimed::Acquired(row.try_get(0)?));
             }
-            lite_found(&sqlx::query(LITE_SELECT).bind(hash).fetch_one(reads).await?)
+            Ok(found!(
+                sqlx::query(LITE_SELECT).bind(hash).fetch_one(reads).await?,
+                i64
+            ))
         }
         #[cfg(feature = "redis")]
         Pool::Redis(conn) => redis_claim(conn, hash, request).await,
     }
-}
-
-/// PostgreSQL's `state` and `resp_status` are `SMALLINT`s.
-fn pg_found(row: &sqlx::postgres::PgRow) -> Result<Claimed, BoxError> {
-    if let Some(fence) = row.try_get::<Option<i64>, _>(0)? {
-        return Ok(Claimed::Acquired(fence));
-    }
-    Ok(Claimed::Found(Found {
-        state: row.try_get::<i16, _>(1)?.into(),
-        request_hash: row.try_get(2)?,
-        lease_until: row.try_get(3)?,
-        expire_at: row.try_get(4)?,
-        status: row.try_get::<Option<i16>, _>(5)?.map(i64::from),
-        headers: row.try_get(6)?,
-        body: row.try_get(7)?,
-        now: row.try_get(8)?,
-    }))
-}
-
-/// MariaDB's `SMALLINT`s decode as `i16`.
-fn my_found(row: &sqlx::mysql::MySqlRow) -> Result<Claimed, BoxError> {
-    Ok(Claimed::Found(Found {
-        state: row.try_get::<i16, _>(1)?.into(),
-        request_hash: row.try_get(2)?,
-        lease_until: row.try_get(3)?,
-        expire_at: row.try_get(4)?,
-        status: row.try_get::<Option<i16>, _>(5)?.map(i64::from),
-        headers: row.try_get(6)?,
-        body: row.try_get(7)?,
-        now: row.try_get(8)?,
-    }))
 }
 
 /// The completion, fenced: whether it landed.
