@@ -3,7 +3,7 @@
 //! called in process through its axum `Router` (`tower::ServiceExt::oneshot`, no sockets, one
 //! thread): bare, under `#[idempotent]` with fresh keys and with replays, and over a store with
 //! a connection of its own also with the statements idem sends written by hand (`/hand`), fresh
-//! and replayed. Per request: the CPU time of the process (the store's client included, and
+//! and replayed, and with the least a correct layer sends written by hand (`/minimal`). Per request: the CPU time of the process (the store's client included, and
 //! SQLite's connection threads), the wall time, and the heap allocations and bytes counted by a
 //! counting global allocator. Each round runs every path one after the other, the order
 //! reversed every other round, and every ratio is taken within a round.
@@ -47,17 +47,21 @@ const BODY: &str = r#"{"amount": "100.00", "currency": "EUR", "order_id": "ord_1
 #[derive(Clone, Copy, PartialEq, Debug)]
 enum Path {
     Bare,
+    MinFresh,
     HandFresh,
     IdemFresh,
+    MinReplay,
     HandReplay,
     IdemReplay,
 }
 
 impl Path {
-    const ALL: [Path; 5] = [
+    const ALL: [Path; 7] = [
         Path::Bare,
+        Path::MinFresh,
         Path::HandFresh,
         Path::IdemFresh,
+        Path::MinReplay,
         Path::HandReplay,
         Path::IdemReplay,
     ];
@@ -65,21 +69,27 @@ impl Path {
     fn name(self) -> &'static str {
         match self {
             Path::Bare => "bare",
+            Path::MinFresh => "minimal layer, fresh key",
             Path::HandFresh => "by hand, fresh key",
             Path::IdemFresh => "idem, fresh key",
+            Path::MinReplay => "minimal layer, replay",
             Path::HandReplay => "by hand, replay",
             Path::IdemReplay => "idem, replay",
         }
     }
 
     fn by_hand(self) -> bool {
-        matches!(self, Path::HandFresh | Path::HandReplay)
+        matches!(
+            self,
+            Path::HandFresh | Path::HandReplay | Path::MinFresh | Path::MinReplay
+        )
     }
 
     fn route(self) -> &'static str {
         match self {
             Path::Bare => "/bare",
             Path::HandFresh | Path::HandReplay => "/hand",
+            Path::MinFresh | Path::MinReplay => "/minimal",
             Path::IdemFresh | Path::IdemReplay => "/idem",
         }
     }
@@ -92,6 +102,15 @@ impl Path {
             _ => None,
         }
     }
+
+    /// The minimal layer's path an idem or hand-written path is held to.
+    fn floor(self) -> Option<Path> {
+        match self {
+            Path::IdemFresh | Path::HandFresh => Some(Path::MinFresh),
+            Path::IdemReplay | Path::HandReplay => Some(Path::MinReplay),
+            _ => None,
+        }
+    }
 }
 
 /// A request of `path`; keys are unique to this process (`run`), so that a database kept
@@ -100,8 +119,12 @@ fn request(path: Path, run: &str, n: u64) -> Request<Body> {
     let req = Request::post(path.route()).header("content-type", "application/json");
     let req = match path {
         Path::Bare => req,
-        Path::HandFresh | Path::IdemFresh => req.header("idempotency-key", format!("{run}-{n}")),
-        Path::HandReplay | Path::IdemReplay => req.header("idempotency-key", format!("{run}-r")),
+        Path::HandFresh | Path::IdemFresh | Path::MinFresh => {
+            req.header("idempotency-key", format!("{run}-{n}"))
+        }
+        Path::HandReplay | Path::IdemReplay | Path::MinReplay => {
+            req.header("idempotency-key", format!("{run}-r"))
+        }
     };
     req.body(Body::from(BODY)).expect("a valid request")
 }
@@ -195,7 +218,7 @@ fn main() {
                 .map_or(0, |d| d.as_millis())
         );
         let mut next = 0;
-        for path in [Path::IdemReplay, Path::HandReplay] {
+        for path in [Path::IdemReplay, Path::HandReplay, Path::MinReplay] {
             if server || !path.by_hand() {
                 call(&router, request(path, &run, 0)).await;
             }
@@ -221,21 +244,26 @@ fn main() {
     });
 }
 
-/// The table: each path against `bare`, and an idem path against its hand-written twin.
+/// The table: each path against `bare`, an idem path against its hand-written twin, and both
+/// against the minimal layer.
 fn report(store: &str, paths: &[Path], rows: &[Vec<Sample>], rounds: usize) {
     let at = |p: Path| paths.iter().position(|q| *q == p);
     let bare = at(Path::Bare).expect("bare is measured");
     println!("STORE={store}, {rounds} rounds");
     println!(
-        "| path | CPU µs per request | × bare (CPU) | CPU µs over bare | × by hand (CPU) | CPU µs over by hand | wall µs per request | × by hand (wall) | allocations per request | over by hand | bytes allocated per request |"
+        "| path | CPU µs per request | × bare (CPU) | CPU µs over bare | × by hand (CPU) | CPU µs over by hand | wall µs per request | × by hand (wall) | × minimal (CPU) | × minimal (wall) | allocations per request | over by hand | bytes allocated per request |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     let per_round = |i: usize, j: usize, f: &dyn Fn(&Sample, &Sample) -> f64| {
         median((0..rounds).map(|r| f(&rows[i][r], &rows[j][r])).collect())
     };
     for (i, path) in paths.iter().enumerate() {
         let med = |f: fn(&Sample) -> f64| median(rows[i].iter().map(f).collect());
         let twin = path.twin().and_then(at);
+        let floor = path.floor().and_then(at);
+        let vs = |other: Option<usize>, f: &dyn Fn(&Sample, &Sample) -> f64| {
+            other.map_or("-".to_owned(), |j| format!("{:.3}", per_round(i, j, f)))
+        };
         let vs_twin = |f: &dyn Fn(&Sample, &Sample) -> f64, spec: &str| {
             twin.map_or("-".to_owned(), |j| {
                 let v = per_round(i, j, f);
@@ -247,7 +275,7 @@ fn report(store: &str, paths: &[Path], rows: &[Vec<Sample>], rounds: usize) {
             })
         };
         println!(
-            "| {} | {:.2} | {:.2} | {:+.2} | {} | {} | {:.1} | {} | {:.1} | {} | {:.0} |",
+            "| {} | {:.2} | {:.2} | {:+.2} | {} | {} | {:.1} | {} | {} | {} | {:.1} | {} | {:.0} |",
             path.name(),
             med(|s| s.cpu) / 1e3,
             per_round(i, bare, &|a, b| a.cpu / b.cpu),
@@ -256,6 +284,8 @@ fn report(store: &str, paths: &[Path], rows: &[Vec<Sample>], rounds: usize) {
             vs_twin(&|a, b| (a.cpu - b.cpu) / 1e3, "+"),
             med(|s| s.wall) / 1e3,
             vs_twin(&|a, b| a.wall / b.wall, "x"),
+            vs(floor, &|a, b| a.cpu / b.cpu),
+            vs(floor, &|a, b| a.wall / b.wall),
             med(|s| s.allocs),
             vs_twin(&|a, b| a.allocs - b.allocs, "+"),
             med(|s| s.bytes),
