@@ -122,6 +122,19 @@ fn client_key(headers: &axum::http::HeaderMap, operation: &str) -> Option<idem::
     idem::key::ScopedKey::new::<&str>(&[], operation, client).ok()
 }
 
+/// Whether a hand-written route's MariaDB claim `INSERT` took the key: `false` when it failed on
+/// a duplicate key (SQLSTATE `23000`, the record exists: read it), any other failure an error.
+#[cfg_attr(not(feature = "mysql"), allow(dead_code))]
+fn inserted<T>(result: Result<T, sqlx::Error>) -> Result<bool, sqlx::Error> {
+    match result {
+        Ok(_) => Ok(true),
+        Err(e) if e.as_database_error().and_then(|d| d.code()).as_deref() == Some("23000") => {
+            Ok(false)
+        }
+        Err(e) => Err(e),
+    }
+}
+
 /// A hand-written route's JSON answer, marked `Idempotent-Replayed: true` when `replayed`.
 fn json_answer(status: StatusCode, body: Vec<u8>, replayed: bool) -> axum::response::Response {
     use axum::response::IntoResponse;

@@ -184,7 +184,7 @@ async fn claim(
         #[cfg(feature = "mysql")]
         Pool::MySql(p) => {
             // Positional: the clock override again wherever the statement reads the time.
-            let inserted = sqlx::query(idem::store::mysql::sql::INSERT)
+            let result = sqlx::query(idem::store::mysql::sql::INSERT)
                 .bind(hash)
                 .bind(readable)
                 .bind(request)
@@ -203,12 +203,8 @@ async fn claim(
                 .bind(TTL_MS)
                 .execute(p)
                 .await;
-            match inserted {
-                Ok(_) => return Ok(Claimed::Acquired(1)),
-                Err(e)
-                    if e.as_database_error().and_then(|d| d.code()).as_deref() == Some("23000") => {
-                }
-                Err(e) => return Err(e.into()),
+            if super::inserted(result)? {
+                return Ok(Claimed::Acquired(1));
             }
             let row = sqlx::query(idem::store::mysql::sql::select())
                 .bind(SERVER_CLOCK)

@@ -34,7 +34,7 @@ use idem::Fingerprint;
 use idem::axum::Json;
 use sqlx::Row;
 
-use super::{App, BoxError, CreatePayment, Pool, charge, client_key, json_answer};
+use super::{App, BoxError, CreatePayment, Pool, charge, client_key, inserted, json_answer};
 
 #[path = "minimal_sql.rs"]
 mod sql;
@@ -177,19 +177,15 @@ async fn claim(pool: &Pool, hash: &[u8], request: &str) -> Result<Claimed, BoxEr
             }
         }
         Pool::MySql(p) => {
-            let inserted = sqlx::query(MY_CLAIM)
+            let result = sqlx::query(MY_CLAIM)
                 .bind(hash)
                 .bind(request)
                 .bind(LEASE_MS)
                 .bind(TTL_MS)
                 .execute(p)
                 .await;
-            match inserted {
-                Ok(_) => return Ok(Claimed::Acquired(1)),
-                Err(e)
-                    if e.as_database_error().and_then(|d| d.code()).as_deref() == Some("23000") => {
-                }
-                Err(e) => return Err(e.into()),
+            if inserted(result)? {
+                return Ok(Claimed::Acquired(1));
             }
             let row = sqlx::query(MY_SELECT).bind(hash).fetch_one(p).await?;
             Ok(found!(row, i16))

@@ -120,6 +120,7 @@ pub const LITE_COMPLETE: &str = "UPDATE idem_minimal SET state = 1, resp_status 
 /// Redis: the record's hash, kept until its end (`PEXPIRE`); "now" from `TIME`. `KEYS[1]` the
 /// record, `ARGV` the request hash, lease ms, TTL ms. Returns `{1}` (claimed, fence 1) or `{0,
 /// now, request_hash, state, lease_until, expire_at, resp_status, resp_headers, resp_body}`.
+#[cfg(feature = "redis")]
 pub const REDIS_CLAIM: &str = "local r = redis.call('HMGET', KEYS[1], 'request_hash', 'state', \
        'lease_until', 'expire_at', 'resp_status', 'resp_headers', 'resp_body') \
      local t = redis.call('TIME') \
@@ -133,6 +134,7 @@ pub const REDIS_CLAIM: &str = "local r = redis.call('HMGET', KEYS[1], 'request_h
      return {1}";
 
 /// Redis: the completion, fenced (`ARGV`: fence, status, headers, body); 1 when it landed.
+#[cfg(feature = "redis")]
 pub const REDIS_COMPLETE: &str = "local r = redis.call('HMGET', KEYS[1], 'fence', 'state') \
      if r[1] ~= ARGV[1] or r[2] ~= '0' then return 0 end \
      redis.call('HSET', KEYS[1], 'state', '1', 'resp_status', ARGV[2], \
