@@ -4,18 +4,14 @@
 //! (`SIGKILL`) and restarted, or cut off from the others (non-primary) and let back. The cluster
 //! has its three nodes again when a run ends.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use super::{
-    Seen, Shape, Target, assert_kept, db, db_quiet, judge, load, lost_records, resend_all,
+    Sending, Shape, Target, assert_kept, db, db_quiet, effects_in, judge, lost_in, payments_fleet,
 };
 use crate::chaos::client;
-use crate::chaos::fleet::{Database, Fleet};
+use crate::chaos::fleet::Database;
 use crate::chaos::report;
-use crate::chaos::rng::seed;
 
 /// What happens to one node under load.
 #[derive(Debug, Clone, Copy)]
@@ -39,30 +35,13 @@ pub async fn galera(fault: Fault, shape: Shape) -> Option<()> {
     };
     let began = Instant::now();
     let database = Database::on_galera().await?;
-    let fleet = Fleet::start(
-        &database,
-        3,
-        &[
-            ("PAYMENTS_DELAY_MS", "20".to_owned()),
-            ("PAYMENTS_STORE_TIMEOUT_MS", "2000".to_owned()),
-        ],
-    )
-    .await;
-    let seed = seed();
-    report(&format!("failover {name}: seed {seed}, {shape:?}"));
-    let target = Arc::new(Target {
+    let fleet = payments_fleet(&database, 3).await;
+    let target = Target {
         addrs: fleet.addrs(),
         path: "/v1/payments",
         tag: crate::servers::unique("gal"),
-    });
-    let (seen, stop) = (Arc::new(Seen::default()), Arc::new(AtomicBool::new(false)));
-    let sending = tokio::spawn(load(
-        target.clone(),
-        seen.clone(),
-        stop.clone(),
-        shape.clients,
-        seed,
-    ));
+    };
+    let mut sending = Sending::start(name, target, &shape);
 
     tokio::time::sleep(shape.before_kill).await;
     let struck = Instant::now();
@@ -79,7 +58,7 @@ pub async fn galera(fault: Fault, shape: Shape) -> Option<()> {
         Fault::Split => {
             db(&["galera-isolate", &dir, "3", "on"], &[]);
             db(&["galera-wait-non-primary", &dir, "3"], &[]);
-            refused_while_split(&target, fleet.addrs()[2], &database).await;
+            refused_while_split(&sending.target, fleet.addrs()[2], &database).await;
             db(&["galera-isolate", &dir, "3", "off"], &[]);
             db(&["galera-wait", &dir, "3", "3"], &[]);
         }
@@ -90,37 +69,17 @@ pub async fn galera(fault: Fault, shape: Shape) -> Option<()> {
         struck.elapsed().as_millis()
     ));
     tokio::time::sleep(shape.after_recovery).await;
-    stop.store(true, Ordering::Relaxed);
-    let keys = sending.await.unwrap();
-    let records: BTreeSet<String> = database
-        .records()
-        .await
-        .into_iter()
-        .map(|r| r.client_key)
-        .collect();
-    let lost = lost_records(&seen, |i| {
-        let held = records.contains(&target.key(i));
-        async move { held }
-    })
-    .await;
-    resend_all(target.clone(), seen.clone(), keys, shape.clients, seed ^ 1).await;
+    let keys = sending.stop().await;
+    let lost = lost_in(&database, &sending).await;
+    sending.resend_all(keys, shape.clients).await;
     report(&format!(
         "failover {name}: {} ms in all",
         began.elapsed().as_millis()
     ));
     fleet.assert_alive();
 
-    let index = |order: &str| (0..keys).find(|&i| target.order(i) == order);
-    let mut effects: BTreeMap<usize, BTreeSet<(String, String)>> = BTreeMap::new();
-    for p in database.payments().await {
-        if let Some(i) = index(&p.order_id) {
-            effects
-                .entry(i)
-                .or_default()
-                .insert((p.payment_id, p.operation_id));
-        }
-    }
-    let verdict = judge(name, keys, &seen, &effects, lost);
+    let effects = effects_in(&database, keys, &sending.target).await;
+    let verdict = judge(name, keys, &sending.seen, &effects, lost);
     assert_kept(name, &verdict);
     Some(())
 }

@@ -36,6 +36,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::client::{self, Cut, Failure};
+use super::fleet::{Database, Fleet};
 use super::report;
 use super::rng::Rng;
 
@@ -254,6 +255,96 @@ async fn pay(target: &Target, i: usize, seen: &Seen, rng: &mut Rng, hang_ups: f6
                 return;
             }
         }
+    }
+}
+
+/// `processes` processes of the payments example on `database`, each request's handler 20 ms
+/// long, the store's statements bounded at 2 s.
+async fn payments_fleet(database: &Database, processes: usize) -> Fleet {
+    let env = [
+        ("PAYMENTS_DELAY_MS", "20".to_owned()),
+        ("PAYMENTS_STORE_TIMEOUT_MS", "2000".to_owned()),
+    ];
+    Fleet::start(database, processes, &env).await
+}
+
+/// How many keys answered with a payment have no record in `database` ([`lost_records`]).
+async fn lost_in(database: &Database, sending: &Sending) -> usize {
+    let records: BTreeSet<String> = database
+        .records()
+        .await
+        .into_iter()
+        .map(|r| r.client_key)
+        .collect();
+    lost_records(&sending.seen, |i| {
+        let held = records.contains(&sending.target.key(i));
+        async move { held }
+    })
+    .await
+}
+
+/// The payments `database` holds, per key of the run (of `keys` sent): payment and operation ids.
+async fn effects_in(
+    database: &Database,
+    keys: usize,
+    target: &Target,
+) -> BTreeMap<usize, BTreeSet<(String, String)>> {
+    let index = |order: &str| (0..keys).find(|&i| target.order(i) == order);
+    let mut effects: BTreeMap<usize, BTreeSet<(String, String)>> = BTreeMap::new();
+    for p in database.payments().await {
+        if let Some(i) = index(&p.order_id) {
+            effects
+                .entry(i)
+                .or_default()
+                .insert((p.payment_id, p.operation_id));
+        }
+    }
+    effects
+}
+
+/// A run's load: `shape.clients` clients sending new keys to `target` until [`Sending::stop`],
+/// and what they saw.
+struct Sending {
+    target: Arc<Target>,
+    seen: Arc<Seen>,
+    seed: u64,
+    stop: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<usize>,
+}
+
+impl Sending {
+    /// Draws the run's seed, reports it for `name`, and starts the clients.
+    fn start(name: &str, target: Target, shape: &Shape) -> Sending {
+        let seed = super::rng::seed();
+        report(&format!("failover {name}: seed {seed}, {shape:?}"));
+        let (target, seen) = (Arc::new(target), Arc::new(Seen::default()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let task = tokio::spawn(load(
+            target.clone(),
+            seen.clone(),
+            stop.clone(),
+            shape.clients,
+            seed,
+        ));
+        Sending {
+            target,
+            seen,
+            seed,
+            stop,
+            task,
+        }
+    }
+
+    /// Stops the clients: the number of keys they sent.
+    async fn stop(&mut self) -> usize {
+        self.stop.store(true, Ordering::Relaxed);
+        (&mut self.task).await.unwrap()
+    }
+
+    /// Every one of the `keys` sent once more ([`resend_all`]).
+    async fn resend_all(&self, keys: usize, clients: usize) {
+        let (target, seen) = (self.target.clone(), self.seen.clone());
+        resend_all(target, seen, keys, clients, self.seed ^ 1).await;
     }
 }
 

@@ -1,20 +1,16 @@
 //! The PostgreSQL run: a primary with a streaming standby, two processes of the example behind
 //! a virtual IP.
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::proxy::Proxy;
 use super::{
-    LAG, Seen, Shape, Target, assert_kept, db, db_quiet, judge, load, lost_records, path,
-    resend_all, server_dir,
+    LAG, Sending, Shape, Target, assert_kept, db, db_quiet, effects_in, judge, lost_in, path,
+    payments_fleet, server_dir,
 };
-use crate::chaos::fleet::{Backend, Database, Fleet};
+use crate::chaos::fleet::{Backend, Database};
 use crate::chaos::report;
-use crate::chaos::rng::seed;
 
 /// A primary and a streaming standby of the test's own, with PostgreSQL's durable defaults;
 /// the standby streams through `link`.
@@ -140,31 +136,14 @@ pub async fn postgres(synchronous: bool, shape: Shape) -> Option<usize> {
     let pair = PgPair::start(synchronous).await;
     let proxy = Proxy::start(pair.primary).await;
     let database = Database::at(Backend::Postgres, pair.url(proxy.addr, "app", "appdb"));
-    let fleet = Fleet::start(
-        &database,
-        2,
-        &[
-            ("PAYMENTS_DELAY_MS", "20".to_owned()),
-            ("PAYMENTS_STORE_TIMEOUT_MS", "2000".to_owned()),
-        ],
-    )
-    .await;
-    let seed = seed();
-    report(&format!("failover {name}: seed {seed}, {shape:?}"));
-    let target = Arc::new(Target {
+    let fleet = payments_fleet(&database, 2).await;
+    let target = Target {
         addrs: fleet.addrs(),
         path: "/v1/payments",
         tag: crate::servers::unique("pg"),
-    });
-    let (seen, stop) = (Arc::new(Seen::default()), Arc::new(AtomicBool::new(false)));
+    };
     let set_up = began.elapsed();
-    let sending = tokio::spawn(load(
-        target.clone(),
-        seen.clone(),
-        stop.clone(),
-        shape.clients,
-        seed,
-    ));
+    let mut sending = Sending::start(name, target, &shape);
 
     tokio::time::sleep(shape.before_kill).await;
     pair.link.stall(true);
@@ -178,22 +157,11 @@ pub async fn postgres(synchronous: bool, shape: Shape) -> Option<usize> {
         killed.elapsed().as_millis()
     ));
     tokio::time::sleep(shape.after_recovery).await;
-    stop.store(true, Ordering::Relaxed);
-    let keys = sending.await.unwrap();
+    let keys = sending.stop().await;
     let promoted = Database::at(Backend::Postgres, pair.url(pair.standby, "app", "appdb"));
-    let records: BTreeSet<String> = promoted
-        .records()
-        .await
-        .into_iter()
-        .map(|r| r.client_key)
-        .collect();
-    let lost = lost_records(&seen, |i| {
-        let held = records.contains(&target.key(i));
-        async move { held }
-    })
-    .await;
+    let lost = lost_in(&promoted, &sending).await;
     let loaded = began.elapsed();
-    resend_all(target.clone(), seen.clone(), keys, shape.clients, seed ^ 1).await;
+    sending.resend_all(keys, shape.clients).await;
     report(&format!(
         "failover {name}: set up in {} ms, load until {} ms, resent until {} ms",
         set_up.as_millis(),
@@ -203,22 +171,13 @@ pub async fn postgres(synchronous: bool, shape: Shape) -> Option<usize> {
     fleet.assert_alive();
 
     // The payments the promoted standby holds.
-    let index = |order: &str| (0..keys).find(|&i| target.order(i) == order);
-    let mut effects: BTreeMap<usize, BTreeSet<(String, String)>> = BTreeMap::new();
-    for p in promoted.payments().await {
-        if let Some(i) = index(&p.order_id) {
-            effects
-                .entry(i)
-                .or_default()
-                .insert((p.payment_id, p.operation_id));
-        }
-    }
-    let verdict = judge(name, keys, &seen, &effects, lost);
+    let effects = effects_in(&promoted, keys, &sending.target).await;
+    let verdict = judge(name, keys, &sending.seen, &effects, lost);
     if synchronous {
         assert_kept(name, &verdict);
     } else {
         assert!(
-            seen.unfinished.lock().unwrap().is_empty(),
+            sending.seen.unfinished.lock().unwrap().is_empty(),
             "the service did not resume"
         );
     }

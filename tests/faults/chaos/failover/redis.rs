@@ -3,19 +3,16 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use tokio::net::TcpListener;
 
 use super::proxy::Proxy;
 use super::{
-    LAG, Seen, Shape, Target, assert_kept, db, db_quiet, installed, judge, load, lost_records,
-    path, resend_all, server_dir,
+    LAG, Sending, Shape, Target, assert_kept, db, db_quiet, installed, judge, lost_records, path,
+    server_dir,
 };
 use crate::chaos::report;
-use crate::chaos::rng::seed;
 
 /// A Redis Cluster of the test's own: 3 masters, 1 replica each.
 struct RedisCluster {
@@ -261,22 +258,13 @@ pub async fn redis_cluster(acks: bool, shape: Shape) -> Option<usize> {
     let addr = listener.local_addr().unwrap();
     let server = tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
 
-    let seed = seed();
-    report(&format!("failover {name}: seed {seed}, {shape:?}"));
-    let target = Arc::new(Target {
+    let target = Target {
         addrs: vec![addr],
         path: "/payments",
         tag: crate::servers::unique("rc"),
-    });
-    let (seen, stop) = (Arc::new(Seen::default()), Arc::new(AtomicBool::new(false)));
+    };
     let set_up = began.elapsed();
-    let sending = tokio::spawn(load(
-        target.clone(),
-        seen.clone(),
-        stop.clone(),
-        shape.clients,
-        seed,
-    ));
+    let mut sending = Sending::start(name, target, &shape);
 
     tokio::time::sleep(shape.before_kill).await;
     link.stall(true);
@@ -289,10 +277,9 @@ pub async fn redis_cluster(acks: bool, shape: Shape) -> Option<usize> {
         failed_over.as_millis()
     ));
     tokio::time::sleep(shape.after_recovery).await;
-    stop.store(true, Ordering::Relaxed);
-    let keys = sending.await.unwrap();
-    let lost = lost_records(&seen, |i| {
-        let (store, key) = (store.clone(), target.key(i));
+    let keys = sending.stop().await;
+    let lost = lost_records(&sending.seen, |i| {
+        let (store, key) = (store.clone(), sending.target.key(i));
         async move {
             let key = idem::key::ScopedKey::new::<&str>(&[], "POST /payments", &key).unwrap();
             store.get(&key).await.unwrap().is_some()
@@ -300,7 +287,7 @@ pub async fn redis_cluster(acks: bool, shape: Shape) -> Option<usize> {
     })
     .await;
     let loaded = began.elapsed();
-    resend_all(target.clone(), seen.clone(), keys, shape.clients, seed ^ 1).await;
+    sending.resend_all(keys, shape.clients).await;
     report(&format!(
         "failover {name}: set up in {} ms, load until {} ms, resent until {} ms",
         set_up.as_millis(),
@@ -309,19 +296,19 @@ pub async fn redis_cluster(acks: bool, shape: Shape) -> Option<usize> {
     ));
     server.abort();
 
-    let index = |order: &str| (0..keys).find(|&i| target.order(i) == order);
+    let index = |order: &str| (0..keys).find(|&i| sending.target.order(i) == order);
     let effects = ledger
         .lock()
         .unwrap()
         .iter()
         .filter_map(|(order, made)| Some((index(order)?, made.clone())))
         .collect();
-    let verdict = judge(name, keys, &seen, &effects, lost);
+    let verdict = judge(name, keys, &sending.seen, &effects, lost);
     if acks {
         assert_kept(name, &verdict);
     } else {
         assert!(
-            seen.unfinished.lock().unwrap().is_empty(),
+            sending.seen.unfinished.lock().unwrap().is_empty(),
             "the service did not resume"
         );
     }
