@@ -338,8 +338,8 @@ macro_rules! insert {
 }
 
 /// Binds PostgreSQL's and SQLite's `COMPLETE` (same parameters; outcome and status are `$int`):
-/// key hash, fence, then a `Completed` 201 with the snapshot idem stores for [`body`], no
-/// snapshot expiry (`NULL`: the record's stays), the clock override and the operation id.
+/// key hash, fence, then a `Completed` 201 with the snapshot idem stores for [`body`] (the
+/// record keeps its expiry), the clock override and the operation id.
 macro_rules! complete {
     ($sql:expr, $int:ty, $hash:expr, $fence:expr, $operation_id:expr) => {
         sqlx::query($sql)
@@ -350,7 +350,6 @@ macro_rules! complete {
             .bind(vec![1u8, 0, 0, 0, 0])
             .bind(body())
             .bind(Some("PAY-1"))
-            .bind(None::<i64>)
             .bind(SERVER_CLOCK)
             .bind($operation_id)
     };
@@ -772,10 +771,6 @@ impl Baseline for MySql {
             .bind(vec![1u8, 0, 0, 0, 0])
             .bind(body())
             .bind(Some("PAY-1"))
-            .bind(None::<i64>)
-            .bind(None::<i64>)
-            .bind(None::<i64>)
-            .bind(None::<i64>)
             .bind(SERVER_CLOCK)
             .bind(SERVER_CLOCK)
             .bind(&r.key_hash)

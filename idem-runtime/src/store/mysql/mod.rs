@@ -27,8 +27,8 @@ use sqlx::mysql::{
 use self::claim::{Returning, statement_now};
 pub use self::statements::NOW_MS_SQL;
 use self::statements::{
-    ABANDON_SQL, COMPLETE_SQL, EXTEND_SQL, OWNER_SQL, PURGE_DELETE_SQL, PURGE_RESPONSES_SQL,
-    PURGE_SELECT_SQL, RELEASE_SQL, SELECT_SQL, WSREP_ON_SQL, statement,
+    ABANDON_SQL, COMPLETE_EXPIRING_SQL, COMPLETE_SQL, EXTEND_SQL, OWNER_SQL, PURGE_DELETE_SQL,
+    PURGE_RESPONSES_SQL, PURGE_SELECT_SQL, RELEASE_SQL, SELECT_SQL, WSREP_ON_SQL, statement,
 };
 use super::clock::{Clock, Timestamp};
 use super::error::StoreError;
@@ -308,16 +308,22 @@ fn complete_query<'q>(
     now: Option<i64>,
     causal: bool,
 ) -> sqlx::query::Query<'q, MySql, sqlx::mysql::MySqlArguments> {
-    sqlx::query(statement(causal, COMPLETE_SQL, |c| c.complete))
-        .bind(RecordState::from(completion.outcome).code())
-        .bind(completion.status as i16)
-        .bind(headers)
-        .bind(&completion.body[..])
-        .bind(completion.biz_no.as_deref())
-        .bind(completion.expire_at.map(Timestamp::as_millis))
-        .bind(completion.expire_at.map(Timestamp::as_millis))
-        .bind(completion.expire_at.map(Timestamp::as_millis))
-        .bind(completion.expire_at.map(Timestamp::as_millis))
+    let mut query = match completion.expire_at {
+        // The claim's expiry kept (the engine's completions): no expiry bound or computed.
+        None => sqlx::query(statement(causal, COMPLETE_SQL, |c| c.complete)),
+        Some(_) => sqlx::query(statement(causal, COMPLETE_EXPIRING_SQL, |c| {
+            c.complete_expiring
+        })),
+    }
+    .bind(RecordState::from(completion.outcome).code())
+    .bind(completion.status as i16)
+    .bind(headers)
+    .bind(&completion.body[..])
+    .bind(completion.biz_no.as_deref());
+    if let Some(at) = completion.expire_at.map(Timestamp::as_millis) {
+        query = query.bind(at).bind(at).bind(at);
+    }
+    query
         .bind(now)
         .bind(now)
         .bind(&lease.key.hash()[..])

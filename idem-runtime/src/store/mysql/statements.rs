@@ -185,6 +185,7 @@ pub(super) struct Causal {
     pub select: &'static str,
     pub owner: &'static str,
     pub complete: &'static str,
+    pub complete_expiring: &'static str,
     pub release: &'static str,
     pub abandon: &'static str,
     pub extend: &'static str,
@@ -202,6 +203,7 @@ pub(super) static CAUSAL: std::sync::LazyLock<Causal> = std::sync::LazyLock::new
         select: causal(SELECT_SQL),
         owner: causal(OWNER_SQL),
         complete: causal(COMPLETE_SQL),
+        complete_expiring: causal(COMPLETE_EXPIRING_SQL),
         release: causal(RELEASE_SQL),
         abandon: causal(ABANDON_SQL),
         extend: causal(EXTEND_SQL),
@@ -227,15 +229,32 @@ pub(super) const WSREP_ON_SQL: &str =
 
 /// Completion (S18): one short statement, only while the lease's fence and operation id are the
 /// record's and it is processing (S23). No expiry condition: a result nobody superseded is
-/// stored even when it comes after `expire_at`.
+/// stored even when it comes after `expire_at`. The record keeps the expiry its claim set (as
+/// on PostgreSQL: `expire_at` and `replay_until` are not written). Binds: state, status,
+/// headers, body, business number, override, override, key hash, fence, operation id.
 pub(super) const COMPLETE_SQL: &str = concat!(
     "UPDATE ",
     table!(),
     " SET \
        state = ?, resp_status = ?, resp_headers = ?, resp_body = ?, biz_no = ?, \
-       expire_at = CASE WHEN replay_until IS NULL OR replay_until <= created_at THEN COALESCE(?, expire_at) \
-         ELSE GREATEST(expire_at, COALESCE(?, expire_at)) END, \
-       replay_until = CASE WHEN replay_until IS NULL OR replay_until <= created_at THEN NULL ELSE CASE WHEN ? IS NULL THEN replay_until ELSE GREATEST(?, created_at + 1) END END, \
+       updated_at = ",
+    now!(),
+    ", completed_at = ",
+    now!(),
+    ", rev = rev + 1 \
+     WHERE key_hash = ? AND fence = ? AND state = 0 AND operation_id = ?"
+);
+
+/// [`COMPLETE_SQL`] with a new expiry for the snapshot, an absolute time bound three times
+/// after the business number, before the overrides.
+pub(super) const COMPLETE_EXPIRING_SQL: &str = concat!(
+    "UPDATE ",
+    table!(),
+    " SET \
+       state = ?, resp_status = ?, resp_headers = ?, resp_body = ?, biz_no = ?, \
+       expire_at = CASE WHEN replay_until IS NULL OR replay_until <= created_at THEN ? \
+         ELSE GREATEST(expire_at, ?) END, \
+       replay_until = CASE WHEN replay_until IS NULL OR replay_until <= created_at THEN NULL ELSE GREATEST(?, created_at + 1) END, \
        updated_at = ",
     now!(),
     ", completed_at = ",

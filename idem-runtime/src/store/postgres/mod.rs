@@ -28,8 +28,8 @@ use sqlx::{Postgres, Row};
 pub use self::replication::Replication;
 pub use self::statements::NOW_MS_SQL;
 use self::statements::{
-    ABANDON_SQL, CLAIM_SQL, COMPLETE_SQL, EXTEND_SQL, OWNER_SQL, PURGE_RESPONSES_SQL, PURGE_SQL,
-    RELEASE_SQL, SELECT_SQL, TAKEOVER_SQL,
+    ABANDON_SQL, CLAIM_SQL, COMPLETE_EXPIRING_SQL, COMPLETE_SQL, EXTEND_SQL, OWNER_SQL,
+    PURGE_RESPONSES_SQL, PURGE_SQL, RELEASE_SQL, SELECT_SQL, TAKEOVER_SQL,
 };
 use super::clock::{Clock, Timestamp};
 use super::error::StoreError;
@@ -406,6 +406,7 @@ impl SqlBackend for PostgresStore {
         read: read,
         select: SELECT_SQL,
         complete: COMPLETE_SQL,
+        complete_expiring: COMPLETE_EXPIRING_SQL,
         extend: EXTEND_SQL,
     }
 

@@ -161,16 +161,36 @@ pub(super) const SELECT_SQL: &str = concat!(
 
 /// Completion (S18): one short statement, only while the lease's fence and operation id are the
 /// record's and it is processing (S23). No expiry condition: a result nobody superseded is
-/// stored even when it comes after `expire_at`. `$8` is an absolute expiry for the snapshot (or
-/// `NULL`), `$9` the clock override.
+/// stored even when it comes after `expire_at`. The record keeps the expiry its claim set (the
+/// engine's completions: [`COMPLETE_EXPIRING_SQL`] sets another), so `expire_at` and
+/// `replay_until` are not written: a processing record's `replay_until` is `NULL` or after its
+/// `created_at` (a claim writes it so, a takeover of a freed record clears it), which is what
+/// [`COMPLETE_EXPIRING_SQL`] leaves as it is when given no expiry. `$8` is the clock override,
+/// `$9` the operation id.
 pub(super) const COMPLETE_SQL: &str = concat!(
     "UPDATE ",
     table!(),
     " SET \
        state = $3, resp_status = $4, resp_headers = $5, resp_body = $6, biz_no = $7, \
-       expire_at = CASE WHEN replay_until IS NULL OR replay_until <= created_at THEN COALESCE($8, expire_at) \
-         ELSE GREATEST(expire_at, COALESCE($8, expire_at)) END, \
-       replay_until = CASE WHEN replay_until IS NULL OR replay_until <= created_at THEN NULL ELSE CASE WHEN $8 IS NULL THEN replay_until ELSE GREATEST($8, created_at + 1) END END, \
+       updated_at = ",
+    now!("8"),
+    ", completed_at = ",
+    now!("8"),
+    ", rev = rev + 1 \
+     WHERE key_hash = $1 AND fence = $2 AND state = 0 AND operation_id = $9"
+);
+
+/// [`COMPLETE_SQL`] with a new expiry for the snapshot (`Completion::with_expire_at`): `$8` is
+/// that absolute time, `$9` the clock override, `$10` the operation id. A remembered record
+/// keeps the longer of its ends, and its replays end at the new time.
+pub(super) const COMPLETE_EXPIRING_SQL: &str = concat!(
+    "UPDATE ",
+    table!(),
+    " SET \
+       state = $3, resp_status = $4, resp_headers = $5, resp_body = $6, biz_no = $7, \
+       expire_at = CASE WHEN replay_until IS NULL OR replay_until <= created_at THEN $8::bigint \
+         ELSE GREATEST(expire_at, $8) END, \
+       replay_until = CASE WHEN replay_until IS NULL OR replay_until <= created_at THEN NULL ELSE GREATEST($8, created_at + 1) END, \
        updated_at = ",
     now!("9"),
     ", completed_at = ",

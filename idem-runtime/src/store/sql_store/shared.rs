@@ -82,6 +82,7 @@ macro_rules! numbered_statements {
         read: $read:expr,
         select: $select:expr,
         complete: $complete:expr,
+        complete_expiring: $complete_expiring:expr,
         extend: $extend:expr $(,)?
     ) => {
         async fn select<'e>(
@@ -110,19 +111,24 @@ macro_rules! numbered_statements {
             _causal: bool,
         ) -> Result<u64, sqlx::Error> {
             let state = $crate::store::interface::RecordState::from(completion.outcome).code();
-            let done = sqlx::query($complete)
+            // The claim's expiry kept (the engine's completions) or a new one: each its own
+            // statement, so that the common one binds and computes no expiry.
+            let (sql, expire_at) = match completion.expire_at {
+                None => ($complete, None),
+                Some(at) => ($complete_expiring, Some(at.as_millis())),
+            };
+            let mut query = sqlx::query(sql)
                 .bind(&lease.key.hash()[..])
                 .bind(fence)
                 .bind(<$int>::from(state))
                 .bind(completion.status as $int)
                 .bind(headers)
                 .bind(&completion.body[..])
-                .bind(completion.biz_no.as_deref())
-                .bind(
-                    completion
-                        .expire_at
-                        .map($crate::store::clock::Timestamp::as_millis),
-                )
+                .bind(completion.biz_no.as_deref());
+            if let Some(at) = expire_at {
+                query = query.bind(at);
+            }
+            let done = query
                 .bind(now)
                 .bind(&lease.operation_id)
                 .execute(conn)

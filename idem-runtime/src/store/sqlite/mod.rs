@@ -31,8 +31,8 @@ use sqlx::{Row, Sqlite};
 use self::checkpoint::Checkpoints;
 pub use self::statements::NOW_MS_SQL;
 use self::statements::{
-    ABANDON_SQL, CLAIM_AND_READ_SQL, CLAIMED_COLUMNS, COMPLETE_SQL, EXTEND_SQL, OWNER_SQL,
-    PURGE_RESPONSES_SQL, PURGE_SQL, RELEASE_SQL, SELECT_SQL,
+    ABANDON_SQL, CLAIM_AND_READ_SQL, CLAIMED_COLUMNS, COMPLETE_EXPIRING_SQL, COMPLETE_SQL,
+    EXTEND_SQL, OWNER_SQL, PURGE_RESPONSES_SQL, PURGE_SQL, RELEASE_SQL, SELECT_SQL,
 };
 use super::clock::{Clock, Timestamp};
 use super::error::StoreError;
@@ -408,6 +408,7 @@ impl SqlBackend for SqliteStore {
         read: read,
         select: SELECT_SQL,
         complete: COMPLETE_SQL,
+        complete_expiring: COMPLETE_EXPIRING_SQL,
         extend: EXTEND_SQL,
     }
 
