@@ -311,27 +311,20 @@ macro_rules! claim {
     };
 }
 
-/// Binds MariaDB's claim `INSERT`: key hash, readable key, request hash, operation id, then
-/// (override, override, lease ms, override, lease ms, TTL ms, override, override, remember ms,
-/// override, lease ms, TTL ms), the clock override bound again wherever the statement reads the
-/// time (positional parameters).
+/// Binds MariaDB's claim `INSERT` as a store without a clock override sends it: key hash,
+/// readable key, request hash, operation id, then lease ms, lease ms, TTL ms, remember ms, lease
+/// ms, TTL ms (positional parameters).
 macro_rules! insert {
     ($hash:expr, $readable:expr, $request:expr, $operation_id:expr) => {
-        sqlx::query(idem::store::mysql::sql::INSERT)
+        sqlx::query(idem::store::mysql::sql::insert())
             .bind($hash)
             .bind($readable)
             .bind($request)
             .bind($operation_id)
-            .bind(SERVER_CLOCK)
-            .bind(SERVER_CLOCK)
             .bind(LEASE_MS)
-            .bind(SERVER_CLOCK)
             .bind(LEASE_MS)
             .bind(TTL_MS)
-            .bind(SERVER_CLOCK)
-            .bind(SERVER_CLOCK)
             .bind(NOT_REMEMBERED)
-            .bind(SERVER_CLOCK)
             .bind(LEASE_MS)
             .bind(TTL_MS)
     };
@@ -763,7 +756,7 @@ impl Baseline for MySql {
         let complete = if self.1 {
             idem::store::mysql::sql::complete_causal()
         } else {
-            idem::store::mysql::sql::COMPLETE
+            idem::store::mysql::sql::complete()
         };
         let done = sqlx::query(complete)
             .bind(1i16)
@@ -771,8 +764,6 @@ impl Baseline for MySql {
             .bind(vec![1u8, 0, 0, 0, 0])
             .bind(body())
             .bind(Some("PAY-1"))
-            .bind(SERVER_CLOCK)
-            .bind(SERVER_CLOCK)
             .bind(&r.key_hash)
             .bind(1i64)
             .bind(&r.operation_id)
@@ -800,7 +791,6 @@ impl Replay for MySql {
             idem::store::mysql::sql::select()
         };
         let row = sqlx::query(select)
-            .bind(SERVER_CLOCK)
             .bind(hash)
             .fetch_one(&self.0)
             .await

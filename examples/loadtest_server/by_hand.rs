@@ -183,22 +183,16 @@ async fn claim(
         }
         #[cfg(feature = "mysql")]
         Pool::MySql(p) => {
-            // Positional: the clock override again wherever the statement reads the time.
-            let result = sqlx::query(idem::store::mysql::sql::INSERT)
+            // Positional, and without the clock override, as a store without one sends it.
+            let result = sqlx::query(idem::store::mysql::sql::insert())
                 .bind(hash)
                 .bind(readable)
                 .bind(request)
                 .bind(operation_id)
-                .bind(SERVER_CLOCK)
-                .bind(SERVER_CLOCK)
                 .bind(LEASE_MS)
-                .bind(SERVER_CLOCK)
                 .bind(LEASE_MS)
                 .bind(TTL_MS)
-                .bind(SERVER_CLOCK)
-                .bind(SERVER_CLOCK)
                 .bind(NOT_REMEMBERED)
-                .bind(SERVER_CLOCK)
                 .bind(LEASE_MS)
                 .bind(TTL_MS)
                 .execute(p)
@@ -207,7 +201,6 @@ async fn claim(
                 return Ok(Claimed::Acquired(1));
             }
             let row = sqlx::query(idem::store::mysql::sql::select())
-                .bind(SERVER_CLOCK)
                 .bind(hash)
                 .fetch_one(p)
                 .await?;
@@ -264,14 +257,12 @@ async fn complete(
             .await?
             .rows_affected(),
         #[cfg(feature = "mysql")]
-        Pool::MySql(p) => sqlx::query(idem::store::mysql::sql::COMPLETE)
+        Pool::MySql(p) => sqlx::query(idem::store::mysql::sql::complete())
             .bind(1i16)
             .bind(status)
             .bind(&NO_HEADERS[..])
             .bind(body)
             .bind(Some(biz_no))
-            .bind(SERVER_CLOCK)
-            .bind(SERVER_CLOCK)
             .bind(hash)
             .bind(fence)
             .bind(operation_id)

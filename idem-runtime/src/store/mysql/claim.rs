@@ -9,7 +9,7 @@ use sqlx::Row as _;
 use sqlx::mysql::{MySql, MySqlDatabaseError, MySqlQueryResult};
 
 use super::statements::{
-    CLAIM_RETURNING_KEY_HASH, CLAIM_RETURNING_SQL, INSERT_SQL, REPLACE_SQL, TAKEOVER_SQL, statement,
+    BindNow, CLAIM_RETURNING_KEY_HASH, REPLACE_SQL, TAKEOVER_SQL, request_path, statement,
 };
 use super::{MySqlStore, classify, error_number, read};
 use crate::store::clock::Timestamp;
@@ -199,9 +199,7 @@ impl MySqlStore {
         }
         let query = || {
             bind_claim(
-                sqlx::query(statement(self.core.causal, CLAIM_RETURNING_SQL, |c| {
-                    c.claim_returning
-                })),
+                sqlx::query(request_path(self.core.causal, now).claim_returning),
                 req,
                 hash,
                 operation_id,
@@ -211,7 +209,7 @@ impl MySqlStore {
         let row = self
             .core
             .send(|| async {
-                match query().bind(now).fetch_one(&self.core.pool).await {
+                match query().bind_now(now).fetch_one(&self.core.pool).await {
                     Ok(row) => Ok(Some(row)),
                     Err(e) if self.returning.get() == Returning::UNKNOWN && is_syntax_error(&e) => {
                         Ok(None)
@@ -262,7 +260,13 @@ impl MySqlStore {
         let inserted = self
             .core
             .send(|| async {
-                let query = bind_claim(sqlx::query(INSERT_SQL), req, hash, operation_id, now);
+                let query = bind_claim(
+                    sqlx::query(request_path(self.core.causal, now).insert),
+                    req,
+                    hash,
+                    operation_id,
+                    now,
+                );
                 match query.execute(&self.core.pool).await {
                     Ok(done) => Ok(Some(done)),
                     Err(e) if is_claim_collision(&e) => Ok(None),
@@ -354,16 +358,16 @@ fn bind_claim<'q>(
         .bind(req.key.readable())
         .bind(hash)
         .bind(operation_id)
-        .bind(now)
-        .bind(now)
+        .bind_now(now)
+        .bind_now(now)
         .bind(lease_ms)
-        .bind(now)
+        .bind_now(now)
         .bind(lease_ms)
         .bind(ttl_ms.max(remember_ms))
-        .bind(now)
-        .bind(now)
+        .bind_now(now)
+        .bind_now(now)
         .bind(remember_ms)
-        .bind(now)
+        .bind_now(now)
         .bind(lease_ms)
         .bind(ttl_ms)
 }

@@ -27,8 +27,8 @@ use sqlx::mysql::{
 use self::claim::{Returning, statement_now};
 pub use self::statements::NOW_MS_SQL;
 use self::statements::{
-    ABANDON_SQL, COMPLETE_EXPIRING_SQL, COMPLETE_SQL, EXTEND_SQL, OWNER_SQL, PURGE_DELETE_SQL,
-    PURGE_RESPONSES_SQL, PURGE_SELECT_SQL, RELEASE_SQL, SELECT_SQL, WSREP_ON_SQL, statement,
+    ABANDON_SQL, BindNow, EXTEND_SQL, OWNER_SQL, PURGE_DELETE_SQL, PURGE_RESPONSES_SQL,
+    PURGE_SELECT_SQL, RELEASE_SQL, WSREP_ON_SQL, request_path, statement,
 };
 use super::clock::{Clock, Timestamp};
 use super::error::StoreError;
@@ -58,21 +58,26 @@ pub mod sql {
         STORED_ONE, STORED_PAGE, TABLE,
     };
 
-    /// The claim insert (see the binds in its documentation in the source).
-    pub const INSERT: &str = super::statements::INSERT_SQL;
-    /// The completion update.
-    pub const COMPLETE: &str = super::statements::COMPLETE_SQL;
-    /// The read of an existing record (clock override, key hash).
+    /// The claim insert as a store without a clock override sends it (see the binds in its
+    /// documentation in the source, without the overrides).
+    pub fn insert() -> &'static str {
+        super::statements::request_path(false, None).insert
+    }
+    /// The completion update, as a store without a clock override sends it.
+    pub fn complete() -> &'static str {
+        super::statements::request_path(false, None).complete
+    }
+    /// The read of an existing record (key hash), as a store without a clock override sends it.
     pub fn select() -> &'static str {
-        super::statements::SELECT_SQL
+        super::statements::request_path(false, None).select
     }
     /// The same read on a node of a Galera cluster (`MySqlStore::with_galera`): causal.
     pub fn select_causal() -> &'static str {
-        super::statements::CAUSAL.select
+        super::statements::request_path(true, None).select
     }
     /// The completion update on a node of a Galera cluster: causal.
     pub fn complete_causal() -> &'static str {
-        super::statements::CAUSAL.complete
+        super::statements::request_path(true, None).complete
     }
 }
 
@@ -308,12 +313,11 @@ fn complete_query<'q>(
     now: Option<i64>,
     causal: bool,
 ) -> sqlx::query::Query<'q, MySql, sqlx::mysql::MySqlArguments> {
+    let on = request_path(causal, now);
     let mut query = match completion.expire_at {
         // The claim's expiry kept (the engine's completions): no expiry bound or computed.
-        None => sqlx::query(statement(causal, COMPLETE_SQL, |c| c.complete)),
-        Some(_) => sqlx::query(statement(causal, COMPLETE_EXPIRING_SQL, |c| {
-            c.complete_expiring
-        })),
+        None => sqlx::query(on.complete),
+        Some(_) => sqlx::query(on.complete_expiring),
     }
     .bind(RecordState::from(completion.outcome).code())
     .bind(completion.status as i16)
@@ -324,8 +328,8 @@ fn complete_query<'q>(
         query = query.bind(at).bind(at).bind(at);
     }
     query
-        .bind(now)
-        .bind(now)
+        .bind_now(now)
+        .bind_now(now)
         .bind(&lease.key.hash()[..])
         .bind(fence)
         .bind(&lease.operation_id)
@@ -450,8 +454,8 @@ impl SqlBackend for MySqlStore {
         now: Option<i64>,
         causal: bool,
     ) -> Result<Option<RawRecord>, sqlx::Error> {
-        let row = sqlx::query(statement(causal, SELECT_SQL, |c| c.select))
-            .bind(now)
+        let row = sqlx::query(request_path(causal, now).select)
+            .bind_now(now)
             .bind(&key.hash()[..])
             .fetch_optional(conn)
             .await?;
