@@ -4,14 +4,17 @@ if not owned then
   return 1
 end
 local now = clock(ARGV[10])
-redis.call('HSET', KEYS[1], 'state', ARGV[3], 'resp_status', ARGV[4], 'resp_headers', ARGV[5],
-  'resp_body', ARGV[6], 'updated_at', int(now), 'completed_at', int(now))
-redis.call('HINCRBY', KEYS[1], 'rev', 1)
+-- One write: the snapshot, the times, the next row version and the business number. A
+-- processing record holds none (a claim creates the record without one, or deletes the one it
+-- replaces), so a completion without one leaves none.
+local fields = {'state', ARGV[3], 'resp_status', ARGV[4], 'resp_headers', ARGV[5],
+  'resp_body', ARGV[6], 'updated_at', int(now), 'completed_at', int(now),
+  'rev', int((tonumber(r[8]) or 0) + 1)}
 if ARGV[7] == '1' then
-  redis.call('HSET', KEYS[1], 'biz_no', ARGV[8])
-else
-  redis.call('HDEL', KEYS[1], 'biz_no')
+  fields[#fields + 1] = 'biz_no'
+  fields[#fields + 1] = ARGV[8]
 end
+redis.call('HSET', KEYS[1], unpack(fields))
 if ARGV[9] ~= '' then
   -- A new end of the replayed response: of a remembered record, `replay_until`, which the
   -- record outlives.
