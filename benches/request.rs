@@ -3,7 +3,10 @@
 //! called in process through its axum `Router` (`tower::ServiceExt::oneshot`, no sockets, one
 //! thread): bare, under `#[idempotent]` with fresh keys and with replays, and over a store with
 //! a connection of its own also with the statements idem sends written by hand (`/hand`), fresh
-//! and replayed, and with the least a correct layer sends written by hand (`/minimal`). Per request: the CPU time of the process (the store's client included, and
+//! and replayed, and with the least a correct layer sends written by hand (`/minimal`); and under
+//! the tower middleware with fresh keys, its fingerprint the body alone (`/layer`) and the body
+//! with the routed path and the query (`/layer-q/..?..`), whose difference is printed below the
+//! table. Per request: the CPU time of the process (the store's client included, and
 //! SQLite's connection threads), the wall time, and the heap allocations and bytes counted by a
 //! counting global allocator. Each round runs every path one after the other, the order
 //! reversed every other round, and every ratio is taken within a round.
@@ -53,10 +56,12 @@ enum Path {
     MinReplay,
     HandReplay,
     IdemReplay,
+    LayerFresh,
+    LayerQueryFresh,
 }
 
 impl Path {
-    const ALL: [Path; 7] = [
+    const ALL: [Path; 9] = [
         Path::Bare,
         Path::MinFresh,
         Path::HandFresh,
@@ -64,6 +69,8 @@ impl Path {
         Path::MinReplay,
         Path::HandReplay,
         Path::IdemReplay,
+        Path::LayerFresh,
+        Path::LayerQueryFresh,
     ];
 
     fn name(self) -> &'static str {
@@ -75,6 +82,8 @@ impl Path {
             Path::MinReplay => "minimal layer, replay",
             Path::HandReplay => "by hand, replay",
             Path::IdemReplay => "idem, replay",
+            Path::LayerFresh => "tower layer, fresh key",
+            Path::LayerQueryFresh => "tower layer, path and query fingerprinted, fresh key",
         }
     }
 
@@ -91,6 +100,8 @@ impl Path {
             Path::HandFresh | Path::HandReplay => "/hand",
             Path::MinFresh | Path::MinReplay => "/minimal",
             Path::IdemFresh | Path::IdemReplay => "/idem",
+            Path::LayerFresh => "/layer",
+            Path::LayerQueryFresh => "/layer-q/pay_184?mode=live&currency=EUR&note=a%20b",
         }
     }
 
@@ -119,9 +130,11 @@ fn request(path: Path, run: &str, n: u64) -> Request<Body> {
     let req = Request::post(path.route()).header("content-type", "application/json");
     let req = match path {
         Path::Bare => req,
-        Path::HandFresh | Path::IdemFresh | Path::MinFresh => {
-            req.header("idempotency-key", format!("{run}-{n}"))
-        }
+        Path::HandFresh
+        | Path::IdemFresh
+        | Path::MinFresh
+        | Path::LayerFresh
+        | Path::LayerQueryFresh => req.header("idempotency-key", format!("{run}-{n}")),
         Path::HandReplay | Path::IdemReplay | Path::MinReplay => {
             req.header("idempotency-key", format!("{run}-r"))
         }
@@ -289,6 +302,17 @@ fn report(store: &str, paths: &[Path], rows: &[Vec<Sample>], rounds: usize) {
             med(|s| s.allocs),
             vs_twin(&|a, b| a.allocs - b.allocs, "+"),
             med(|s| s.bytes),
+        );
+    }
+    if let (Some(q), Some(l)) = (at(Path::LayerQueryFresh), at(Path::LayerFresh)) {
+        println!(
+            "\ntower layer, the routed path and the query in the fingerprint: {:+.2} µs CPU \
+             ({:.3}x), {:+.1} allocations, {:+.0} bytes per fresh request (medians of per-round \
+             differences)",
+            per_round(q, l, &|a, b| a.cpu - b.cpu) / 1e3,
+            per_round(q, l, &|a, b| a.cpu / b.cpu),
+            per_round(q, l, &|a, b| a.allocs - b.allocs),
+            per_round(q, l, &|a, b| a.bytes - b.bytes),
         );
     }
 }

@@ -16,6 +16,8 @@
 //! | `POST /idem` | the same handler under `#[idempotent(scope = global, contract = "exact_replay")]` |
 //! | `POST /hand` | the same handler with the statements `/idem` sends its store written by hand around it (`loadtest_server/by_hand.rs`): the fair floor of the layer |
 //! | `POST /minimal` | the same handler with the least a correct layer sends, written by hand for each backend on a table of its own (`loadtest_server/minimal.rs`): the second floor, what idem's statements are held to |
+//! | `POST /layer` | the handler under the tower middleware (`IdempotencyLayer`, `HandlerConfig::for_route()`, `ignore_query()`): the body alone fingerprinted |
+//! | `POST /layer-q/{id}?..` | the same under a named operation with the query kept: the routed path and the query fingerprinted with the body |
 //! | `POST /idem-cached` | the same, through a handle with a replay cache over the same store (`ReplayCache::new(100_000)`, defaults otherwise): replays of records it has seen cost no statement |
 //! | `POST /slow-bare` | the handler after a 100 ms pause (a processor call) |
 //! | `POST /slow` | the same under `#[idempotent]`: a duplicate that meets it in flight is answered `409` |

@@ -14,7 +14,7 @@ use axum::http::StatusCode;
 use axum::routing::{get, post};
 use idem::axum::Json;
 use idem::store::Store;
-use idem::{Fingerprint, Idem, ReplayCache, Snapshot, idempotent};
+use idem::{Fingerprint, HandlerConfig, Idem, IdempotencyLayer, ReplayCache, Snapshot, idempotent};
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 
@@ -146,6 +146,14 @@ fn json_answer(status: StatusCode, body: Vec<u8>, replayed: bool) -> axum::respo
     }
     res.body(axum::body::Body::from(body))
         .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+}
+
+/// The fields of [`CreatePayment`] the tower middleware fingerprints (it sees no typed request).
+fn payment_spec() -> idem::json::Spec {
+    idem::json::Spec::from_json_str(
+        r#"{"amount": "decimal", "currency": "any", "order_id": "any"}"#,
+    )
+    .expect("a valid spec")
 }
 
 async fn bare(Json(req): Json<CreatePayment>) -> (StatusCode, Json<Payment>) {
@@ -382,6 +390,21 @@ pub fn router(app: App) -> Router {
             Router::new()
                 .route("/idem-cached", post(idem_payment))
                 .with_state(cached),
+        )
+        .merge(
+            Router::new().route("/layer", post(bare)).layer(
+                IdempotencyLayer::new(app.idem.clone(), payment_spec())
+                    .config(HandlerConfig::for_route())
+                    .global()
+                    .ignore_query(),
+            ),
+        )
+        .merge(
+            Router::new().route("/layer-q/{id}", post(bare)).layer(
+                IdempotencyLayer::new(app.idem.clone(), payment_spec())
+                    .config(HandlerConfig::new("payments.create.q"))
+                    .global(),
+            ),
         );
     if !matches!(app.pool, Pool::Memory) {
         router = router
