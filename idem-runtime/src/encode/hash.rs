@@ -82,16 +82,23 @@ thread_local! {
     static CANONICAL_BUF: core::cell::RefCell<Vec<u8>> = const { core::cell::RefCell::new(Vec::new()) };
 }
 
-impl fmt::Display for RequestHash {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl RequestHash {
+    /// The 64 lowercase hex digits of the hash (its `Display`), without allocating.
+    pub(crate) fn hex(&self) -> [u8; 64] {
         const HEX: &[u8; 16] = b"0123456789abcdef";
         let mut out = [0u8; 64];
         for (i, b) in self.0.iter().enumerate() {
             out[2 * i] = HEX[(b >> 4) as usize];
             out[2 * i + 1] = HEX[(b & 0xf) as usize];
         }
+        out
+    }
+}
+
+impl fmt::Display for RequestHash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // Only ASCII hex digits were written.
-        f.write_str(core::str::from_utf8(&out).map_err(|_| fmt::Error)?)
+        f.write_str(core::str::from_utf8(&self.hex()).map_err(|_| fmt::Error)?)
     }
 }
 
