@@ -225,10 +225,14 @@ pub(crate) fn normal_path(path: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
-/// The byte of two hex digits.
+/// The byte of two hex digits; `None` for anything else (`from_str_radix` alone would take a
+/// sign: `+5` as 5, when `%+5` is no escape to a router or to `Query<T>`).
 fn hex_pair(pair: Option<&[u8]>) -> Option<u8> {
-    let pair = core::str::from_utf8(pair?).ok()?;
-    u8::from_str_radix(pair, 16).ok()
+    let pair = pair?;
+    if pair.len() != 2 || !pair.iter().all(u8::is_ascii_hexdigit) {
+        return None;
+    }
+    u8::from_str_radix(core::str::from_utf8(pair).ok()?, 16).ok()
 }
 
 /// The fingerprint of a request the middlewares see: the body's own (`None` for a request
@@ -639,6 +643,9 @@ mod tests {
         assert_eq!(normal_path("/accounts/%41%7e"), "/accounts/A~");
         assert_eq!(normal_path("/a%2fb/%c3%a9"), "/a%2Fb/%C3%A9");
         assert_eq!(normal_path("/bad%4/%zz"), "/bad%4/%zz");
+        // No escape: a router sees two paths.
+        assert_eq!(normal_path("/p/%+a"), "/p/%+a");
+        assert_ne!(normal_path("/p/%+a"), normal_path("/p/%+A"));
     }
 
     #[test]
@@ -655,6 +662,9 @@ mod tests {
             request_hash(None, Some("/b"), None)
         );
         assert_ne!(request_hash(None, None, Some("a=1")), q("a=1"));
+        // `%+5` is no escape: `Query<T>` hands the handler "% 5", another value than "%05"'s.
+        assert_ne!(q("a=%+5"), q("a=%05"));
+        assert_eq!(q("a=%+5"), q("a=%25+5"));
     }
 
     /// The canonical array, byte for byte: stored fingerprints are compared across versions, so

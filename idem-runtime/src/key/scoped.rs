@@ -252,6 +252,9 @@ fn unescape_part(escaped: &str) -> Option<String> {
     while let Some(b) = bytes.next() {
         if b == b'%' {
             let hex = [bytes.next()?, bytes.next()?];
+            if !hex.iter().all(u8::is_ascii_hexdigit) {
+                return None; // `from_str_radix` would take a sign: `+5`
+            }
             let hex = core::str::from_utf8(&hex).ok()?;
             out.push(u8::from_str_radix(hex, 16).ok()?);
         } else {
@@ -396,6 +399,17 @@ mod tests {
         );
         let msg = InvalidKey::TooLong { chars: 300 }.to_string();
         assert!(msg.contains("at most 255"), "{msg}");
+    }
+
+    #[test]
+    fn a_readable_form_escapes_with_hex_digits_only() {
+        let hash = [0u8; 32];
+        assert_eq!(
+            ScopedKey::opaque_readable("acme:op%3Ax:k", &hash).as_deref(),
+            Some("op:x:sealed:0000000000000000000000000000000000000000000000000000000000000000")
+        );
+        // `%+5` is no escape idem writes: not a readable form.
+        assert_eq!(ScopedKey::opaque_readable("acme:op%+5:k", &hash), None);
     }
 
     #[test]
