@@ -175,6 +175,50 @@ async fn redis_corrupt_record_is_reported() {
     ));
 }
 
+/// A Redis hash left with a response but none of a record's own fields (edited or restored by
+/// hand) is a free key, and the record claimed there keeps nothing of that response: its
+/// completion without a business number stores none, and answers with its own body.
+#[tokio::test]
+async fn redis_stray_fields_do_not_join_a_new_record() {
+    let Some(store) = redis_store().await else {
+        return;
+    };
+    let key = unique_key("stray");
+    let lease = acquire(&store, &req(&key, hash("a"))).await;
+    store.complete(&lease, &done()).await.unwrap();
+    let record = redis_record_key(&store, &key).await;
+    let mut conn = store.connection().clone();
+    let () = redis::cmd("HDEL")
+        .arg(&record)
+        .arg(
+            &[
+                "state",
+                "fence",
+                "operation_id",
+                "expire_at",
+                "request_hash",
+                "rev",
+            ][..],
+        )
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let lease = acquire(&store, &req(&key, hash("b"))).await;
+    assert_eq!(lease.fence, 1);
+    store
+        .complete(
+            &lease,
+            &Completion::new(Outcome::Completed, 201, b"new".to_vec()),
+        )
+        .await
+        .unwrap();
+    let stored = store.get(&key).await.unwrap().expect("the new record");
+    assert_eq!(
+        (stored.status, &stored.body[..], stored.biz_no.as_deref()),
+        (Some(201), &b"new"[..], None)
+    );
+}
+
 /// The Redis key of `key`'s record, found by its key hash among the store's keys.
 async fn redis_record_key(
     store: &idem_runtime::store::redis::RedisStore,

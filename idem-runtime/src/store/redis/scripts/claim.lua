@@ -2,7 +2,8 @@ local now = clock(ARGV[4])
 local lease, ttl, margin = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 local remember = tonumber(ARGV[9]) or 0
 local lease_until = now + lease
--- The whole record in one read: a replay answers with it as it is.
+-- The whole record in one read: a replay answers with it as it is. (An expired record being
+-- replaced is read whole too, its response with it: once in the record's life.)
 local rec = record(KEYS[1])
 local state, request_hash, op_was, f = rec[3], rec[2], rec[4], rec[5]
 local window = math.max(lease, ttl)
@@ -10,6 +11,9 @@ local fence, op, created, expire_at, took = 1, ARGV[3], now, now + math.max(wind
 local replay_until = nil
 if remember > 0 then replay_until = now + window end
 local existing = state or f or op_was or rec[12]
+-- What a claim clears before it writes the record (the `HSET` below sets `replay_until` again
+-- when the record has one).
+local STALE = {'resp_status', 'resp_headers', 'resp_body', 'biz_no', 'completed_at', 'replay_until'}
 if existing then
   local fn, lu, ea, ca = tonumber(f), tonumber(rec[11]), tonumber(rec[12]), tonumber(rec[13])
   if not (state and fn and lu and ea and ca and op_was and request_hash) then
@@ -31,12 +35,7 @@ if existing then
   end
   -- Expired: logically absent, a new operation replaces it (S21); the fence still grows.
   fence = fn + 1
-  if replay_until then
-    redis.call('HDEL', KEYS[1], 'resp_status', 'resp_headers', 'resp_body', 'biz_no', 'completed_at')
-  else
-    redis.call('HDEL', KEYS[1], 'resp_status', 'resp_headers', 'resp_body', 'biz_no', 'completed_at',
-      'replay_until')
-  end
+  redis.call('HDEL', KEYS[1], unpack(STALE))
 end
 local fields = {'idem_key', ARGV[1], 'request_hash', ARGV[2], 'state', '0', 'operation_id', op,
   'fence', int(fence), 'locked_at', int(now), 'lease_until', int(lease_until),
@@ -46,11 +45,14 @@ if replay_until then
   fields[#fields + 1] = int(replay_until)
 end
 if not existing then
-  -- A new record: its row version starts at 1, written with the rest. (A stray end of replays
-  -- without a record is dropped, as a replaced record's is.)
+  -- A new record: its row version starts at 1, written with the rest. Fields left without a
+  -- record (a hash edited or restored by hand) are dropped, as a replaced record's are: a
+  -- completion must not store them with its own answer.
   fields[#fields + 1] = 'rev'
   fields[#fields + 1] = '1'
-  if rec[16] and not replay_until then redis.call('HDEL', KEYS[1], 'replay_until') end
+  if rec[6] or rec[7] or rec[8] or rec[9] or rec[15] or rec[16] then
+    redis.call('HDEL', KEYS[1], unpack(STALE))
+  end
 end
 redis.call('HSET', KEYS[1], unpack(fields))
 if existing then redis.call('HINCRBY', KEYS[1], 'rev', 1) end
