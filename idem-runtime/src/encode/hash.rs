@@ -116,6 +116,21 @@ pub struct ParseRequestHashError {
     detail: &'static str,
 }
 
+/// The byte two hex digits (either case) write; `None` for anything but exactly two: no sign,
+/// no space (`u8::from_str_radix` would take `+5`).
+pub(crate) fn hex_byte(pair: &[u8]) -> Option<u8> {
+    let nibble = |c: u8| match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        b'A'..=b'F' => Some(c - b'A' + 10),
+        _ => None,
+    };
+    match pair {
+        [hi, lo] => Some(nibble(*hi)? << 4 | nibble(*lo)?),
+        _ => None,
+    }
+}
+
 impl FromStr for RequestHash {
     type Err = ParseRequestHashError;
 
@@ -127,17 +142,11 @@ impl FromStr for RequestHash {
                 detail: "",
             });
         }
-        let nibble = |c: u8| match c {
-            b'0'..=b'9' => Some(c - b'0'),
-            b'a'..=b'f' => Some(c - b'a' + 10),
-            b'A'..=b'F' => Some(c - b'A' + 10),
-            _ => None,
-        };
         let mut out = [0u8; 32];
         for (i, pair) in bytes.chunks_exact(2).enumerate() {
-            match (nibble(pair[0]), nibble(pair[1])) {
-                (Some(hi), Some(lo)) => out[i] = hi << 4 | lo,
-                _ => {
+            match hex_byte(pair) {
+                Some(byte) => out[i] = byte,
+                None => {
                     return Err(ParseRequestHashError {
                         len: 64,
                         detail: ", not all of them hex digits",

@@ -23,6 +23,6 @@ mod writer;
 
 pub use error::CanonicalError;
 pub(crate) use error::{Path, truncate};
-pub(crate) use hash::render;
 pub use hash::{ParseRequestHashError, RequestHash};
+pub(crate) use hash::{hex_byte, render};
 pub use writer::CanonicalWriter;

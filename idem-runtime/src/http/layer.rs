@@ -225,14 +225,10 @@ pub(crate) fn normal_path(path: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
-/// The byte of two hex digits; `None` for anything else (`from_str_radix` alone would take a
-/// sign: `+5` as 5, when `%+5` is no escape to a router or to `Query<T>`).
+/// The byte of the two hex digits after a `%`; `None` for anything else (`%+5` is no escape to
+/// a router or to `Query<T>`).
 fn hex_pair(pair: Option<&[u8]>) -> Option<u8> {
-    let pair = pair?;
-    if pair.len() != 2 || !pair.iter().all(u8::is_ascii_hexdigit) {
-        return None;
-    }
-    u8::from_str_radix(core::str::from_utf8(pair).ok()?, 16).ok()
+    crate::encode::hex_byte(pair?)
 }
 
 /// The fingerprint of a request the middlewares see: the body's own (`None` for a request

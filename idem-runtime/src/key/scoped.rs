@@ -251,12 +251,7 @@ fn unescape_part(escaped: &str) -> Option<String> {
     let mut bytes = escaped.bytes();
     while let Some(b) = bytes.next() {
         if b == b'%' {
-            let hex = [bytes.next()?, bytes.next()?];
-            if !hex.iter().all(u8::is_ascii_hexdigit) {
-                return None; // `from_str_radix` would take a sign: `+5`
-            }
-            let hex = core::str::from_utf8(&hex).ok()?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
+            out.push(crate::encode::hex_byte(&[bytes.next()?, bytes.next()?])?);
         } else {
             out.push(b);
         }
