@@ -30,7 +30,7 @@ use self::statements::{
     ABANDON_SQL, BindNow, EXTEND_SQL, OWNER_SQL, PURGE_DELETE_SQL, PURGE_RESPONSES_SQL,
     PURGE_SELECT_SQL, RELEASE_SQL, WSREP_ON_SQL, request_path, statement,
 };
-use super::clock::{Clock, Timestamp};
+use super::clock::Clock;
 use super::error::StoreError;
 use super::error::classify_sqlx;
 use super::interface::{Claim, ClaimRequest, Completion, Lease, RecordState};
@@ -314,17 +314,18 @@ fn complete_query<'q>(
     causal: bool,
 ) -> sqlx::query::Query<'q, MySql, sqlx::mysql::MySqlArguments> {
     let on = request_path(causal, now);
-    let mut query = match completion.expire_at {
-        // The claim's expiry kept (the engine's completions): no expiry bound or computed.
-        None => sqlx::query(on.complete),
-        Some(_) => sqlx::query(on.complete_expiring),
-    }
-    .bind(RecordState::from(completion.outcome).code())
-    .bind(completion.status as i16)
-    .bind(headers)
-    .bind(&completion.body[..])
-    .bind(completion.biz_no.as_deref());
-    if let Some(at) = completion.expire_at.map(Timestamp::as_millis) {
+    // The claim's expiry kept (the engine's completions): no expiry bound or computed.
+    let (sql, expire_at) = match completion.expire_at {
+        None => (on.complete, None),
+        Some(at) => (on.complete_expiring, Some(at.as_millis())),
+    };
+    let mut query = sqlx::query(sql)
+        .bind(RecordState::from(completion.outcome).code())
+        .bind(completion.status as i16)
+        .bind(headers)
+        .bind(&completion.body[..])
+        .bind(completion.biz_no.as_deref());
+    if let Some(at) = expire_at {
         query = query.bind(at).bind(at).bind(at);
     }
     query

@@ -163,10 +163,10 @@ pub(super) const SELECT_SQL: &str = concat!(
 /// record's and it is processing (S23). No expiry condition: a result nobody superseded is
 /// stored even when it comes after `expire_at`. The record keeps the expiry its claim set (the
 /// engine's completions: [`COMPLETE_EXPIRING_SQL`] sets another), so `expire_at` and
-/// `replay_until` are not written: a processing record's `replay_until` is `NULL` or after its
-/// `created_at` (a claim writes it so, a takeover of a freed record clears it), which is what
-/// [`COMPLETE_EXPIRING_SQL`] leaves as it is when given no expiry. `$8` is the clock override,
-/// `$9` the operation id.
+/// `replay_until` are not written. (The single statement this replaced cleared a
+/// `replay_until` at or before `created_at` when given no expiry; a processing record has none:
+/// a claim writes it after `created_at`, a takeover clears a stale one.) `$8` is the clock
+/// override, `$9` the operation id.
 pub(super) const COMPLETE_SQL: &str = concat!(
     "UPDATE ",
     table!(),
