@@ -11,9 +11,6 @@ local fence, op, created, expire_at, took = 1, ARGV[3], now, now + math.max(wind
 local replay_until = nil
 if remember > 0 then replay_until = now + window end
 local existing = state or f or op_was or rec[12]
--- What a claim clears before it writes the record (the `HSET` below sets `replay_until` again
--- when the record has one).
-local STALE = {'resp_status', 'resp_headers', 'resp_body', 'biz_no', 'completed_at', 'replay_until'}
 if existing then
   local fn, lu, ea, ca = tonumber(f), tonumber(rec[11]), tonumber(rec[12]), tonumber(rec[13])
   if not (state and fn and lu and ea and ca and op_was and request_hash) then
@@ -35,7 +32,13 @@ if existing then
   end
   -- Expired: logically absent, a new operation replaces it (S21); the fence still grows.
   fence = fn + 1
-  redis.call('HDEL', KEYS[1], unpack(STALE))
+end
+-- What the record replaced held, or fields a hash held without a record (edited or restored by
+-- hand): a completion must not store them with its own answer. (The `HSET` below writes
+-- `replay_until` again when the record has one.)
+if existing or rec[6] or rec[7] or rec[8] or rec[9] or rec[15] or rec[16] then
+  redis.call('HDEL', KEYS[1], 'resp_status', 'resp_headers', 'resp_body', 'biz_no', 'completed_at',
+    'replay_until')
 end
 local fields = {'idem_key', ARGV[1], 'request_hash', ARGV[2], 'state', '0', 'operation_id', op,
   'fence', int(fence), 'locked_at', int(now), 'lease_until', int(lease_until),
@@ -45,14 +48,9 @@ if replay_until then
   fields[#fields + 1] = int(replay_until)
 end
 if not existing then
-  -- A new record: its row version starts at 1, written with the rest. Fields left without a
-  -- record (a hash edited or restored by hand) are dropped, as a replaced record's are: a
-  -- completion must not store them with its own answer.
+  -- A new record: its row version starts at 1, written with the rest.
   fields[#fields + 1] = 'rev'
   fields[#fields + 1] = '1'
-  if rec[6] or rec[7] or rec[8] or rec[9] or rec[15] or rec[16] then
-    redis.call('HDEL', KEYS[1], unpack(STALE))
-  end
 end
 redis.call('HSET', KEYS[1], unpack(fields))
 if existing then redis.call('HINCRBY', KEYS[1], 'rev', 1) end
